@@ -1,0 +1,78 @@
+# kubetrain developer entry points. Everything a fresh clone needs is bootstrapped here:
+#   make synth   synthesize the default stack into dist/
+#   make test    set up everything the tests need (venv, Go tools, control plane
+#                binaries, training deps), lint, then run every test tier
+#   make lint    ruff + mypy --strict
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMPS := $(VENV)/.stamps
+# Caches that outlive a clone live outside the repository, keyed by version.
+KUBETRAIN_CACHE ?= $(HOME)/.cache/kubetrain
+export KUBETRAIN_CACHE
+
+# The one Kubernetes release kubetrain pins: its OpenAPI shapes the CRDs' pod template
+# schema and its control plane runs the integration tests.
+K8S_VERSION := v1.34.4
+export K8S_VERSION
+OPENAPI_DIR := $(KUBETRAIN_CACHE)/openapi/$(K8S_VERSION)
+export KUBETRAIN_OPENAPI_DIR := $(OPENAPI_DIR)
+
+export GOTOOLCHAIN := local
+export GOFLAGS := -mod=mod
+# jsii (under cdk8s) prints a Node.js end-of-life banner unless told the major version.
+export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := $(shell node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 20)
+
+.PHONY: help venv synth lint test test-unit openapi schemas clean
+
+help:
+	@echo "make synth   synthesize the default stack into dist/"
+	@echo "make test    install everything, lint, run all tests"
+	@echo "make lint    ruff and mypy --strict"
+
+$(STAMPS)/venv: pyproject.toml
+	@mkdir -p $(STAMPS)
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $@
+
+venv: $(STAMPS)/venv
+
+# The pinned Kubernetes OpenAPI v3 documents, fetched through the Go module proxy.
+$(OPENAPI_DIR)/.done:
+	@mkdir -p $(OPENAPI_DIR)
+	@dir=$$(cd /tmp && go mod download -json k8s.io/kubernetes@$(K8S_VERSION) | $(PYTHON) -c 'import json,sys; print(json.load(sys.stdin)["Dir"])'); \
+	  cp "$$dir"/api/openapi-spec/v3/*.json $(OPENAPI_DIR)/ && chmod u+w $(OPENAPI_DIR)/*.json
+	@touch $@
+	@echo "Kubernetes $(K8S_VERSION) OpenAPI in $(OPENAPI_DIR)"
+
+openapi: $(OPENAPI_DIR)/.done
+
+# Regenerate the committed pod-template schema from the pinned OpenAPI.
+schemas: venv openapi
+	$(BIN)/python -m kubetrain.api.k8s_openapi --write
+
+synth: venv
+	$(BIN)/kubetrain synth
+
+lint: venv
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	$(BIN)/mypy
+
+test-unit: venv openapi
+	$(BIN)/pytest tests/unit tests/snapshots
+
+test: venv openapi lint
+	$(BIN)/pytest
+
+clean:
+	rm -rf $(VENV) dist cdk8s.out .mypy_cache .ruff_cache .pytest_cache
+
+-include cluster/cluster.mk
+-include images/images.mk
