@@ -1,0 +1,59 @@
+"""Typed models of Kubeflow's training jobs: the single source of truth for kubetrain."""
+
+from kubetrain.api.common import (
+    CleanPodPolicy,
+    ConditionStatus,
+    ConditionType,
+    JobBase,
+    JobCondition,
+    JobStatus,
+    ObjectMeta,
+    ReplicaSpec,
+    ReplicaStatus,
+    RestartPolicy,
+    RunPolicy,
+    SchedulingPolicy,
+)
+from kubetrain.api.crds import crd_schema, generate_crds
+from kubetrain.api.defaults import apply_defaults
+from kubetrain.api.errors import FieldError, JobValidationError
+from kubetrain.api.loader import Job, load_job, load_job_file, load_jobs_from_yaml
+from kubetrain.api.mpi import MPIImplementation, MPIJob, MPIJobSpec, MPIReplicaType
+from kubetrain.api.pytorch import ElasticPolicy, PyTorchJob, PyTorchJobSpec, PyTorchReplicaType
+from kubetrain.api.tensorflow import SuccessPolicy, TFJob, TFJobSpec, TFReplicaType
+
+__all__ = [
+    "CleanPodPolicy",
+    "ConditionStatus",
+    "ConditionType",
+    "ElasticPolicy",
+    "FieldError",
+    "Job",
+    "JobBase",
+    "JobCondition",
+    "JobStatus",
+    "JobValidationError",
+    "MPIImplementation",
+    "MPIJob",
+    "MPIJobSpec",
+    "MPIReplicaType",
+    "ObjectMeta",
+    "PyTorchJob",
+    "PyTorchJobSpec",
+    "PyTorchReplicaType",
+    "ReplicaSpec",
+    "ReplicaStatus",
+    "RestartPolicy",
+    "RunPolicy",
+    "SchedulingPolicy",
+    "SuccessPolicy",
+    "TFJob",
+    "TFJobSpec",
+    "TFReplicaType",
+    "apply_defaults",
+    "crd_schema",
+    "generate_crds",
+    "load_job",
+    "load_job_file",
+    "load_jobs_from_yaml",
+]

@@ -1,0 +1,137 @@
+"""CustomResourceDefinitions generated from the typed models.
+
+Each CRD is ``apiextensions.k8s.io/v1`` with one served and stored version, a structural
+schema (full PodTemplateSpec of the pinned Kubernetes release, descriptions trimmed), the
+status subresource, printer columns, CEL rules for the invariants upstream only checks in
+webhooks, and no ``status`` block or empty fields, so apply-then-diff is empty.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from kubetrain.api.base import DNS1035_PATTERN
+from kubetrain.api.common import JobBase, JobStatus
+from kubetrain.api.invariants import invariants_for
+from kubetrain.api.mpi import MPIJob
+from kubetrain.api.pytorch import PyTorchJob
+from kubetrain.api.schema import model_schema
+from kubetrain.api.tensorflow import TFJob
+
+GROUP = "kubeflow.org"
+# Argo CD and client-side apply keep the last-applied copy in an annotation capped at
+# 256 KiB; every CRD must serialize below it.
+MAX_CRD_BYTES = 256 * 1024
+PART_OF_LABEL = {"app.kubernetes.io/part-of": "kubetrain"}
+
+
+@dataclass(frozen=True)
+class CrdInfo:
+    model: type[JobBase]
+    plural: str
+    singular: str
+    version: str
+    scale_replica_type: str | None = None
+
+
+CRD_INFOS: tuple[CrdInfo, ...] = (
+    CrdInfo(PyTorchJob, "pytorchjobs", "pytorchjob", "v1", scale_replica_type="Worker"),
+    CrdInfo(TFJob, "tfjobs", "tfjob", "v1"),
+    CrdInfo(MPIJob, "mpijobs", "mpijob", "v2beta1"),
+)
+
+PRINTER_COLUMNS = [
+    {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"},
+    {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+]
+
+
+def _kind(info: CrdInfo) -> str:
+    return str(info.model.model_fields["kind"].default)
+
+
+def openapi_schema(info: CrdInfo) -> dict[str, Any]:
+    """The root structural schema of one kind."""
+    kind = _kind(info)
+    spec_model = info.model.model_fields["spec"].annotation
+    assert isinstance(spec_model, type)
+    return {
+        "type": "object",
+        "description": f"{kind}: {info.model.__doc__ or ''}".strip(),
+        "properties": {
+            "apiVersion": {"type": "string"},
+            "kind": {"type": "string"},
+            "metadata": {
+                "type": "object",
+                "properties": {
+                    "name": {"type": "string", "maxLength": 63, "pattern": DNS1035_PATTERN},
+                },
+            },
+            "spec": model_schema(spec_model),
+            "status": model_schema(JobStatus),
+        },
+        "required": ["spec"],
+        "x-kubernetes-validations": [i.cel_rule().to_schema() for i in invariants_for(kind)],
+    }
+
+
+def generate_crd(info: CrdInfo) -> dict[str, Any]:
+    kind = _kind(info)
+    subresources: dict[str, Any] = {"status": {}}
+    if info.scale_replica_type:
+        rtype = info.scale_replica_type
+        field = info.model.model_fields["spec"].annotation
+        assert isinstance(field, type)
+        specs = next(
+            (f.alias or n) for n, f in field.model_fields.items() if n.endswith("replica_specs")
+        )
+        subresources["scale"] = {
+            "specReplicasPath": f".spec.{specs}.{rtype}.replicas",
+            "statusReplicasPath": f".status.replicaStatuses.{rtype}.active",
+            "labelSelectorPath": f".status.replicaStatuses.{rtype}.selector",
+        }
+    return {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": f"{info.plural}.{GROUP}", "labels": dict(PART_OF_LABEL)},
+        "spec": {
+            "group": GROUP,
+            "names": {
+                "kind": kind,
+                "listKind": f"{kind}List",
+                "plural": info.plural,
+                "singular": info.singular,
+            },
+            "scope": "Namespaced",
+            "versions": [
+                {
+                    "name": info.version,
+                    "served": True,
+                    "storage": True,
+                    "schema": {"openAPIV3Schema": openapi_schema(info)},
+                    "subresources": subresources,
+                    "additionalPrinterColumns": PRINTER_COLUMNS,
+                }
+            ],
+        },
+    }
+
+
+def generate_crds() -> list[dict[str, Any]]:
+    """The CRDs for PyTorchJob, TFJob and MPIJob, in a stable order."""
+    return [generate_crd(info) for info in CRD_INFOS]
+
+
+def crd_schema(kind: str) -> dict[str, Any]:
+    """The openAPIV3Schema of ``kind`` (for validating custom resources in tests and tools)."""
+    for info in CRD_INFOS:
+        if _kind(info) == kind:
+            return openapi_schema(info)
+    raise KeyError(f"no CRD for kind {kind!r}: expected one of {[_kind(i) for i in CRD_INFOS]}")
+
+
+def serialized_size(crd: dict[str, Any]) -> int:
+    """Bytes of the compact JSON form (what kubectl stores in last-applied-configuration)."""
+    return len(json.dumps(crd, separators=(",", ":")).encode())

@@ -1,0 +1,65 @@
+"""MPIJob (kubeflow.org/v2beta1)."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+from typing import ClassVar, Literal
+
+from pydantic import Field, StrictBool, StrictStr
+
+from kubetrain.api.base import KubeModel, NonNegInt32
+from kubetrain.api.common import JobBase, ReplicaSpec, RunPolicy
+
+API_VERSION = "kubeflow.org/v2beta1"
+KIND = "MPIJob"
+DEFAULT_SSH_AUTH_MOUNT_PATH = "/root/.ssh"
+
+
+class MPIReplicaType(StrEnum):
+    LAUNCHER = "Launcher"
+    WORKER = "Worker"
+
+
+class LauncherCreationPolicy(StrEnum):
+    AT_STARTUP = "AtStartup"
+    WAIT_FOR_WORKERS_READY = "WaitForWorkersReady"
+
+
+class MPIImplementation(StrEnum):
+    OPEN_MPI = "OpenMPI"
+    INTEL = "Intel"
+    MPICH = "MPICH"
+
+
+class MPIJobSpec(KubeModel):
+    slots_per_worker: NonNegInt32 | None = Field(
+        default=None, description="MPI slots (processes) per worker. Default: 1."
+    )
+    run_launcher_as_worker: StrictBool | None = Field(
+        default=None, description="Also run ranks in the launcher. Default: false."
+    )
+    run_policy: RunPolicy | None = None
+    mpi_replica_specs: dict[MPIReplicaType, ReplicaSpec] = Field(
+        min_length=1, description="Launcher (exactly one) and Worker (at least one)."
+    )
+    ssh_auth_mount_path: StrictStr | None = Field(
+        default=None,
+        pattern=r"^/",
+        description="Where the SSH keys are mounted. Default: /root/.ssh.",
+    )
+    launcher_creation_policy: LauncherCreationPolicy | None = Field(
+        default=None, description="AtStartup or WaitForWorkersReady. Default: AtStartup."
+    )
+    mpi_implementation: MPIImplementation | None = Field(
+        default=None, description="OpenMPI, Intel or MPICH. Default: OpenMPI."
+    )
+
+
+class MPIJob(JobBase):
+    """An MPI job (Horovod, nccl-tests, ...), wire-compatible with Kubeflow's MPIJob v2beta1."""
+
+    replica_specs_attr: ClassVar[str] = "mpi_replica_specs"
+
+    api_version: Literal["kubeflow.org/v2beta1"] = "kubeflow.org/v2beta1"
+    kind: Literal["MPIJob"] = "MPIJob"
+    spec: MPIJobSpec

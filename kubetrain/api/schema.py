@@ -1,0 +1,152 @@
+"""Structural OpenAPI v3 schemas generated from the typed models.
+
+The same models that parse and serialize jobs describe them to the API server: every
+field's type, bounds, enum and description come from its annotation, embedded
+Kubernetes types come from the pinned OpenAPI (``k8s_openapi``), and each model's
+``cel_rules`` become ``x-kubernetes-validations``. No schema YAML is written by hand.
+"""
+
+from __future__ import annotations
+
+import types
+from enum import Enum
+from typing import Annotated, Any, Literal, Union, get_args, get_origin
+
+import annotated_types
+from pydantic import BaseModel
+from pydantic.fields import FieldInfo
+
+from kubetrain.api.base import (
+    INT32_MAX,
+    INT64_MAX,
+    CelRule,
+    K8sSchema,
+    KubeModel,
+    SchemaFormat,
+    SchemaPattern,
+)
+from kubetrain.api.k8s_openapi import embedded_schema
+
+
+def model_schema(model: type[BaseModel]) -> dict[str, Any]:
+    """The structural schema of a model: an object with its fields as properties."""
+    properties: dict[str, Any] = {}
+    required: list[str] = []
+    for name, field in model.model_fields.items():
+        wire = field.alias or name
+        properties[wire] = field_schema(field)
+        if field.is_required():
+            required.append(wire)
+    out: dict[str, Any] = {"type": "object", "properties": dict(sorted(properties.items()))}
+    if required:
+        out["required"] = sorted(required)
+    rules: tuple[CelRule, ...] = getattr(model, "cel_rules", ())
+    if rules:
+        out["x-kubernetes-validations"] = [r.to_schema() for r in rules]
+    return out
+
+
+def field_schema(field: FieldInfo) -> dict[str, Any]:
+    schema = type_schema(field.annotation, list(field.metadata))
+    if field.description and "description" not in schema:
+        schema = {"description": field.description, **schema}
+    return schema
+
+
+def _strip_optional(annotation: Any) -> Any:
+    origin = get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        args = [a for a in get_args(annotation) if a is not type(None)]
+        if len(args) == 1:
+            return args[0]
+    return annotation
+
+
+def type_schema(annotation: Any, metadata: list[Any]) -> dict[str, Any]:
+    """Schema of one annotated type. ``metadata`` carries constraints and markers."""
+    annotation = _strip_optional(annotation)
+    if get_origin(annotation) is Annotated:
+        base, *extra = get_args(annotation)
+        return type_schema(base, [*extra, *metadata])
+    for marker in metadata:
+        if isinstance(marker, K8sSchema):
+            return dict(embedded_schema(marker.definition))
+        if isinstance(marker, FieldInfo):
+            metadata = [*metadata, *marker.metadata]
+    origin = get_origin(annotation)
+    schema: dict[str, Any]
+    if origin in (Union, types.UnionType):
+        kinds = {_scalar_type(a) for a in get_args(annotation)}
+        if kinds == {"integer", "string"}:
+            schema = {
+                "anyOf": [{"type": "integer"}, {"type": "string"}],
+                "x-kubernetes-int-or-string": True,
+            }
+        else:
+            raise TypeError(f"unsupported union in schema: {annotation}")
+    elif origin is Literal:
+        values = list(get_args(annotation))
+        schema = {"type": "string", "enum": values}
+    elif origin is dict:
+        key_type, value_type = get_args(annotation)
+        schema = {"type": "object", "additionalProperties": type_schema(value_type, [])}
+        if isinstance(key_type, type) and issubclass(key_type, Enum):
+            allowed = [str(m.value) for m in key_type]
+            schema["maxProperties"] = len(allowed)
+            listed = ", ".join(f"'{v}'" for v in allowed)
+            schema["x-kubernetes-validations"] = [
+                {
+                    "rule": f"self.all(k, k in [{listed}])",
+                    "message": f"replica type must be one of: {', '.join(allowed)}",
+                }
+            ]
+        elif value_type is Any:
+            schema = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
+    elif origin is list:
+        (item_type,) = get_args(annotation)
+        schema = {"type": "array", "items": type_schema(item_type, [])}
+    elif isinstance(annotation, type) and issubclass(annotation, KubeModel):
+        schema = model_schema(annotation)
+    elif isinstance(annotation, type) and issubclass(annotation, Enum):
+        schema = {"type": "string", "enum": [str(m.value) for m in annotation]}
+    else:
+        schema = {"type": _scalar_type(annotation)}
+    _apply_constraints(schema, metadata)
+    return schema
+
+
+def _scalar_type(annotation: Any) -> str:
+    annotation = _strip_optional(annotation)
+    if get_origin(annotation) is Annotated:
+        annotation = get_args(annotation)[0]
+    if annotation is bool:
+        return "boolean"
+    if annotation is int:
+        return "integer"
+    if annotation is float:
+        return "number"
+    if annotation is str:
+        return "string"
+    raise TypeError(f"unsupported type in schema: {annotation!r}")
+
+
+def _apply_constraints(schema: dict[str, Any], metadata: list[Any]) -> None:
+    is_array_or_object = schema.get("type") in ("array", "object")
+    for marker in metadata:
+        if isinstance(marker, SchemaFormat):
+            schema["format"] = marker.name
+        elif isinstance(marker, SchemaPattern):
+            schema["pattern"] = marker.regex
+        elif isinstance(marker, annotated_types.Ge):
+            if marker.ge != -(2**31):  # implied by format int32
+                schema["minimum"] = marker.ge
+        elif isinstance(marker, annotated_types.Le):
+            if marker.le not in (INT32_MAX, INT64_MAX):  # implied by the format
+                schema["maximum"] = marker.le
+        elif isinstance(marker, annotated_types.MinLen):
+            key = "minItems" if schema.get("type") == "array" else "minProperties"
+            schema[key if is_array_or_object else "minLength"] = marker.min_length
+        elif isinstance(marker, annotated_types.MaxLen):
+            schema["maxItems" if schema.get("type") == "array" else "maxLength"] = marker.max_length
+        elif hasattr(marker, "pattern") and getattr(marker, "pattern", None):
+            schema["pattern"] = marker.pattern

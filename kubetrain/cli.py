@@ -1,0 +1,51 @@
+"""``kubetrain``: the command line. Each subcommand lives in ``kubetrain.commands.<name>``
+with ``add_parser(subparsers)`` and ``run(args) -> int``; modules are imported only
+when their command runs, so ``kubetrain validate`` never starts the jsii runtime."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from types import ModuleType
+
+from kubetrain import __version__
+
+# (command, module, one-line help), in the order `kubetrain --help` lists them.
+COMMANDS: tuple[tuple[str, str, str], ...] = (
+    ("validate", "kubetrain.commands.validate", "check job manifests against the typed API"),
+    ("crds", "kubetrain.commands.crds", "print the CRDs as YAML"),
+    ("synth", "kubetrain.commands.synth", "synthesize a stack into dist/"),
+)
+
+
+def _load(module: str) -> ModuleType:
+    return importlib.import_module(module)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="kubetrain",
+        description="Kubeflow-compatible distributed training on Kubernetes, from typed Python.",
+    )
+    parser.add_argument("--version", action="version", version=f"kubetrain {__version__}")
+    subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name, module, help_text in COMMANDS:
+        sub = subparsers.add_parser(name, help=help_text, description=help_text)
+        sub.set_defaults(_module=module)
+        _load(module).add_arguments(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "_module", None):
+        parser.print_help(sys.stderr)
+        return 2
+    result: int = _load(args._module).run(args)
+    return result
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

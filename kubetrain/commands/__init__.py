@@ -1,0 +1,1 @@
+"""Subcommands of the ``kubetrain`` CLI, one module each."""

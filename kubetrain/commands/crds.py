@@ -1,0 +1,24 @@
+"""``kubetrain crds``: print the generated CRDs as one YAML stream."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from kubetrain.api import generate_crds
+from kubetrain.manifest import dump_all
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--kind",
+        action="append",
+        choices=("PyTorchJob", "TFJob", "MPIJob"),
+        help="only this kind (repeatable; default: all)",
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    crds = [c for c in generate_crds() if not args.kind or c["spec"]["names"]["kind"] in args.kind]
+    sys.stdout.write(dump_all(crds))
+    return 0
