@@ -1,0 +1,16 @@
+"""Snapshot of every generated CRD: any change to the wire schema shows up in review."""
+
+from __future__ import annotations
+
+import pytest
+
+from kubetrain.api import generate_crds
+from kubetrain.manifest import dump
+from tests.snapshot import assert_snapshot
+
+CRDS = {c["metadata"]["name"]: c for c in generate_crds()}
+
+
+@pytest.mark.parametrize("name", CRDS)
+def test_crd_matches_snapshot(name: str) -> None:
+    assert_snapshot(f"crds/{name}.yaml", dump(CRDS[name]))
