@@ -29,6 +29,12 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := $(shell node -p 'process
 
 .PHONY: help venv synth lint test test-unit openapi schemas clean
 
+# Component makefiles add their targets and append to TEST_PREREQS (what `make test`
+# must build or install first: the control-plane binaries, torch, the Horovod wheel).
+TEST_PREREQS :=
+-include cluster/cluster.mk
+-include images/images.mk
+
 help:
 	@echo "make synth   synthesize the default stack into dist/"
 	@echo "make test    install everything, lint, run all tests"
@@ -68,11 +74,9 @@ lint: venv
 test-unit: venv openapi
 	$(BIN)/pytest tests/unit tests/snapshots
 
-test: venv openapi lint
+test: venv openapi $(TEST_PREREQS) lint
 	$(BIN)/pytest
 
 clean:
 	rm -rf $(VENV) dist cdk8s.out .mypy_cache .ruff_cache .pytest_cache
 
--include cluster/cluster.mk
--include images/images.mk
