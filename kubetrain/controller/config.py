@@ -1,0 +1,178 @@
+"""The operator's typed configuration: defined once, rendered to command-line flags by the
+``TrainingOperator`` construct and parsed back by ``kubetrain operator``, so the two
+cannot drift (a test round-trips every field through the flags)."""
+
+from __future__ import annotations
+
+import argparse
+import re
+from dataclasses import dataclass, fields
+from enum import StrEnum
+
+JOB_KINDS = ("PyTorchJob", "TFJob", "MPIJob")
+_DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+
+
+class GangScheduler(StrEnum):
+    """Gang-scheduling backend; ``none`` schedules pods one by one."""
+
+    NONE = "none"
+    VOLCANO = "volcano"
+    SCHEDULER_PLUGINS = "scheduler-plugins"
+
+
+@dataclass(frozen=True, kw_only=True)
+class OperatorConfig:
+    """Everything ``kubetrain operator`` can be told on its command line.
+
+    Defaults are what a single-replica, cluster-wide install needs.
+    """
+
+    kinds: tuple[str, ...] = JOB_KINDS
+    """Job kinds to reconcile (and to request RBAC for). Default: all three."""
+    namespaces: tuple[str, ...] = ()
+    """Namespaces to watch. Default: empty, meaning every namespace (ClusterRole)."""
+    workers: int = 4
+    """Reconcile worker threads."""
+    kube_api_qps: float = 20.0
+    """Client-side rate limit for API requests per second."""
+    kube_api_burst: int = 40
+    """Burst above ``kube_api_qps``."""
+    leader_elect: bool = False
+    """Take a Lease before acting; required (and set by the construct) with replicas > 1."""
+    leader_election_id: str = "kubetrain-operator"
+    """Name of the Lease."""
+    metrics_port: int = 8080
+    """Port of the Prometheus ``/metrics`` endpoint."""
+    health_port: int = 8081
+    """Port of ``/healthz`` and ``/readyz``."""
+    gang_scheduler: GangScheduler = GangScheduler.NONE
+    """Gang scheduler whose PodGroups the operator creates."""
+    startup_timeout_seconds: int = 600
+    """How long a launcher/master waits for its workers to be Ready before the job fails."""
+
+    def __post_init__(self) -> None:
+        unknown = [k for k in self.kinds if k not in JOB_KINDS]
+        if unknown or not self.kinds:
+            raise ValueError(
+                f"kinds ({', '.join(self.kinds) or 'empty'}) must be a non-empty subset of "
+                f"{', '.join(JOB_KINDS)}"
+            )
+        if len(set(self.kinds)) != len(self.kinds):
+            raise ValueError(f"kinds ({', '.join(self.kinds)}) lists a kind twice")
+        bad = [n for n in self.namespaces if not _DNS1123.match(n) or len(n) > 63]
+        if bad:
+            raise ValueError(f"namespaces ({', '.join(bad)}) must be DNS-1123 labels")
+        if len(set(self.namespaces)) != len(self.namespaces):
+            raise ValueError(f"namespaces ({', '.join(self.namespaces)}) lists one twice")
+        if not 1 <= self.workers <= 64:
+            raise ValueError(f"workers ({self.workers}) must be between 1 and 64")
+        if self.kube_api_qps <= 0:
+            raise ValueError(f"kube_api_qps ({self.kube_api_qps}) must be > 0")
+        if self.kube_api_burst < 1:
+            raise ValueError(f"kube_api_burst ({self.kube_api_burst}) must be >= 1")
+        for name in ("metrics_port", "health_port"):
+            port = getattr(self, name)
+            if not 1024 <= port <= 65535:
+                raise ValueError(f"{name} ({port}) must be between 1024 and 65535 (non-root)")
+        if self.metrics_port == self.health_port:
+            raise ValueError(f"metrics_port and health_port ({self.metrics_port}) must differ")
+        if not _DNS1123.match(self.leader_election_id):
+            raise ValueError(
+                f"leader_election_id ({self.leader_election_id!r}) must be a DNS-1123 label"
+            )
+        if self.startup_timeout_seconds < 1:
+            raise ValueError(
+                f"startup_timeout_seconds ({self.startup_timeout_seconds}) must be >= 1"
+            )
+
+    @property
+    def cluster_wide(self) -> bool:
+        return not self.namespaces
+
+    def to_args(self) -> list[str]:
+        """Command-line flags for every field, in a fixed order (deterministic manifests)."""
+        args = [f"--kinds={','.join(self.kinds)}"]
+        args += [f"--namespace={n}" for n in self.namespaces]
+        args += [
+            f"--workers={self.workers}",
+            f"--kube-api-qps={self.kube_api_qps:g}",
+            f"--kube-api-burst={self.kube_api_burst}",
+            f"--leader-elect={'true' if self.leader_elect else 'false'}",
+            f"--leader-election-id={self.leader_election_id}",
+            f"--metrics-port={self.metrics_port}",
+            f"--health-port={self.health_port}",
+            f"--gang-scheduler={self.gang_scheduler.value}",
+            f"--startup-timeout-seconds={self.startup_timeout_seconds}",
+        ]
+        return args
+
+    @classmethod
+    def add_arguments(cls, parser: argparse.ArgumentParser) -> None:
+        """Declare the flags ``to_args`` renders."""
+        d = cls()
+        parser.add_argument(
+            "--kinds",
+            default=",".join(d.kinds),
+            help=f"comma-separated job kinds (default: {','.join(d.kinds)})",
+        )
+        parser.add_argument(
+            "--namespace",
+            action="append",
+            dest="namespaces",
+            default=[],
+            help="namespace to watch (repeatable; default: all namespaces)",
+        )
+        parser.add_argument("--workers", type=int, default=d.workers)
+        parser.add_argument("--kube-api-qps", type=float, default=d.kube_api_qps)
+        parser.add_argument("--kube-api-burst", type=int, default=d.kube_api_burst)
+        parser.add_argument(
+            "--leader-elect", type=_parse_bool, default=d.leader_elect, metavar="true|false"
+        )
+        parser.add_argument("--leader-election-id", default=d.leader_election_id)
+        parser.add_argument("--metrics-port", type=int, default=d.metrics_port)
+        parser.add_argument("--health-port", type=int, default=d.health_port)
+        parser.add_argument(
+            "--gang-scheduler",
+            default=d.gang_scheduler.value,
+            choices=[g.value for g in GangScheduler],
+        )
+        parser.add_argument(
+            "--startup-timeout-seconds", type=int, default=d.startup_timeout_seconds
+        )
+
+    @classmethod
+    def from_namespace(cls, args: argparse.Namespace) -> OperatorConfig:
+        """Build a config from parsed flags (raises ValueError naming a bad value)."""
+        return cls(
+            kinds=tuple(k.strip() for k in args.kinds.split(",") if k.strip()),
+            namespaces=tuple(args.namespaces),
+            workers=args.workers,
+            kube_api_qps=args.kube_api_qps,
+            kube_api_burst=args.kube_api_burst,
+            leader_elect=args.leader_elect,
+            leader_election_id=args.leader_election_id,
+            metrics_port=args.metrics_port,
+            health_port=args.health_port,
+            gang_scheduler=GangScheduler(args.gang_scheduler),
+            startup_timeout_seconds=args.startup_timeout_seconds,
+        )
+
+    @classmethod
+    def from_args(cls, argv: list[str]) -> OperatorConfig:
+        parser = argparse.ArgumentParser(prog="kubetrain operator", exit_on_error=False)
+        cls.add_arguments(parser)
+        return cls.from_namespace(parser.parse_args(argv))
+
+
+def config_field_names() -> list[str]:
+    return [f.name for f in fields(OperatorConfig)]
+
+
+def _parse_bool(text: str) -> bool:
+    lowered = text.lower()
+    if lowered in ("true", "1", "yes"):
+        return True
+    if lowered in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"{text!r} is not a boolean: use true or false")
