@@ -175,6 +175,58 @@ def embedded_schema(definition: str) -> dict[str, Any]:
     return schema
 
 
+def strict_schema(schema: Any) -> Any:
+    """Copy of a structural schema that also rejects unknown fields (like kubectl's
+    strict field validation), so a typo such as ``contianers`` is reported."""
+    if isinstance(schema, dict):
+        out = {k: strict_schema(v) for k, v in schema.items()}
+        if (
+            "properties" in out
+            and "additionalProperties" not in out
+            and not out.get("x-kubernetes-preserve-unknown-fields")
+        ):
+            out["additionalProperties"] = False
+        return out
+    if isinstance(schema, list):
+        return [strict_schema(v) for v in schema]
+    return schema
+
+
+@cache
+def _gvk_index(directory: Path) -> dict[tuple[str, str], tuple[Path, str]]:
+    """(apiVersion, kind) -> (document, definition name) over every OpenAPI document."""
+    index: dict[tuple[str, str], tuple[Path, str]] = {}
+    for path in sorted(directory.glob("*_openapi.json")):
+        schemas = json.loads(path.read_text()).get("components", {}).get("schemas", {})
+        for name, schema in schemas.items():
+            for gvk in schema.get("x-kubernetes-group-version-kind", []):
+                group, version = gvk.get("group", ""), gvk["version"]
+                api_version = f"{group}/{version}" if group else version
+                if name.endswith(f".{gvk['kind']}"):
+                    index[(api_version, gvk["kind"])] = (path, name)
+    return index
+
+
+@cache
+def object_schema(api_version: str, kind: str) -> dict[str, Any]:
+    """Structural schema of a built-in object kind of the pinned release (for validating
+    synthesized manifests); reads the OpenAPI documents that ``make openapi`` fetched."""
+    directory = openapi_dir()
+    index = _gvk_index(directory)
+    if not index:
+        raise FileNotFoundError(
+            f"no Kubernetes OpenAPI documents in {directory}: run `make openapi`"
+        )
+    try:
+        path, name = index[(api_version, kind)]
+    except KeyError:
+        raise KeyError(
+            f"{api_version} {kind} is not a built-in kind of Kubernetes {K8S_VERSION}"
+        ) from None
+    definitions = json.loads(path.read_text())["components"]["schemas"]
+    return _Converter(definitions).definition(name)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--write", action="store_true", help=f"write {SCHEMA_FILE.name}")

@@ -19,7 +19,7 @@ from kubetrain.api.base import KubeModel
 from kubetrain.api.common import JobBase
 from kubetrain.api.errors import FieldError, JobValidationError, join_path
 from kubetrain.api.invariants import check_invariants
-from kubetrain.api.k8s_openapi import embedded_schema
+from kubetrain.api.k8s_openapi import embedded_schema, strict_schema
 from kubetrain.api.mpi import MPIJob
 from kubetrain.api.pytorch import PyTorchJob
 from kubetrain.api.tensorflow import TFJob
@@ -243,26 +243,9 @@ def _describe_field(model: type[BaseModel], loc: list[str | int]) -> str:
 # --- pod templates against the pinned Kubernetes schema ---------------------------------------
 
 
-def _strict(schema: Any) -> Any:
-    """Copy of a structural schema that also rejects unknown fields (like kubectl's
-    strict field validation), so a typo such as ``contianers`` is reported."""
-    if isinstance(schema, dict):
-        out = {k: _strict(v) for k, v in schema.items()}
-        if (
-            "properties" in out
-            and "additionalProperties" not in out
-            and not out.get("x-kubernetes-preserve-unknown-fields")
-        ):
-            out["additionalProperties"] = False
-        return out
-    if isinstance(schema, list):
-        return [_strict(v) for v in schema]
-    return schema
-
-
 @cache
 def pod_template_validator() -> Draft7Validator:
-    return Draft7Validator(_strict(embedded_schema("io.k8s.api.core.v1.PodTemplateSpec")))
+    return Draft7Validator(strict_schema(embedded_schema("io.k8s.api.core.v1.PodTemplateSpec")))
 
 
 def _template_errors(kind: str, obj: dict[str, Any]) -> list[FieldError]:
