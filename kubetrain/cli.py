@@ -16,6 +16,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("validate", "kubetrain.commands.validate", "check job manifests against the typed API"),
     ("crds", "kubetrain.commands.crds", "print the CRDs as YAML"),
     ("synth", "kubetrain.commands.synth", "synthesize a stack into dist/"),
+    ("run", "kubetrain.local_run", "run a job manifest on this machine (--local)"),
 )
 
 

@@ -1,0 +1,1 @@
+"""Helpers shared by the sample training programs; each image copies this package."""

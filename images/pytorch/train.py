@@ -1,0 +1,162 @@
+"""PyTorch DistributedDataParallel sample for PyTorchJob.
+
+The process group is initialised only from the environment the operator injects
+(``init_method="env://"``): ``MASTER_ADDR``, ``MASTER_PORT``, ``WORLD_SIZE`` and
+``RANK`` for one process per pod, or the same variables set by ``torchrun`` from the
+``PET_*`` variables when a pod runs several processes (``nprocPerNode`` > 1). Without
+``WORLD_SIZE`` (or with ``WORLD_SIZE=1``) it trains as a single process.
+
+Run from the repository root or the image's working directory::
+
+    python -m images.pytorch.train --steps 50
+    torchrun -m images.pytorch.train --steps 50     # nprocPerNode > 1
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from datetime import timedelta
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+from torch import nn
+from torch.nn.parallel import DistributedDataParallel
+
+from images.common import torchkit, trainkit
+
+
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """Parse the sample's options."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    trainkit.add_common_arguments(parser)
+    parser.add_argument(
+        "--backend",
+        choices=["auto", "gloo", "nccl"],
+        default="auto",
+        help="torch.distributed backend; auto picks nccl with CUDA, gloo without",
+    )
+    parser.add_argument(
+        "--threads", type=int, default=1, help="intra-op CPU threads per process (0: default)"
+    )
+    parser.add_argument("--dist-timeout", type=int, default=300, help="seconds to wait for peers")
+    args = parser.parse_args(argv)
+    trainkit.validate_common_arguments(args)
+    return args
+
+
+def env_int(name: str, default: int) -> int:
+    """An integer from the environment, with an error naming the variable if malformed."""
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise SystemExit(f"environment variable {name}={raw!r} must be an integer") from None
+
+
+def setup_distributed(backend: str, timeout_s: int) -> tuple[int, int, torch.device]:
+    """Join the process group described by the environment; return (rank, world, device)."""
+    world_size = env_int("WORLD_SIZE", 1)
+    local_rank = env_int("LOCAL_RANK", 0)
+    use_cuda = torch.cuda.is_available()
+    device = torch.device("cuda", local_rank) if use_cuda else torch.device("cpu")
+    if use_cuda:
+        torch.cuda.set_device(device)
+    if world_size <= 1:
+        return 0, 1, device
+    for required in ("MASTER_ADDR", "MASTER_PORT", "RANK"):
+        if not os.environ.get(required):
+            raise SystemExit(
+                f"WORLD_SIZE={world_size} but {required} is not set: the PyTorchJob "
+                "operator (or torchrun) sets MASTER_ADDR, MASTER_PORT, WORLD_SIZE and RANK"
+            )
+    chosen = backend if backend != "auto" else ("nccl" if use_cuda else "gloo")
+    dist.init_process_group(
+        backend=chosen, init_method="env://", timeout=timedelta(seconds=timeout_s)
+    )
+    return dist.get_rank(), dist.get_world_size(), device
+
+
+def global_mean(value: torch.Tensor, world_size: int) -> float:
+    """The mean of ``value`` over all ranks."""
+    if world_size > 1:
+        value = value.detach().clone()
+        dist.all_reduce(value, op=dist.ReduceOp.SUM)
+        value /= world_size
+    return float(value.item())
+
+
+def train(args: argparse.Namespace) -> int:
+    """Train, checkpointing and resuming as configured; return the process exit code."""
+    torchkit.configure_cpu_threads(args.threads)
+    rank, world_size, device = setup_distributed(args.backend, args.dist_timeout)
+    schedule = trainkit.schedule_from_args(args, world_size)
+    task = torchkit.SyntheticTask(args.features, args.classes, args.seed)
+    model = torchkit.build_model(args.features, args.hidden, args.classes, args.seed).to(device)
+    optimizer = torch.optim.SGD(model.parameters(), lr=schedule.base_lr, momentum=0.9)
+
+    checkpoint_dir = Path(args.checkpoint_dir) if args.checkpoint_dir else None
+    start_step = 0
+    if checkpoint_dir is not None:
+        state = torchkit.load_checkpoint(checkpoint_dir)
+        if state is not None:
+            model.load_state_dict(state["model"])
+            optimizer.load_state_dict(state["optimizer"])
+            start_step = state["step"]
+            trainkit.log(f"rank {rank}: resumed from {checkpoint_dir} at step {start_step}")
+
+    ddp: nn.Module = (
+        DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
+        if world_size > 1
+        else model
+    )
+    if rank == 0:
+        trainkit.log(
+            f"training: world_size={world_size} batch_size={args.batch_size} "
+            f"global_batch={schedule.global_batch_size} peak_lr={schedule.peak_lr:.6f} "
+            f"warmup_steps={schedule.warmup_steps} steps={args.steps} device={device}"
+        )
+
+    loss_fn = nn.CrossEntropyLoss()
+    meter = trainkit.ThroughputMeter()
+    for step in range(start_step + 1, args.steps + 1):
+        meter.restart()
+        lr = schedule.lr_at(step)
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        inputs, labels = task.batch(rank, step, args.batch_size)
+        inputs, labels = inputs.to(device), labels.to(device)
+        optimizer.zero_grad(set_to_none=True)
+        loss = loss_fn(ddp(inputs), labels)
+        loss.backward()
+        optimizer.step()
+        mean_loss = global_mean(loss, world_size)
+        if rank == 0:
+            samples_per_sec = meter.samples_per_sec(schedule.global_batch_size)
+            trainkit.log_step(step, mean_loss, lr, samples_per_sec)
+        if checkpoint_dir is not None and (step % args.checkpoint_every == 0 or step == args.steps):
+            if rank == 0:
+                path = torchkit.save_checkpoint(
+                    checkpoint_dir, step=step, model=model, optimizer=optimizer
+                )
+                trainkit.log(f"checkpoint step={step} path={path}")
+            if world_size > 1:
+                # Nobody runs ahead of a checkpoint it might be asked to resume from.
+                dist.barrier()
+
+    trainkit.log_final(rank, max(start_step, args.steps), torchkit.parameters_digest(model))
+    if world_size > 1:
+        dist.destroy_process_group()
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point."""
+    return train(parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""TensorFlow MultiWorkerMirroredStrategy sample (TFJob)."""
