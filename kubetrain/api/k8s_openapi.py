@@ -75,8 +75,12 @@ def _ref_name(node: dict[str, Any]) -> str | None:
 
 
 class _Converter:
-    def __init__(self, definitions: dict[str, Any]) -> None:
+    """``for_crd``: the result will be embedded in a CRD, whose list-map keys must be
+    required or defaulted; for validating built-in objects that rule does not apply."""
+
+    def __init__(self, definitions: dict[str, Any], *, for_crd: bool = True) -> None:
         self.definitions = definitions
+        self.for_crd = for_crd
 
     def definition(self, name: str, stack: tuple[str, ...] = ()) -> dict[str, Any]:
         if name in stack:
@@ -133,6 +137,8 @@ class _Converter:
             if key in required:
                 continue
             default = item_source["properties"][key].get("default")
+            if default is None and not self.for_crd:
+                continue
             if default is None:
                 raise ValueError(f"list-map key {item_ref}.{key} is neither required nor defaulted")
             out["items"]["properties"][key]["default"] = default
@@ -224,7 +230,7 @@ def object_schema(api_version: str, kind: str) -> dict[str, Any]:
             f"{api_version} {kind} is not a built-in kind of Kubernetes {K8S_VERSION}"
         ) from None
     definitions = json.loads(path.read_text())["components"]["schemas"]
-    return _Converter(definitions).definition(name)
+    return _Converter(definitions, for_crd=False).definition(name)
 
 
 def main(argv: list[str] | None = None) -> int:

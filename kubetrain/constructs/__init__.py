@@ -1,5 +1,14 @@
 """cdk8s constructs: reusable building blocks of kubetrain stacks."""
 
 from kubetrain.constructs.crds import KubeflowCrds
+from kubetrain.constructs.operator import TrainingOperator, TrainingOperatorProps
+from kubetrain.constructs.types import Image, Quantity, Resources
 
-__all__ = ["KubeflowCrds"]
+__all__ = [
+    "Image",
+    "KubeflowCrds",
+    "Quantity",
+    "Resources",
+    "TrainingOperator",
+    "TrainingOperatorProps",
+]

@@ -1,0 +1,359 @@
+"""``TrainingOperator``: the operator's Deployment with least-privilege RBAC, metrics
+Service, PodDisruptionBudget and NetworkPolicy.
+
+The operator's flags are rendered from :class:`kubetrain.controller.config.OperatorConfig`
+and its RBAC from :func:`kubetrain.controller.rbac.operator_rules`, the same code the
+operator runs with, so the manifests and the binary cannot drift.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import constructs
+
+from kubetrain.constructs.objects import api_object
+from kubetrain.constructs.types import Image, Quantity, Resources, check_dns_label, check_labels
+from kubetrain.controller.config import OperatorConfig
+from kubetrain.controller.rbac import PolicyRule, leader_election_rules, operator_rules
+
+# A non-root UID/GID that exists in distroless and slim images alike.
+OPERATOR_UID = 65532
+
+
+def _default_resources() -> Resources:
+    return Resources(cpu=Quantity.millicores(100), memory=Quantity.mebibytes(256))
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainingOperatorProps:
+    """Props of :class:`TrainingOperator`."""
+
+    image: Image
+    """The operator image, pinned by tag or digest. Required."""
+    namespace: str = "kubetrain-system"
+    """Namespace the operator runs in."""
+    create_namespace: bool = True
+    """Emit the Namespace, labelled for Pod Security ``restricted``. False when the
+    platform manages namespaces."""
+    name: str = "kubetrain-operator"
+    """Name of the Deployment, ServiceAccount, roles and Service."""
+    replicas: int = 1
+    """Operator replicas; more than one turns leader election on (only the leader acts)."""
+    config: OperatorConfig = field(default_factory=OperatorConfig)
+    """The operator's flags (job kinds, watched namespaces, QPS, workers, ports, ...)."""
+    watch_namespaces: tuple[str, ...] = ()
+    """Shortcut for ``config.namespaces``: watch only these namespaces, with a Role and
+    RoleBinding in each instead of a ClusterRole. Default: all namespaces."""
+    resources: Resources = field(default_factory=_default_resources)
+    """Container resources. Default: 100m CPU and 256Mi memory requested, 256Mi limit."""
+    node_selector: dict[str, str] = field(default_factory=dict)
+    """Node selector for the operator pods. Default: none."""
+    labels: dict[str, str] = field(default_factory=dict)
+    """Extra labels on every object. Default: none."""
+
+    def __post_init__(self) -> None:
+        check_dns_label("namespace", self.namespace)
+        check_dns_label("name", self.name)
+        if not 1 <= self.replicas <= 10:
+            raise ValueError(f"replicas ({self.replicas}) must be between 1 and 10")
+        if self.resources.gpus:
+            raise ValueError(
+                f"resources.gpus ({self.resources.gpus}) must be 0: the operator needs no GPU"
+            )
+        check_labels("node_selector", self.node_selector)
+        check_labels("labels", self.labels)
+        if (
+            self.watch_namespaces
+            and self.config.namespaces
+            and (tuple(self.watch_namespaces) != self.config.namespaces)
+        ):
+            raise ValueError(
+                f"watch_namespaces ({', '.join(self.watch_namespaces)}) and config.namespaces "
+                f"({', '.join(self.config.namespaces)}) disagree: set only one of them"
+            )
+
+    def effective_config(self) -> OperatorConfig:
+        """The config the operator runs with: watch_namespaces merged in, and leader
+        election on whenever there is more than one replica."""
+        config = self.config
+        if self.watch_namespaces:
+            config = dataclasses.replace(config, namespaces=tuple(self.watch_namespaces))
+        if self.replicas > 1 and not config.leader_elect:
+            config = dataclasses.replace(config, leader_elect=True)
+        return config
+
+
+class TrainingOperator(constructs.Construct):
+    """The kubetrain operator and everything it needs to run with least privilege.
+
+    Child ids: ``Namespace``, ``ServiceAccount``, ``ClusterRole``/``ClusterRoleBinding``
+    (or ``Role-<ns>``/``RoleBinding-<ns>`` per watched namespace), ``LeaderElectionRole``
+    and ``LeaderElectionRoleBinding`` (with leader election), ``Resource`` (the
+    Deployment), ``MetricsService``, ``DisruptionBudget``, ``NetworkPolicy``.
+    """
+
+    def __init__(self, scope: constructs.Construct, id: str, props: TrainingOperatorProps) -> None:
+        super().__init__(scope, id)
+        self.props = props
+        self.config = props.effective_config()
+        self.selector = {
+            "app.kubernetes.io/name": props.name,
+            "app.kubernetes.io/component": "operator",
+        }
+        self.labels = {**props.labels, **self.selector, "app.kubernetes.io/part-of": "kubetrain"}
+        if props.create_namespace:
+            api_object(self, "Namespace", self._namespace())
+        api_object(self, "ServiceAccount", self._object("v1", "ServiceAccount", {}))
+        self._rbac()
+        api_object(self, "Resource", self._deployment())
+        api_object(self, "MetricsService", self._service())
+        api_object(self, "DisruptionBudget", self._pdb())
+        api_object(self, "NetworkPolicy", self._network_policy())
+
+    # --- objects -------------------------------------------------------------------
+
+    def _meta(self, name: str | None = None, namespace: str | None = "") -> dict[str, Any]:
+        meta: dict[str, Any] = {"name": name or self.props.name, "labels": dict(self.labels)}
+        ns = self.props.namespace if namespace == "" else namespace
+        if ns is not None:
+            meta["namespace"] = ns
+        return meta
+
+    def _object(
+        self, api_version: str, kind: str, body: dict[str, Any], **meta: Any
+    ) -> dict[str, Any]:
+        return {"apiVersion": api_version, "kind": kind, "metadata": self._meta(**meta), **body}
+
+    def _namespace(self) -> dict[str, Any]:
+        obj = self._object("v1", "Namespace", {}, name=self.props.namespace, namespace=None)
+        for mode in ("enforce", "audit", "warn"):
+            obj["metadata"]["labels"][f"pod-security.kubernetes.io/{mode}"] = "restricted"
+        return obj
+
+    def _subject(self) -> list[dict[str, str]]:
+        return [
+            {"kind": "ServiceAccount", "name": self.props.name, "namespace": self.props.namespace}
+        ]
+
+    def _rbac(self) -> None:
+        rules = [r.to_wire() for r in operator_rules(self.config)]
+        name = self.props.name
+        if self.config.cluster_wide:
+            api_object(
+                self,
+                "ClusterRole",
+                self._object(
+                    "rbac.authorization.k8s.io/v1", "ClusterRole", {"rules": rules}, namespace=None
+                ),
+            )
+            api_object(
+                self,
+                "ClusterRoleBinding",
+                self._object(
+                    "rbac.authorization.k8s.io/v1",
+                    "ClusterRoleBinding",
+                    {
+                        "roleRef": {
+                            "apiGroup": "rbac.authorization.k8s.io",
+                            "kind": "ClusterRole",
+                            "name": name,
+                        },
+                        "subjects": self._subject(),
+                    },
+                    namespace=None,
+                ),
+            )
+        else:
+            for ns in self.config.namespaces:
+                api_object(
+                    self,
+                    f"Role-{ns}",
+                    self._object(
+                        "rbac.authorization.k8s.io/v1", "Role", {"rules": rules}, namespace=ns
+                    ),
+                )
+                api_object(
+                    self,
+                    f"RoleBinding-{ns}",
+                    self._object(
+                        "rbac.authorization.k8s.io/v1",
+                        "RoleBinding",
+                        {
+                            "roleRef": {
+                                "apiGroup": "rbac.authorization.k8s.io",
+                                "kind": "Role",
+                                "name": name,
+                            },
+                            "subjects": self._subject(),
+                        },
+                        namespace=ns,
+                    ),
+                )
+        if self.config.leader_elect:
+            lease_rules: list[PolicyRule] = leader_election_rules()
+            role_name = f"{name}-leader-election"
+            api_object(
+                self,
+                "LeaderElectionRole",
+                self._object(
+                    "rbac.authorization.k8s.io/v1",
+                    "Role",
+                    {"rules": [r.to_wire() for r in lease_rules]},
+                    name=role_name,
+                ),
+            )
+            api_object(
+                self,
+                "LeaderElectionRoleBinding",
+                self._object(
+                    "rbac.authorization.k8s.io/v1",
+                    "RoleBinding",
+                    {
+                        "roleRef": {
+                            "apiGroup": "rbac.authorization.k8s.io",
+                            "kind": "Role",
+                            "name": role_name,
+                        },
+                        "subjects": self._subject(),
+                    },
+                    name=role_name,
+                ),
+            )
+
+    def _container(self) -> dict[str, Any]:
+        config = self.config
+        probe = {"periodSeconds": 10, "timeoutSeconds": 2, "failureThreshold": 3}
+        return {
+            "name": "operator",
+            "image": str(self.props.image),
+            "imagePullPolicy": "IfNotPresent",
+            "command": ["kubetrain", "operator"],
+            "args": config.to_args(),
+            "env": [
+                {
+                    "name": "POD_NAMESPACE",
+                    "valueFrom": {"fieldRef": {"fieldPath": "metadata.namespace"}},
+                },
+                {"name": "POD_NAME", "valueFrom": {"fieldRef": {"fieldPath": "metadata.name"}}},
+            ],
+            "ports": [
+                {"name": "metrics", "containerPort": config.metrics_port, "protocol": "TCP"},
+                {"name": "health", "containerPort": config.health_port, "protocol": "TCP"},
+            ],
+            "livenessProbe": {
+                "httpGet": {"path": "/healthz", "port": "health"},
+                "initialDelaySeconds": 15,
+                **probe,
+            },
+            "readinessProbe": {
+                "httpGet": {"path": "/readyz", "port": "health"},
+                "initialDelaySeconds": 5,
+                **probe,
+            },
+            "resources": self.props.resources.to_wire(),
+            "securityContext": {
+                "allowPrivilegeEscalation": False,
+                "readOnlyRootFilesystem": True,
+                "runAsNonRoot": True,
+                "capabilities": {"drop": ["ALL"]},
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "volumeMounts": [{"name": "tmp", "mountPath": "/tmp"}],
+        }
+
+    def _deployment(self) -> dict[str, Any]:
+        pod_spec: dict[str, Any] = {
+            "serviceAccountName": self.props.name,
+            "securityContext": {
+                "runAsNonRoot": True,
+                "runAsUser": OPERATOR_UID,
+                "runAsGroup": OPERATOR_UID,
+                "seccompProfile": {"type": "RuntimeDefault"},
+            },
+            "containers": [self._container()],
+            "volumes": [{"name": "tmp", "emptyDir": {"sizeLimit": "64Mi"}}],
+            "terminationGracePeriodSeconds": 30,
+        }
+        if self.props.node_selector:
+            pod_spec["nodeSelector"] = dict(self.props.node_selector)
+        if self.props.replicas > 1:
+            # Spread replicas so one node failure does not take the leader and its standby.
+            pod_spec["topologySpreadConstraints"] = [
+                {
+                    "maxSkew": 1,
+                    "topologyKey": "kubernetes.io/hostname",
+                    "whenUnsatisfiable": "ScheduleAnyway",
+                    "labelSelector": {"matchLabels": dict(self.selector)},
+                }
+            ]
+        return self._object(
+            "apps/v1",
+            "Deployment",
+            {
+                "spec": {
+                    "replicas": self.props.replicas,
+                    "selector": {"matchLabels": dict(self.selector)},
+                    "template": {
+                        "metadata": {
+                            "labels": dict(self.labels),
+                            # Sidecars keep pods from completing and intercept the API traffic.
+                            "annotations": {"sidecar.istio.io/inject": "false"},
+                        },
+                        "spec": pod_spec,
+                    },
+                }
+            },
+        )
+
+    def _service(self) -> dict[str, Any]:
+        return self._object(
+            "v1",
+            "Service",
+            {
+                "spec": {
+                    "type": "ClusterIP",
+                    "selector": dict(self.selector),
+                    "ports": [
+                        {
+                            "name": "metrics",
+                            "port": self.config.metrics_port,
+                            "targetPort": "metrics",
+                            "protocol": "TCP",
+                        }
+                    ],
+                }
+            },
+            name=f"{self.props.name}-metrics",
+        )
+
+    def _pdb(self) -> dict[str, Any]:
+        # One replica: allow the eviction (a drain must not hang); more: keep one up.
+        budget = {"minAvailable": 1} if self.props.replicas > 1 else {"maxUnavailable": 1}
+        return self._object(
+            "policy/v1",
+            "PodDisruptionBudget",
+            {"spec": {"selector": {"matchLabels": dict(self.selector)}, **budget}},
+        )
+
+    def _network_policy(self) -> dict[str, Any]:
+        return self._object(
+            "networking.k8s.io/v1",
+            "NetworkPolicy",
+            {
+                "spec": {
+                    "podSelector": {"matchLabels": dict(self.selector)},
+                    "policyTypes": ["Ingress"],
+                    "ingress": [
+                        {
+                            "ports": [
+                                {"port": self.config.metrics_port, "protocol": "TCP"},
+                                {"port": self.config.health_port, "protocol": "TCP"},
+                            ]
+                        }
+                    ],
+                }
+            },
+        )

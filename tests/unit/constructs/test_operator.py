@@ -1,0 +1,281 @@
+"""TrainingOperator: least-privilege RBAC, a hardened Deployment and flags that round-trip."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import cdk8s
+import pytest
+
+from kubetrain.constructs.objects import manifests
+from kubetrain.constructs.operator import TrainingOperator, TrainingOperatorProps
+from kubetrain.constructs.types import Image
+from kubetrain.controller.config import OperatorConfig
+from kubetrain.manifest import dump_all
+from tests.k8s_schema import assert_valid
+from tests.snapshot import assert_snapshot
+
+IMAGE = Image("ghcr.io/kubetrain/operator:0.1.0")
+
+
+def synth(**props: Any) -> list[dict[str, Any]]:
+    app = cdk8s.App()
+    chart = cdk8s.Chart(app, "test", disable_resource_name_hashes=True)
+    TrainingOperator(chart, "Operator", TrainingOperatorProps(image=IMAGE, **props))
+    return manifests(chart)
+
+
+def by_kind(objs: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [o for o in objs if o["kind"] == kind]
+
+
+def one(objs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    (obj,) = by_kind(objs, kind)
+    return obj
+
+
+def test_default_objects_and_schema() -> None:
+    objs = synth()
+    assert [o["kind"] for o in objs] == [
+        "Namespace",
+        "ServiceAccount",
+        "ClusterRole",
+        "ClusterRoleBinding",
+        "Deployment",
+        "Service",
+        "PodDisruptionBudget",
+        "NetworkPolicy",
+    ]
+    assert_valid(objs)
+    assert_snapshot("constructs/operator-default.yaml", dump_all(objs))
+
+
+def test_namespace_is_pod_security_restricted() -> None:
+    labels = one(synth(), "Namespace")["metadata"]["labels"]
+    for mode in ("enforce", "audit", "warn"):
+        assert labels[f"pod-security.kubernetes.io/{mode}"] == "restricted"
+
+
+def test_cluster_role_rules_exactly() -> None:
+    rules = one(synth(), "ClusterRole")["rules"]
+    table = {(tuple(r["apiGroups"]), tuple(r["resources"])): tuple(r["verbs"]) for r in rules}
+    child = ("create", "delete", "get", "list", "patch", "update", "watch")
+    assert table == {
+        (("kubeflow.org",), ("pytorchjobs", "tfjobs", "mpijobs")): (
+            "get",
+            "list",
+            "watch",
+            "update",
+            "patch",
+            "delete",
+        ),
+        (("kubeflow.org",), ("pytorchjobs/status", "tfjobs/status", "mpijobs/status")): (
+            "get",
+            "update",
+            "patch",
+        ),
+        (
+            ("kubeflow.org",),
+            ("pytorchjobs/finalizers", "tfjobs/finalizers", "mpijobs/finalizers"),
+        ): ("update",),
+        (("",), ("pods", "services")): child,
+        (("",), ("events",)): ("create", "patch"),
+        (("events.k8s.io",), ("events",)): ("create", "patch"),
+        (("",), ("configmaps", "secrets")): child,
+        (("batch",), ("jobs",)): child,
+        (("autoscaling",), ("horizontalpodautoscalers",)): child,
+    }
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        OperatorConfig(),
+        OperatorConfig(kinds=("PyTorchJob",)),
+        OperatorConfig(namespaces=("team-a",)),
+    ],
+    ids=["all-kinds", "pytorch-only", "namespaced"],
+)
+def test_rbac_has_no_wildcards_and_no_exec(config: OperatorConfig) -> None:
+    objs = synth(config=config, replicas=2)
+    rules = [r for o in objs if o["kind"] in ("ClusterRole", "Role") for r in o["rules"]]
+    assert rules
+    for rule in rules:
+        for key in ("apiGroups", "resources", "verbs"):
+            assert "*" not in rule[key], rule
+        assert "pods/exec" not in rule["resources"]
+        assert "escalate" not in rule["verbs"] and "bind" not in rule["verbs"]
+
+
+def test_pytorch_only_needs_no_mpi_rights() -> None:
+    rules = one(synth(config=OperatorConfig(kinds=("PyTorchJob",))), "ClusterRole")["rules"]
+    resources = {res for r in rules for res in r["resources"]}
+    assert "pytorchjobs" in resources
+    assert not resources & {"mpijobs", "tfjobs", "secrets", "configmaps", "jobs"}
+
+
+def test_namespaced_mode_uses_a_role_per_namespace() -> None:
+    objs = synth(watch_namespaces=("team-a", "team-b"))
+    assert not by_kind(objs, "ClusterRole") and not by_kind(objs, "ClusterRoleBinding")
+    assert [r["metadata"]["namespace"] for r in by_kind(objs, "Role")] == ["team-a", "team-b"]
+    bindings = by_kind(objs, "RoleBinding")
+    assert [b["metadata"]["namespace"] for b in bindings] == ["team-a", "team-b"]
+    assert bindings[0]["subjects"] == [
+        {"kind": "ServiceAccount", "name": "kubetrain-operator", "namespace": "kubetrain-system"}
+    ]
+    args = one(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--namespace=team-a" in args and "--namespace=team-b" in args
+    assert_valid(objs)
+
+
+def test_deployment_is_hardened() -> None:
+    deployment = one(synth(), "Deployment")
+    pod = deployment["spec"]["template"]
+    assert pod["metadata"]["annotations"] == {"sidecar.istio.io/inject": "false"}
+    spec = pod["spec"]
+    assert spec["securityContext"]["runAsNonRoot"] is True
+    assert spec["securityContext"]["seccompProfile"] == {"type": "RuntimeDefault"}
+    (container,) = spec["containers"]
+    assert container["image"] == "ghcr.io/kubetrain/operator:0.1.0"
+    assert container["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert container["livenessProbe"]["httpGet"] == {"path": "/healthz", "port": "health"}
+    assert container["readinessProbe"]["httpGet"] == {"path": "/readyz", "port": "health"}
+    assert {p["name"]: p["containerPort"] for p in container["ports"]} == {
+        "metrics": 8080,
+        "health": 8081,
+    }
+    assert container["resources"] == {
+        "requests": {"cpu": "100m", "memory": "256Mi"},
+        "limits": {"memory": "256Mi"},
+    }
+
+
+@pytest.mark.parametrize(
+    "config",
+    [
+        OperatorConfig(),
+        OperatorConfig(
+            kinds=("MPIJob", "TFJob"),
+            namespaces=("a", "b"),
+            workers=8,
+            kube_api_qps=50.5,
+            kube_api_burst=100,
+            leader_elect=True,
+            leader_election_id="lease-x",
+            metrics_port=9090,
+            health_port=9091,
+            startup_timeout_seconds=120,
+        ),
+    ],
+    ids=["defaults", "every-field-changed"],
+)
+def test_flags_round_trip_to_the_operator_config(config: OperatorConfig) -> None:
+    container = one(synth(config=config), "Deployment")["spec"]["template"]["spec"]["containers"][0]
+    assert container["command"] == ["kubetrain", "operator"]
+    assert OperatorConfig.from_args(container["args"]) == config
+
+
+def test_replicas_turn_on_leader_election() -> None:
+    objs = synth(replicas=3)
+    args = one(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--leader-elect=true" in args
+    role = next(
+        r for r in by_kind(objs, "Role") if r["metadata"]["name"].endswith("leader-election")
+    )
+    assert role["rules"] == [
+        {
+            "apiGroups": ["coordination.k8s.io"],
+            "resources": ["leases"],
+            "verbs": ["create", "get", "list", "update", "watch"],
+        }
+    ]
+    assert one(objs, "PodDisruptionBudget")["spec"]["minAvailable"] == 1
+    assert_valid(objs)
+
+
+def test_single_replica_does_not_block_drains() -> None:
+    objs = synth()
+    assert one(objs, "PodDisruptionBudget")["spec"] == {
+        "selector": {
+            "matchLabels": {
+                "app.kubernetes.io/name": "kubetrain-operator",
+                "app.kubernetes.io/component": "operator",
+            }
+        },
+        "maxUnavailable": 1,
+    }
+    assert not [r for r in by_kind(objs, "Role") if "leader" in r["metadata"]["name"]]
+
+
+def test_network_policy_allows_only_metrics_and_health() -> None:
+    policy = one(synth(), "NetworkPolicy")["spec"]
+    assert policy["policyTypes"] == ["Ingress"]
+    assert policy["ingress"] == [
+        {"ports": [{"port": 8080, "protocol": "TCP"}, {"port": 8081, "protocol": "TCP"}]}
+    ]
+
+
+def test_without_namespace_object() -> None:
+    assert not by_kind(synth(create_namespace=False), "Namespace")
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        ({"namespace": "Kube_System"}, "namespace ('Kube_System') must be a DNS-1123 label"),
+        ({"replicas": 0}, "replicas (0) must be between 1 and 10"),
+        (
+            {"watch_namespaces": ("a",), "config": OperatorConfig(namespaces=("b",))},
+            "watch_namespaces (a) and config.namespaces (b) disagree",
+        ),
+        ({"node_selector": {"pool": "bad value!"}}, "node_selector['pool'] ('bad value!')"),
+    ],
+    ids=["bad-namespace", "zero-replicas", "namespaces-conflict", "bad-node-selector"],
+)
+def test_fails_on_bad_props(props: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        TrainingOperatorProps(image=IMAGE, **props)
+    assert message in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("reference", "message"),
+    [
+        ("ghcr.io/kubetrain/operator", "is not pinned"),
+        ("ghcr.io/kubetrain/operator:latest", "uses ':latest'"),
+        ("ghcr.io/Kubetrain/operator:1", "is not a valid image reference"),
+    ],
+    ids=["untagged", "latest", "uppercase"],
+)
+def test_fails_on_unpinned_image(reference: str, message: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        Image(reference)
+    assert message in str(caught.value)
+
+
+def test_accepts_a_digest() -> None:
+    digest = "ghcr.io/kubetrain/operator@sha256:" + "a" * 64
+    assert str(Image(digest)) == digest
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        ({"kinds": ("PaddleJob",)}, "kinds (PaddleJob) must be a non-empty subset"),
+        ({"workers": 0}, "workers (0) must be between 1 and 64"),
+        ({"metrics_port": 80}, "metrics_port (80) must be between 1024 and 65535"),
+        ({"metrics_port": 9000, "health_port": 9000}, "must differ"),
+        ({"namespaces": ("a", "a")}, "lists one twice"),
+    ],
+    ids=["unknown-kind", "zero-workers", "privileged-port", "same-ports", "duplicate-namespace"],
+)
+def test_rejects_bad_operator_config(config: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError) as caught:
+        OperatorConfig(**config)
+    assert message in str(caught.value)
