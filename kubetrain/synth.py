@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from kubetrain import __version__
+from kubetrain._jsii import quiet_jsii
 from kubetrain.manifest import dump
 
 
@@ -50,6 +51,7 @@ def render_stack(name: str = "local") -> list[RenderedChart]:
         raise ValueError(
             f"stack {name!r} does not exist: choose one of {', '.join(sorted(STACKS))}"
         )
+    quiet_jsii()
     import cdk8s
 
     definition = STACKS[name]()

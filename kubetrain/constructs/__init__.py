@@ -1,5 +1,9 @@
 """cdk8s constructs: reusable building blocks of kubetrain stacks."""
 
+from kubetrain._jsii import quiet_jsii
+
+quiet_jsii()
+
 from kubetrain.constructs.crds import KubeflowCrds
 from kubetrain.constructs.operator import TrainingOperator, TrainingOperatorProps
 from kubetrain.constructs.types import Image, Quantity, Resources
