@@ -16,7 +16,10 @@ from kubetrain.api.k8s_openapi import object_schema, strict_schema
 @cache
 def _validator(api_version: str, kind: str) -> Draft7Validator:
     if api_version.startswith("kubeflow.org/"):
-        return Draft7Validator(strict_schema(crd_schema(kind)))
+        schema = strict_schema(crd_schema(kind))
+        # The API server owns root metadata; the CRD schema only constrains its name.
+        schema["properties"]["metadata"].pop("additionalProperties", None)
+        return Draft7Validator(schema)
     return Draft7Validator(strict_schema(object_schema(api_version, kind)))
 
 
