@@ -91,6 +91,8 @@ class JobProps:
     """Run policy (cleanup, TTL, deadline, backoff, scheduling, suspend). Default: none."""
     labels: dict[str, str] = field(default_factory=dict)
     """Labels on the job and its pods. Default: none."""
+    annotations: dict[str, str] = field(default_factory=dict)
+    """Annotations on the job object. Default: none."""
     patch_pod_template: PodTemplatePatch | None = None
     """Escape hatch: called with (replica type, pod template), returns the template to
     use; the result is still validated against the pinned Kubernetes schema."""
@@ -256,6 +258,8 @@ def metadata(props: JobProps, name: str) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": props.namespace}
     if props.labels:
         meta["labels"] = dict(props.labels)
+    if props.annotations:
+        meta["annotations"] = dict(props.annotations)
     return meta
 
 
