@@ -30,6 +30,8 @@ class HorovodSampleProps:
     """Trainer image (OpenMPI, sshd, Horovod). Default: kubetrain's of this version."""
     scaling: LinearScaling = field(default_factory=LinearScaling)
     """Learning rate, batch and steps; the rate is scaled by the number of ranks."""
+    name: str | None = None
+    """Job name. Default: the construct id, lowercased."""
     namespace: str = "default"
     """Namespace of the job."""
     profile: NcclProfileLike | None = None
@@ -52,6 +54,7 @@ class HorovodSample(constructs.Construct):
             image=props.image,
             command=("python", "-m", "images.horovod.train"),
             args=props.scaling.args(),
+            name=props.name or id.lower(),
             namespace=props.namespace,
             workers=props.workers,
             gpus_per_node=props.gpus_per_node,

@@ -30,6 +30,8 @@ class PyTorchDdpSampleProps:
     """Trainer image. Default: kubetrain's PyTorch trainer of this version."""
     scaling: LinearScaling = field(default_factory=LinearScaling)
     """Learning rate, batch and steps; the rate is scaled by the world size."""
+    name: str | None = None
+    """Job name. Default: the construct id, lowercased."""
     namespace: str = "default"
     """Namespace of the job."""
     profile: NcclProfileLike | None = None
@@ -58,6 +60,7 @@ class PyTorchDdpSample(constructs.Construct):
             image=props.image,
             command=(*launcher, "images.pytorch.train"),
             args=props.scaling.args(),
+            name=props.name or id.lower(),
             namespace=props.namespace,
             workers=props.nodes - 1,
             gpus_per_node=gpus,

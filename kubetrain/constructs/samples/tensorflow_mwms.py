@@ -29,6 +29,8 @@ class TensorFlowMwmsSampleProps:
     """Trainer image. Default: kubetrain's TensorFlow trainer of this version."""
     scaling: LinearScaling = field(default_factory=LinearScaling)
     """Learning rate, batch and steps; the rate is scaled by the replicas in sync."""
+    name: str | None = None
+    """Job name. Default: the construct id, lowercased."""
     namespace: str = "default"
     """Namespace of the job."""
     profile: NcclProfileLike | None = None
@@ -61,7 +63,8 @@ class TensorFlowMwmsSample(constructs.Construct):
                 image=props.image,
                 command=("python", "-m", "images.tensorflow.train"),
                 args=props.scaling.args(),
-                namespace=props.namespace,
+                name=props.name or id.lower(),
+            namespace=props.namespace,
                 workers=props.workers,
                 gpus_per_node=props.gpus_per_node,
                 profile=props.profile,
