@@ -149,8 +149,12 @@ class ThroughputMeter:
 
 
 def log(message: str) -> None:
-    """Print one line and flush, so logs stream even when stdout is a pipe."""
-    print(message, flush=True)
+    """Write one line and flush, so logs stream even when stdout is a pipe.
+
+    The line goes out in a single write: processes sharing a pipe (torchrun's, mpirun's)
+    then never split each other's lines.
+    """
+    sys.stdout.write(message + "\n")
     sys.stdout.flush()
 
 

@@ -101,7 +101,7 @@ def train(args: argparse.Namespace) -> int:
         (args.features, args.classes), seed=[args.seed, 0x5EED], dtype=tf.float32
     )
 
-    @tf.function
+    @tf.function  # type: ignore[untyped-decorator]  # tensorflow ships no types
     def train_step(inputs: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
         def replica_step(inputs: tf.Tensor, labels: tf.Tensor) -> tf.Tensor:
             with tf.GradientTape() as tape:
@@ -126,8 +126,9 @@ def train(args: argparse.Namespace) -> int:
         latest = tf.train.latest_checkpoint(str(checkpoint_dir))
         if latest:
             checkpoint.restore(latest)
-            trainkit.log(f"rank {rank}: resumed from {checkpoint_dir} at step {int(step_var)}")
     start_step = int(step_var.numpy())
+    if start_step:
+        trainkit.log(f"rank {rank}: resumed from {checkpoint_dir} at step {start_step}")
 
     if is_chief:
         trainkit.log(
