@@ -5,14 +5,21 @@ from kubetrain._jsii import quiet_jsii
 quiet_jsii()
 
 from kubetrain.constructs.crds import KubeflowCrds
+from kubetrain.constructs.gpu import GpuNodePool, GpuNodePoolProps, Taint
+from kubetrain.constructs.nccl import NcclDebug, NcclProfile
 from kubetrain.constructs.operator import TrainingOperator, TrainingOperatorProps
 from kubetrain.constructs.types import Image, Quantity, Resources
 
 __all__ = [
+    "GpuNodePool",
+    "GpuNodePoolProps",
     "Image",
     "KubeflowCrds",
+    "NcclDebug",
+    "NcclProfile",
     "Quantity",
     "Resources",
+    "Taint",
     "TrainingOperator",
     "TrainingOperatorProps",
 ]
