@@ -1,0 +1,183 @@
+"""GpuNodePool against a real API server: the node tuner's objects are accepted, the
+scheduler puts one tuner pod on each GPU node (and none on CPU nodes), the tuner labels
+a real Node acting as its own ServiceAccount under the pool's ClusterRole (which grants
+get and patch on nodes, nothing more), and the preflight MPIJob is accepted by the CRD."""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import cdk8s
+import pytest
+from kubernetes import client, config
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic import DynamicClient
+
+from cluster.local import LocalCluster
+from cluster.topology import POOL_LABEL as CLUSTER_POOL_LABEL
+from kubetrain.constructs.gpu import GpuNodePool, GpuNodePoolProps
+from kubetrain.constructs.nccl import NcclProfile
+from kubetrain.constructs.objects import manifests
+from kubetrain.constructs.types import Image
+from kubetrain.node_tuner import DETAIL_ANNOTATION, LABEL, main
+from tests.integration.kube import apply, list_objects, read, wait_for
+
+H100 = "NVIDIA-H100-80GB-HBM3"
+
+
+@pytest.fixture
+def pool_objects(
+    namespace: str, dyn: DynamicClient, api_client: client.ApiClient
+) -> Iterator[tuple[GpuNodePool, list[dict[str, Any]]]]:
+    """A pool's objects applied server-side in the test namespace; cluster-scoped ones
+    get a unique pool name and are deleted afterwards."""
+    chart = cdk8s.Chart(cdk8s.App(), "test", disable_resource_name_hashes=True)
+    pool = GpuNodePool(
+        chart,
+        "Pool",
+        GpuNodePoolProps(
+            name=f"it-{secrets.token_hex(3)}",
+            profile=NcclProfile.infiniband(hcas=("ibp",)),
+            tuner_image=Image("ghcr.io/kubetrain/operator:0.1.0"),
+            gpu_product=H100,
+            namespace=namespace,
+            create_namespace=False,
+            preflight_image=Image("ghcr.io/kubetrain/nccl-tests:2.21.5"),
+        ),
+    )
+    objs = manifests(chart)
+    applied = []
+    try:
+        for obj in objs:
+            if obj["kind"] != "MPIJob":
+                apply(dyn, obj)
+                applied.append(obj)
+        yield pool, objs
+    finally:
+        rbac = client.RbacAuthorizationV1Api(api_client)
+        for obj in applied:
+            name = obj["metadata"]["name"]
+            try:
+                if obj["kind"] == "ClusterRole":
+                    rbac.delete_cluster_role(name)
+                elif obj["kind"] == "ClusterRoleBinding":
+                    rbac.delete_cluster_role_binding(name)
+                elif obj["kind"] == "PriorityClass":
+                    client.SchedulingV1Api(api_client).delete_priority_class(name)
+            except ApiException as err:
+                if err.status != 404:
+                    raise
+
+
+def test_tuner_pods_land_on_every_gpu_node_and_no_cpu_node(
+    pool_objects: tuple[GpuNodePool, list[dict[str, Any]]], dyn: DynamicClient, namespace: str
+) -> None:
+    gpu_nodes = sorted(
+        n["metadata"]["name"]
+        for n in list_objects(dyn, "v1", "Node")
+        if n["metadata"]["labels"].get("nvidia.com/gpu.product") == H100
+    )
+    assert gpu_nodes
+    pool, _ = pool_objects
+    selector = f"app.kubernetes.io/instance={pool.props.name}"
+    pods = wait_for(
+        lambda: list_objects(dyn, "v1", "Pod", namespace=namespace, label_selector=selector),
+        lambda items: sorted(p.get("spec", {}).get("nodeName", "") for p in items) == gpu_nodes,
+        what=f"one node-tuner pod on each GPU node {gpu_nodes}",
+    )
+    for pod in pods:
+        node = read(dyn, "v1", "Node", pod["spec"]["nodeName"])
+        assert node["metadata"]["labels"][CLUSTER_POOL_LABEL] == "gpu"
+
+
+def impersonating(kubeconfig: Path, user: str) -> client.ApiClient:
+    api: client.ApiClient = config.new_client_from_config(  # type: ignore[no-untyped-call]
+        config_file=str(kubeconfig)
+    )
+    api.set_default_header("Impersonate-User", user)  # type: ignore[no-untyped-call]
+    return api
+
+
+def test_tuner_labels_its_node_as_its_service_account_with_get_and_patch_only(
+    pool_objects: tuple[GpuNodePool, list[dict[str, Any]]],
+    local_cluster: LocalCluster,
+    core_v1: client.CoreV1Api,
+    dyn: DynamicClient,
+    namespace: str,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    pool, _ = pool_objects
+    node: str = next(
+        n["metadata"]["name"]
+        for n in list_objects(dyn, "v1", "Node")
+        if n["metadata"]["labels"].get("nvidia.com/gpu.product") == H100
+    )
+    user = f"system:serviceaccount:{namespace}:{pool.tuner_name}"
+    api = impersonating(local_cluster.kubeconfig, user)
+    as_tuner = client.CoreV1Api(api)
+    host, proc = tmp_path / "host", tmp_path / "proc"
+    (proc / "self").mkdir(parents=True)
+    (proc / "self" / "limits").write_text(
+        "Max locked memory         8388608              8388608              bytes     \n"
+    )
+    (host / "sys/module/nvidia_peermem").mkdir(parents=True)
+    monkeypatch.setenv("NODE_NAME", node)
+    argv = [f"--host-root={host}", f"--proc-root={proc}", "--require-peermem", "--once"]
+    try:
+        # The RBAC objects were just applied; the authorizer's cache may lag a moment.
+        wait_for(
+            lambda: _can_read(as_tuner, node),
+            lambda ok: ok,
+            what=f"{user} to be allowed to get node {node}",
+        )
+        assert main(argv, api=as_tuner) == 1
+        meta = read(dyn, "v1", "Node", node)["metadata"]
+        assert meta["labels"][LABEL] == "memlock-limited.removeipc-enabled"
+        detail = meta["annotations"][DETAIL_ANNOTATION]
+        assert "check=memlock status=FAIL (memlock-limited)" in detail
+        (proc / "self" / "limits").write_text(
+            "Max locked memory         unlimited            unlimited            bytes     \n"
+        )
+        logind = host / "etc/systemd/logind.conf.d"
+        logind.mkdir(parents=True)
+        (logind / "kubetrain.conf").write_text("[Login]\nRemoveIPC=no\n")
+        assert main(argv, api=as_tuner) == 0
+        assert read(dyn, "v1", "Node", node)["metadata"]["labels"][LABEL] == "ok"
+        with pytest.raises(ApiException) as denied:
+            as_tuner.list_node()
+        assert denied.value.status == 403
+        with pytest.raises(ApiException) as denied:
+            as_tuner.list_namespaced_pod(namespace)
+        assert denied.value.status == 403
+    finally:
+        api.close()  # type: ignore[no-untyped-call]
+        core_v1.patch_node(
+            node, {"metadata": {"labels": {LABEL: None}, "annotations": {DETAIL_ANNOTATION: None}}}
+        )
+
+
+def _can_read(api: client.CoreV1Api, node: str) -> bool:
+    try:
+        api.read_node(node)
+    except ApiException as err:
+        if err.status == 403:
+            return False
+        raise
+    return True
+
+
+def test_preflight_mpijob_is_accepted_by_the_crd(
+    pool_objects: tuple[GpuNodePool, list[dict[str, Any]]],
+    installed_crds: list[dict[str, Any]],
+    dyn: DynamicClient,
+) -> None:
+    _, objs = pool_objects
+    (job,) = [o for o in objs if o["kind"] == "MPIJob"]
+    stored = apply(dyn, job, dry_run=True)
+    worker = stored["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]
+    assert worker["containers"][0]["resources"]["limits"]["rdma/ib"] in (1, "1")
+    assert worker["volumes"][0]["emptyDir"] == {"medium": "Memory", "sizeLimit": "16Gi"}
