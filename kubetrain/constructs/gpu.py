@@ -416,9 +416,15 @@ class GpuNodePool(constructs.Construct):
                 "requests": {"cpu": "10m", "memory": "96Mi"},
                 "limits": {"memory": "256Mi"},
             },
-            # Writing host sysctls needs a privileged container; the host's files are
-            # only read, through a read-only mount.
-            "securityContext": {"privileged": True, "readOnlyRootFilesystem": True},
+            # Writing host sysctls needs a privileged container running as root (the
+            # operator image defaults to a non-root user); the host's files are only
+            # read, through a read-only mount.
+            "securityContext": {
+                "privileged": True,
+                "runAsUser": 0,
+                "runAsGroup": 0,
+                "readOnlyRootFilesystem": True,
+            },
             "volumeMounts": [
                 {
                     "name": "host-root",

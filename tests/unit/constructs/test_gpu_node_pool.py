@@ -150,6 +150,7 @@ def test_tuner_daemon_set_runs_privileged_on_the_pool_with_the_host_read_only() 
     assert container["command"] == ["python", "-m", "kubetrain.node_tuner"]
     assert container["image"] == str(TUNER)
     assert container["securityContext"]["privileged"] is True
+    assert container["securityContext"]["runAsUser"] == 0
     (mount,) = container["volumeMounts"]
     assert mount["mountPath"] == "/host" and mount["readOnly"] is True
     assert spec["volumes"] == [
