@@ -1,0 +1,96 @@
+"""``python -m cluster up|down|status``: the local control plane from the command line.
+
+The make targets (``make cluster-up`` and friends, in cluster/cluster.mk) call this.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from pathlib import Path
+
+from cluster.local import ClusterError, LocalCluster
+from cluster.tools import ToolsMissingError
+from cluster.topology import DEFAULT_TOPOLOGY_LABEL, default_topology
+
+DEFAULT_WORKDIR = Path("build/cluster")
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or raw == "":
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise SystemExit(f"{name}={raw!r} is not a whole number") from None
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m cluster", description=__doc__)
+    parser.add_argument(
+        "--workdir",
+        type=Path,
+        default=Path(os.environ.get("KUBETRAIN_CLUSTER_DIR", DEFAULT_WORKDIR)),
+        help="work directory of the cluster (default $KUBETRAIN_CLUSTER_DIR or build/cluster)",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    up = commands.add_parser("up", help="start the control plane and register the nodes")
+    up.add_argument("--cpu-nodes", type=int, default=_env_int("KUBETRAIN_CPU_NODES", 2))
+    up.add_argument("--gpu-nodes", type=int, default=_env_int("KUBETRAIN_GPU_NODES", 4))
+    up.add_argument("--gpus-per-node", type=int, default=_env_int("KUBETRAIN_GPUS_PER_NODE", 8))
+    up.add_argument("--nodes-per-block", type=int, default=_env_int("KUBETRAIN_NODES_PER_BLOCK", 2))
+    up.add_argument("--topology-label", default=DEFAULT_TOPOLOGY_LABEL)
+    up.add_argument("--timeout", type=float, default=180.0, help="seconds to wait (180)")
+    commands.add_parser("down", help="stop the control plane and delete its state")
+    commands.add_parser("status", help="say whether it runs, where, and its memory use")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        if args.command == "up":
+            topology = default_topology(
+                cpu_nodes=args.cpu_nodes,
+                gpu_nodes=args.gpu_nodes,
+                gpus_per_node=args.gpus_per_node,
+                nodes_per_block=args.nodes_per_block,
+                topology_label=args.topology_label,
+            )
+            cluster = LocalCluster(args.workdir, topology=topology)
+            started = time.monotonic()
+            cluster.up(timeout=args.timeout)
+            print(f"up in {time.monotonic() - started:.1f}s")
+            print(cluster.usage())
+        elif args.command == "down":
+            cluster = LocalCluster(args.workdir)
+            saved = cluster.down()
+            print(
+                f"stopped; component logs kept in {cluster.saved_logs_dir}"
+                if saved
+                else f"no control plane in {cluster.workdir}"
+            )
+        else:
+            cluster = LocalCluster(args.workdir)
+            if not cluster.is_running():
+                print(f"not running (work directory {cluster.workdir})")
+                return 1
+            print(f"running: KUBECONFIG={cluster.kubeconfig} server {cluster.server_url()}")
+            rss = cluster.memory_rss_bytes()
+            for component, value in sorted(rss.items()):
+                print(
+                    f"  {component:<24} pid {cluster.pids()[component]:<8} "
+                    f"RSS {value / 2**20:7.1f} MiB"
+                )
+            print(f"  {'total':<37} RSS {sum(rss.values()) / 2**20:7.1f} MiB")
+    except (ClusterError, ToolsMissingError, ValueError) as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,347 @@
+"""Start and stop the local control plane.
+
+kwokctl's binary runtime runs etcd, kube-apiserver, kube-controller-manager,
+kube-scheduler and the kwok controller as local processes, all bound to 127.0.0.1, in
+a work directory of their own. kubetrain then registers the fake nodes of a
+``Topology`` and waits until they are Ready and the cluster can admit pods.
+
+Nothing here runs containers: kwok plays the kubelet, driven by the Stage resources in
+``cluster/stages`` (pods start at once; an annotation makes them exit, see
+``cluster.fake_pods``).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cluster.tools import CLUSTER_DIR, Tools, find_tools
+from cluster.topology import Topology, default_topology
+
+STAGES_DIR = CLUSTER_DIR / "stages"
+#: kwokctl's name for the cluster; the work directory is what isolates one from another.
+CLUSTER_NAME = "kubetrain"
+#: The processes kwokctl starts, by the names of their pid and log files.
+COMPONENTS = (
+    "etcd",
+    "kube-apiserver",
+    "kube-controller-manager",
+    "kube-scheduler",
+    "kwok-controller",
+)
+
+
+class ClusterError(RuntimeError):
+    """The local control plane could not be started, reached or stopped."""
+
+
+@dataclass(frozen=True)
+class CommandResult:
+    args: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def _kwok_env(kwok_workdir: Path) -> dict[str, str]:
+    # kwokctl reads any KWOK_* variable as an option; keep only ours so that the
+    # cluster is the same whoever starts it.
+    env = {key: value for key, value in os.environ.items() if not key.startswith("KWOK_")}
+    env["KWOK_WORKDIR"] = str(kwok_workdir)
+    return env
+
+
+class LocalCluster:
+    """One local control plane living in ``workdir``.
+
+    ``workdir`` holds everything: the kwokctl configuration, kwok's own work directory
+    (certificates, etcd data, pid files, component logs) and ``kubeconfig``, the
+    cluster-admin kubeconfig to use with kubectl or a Kubernetes client.
+    """
+
+    def __init__(
+        self,
+        workdir: Path,
+        *,
+        topology: Topology | None = None,
+        tools: Tools | None = None,
+    ) -> None:
+        self.workdir = workdir.resolve()
+        self.topology = topology or default_topology()
+        self._tools = tools
+
+    # Paths -------------------------------------------------------------------------
+
+    @property
+    def tools(self) -> Tools:
+        if self._tools is None:
+            self._tools = find_tools()
+        return self._tools
+
+    @property
+    def kubeconfig(self) -> Path:
+        """The admin kubeconfig written once the cluster is up."""
+        return self.workdir / "kubeconfig"
+
+    @property
+    def kwok_workdir(self) -> Path:
+        return self.workdir / "kwok"
+
+    @property
+    def cluster_dir(self) -> Path:
+        return self.kwok_workdir / "clusters" / CLUSTER_NAME
+
+    @property
+    def logs_dir(self) -> Path:
+        return self.cluster_dir / "logs"
+
+    @property
+    def saved_logs_dir(self) -> Path:
+        """Where ``down()`` keeps the component logs of the last run."""
+        return self.workdir / "logs"
+
+    @property
+    def config_path(self) -> Path:
+        return self.workdir / "kwokctl.yaml"
+
+    # Lifecycle ---------------------------------------------------------------------
+
+    def is_running(self) -> bool:
+        """True when every component's process is alive."""
+        pids = self.pids()
+        return len(pids) == len(COMPONENTS) and all(_alive(pid) for pid in pids.values())
+
+    def up(self, *, timeout: float = 180.0) -> None:
+        """Start the control plane and register the nodes; returns once it admits pods.
+
+        Raises ``ClusterError`` with the failing command's output and the tail of the
+        component logs when something does not come up within ``timeout`` seconds.
+        """
+        if self.is_running():
+            raise ClusterError(
+                f"a control plane is already running in {self.workdir}: "
+                f"use it (KUBECONFIG={self.kubeconfig}) or stop it first (make cluster-down)"
+            )
+        if self.cluster_dir.exists():
+            # Left over from a run that did not stop cleanly: start from scratch.
+            self._kwokctl("delete", "cluster", "--name", CLUSTER_NAME, check=False)
+            shutil.rmtree(self.cluster_dir, ignore_errors=True)
+        deadline = time.monotonic() + timeout
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.kubeconfig.unlink(missing_ok=True)
+        self.config_path.write_text(self._kwokctl_config(), encoding="utf-8")
+        self._kwokctl(
+            "create",
+            "cluster",
+            "--name",
+            CLUSTER_NAME,
+            "--runtime",
+            "binary",
+            "--kubeconfig",
+            "",
+            "--quiet-pull",
+            "--timeout",
+            f"{max(1, int(deadline - time.monotonic()))}s",
+            "--wait",
+            f"{max(1, int(deadline - time.monotonic()))}s",
+        )
+        shutil.copyfile(self.cluster_dir / "kubeconfig.yaml", self.kubeconfig)
+        self.register_nodes(deadline=deadline)
+        self._wait_for_default_service_account(deadline)
+
+    def register_nodes(self, *, deadline: float) -> None:
+        """Create the topology's nodes and wait until kwok reports them Ready."""
+        nodes = {"apiVersion": "v1", "kind": "List", "items": self.topology.nodes()}
+        # Created, not applied: the kubelet registers its Node with status, and a
+        # create keeps the status (capacity, addresses) it is given.
+        self.kubectl("create", "-f", "-", input=json.dumps(nodes))
+        self.kubectl(
+            "wait",
+            "--for=condition=Ready",
+            "node",
+            "--all",
+            f"--timeout={max(1, int(deadline - time.monotonic()))}s",
+        )
+
+    def _wait_for_default_service_account(self, deadline: float) -> None:
+        # Pods cannot be created in a namespace until the service-account controller of
+        # kube-controller-manager has created its "default" ServiceAccount.
+        while True:
+            result = self.kubectl(
+                "get", "serviceaccount", "default", "-n", "default", "-o", "name", check=False
+            )
+            if result.returncode == 0:
+                return
+            if time.monotonic() > deadline:
+                raise ClusterError(
+                    "kube-controller-manager did not create the default ServiceAccount in "
+                    f"namespace default in time: {result.stderr.strip()}\n{self.log_tails()}"
+                )
+            time.sleep(0.5)
+
+    def down(self) -> list[Path]:
+        """Stop every component and remove the cluster's state (a no-op when stopped).
+
+        The component logs are kept: they are copied to ``saved_logs_dir`` first, and
+        the copies are returned.
+        """
+        saved: list[Path] = []
+        if self.cluster_dir.exists():
+            shutil.rmtree(self.saved_logs_dir, ignore_errors=True)
+            saved = self.save_logs(self.saved_logs_dir)
+            self._kwokctl("delete", "cluster", "--name", CLUSTER_NAME)
+        self.kubeconfig.unlink(missing_ok=True)
+        return saved
+
+    # Introspection -----------------------------------------------------------------
+
+    def pids(self) -> dict[str, int]:
+        """Process ids of the running components, by component name."""
+        out: dict[str, int] = {}
+        for component in COMPONENTS:
+            pid_file = self.cluster_dir / "pids" / f"{component}.pid"
+            try:
+                out[component] = int(pid_file.read_text(encoding="utf-8").strip())
+            except (FileNotFoundError, ValueError):
+                continue
+        return out
+
+    def memory_rss_bytes(self) -> dict[str, int]:
+        """Resident memory of each running component, in bytes (from /proc)."""
+        out: dict[str, int] = {}
+        for component, pid in self.pids().items():
+            try:
+                status = Path(f"/proc/{pid}/status").read_text(encoding="utf-8")
+            except FileNotFoundError:
+                continue
+            for line in status.splitlines():
+                if line.startswith("VmRSS:"):
+                    out[component] = int(line.split()[1]) * 1024
+        return out
+
+    def log_files(self) -> dict[str, Path]:
+        """The components' log files, by component name."""
+        return {path.stem: path for path in sorted(self.logs_dir.glob("*.log"))}
+
+    def log_tails(self, lines: int = 40) -> str:
+        """The last ``lines`` lines of every component log, for error reports."""
+        parts: list[str] = []
+        for component, path in self.log_files().items():
+            text = path.read_text(encoding="utf-8", errors="replace").splitlines()
+            parts.append(f"----- {component} ({path}), last {lines} lines -----")
+            parts.extend(text[-lines:])
+        return "\n".join(parts) if parts else f"(no component logs under {self.logs_dir})"
+
+    def save_logs(self, dest: Path) -> list[Path]:
+        """Copy the component logs to ``dest`` (they go when the cluster is deleted)."""
+        dest.mkdir(parents=True, exist_ok=True)
+        saved = []
+        for path in self.log_files().values():
+            target = dest / path.name
+            shutil.copyfile(path, target)
+            saved.append(target)
+        return saved
+
+    def server_url(self) -> str:
+        """The API server URL from the kubeconfig."""
+        config = yaml.safe_load(self.kubeconfig.read_text(encoding="utf-8"))
+        server: str = config["clusters"][0]["cluster"]["server"]
+        return server
+
+    def usage(self) -> str:
+        """How to use the running cluster, for people."""
+        return (
+            f"Kubernetes {self.tools.versions.kubernetes} control plane is up at "
+            f"{self.server_url()}\n"
+            f"  nodes: {', '.join(self.topology.node_names())}\n"
+            f"  export KUBECONFIG={self.kubeconfig}\n"
+            f"  {self.tools.kubectl} get nodes\n"
+            f"  component logs: {self.logs_dir}\n"
+            f"  stop it with: make cluster-down"
+        )
+
+    # Commands ----------------------------------------------------------------------
+
+    def kubectl(self, *args: str, input: str | None = None, check: bool = True) -> CommandResult:
+        """Run the pinned kubectl against this cluster."""
+        return self._run(
+            [str(self.tools.kubectl), "--kubeconfig", str(self.kubeconfig), *args],
+            input=input,
+            check=check,
+        )
+
+    def _kwokctl(self, *args: str, check: bool = True) -> CommandResult:
+        return self._run(
+            [str(self.tools.kwokctl), "--config", str(self.config_path), *args],
+            env=_kwok_env(self.kwok_workdir),
+            check=check,
+        )
+
+    def _run(
+        self,
+        args: Sequence[str],
+        *,
+        input: str | None = None,
+        env: dict[str, str] | None = None,
+        check: bool = True,
+    ) -> CommandResult:
+        proc = subprocess.run(
+            list(args), input=input, env=env, capture_output=True, text=True, check=False
+        )
+        result = CommandResult(list(args), proc.returncode, proc.stdout, proc.stderr)
+        if check and proc.returncode != 0:
+            raise ClusterError(
+                f"`{' '.join(args)}` exited with status {proc.returncode}, expected 0\n"
+                f"stdout:\n{proc.stdout}\nstderr:\n{proc.stderr}\n{self.log_tails()}"
+            )
+        return result
+
+    def _kwokctl_config(self) -> str:
+        tools = self.tools
+        config: dict[str, Any] = {
+            "apiVersion": "config.kwok.x-k8s.io/v1alpha1",
+            "kind": "KwokctlConfiguration",
+            "options": {
+                "runtime": "binary",
+                "bindAddress": "127.0.0.1",
+                "kubeVersion": tools.versions.kubernetes,
+                "securePort": True,
+                "kubeAuthorization": True,
+                "kubeAdmission": True,
+                "quietPull": True,
+                "cacheDir": str(self.workdir / "cache"),
+                "etcdBinary": str(tools.path("etcd")),
+                "kubeApiserverBinary": str(tools.path("kube-apiserver")),
+                "kubeControllerManagerBinary": str(tools.path("kube-controller-manager")),
+                "kubeSchedulerBinary": str(tools.path("kube-scheduler")),
+                "kubectlBinary": str(tools.path("kubectl")),
+                "kwokControllerBinary": str(tools.path("kwok")),
+            },
+        }
+        documents = [yaml.safe_dump(config, sort_keys=True)]
+        documents += [path.read_text(encoding="utf-8") for path in stage_files()]
+        return "---\n".join(documents)
+
+
+def stage_files() -> list[Path]:
+    """The kwok Stage documents that play the kubelet, in a stable order."""
+    return sorted(STAGES_DIR.glob("*.yaml"))
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
