@@ -27,7 +27,7 @@ export GOFLAGS := -mod=mod
 # jsii (under cdk8s) prints a Node.js end-of-life banner unless told the major version.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := $(shell node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 20)
 
-.PHONY: help venv synth lint test test-unit openapi schemas clean
+.PHONY: help venv synth lint test test-unit openapi schemas cdk8s-cli clean
 
 # Component makefiles add their targets and append to TEST_PREREQS (what `make test`
 # must build or install first: the control-plane binaries, torch, the Horovod wheel).
@@ -63,8 +63,20 @@ openapi: $(OPENAPI_DIR)/.done
 schemas: venv openapi
 	$(BIN)/python -m kubetrain.api.k8s_openapi --write
 
+# The real cdk8s CLI (npm), for the test that `cdk8s synth` writes what `kubetrain synth` does.
+CDK8S_CLI_VERSION := 2.207.60
+CDK8S_CLI_DIR := $(KUBETRAIN_CACHE)/npm/cdk8s-cli-$(CDK8S_CLI_VERSION)
+export KUBETRAIN_CDK8S_CLI := $(CDK8S_CLI_DIR)/node_modules/.bin/cdk8s
+
+$(KUBETRAIN_CDK8S_CLI):
+	@mkdir -p $(CDK8S_CLI_DIR)
+	npm install --silent --no-audit --no-fund --prefix $(CDK8S_CLI_DIR) cdk8s-cli@$(CDK8S_CLI_VERSION)
+
+cdk8s-cli: $(KUBETRAIN_CDK8S_CLI)
+TEST_PREREQS += cdk8s-cli
+
 synth: venv
-	$(BIN)/kubetrain synth
+	$(BIN)/kubetrain synth local
 
 lint: venv
 	$(BIN)/ruff check .

@@ -22,7 +22,10 @@ def quiet_jsii() -> None:
         return  # jsii will report the missing Node.js itself
     try:
         version = subprocess.run(
-            [node, "-p", "process.versions.node"], capture_output=True, text=True, timeout=10,
+            [node, "-p", "process.versions.node"],
+            capture_output=True,
+            text=True,
+            timeout=10,
             check=True,
         ).stdout.strip()
     except (OSError, subprocess.SubprocessError):

@@ -15,7 +15,8 @@ from kubetrain import __version__
 COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("validate", "kubetrain.commands.validate", "check job manifests against the typed API"),
     ("crds", "kubetrain.commands.crds", "print the CRDs as YAML"),
-    ("synth", "kubetrain.commands.synth", "synthesize a stack into dist/"),
+    ("synth", "kubetrain.commands.synth", "render stacks into dist/<stack>/<version>/"),
+    ("diff", "kubetrain.commands.diff", "object-level diff between two versions of a stack"),
     ("run", "kubetrain.local_run", "run a job manifest on this machine (--local)"),
 )
 
@@ -24,7 +25,8 @@ def _load(module: str) -> ModuleType:
     return importlib.import_module(module)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The CLI parser; only ``command``'s module is imported to declare its options."""
     parser = argparse.ArgumentParser(
         prog="kubetrain",
         description="Kubeflow-compatible distributed training on Kubernetes, from typed Python.",
@@ -34,12 +36,16 @@ def build_parser() -> argparse.ArgumentParser:
     for name, module, help_text in COMMANDS:
         sub = subparsers.add_parser(name, help=help_text, description=help_text)
         sub.set_defaults(_module=module)
-        _load(module).add_arguments(sub)
+        if name == command:
+            _load(module).add_arguments(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else argv
+    names = {name for name, _, _ in COMMANDS}
+    command = next((a for a in argv if not a.startswith("-")), None)
+    parser = build_parser(command if command in names else None)
     args = parser.parse_args(argv)
     if not getattr(args, "_module", None):
         parser.print_help(sys.stderr)

@@ -83,6 +83,9 @@ class _Converter:
         self.for_crd = for_crd
 
     def definition(self, name: str, stack: tuple[str, ...] = ()) -> dict[str, Any]:
+        if name in stack and not self.for_crd:
+            # Recursive types (JSONSchemaProps) are checked to this depth only.
+            return {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
         if name in stack:
             raise ValueError(f"recursive Kubernetes type {name} via {' -> '.join(stack)}")
         if name in _INT_OR_STRING:

@@ -4,7 +4,7 @@ from kubetrain._jsii import quiet_jsii
 
 quiet_jsii()
 
-from kubetrain.constructs.crds import KubeflowCrds
+from kubetrain.constructs.crds import KubeflowCrds, KubeflowCrdsProps
 from kubetrain.constructs.gpu import GpuNodePool, GpuNodePoolProps, Taint
 from kubetrain.constructs.nccl import NcclDebug, NcclProfile
 from kubetrain.constructs.operator import TrainingOperator, TrainingOperatorProps
@@ -15,6 +15,7 @@ __all__ = [
     "GpuNodePoolProps",
     "Image",
     "KubeflowCrds",
+    "KubeflowCrdsProps",
     "NcclDebug",
     "NcclProfile",
     "Quantity",

@@ -2,31 +2,53 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 import constructs
 
 from kubetrain.api.crds import CRD_INFOS, generate_crd
 from kubetrain.constructs.objects import api_object
 
+_KINDS = tuple(str(info.model.model_fields["kind"].default) for info in CRD_INFOS)
+
+
+@dataclass(frozen=True, kw_only=True)
+class KubeflowCrdsProps:
+    """Props of :class:`KubeflowCrds`."""
+
+    kinds: tuple[str, ...] = _KINDS
+    """Job kinds whose CRD is emitted. Default: PyTorchJob, TFJob and MPIJob."""
+    annotations: dict[str, str] = field(default_factory=dict)
+    """Annotations on every CRD (e.g. Argo CD sync options). Default: none."""
+
+    def __post_init__(self) -> None:
+        unknown = [k for k in self.kinds if k not in _KINDS]
+        if unknown:
+            raise ValueError(
+                f"kinds ({', '.join(unknown)}) not supported: use any of {', '.join(_KINDS)}"
+            )
+        if not self.kinds:
+            raise ValueError("kinds (empty) must name at least one job kind")
+
 
 class KubeflowCrds(constructs.Construct):
-    """The CRDs of the enabled job kinds (all three by default).
+    """The CRDs of the enabled job kinds.
 
     Child ids are the kinds (``PyTorchJob``, ``TFJob``, ``MPIJob``); object names are the
     CRD names (``pytorchjobs.kubeflow.org``).
     """
 
     def __init__(
-        self, scope: constructs.Construct, id: str, *, kinds: tuple[str, ...] | None = None
+        self,
+        scope: constructs.Construct,
+        id: str,
+        props: KubeflowCrdsProps | None = None,
     ) -> None:
         super().__init__(scope, id)
-        known = {str(info.model.model_fields["kind"].default): info for info in CRD_INFOS}
-        wanted = kinds if kinds is not None else tuple(known)
-        unknown = [k for k in wanted if k not in known]
-        if unknown:
-            raise ValueError(
-                f"kinds ({', '.join(unknown)}) not supported: use any of {', '.join(known)}"
-            )
-        if not wanted:
-            raise ValueError("kinds (empty) must name at least one job kind")
-        for kind in wanted:
-            api_object(self, kind, generate_crd(known[kind]))
+        props = props or KubeflowCrdsProps()
+        infos = {str(info.model.model_fields["kind"].default): info for info in CRD_INFOS}
+        for kind in props.kinds:
+            crd = generate_crd(infos[kind])
+            if props.annotations:
+                crd["metadata"]["annotations"] = dict(props.annotations)
+            api_object(self, kind, crd)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import cdk8s
@@ -41,3 +43,16 @@ def manifests(scope: constructs.Construct) -> list[dict[str, Any]]:
         if isinstance(node, cdk8s.ApiObject):
             out.append(dict(node.to_json()))
     return out
+
+
+@contextmanager
+def construct_errors(scope: constructs.Construct, id: str) -> Iterator[None]:
+    """Prefix a ValueError raised while building child ``id`` with its construct path,
+    so a bad prop deep in a stack says where it is (``samples/PyTorchDdp: ...``)."""
+    path = f"{scope.node.path}/{id}" if scope.node.path else id
+    try:
+        yield
+    except ValueError as exc:
+        if path in str(exc):
+            raise
+        raise ValueError(f"{path}: {exc}") from exc

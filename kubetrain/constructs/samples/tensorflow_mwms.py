@@ -64,7 +64,7 @@ class TensorFlowMwmsSample(constructs.Construct):
                 command=("python", "-m", "images.tensorflow.train"),
                 args=props.scaling.args(),
                 name=props.name or id.lower(),
-            namespace=props.namespace,
+                namespace=props.namespace,
                 workers=props.workers,
                 gpus_per_node=props.gpus_per_node,
                 profile=props.profile,

@@ -1,0 +1,1 @@
+"""GitOps delivery: stacks, versioned output, lock files, diffs and Argo CD."""

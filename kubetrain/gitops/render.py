@@ -1,0 +1,99 @@
+"""Rendering a stack: its charts (in deployment order) as plain dicts, and the Argo CD
+Applications that deploy them."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from kubetrain._jsii import quiet_jsii
+from kubetrain.gitops import argocd as argo
+from kubetrain.gitops.stack import Stack
+
+# Chart order is deployment order and sync-wave order; folder numbers are fixed per chart
+# so a chart keeps its path whichever charts a stack has.
+CHART_ORDER = ("crds", "operator", "gpu-nodes", "samples")
+
+
+@dataclass(frozen=True)
+class RenderedChart:
+    name: str
+    objects: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def folder(self) -> str:
+        return f"{CHART_ORDER.index(self.name):02d}-{self.name}"
+
+    @property
+    def wave(self) -> int:
+        return CHART_ORDER.index(self.name)
+
+
+def _annotate(obj: dict[str, Any], annotations: dict[str, str]) -> None:
+    meta = obj.setdefault("metadata", {})
+    meta["annotations"] = {**meta.get("annotations", {}), **annotations}
+
+
+def render_charts(stack: Stack) -> list[RenderedChart]:
+    """Every non-empty chart of ``stack``, in deployment order, as plain dicts."""
+    quiet_jsii()
+    import cdk8s
+
+    from kubetrain.charts import CrdsChart, GpuNodesChart, OperatorChart, SamplesChart
+    from kubetrain.constructs.crds import KubeflowCrdsProps
+
+    app = cdk8s.App()
+    charts: dict[str, cdk8s.Chart] = {
+        "crds": CrdsChart(
+            app,
+            "crds",
+            KubeflowCrdsProps(annotations={argo.SYNC_OPTIONS_ANNOTATION: argo.CRD_SYNC_OPTIONS}),
+        ),
+        "operator": OperatorChart(app, "operator", stack.operator),
+    }
+    gpu_nodes = GpuNodesChart(app, "gpu-nodes", stack.node_pools)
+    charts["gpu-nodes"] = gpu_nodes
+    pool = gpu_nodes.pools.get(stack.samples.node_pool) if stack.samples.node_pool else None
+    charts["samples"] = SamplesChart(app, "samples", stack.samples, node_pool=pool)
+    rendered: list[RenderedChart] = []
+    for name in CHART_ORDER:
+        objects = [dict(o) for o in charts[name].to_json()]
+        if not objects:
+            continue
+        chart = RenderedChart(name, objects)
+        for obj in objects:
+            _annotate(obj, {argo.SYNC_WAVE_ANNOTATION: str(chart.wave)})
+            if name == "samples":
+                _annotate(obj, {argo.SYNC_OPTIONS_ANNOTATION: argo.SAMPLE_SYNC_OPTIONS})
+        rendered.append(chart)
+    return rendered
+
+
+def argocd_objects(stack: Stack, charts: list[RenderedChart]) -> list[dict[str, Any]]:
+    """One Application per chart of this version."""
+    base = f"{stack.argocd.path_prefix}/{stack.name}/{stack.version}"
+    apps = [
+        argo.application(
+            stack.argocd,
+            name=f"{stack.name}-{chart.name}",
+            path=f"{base}/{chart.folder}",
+            wave=chart.wave,
+            destination_namespace=stack.operator.namespace if chart.name == "operator" else None,
+            prune=chart.name != "crds",
+        )
+        for chart in charts
+    ]
+    return apps
+
+
+def root_application(stack: Stack) -> dict[str, Any]:
+    """The app-of-apps: point Argo CD at this one to deploy the version."""
+    base = f"{stack.argocd.path_prefix}/{stack.name}/{stack.version}"
+    return argo.application(
+        stack.argocd,
+        name=stack.name,
+        path=f"{base}/argocd/applications",
+        wave=0,
+        destination_namespace=stack.argocd.namespace,
+        prune=True,
+    )

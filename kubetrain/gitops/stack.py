@@ -1,0 +1,123 @@
+"""``Stack``: a named, versioned set of charts and the config they are built from.
+
+Stacks live in ``stacks/<name>.py`` (each defines ``STACK = Stack(...)``) and are what a
+platform team edits; ``kubetrain synth`` and ``python -m stacks`` render them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kubetrain.constructs.gpu import GpuNodePoolProps
+from kubetrain.constructs.operator import TrainingOperatorProps
+from kubetrain.constructs.samples import (
+    HorovodSampleProps,
+    PyTorchDdpSampleProps,
+    TensorFlowMwmsSampleProps,
+)
+from kubetrain.constructs.types import check_dns_label
+from kubetrain.gitops.semver import Version
+
+
+@dataclass(frozen=True, kw_only=True)
+class ArgoCd:
+    """Where Argo CD finds the rendered manifests."""
+
+    repo_url: str = "https://git.example.com/platform/gitops.git"
+    """Git repository holding ``dist/``. Set it to your GitOps repository."""
+    target_revision: str = "main"
+    """Branch, tag or commit Argo CD syncs."""
+    path_prefix: str = "dist"
+    """Folder of the repository that ``kubetrain synth --out`` writes."""
+    namespace: str = "argocd"
+    """Namespace Argo CD runs in (Applications are created there)."""
+    project: str = "default"
+    """Argo CD project of the Applications."""
+    destination_server: str = "https://kubernetes.default.svc"
+    """Cluster the Applications deploy to."""
+
+    def __post_init__(self) -> None:
+        if not self.repo_url:
+            raise ValueError("argocd.repo_url (empty) must name the GitOps repository")
+        if self.path_prefix.startswith("/") or ".." in self.path_prefix.split("/"):
+            raise ValueError(
+                f"argocd.path_prefix ({self.path_prefix!r}) must be a relative path inside "
+                "the repository"
+            )
+        check_dns_label("argocd.namespace", self.namespace)
+
+
+@dataclass(frozen=True, kw_only=True)
+class Samples:
+    """Which sample jobs the stack ships (the ``samples`` chart)."""
+
+    pytorch: PyTorchDdpSampleProps | None = None
+    """PyTorch DDP sample (PyTorchJob). Default: none."""
+    horovod: HorovodSampleProps | None = None
+    """Horovod sample (MPIJob). Default: none."""
+    tensorflow: TensorFlowMwmsSampleProps | None = None
+    """TensorFlow MultiWorkerMirroredStrategy sample (TFJob). Default: none."""
+    node_pool: str | None = None
+    """Name of one of the stack's node pools the samples run on. Default: none."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Stack:
+    """One environment: its version, the operator, GPU node pools and samples."""
+
+    name: str
+    """Stack name; output goes to ``dist/<name>/<version>/``."""
+    version: str
+    """The stack's semver. Content changes need a new version (``kubetrain synth --bump``)."""
+    operator: TrainingOperatorProps
+    """The operator's Deployment and RBAC."""
+    node_pools: tuple[GpuNodePoolProps, ...] = ()
+    """``GpuNodePoolProps`` of the stack's GPU pools (the ``gpu-nodes`` chart)."""
+    samples: Samples = field(default_factory=Samples)
+    """Sample jobs (the ``samples`` chart)."""
+    argocd: ArgoCd = field(default_factory=ArgoCd)
+    """Argo CD Applications for the rendered charts."""
+    description: str = ""
+    """One line on what the environment is."""
+
+    def __post_init__(self) -> None:
+        check_dns_label("name", self.name)
+        Version.parse(self.version)
+        pool_names = [p.name for p in self.node_pools]
+        if len(set(pool_names)) != len(pool_names):
+            raise ValueError(f"node_pools ({', '.join(map(str, pool_names))}) repeat a name")
+        if self.samples.node_pool is not None and self.samples.node_pool not in pool_names:
+            raise ValueError(
+                f"samples.node_pool ({self.samples.node_pool!r}) is not one of the stack's "
+                f"node pools: {', '.join(map(str, pool_names)) or 'none defined'}"
+            )
+
+
+def load_stacks(package: str = "stacks", root: Path | None = None) -> dict[str, Stack]:
+    """Import every module of the stacks package and collect its ``STACK``, by name."""
+    root = root or Path.cwd()
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    try:
+        pkg = importlib.import_module(package)
+    except ModuleNotFoundError:
+        raise ValueError(
+            f"no '{package}' package under {root}: run kubetrain from the repository root "
+            "(where stacks/ lives)"
+        ) from None
+    stacks: dict[str, Stack] = {}
+    for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
+        if info.name.startswith("_"):
+            continue
+        module = importlib.import_module(f"{package}.{info.name}")
+        stack = getattr(module, "STACK", None)
+        if not isinstance(stack, Stack):
+            raise ValueError(f"{package}/{info.name}.py must define STACK = Stack(...)")
+        if stack.name in stacks:
+            raise ValueError(f"stack name {stack.name!r} is defined twice ({info.name}.py)")
+        stacks[stack.name] = stack
+    return stacks

@@ -1,0 +1,37 @@
+"""``p5-efa``: AWS p5.48xlarge (8x H100) with 32 EFA interfaces."""
+
+from kubetrain.constructs.gpu import GpuNodePoolProps
+from kubetrain.constructs.nccl import NcclProfile
+from kubetrain.constructs.operator import TrainingOperatorProps
+from kubetrain.constructs.samples import HorovodSampleProps, LinearScaling, PyTorchDdpSampleProps
+from kubetrain.constructs.types import Quantity, Resources
+from kubetrain.gitops.stack import Samples, Stack
+from stacks._common import NCCL_TESTS_IMAGE, OPERATOR_IMAGE
+
+# Pods that get hugepages (the EFA profile) must also request memory or CPU.
+_NODE = Resources(cpu=Quantity.of(96), memory=Quantity.gibibytes(1024))
+_SCALING = LinearScaling(batch_size=64, steps=2000)
+
+STACK = Stack(
+    name="p5-efa",
+    version="0.1.0",
+    description="EKS p5.48xlarge node group with EFA (aws-ofi-nccl)",
+    operator=TrainingOperatorProps(image=OPERATOR_IMAGE),
+    node_pools=(
+        GpuNodePoolProps(
+            name="p5",
+            profile=NcclProfile.efa(instance_type="p5.48xlarge"),
+            tuner_image=OPERATOR_IMAGE,
+            gpu_product="NVIDIA-H100-80GB-HBM3",
+            node_labels={"node.kubernetes.io/instance-type": "p5.48xlarge"},
+            topology_key="topology.k8s.aws/network-node-layer-3",
+            preflight_nodes=2,
+            preflight_image=NCCL_TESTS_IMAGE,
+        ),
+    ),
+    samples=Samples(
+        node_pool="p5",
+        pytorch=PyTorchDdpSampleProps(nodes=2, gpus_per_node=8, scaling=_SCALING, resources=_NODE),
+        horovod=HorovodSampleProps(workers=2, gpus_per_node=8, scaling=_SCALING, resources=_NODE),
+    ),
+)

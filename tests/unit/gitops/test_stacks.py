@@ -1,0 +1,124 @@
+"""Every stack renders valid, ordered, Argo CD-ready charts; snapshots catch any change."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from kubetrain.gitops.render import CHART_ORDER, render_charts
+from kubetrain.gitops.stack import Stack, load_stacks
+from kubetrain.gitops.writer import render_files
+from tests.conftest import REPO_ROOT
+from tests.k8s_schema import assert_valid
+from tests.snapshot import assert_snapshot
+
+STACKS = load_stacks(root=REPO_ROOT)
+EXPECTED = ["a3-mega-tcpxo", "h100-infiniband", "local", "p5-efa"]
+
+
+def test_example_stacks_exist() -> None:
+    assert sorted(STACKS) == EXPECTED
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_stack_renders_valid_objects_in_chart_order(name: str) -> None:
+    stack = STACKS[name]
+    charts = render_charts(stack)
+    names = [c.name for c in charts]
+    assert names == [c for c in CHART_ORDER if c in names]
+    assert names[:2] == ["crds", "operator"]
+    assert ("gpu-nodes" in names) == bool(stack.node_pools)
+    objects = [o for c in charts for o in c.objects]
+    assert_valid(objects)
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_stack_matches_snapshot(name: str) -> None:
+    stack = STACKS[name]
+    files = render_files(stack, render_charts(stack))
+    # The CRDs have their own snapshots; the lock only hashes what is shown here.
+    shown = {
+        p: t for p, t in files.items() if not p.startswith("00-crds/") and p != "manifest.lock.json"
+    }
+    text = "".join(f"# {path}\n{body}" for path, body in sorted(shown.items()))
+    assert_snapshot(f"stacks/{name}.yaml", text)
+
+
+def _annotations(obj: dict[str, Any]) -> dict[str, str]:
+    annotations: dict[str, str] = obj["metadata"].get("annotations", {})
+    return annotations
+
+
+def test_sync_waves_and_options() -> None:
+    charts = {c.name: c for c in render_charts(STACKS["h100-infiniband"])}
+    for wave, name in enumerate(CHART_ORDER):
+        for obj in charts[name].objects:
+            assert _annotations(obj)["argocd.argoproj.io/sync-wave"] == str(wave)
+    for obj in charts["crds"].objects:
+        assert (
+            _annotations(obj)["argocd.argoproj.io/sync-options"]
+            == "ServerSideApply=true,Prune=false"
+        )
+    for obj in charts["samples"].objects:
+        assert (
+            _annotations(obj)["argocd.argoproj.io/sync-options"]
+            == "SkipDryRunOnMissingResource=true"
+        )
+    others = [o for n in ("operator", "gpu-nodes") for o in charts[n].objects]
+    assert all("argocd.argoproj.io/sync-options" not in _annotations(o) for o in others)
+
+
+def test_applications_point_at_the_version_folders() -> None:
+    import yaml
+
+    stack = STACKS["local"]
+    files = render_files(stack, render_charts(stack))
+    apps = {p: yaml.safe_load(t) for p, t in files.items() if p.startswith("argocd/applications/")}
+    assert sorted(apps) == [
+        "argocd/applications/local-crds.yaml",
+        "argocd/applications/local-operator.yaml",
+        "argocd/applications/local-samples.yaml",
+    ]
+    crds = apps["argocd/applications/local-crds.yaml"]
+    assert crds["spec"]["source"]["path"] == "dist/local/0.1.0/00-crds"
+    assert crds["metadata"]["annotations"]["argocd.argoproj.io/sync-wave"] == "0"
+    assert crds["spec"]["syncPolicy"]["automated"]["prune"] is False
+    assert "finalizers" not in crds["metadata"]
+    # ServerSideApply is never set on an Application: it breaks sync waves.
+    assert all("syncOptions" not in a["spec"]["syncPolicy"] for a in apps.values())
+    root = yaml.safe_load(files["argocd/root-application.yaml"])
+    assert root["spec"]["source"]["path"] == "dist/local/0.1.0/argocd/applications"
+    top = yaml.safe_load(files["kustomization.yaml"])
+    assert top["resources"] == ["00-crds", "01-operator", "03-samples"]
+
+
+def test_rejects_sample_pool_that_does_not_exist() -> None:
+    import dataclasses
+
+    stack = STACKS["local"]
+    with pytest.raises(ValueError) as caught:
+        Stack(
+            name="x",
+            version="1.0.0",
+            operator=stack.operator,
+            samples=dataclasses.replace(stack.samples, node_pool="h100"),
+        )
+    assert "samples.node_pool ('h100') is not one of the stack's node pools: none defined" in str(
+        caught.value
+    )
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        ({"name": "Local"}, "name ('Local') must be a DNS-1123 label"),
+        ({"version": "1.0"}, "version ('1.0') must be MAJOR.MINOR.PATCH"),
+    ],
+    ids=["bad-name", "bad-version"],
+)
+def test_rejects_bad_stack(props: dict[str, Any], message: str) -> None:
+    base: dict[str, Any] = {"name": "x", "version": "1.0.0", "operator": STACKS["local"].operator}
+    with pytest.raises(ValueError) as caught:
+        Stack(**{**base, **props})
+    assert message in str(caught.value)
