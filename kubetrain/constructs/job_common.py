@@ -39,7 +39,9 @@ class NodePoolLike(Protocol):
     @property
     def topology_key(self) -> str: ...
 
-    def bind(self, template: dict[str, Any]) -> dict[str, Any]: ...
+    def bind(
+        self, template: dict[str, Any], *, gpus_per_node: int | None = None
+    ) -> dict[str, Any]: ...
 
 
 class Placement(StrEnum):
@@ -209,7 +211,7 @@ def pod_template(
     if not template["metadata"]["labels"]:
         del template["metadata"]["labels"]
     if bind_pool and props.node_pool is not None:
-        template = props.node_pool.bind(template)
+        template = props.node_pool.bind(template, gpus_per_node=gpu_count)
     elif bind_pool and props.profile is not None:
         template = props.profile.apply(template, gpus_per_node=gpu_count)
     template = _place(props, template, name)

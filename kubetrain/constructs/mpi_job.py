@@ -86,7 +86,10 @@ def _exported_env(template: dict[str, Any]) -> list[str]:
     names: set[str] = set()
     for container in template["spec"]["containers"]:
         for var in container.get("env", []):
-            if var["name"].startswith(("NCCL_", "FI_", "UCX_", "TORCH_", "HOROVOD_")):
+            # LD_LIBRARY_PATH: the GKE profiles load NCCL's network plugin from the host.
+            if var["name"].startswith(("NCCL_", "FI_", "UCX_", "TORCH_", "HOROVOD_")) or (
+                var["name"] == "LD_LIBRARY_PATH"
+            ):
                 names.add(var["name"])
     return sorted(names)
 
