@@ -142,6 +142,11 @@ class ReplicaStatus(KubeModel):
     failed: Int32 | None = None
     label_selector: LabelSelector | None = Field(default=None, description="Deprecated.")
     selector: StrictStr | None = Field(default=None, description="Label selector, serialized.")
+    restarts: NonNegInt32 | None = Field(
+        default=None,
+        description="Pods of this type the operator deleted and recreated after a failure "
+        "(kubetrain; counted against runPolicy.backoffLimit).",
+    )
 
 
 class JobStatus(KubeModel):
