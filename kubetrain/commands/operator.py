@@ -1,0 +1,58 @@
+"""``kubetrain operator``: run the operator (in a cluster, or locally with --kubeconfig)."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from types import FrameType
+
+from kubetrain.controller import logs
+from kubetrain.controller.config import OperatorConfig
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    OperatorConfig.add_arguments(parser)
+    parser.add_argument(
+        "--kubeconfig",
+        default=None,
+        help="kubeconfig to use (default: in-cluster credentials, else $KUBECONFIG)",
+    )
+    parser.add_argument("--context", default=None, help="kubeconfig context")
+    parser.add_argument("--log-format", choices=("json", "text"), default="json")
+    parser.add_argument(
+        "--log-level", choices=("debug", "info", "warning", "error"), default="info"
+    )
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = OperatorConfig.from_namespace(args)
+    except ValueError as err:
+        print(f"kubetrain operator: {err}", file=sys.stderr)
+        return 2
+    logs.configure(args.log_level, args.log_format)
+    # Imported here: `kubetrain --help` should not load the Kubernetes client.
+    from kubetrain.controller.kube import KubeApi
+    from kubetrain.controller.operator import Operator
+
+    api = KubeApi.connect(
+        args.kubeconfig,
+        args.context,
+        qps=config.kube_api_qps,
+        burst=config.kube_api_burst,
+        pool_size=config.workers * 2 + 16,
+    )
+    operator = Operator(config, api)
+    stop = threading.Event()
+
+    def on_signal(signum: int, _frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        return operator.run(stop)
+    finally:
+        api.close()

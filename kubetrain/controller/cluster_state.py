@@ -1,0 +1,306 @@
+"""The operator's view of the cluster: informer caches for jobs and their children, and
+the writes reconciles make, each put into the cache as soon as the API server answers.
+
+This is the only place the reconciler's small interfaces (``JobCache``,
+``ClusterWriter``) meet the Kubernetes adapter (``kube.KubeApi``).
+"""
+
+from __future__ import annotations
+
+import logging
+import queue
+import secrets
+import threading
+from collections.abc import Callable, Mapping
+from datetime import datetime
+from typing import Any
+
+from kubetrain.controller import labels as L
+from kubetrain.controller import reasons as R
+from kubetrain.controller.conditions import format_time
+from kubetrain.controller.errors import ApiError
+from kubetrain.controller.informer import (
+    Informer,
+    trim_batch_job,
+    trim_metadata_only,
+    trim_pod,
+    trim_training_job,
+)
+from kubetrain.controller.kube import (
+    CHILD_RESOURCES,
+    JOB_RESOURCES,
+    KubeApi,
+)
+from kubetrain.controller.planner import Event
+from kubetrain.controller.plugins.base import Observed
+from kubetrain.controller.plugins.children import API_VERSIONS
+from kubetrain.controller.policies.cleanup import ChildRef
+
+log = logging.getLogger("kubetrain.operator")
+
+JobKey = tuple[str, str, str]
+#: Children each job kind has (MPI's extra kinds are watched only when MPIJob is on).
+CHILD_KINDS: Mapping[str, tuple[str, ...]] = {
+    "PyTorchJob": ("Pod", "Service"),
+    "TFJob": ("Pod", "Service"),
+    "MPIJob": ("Pod", "Service", "ConfigMap", "Secret", "Job"),
+}
+_TRANSFORMS: Mapping[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
+    "Pod": trim_pod,
+    "Service": trim_metadata_only,
+    "ConfigMap": trim_metadata_only,
+    "Secret": trim_metadata_only,
+    "Job": trim_batch_job,
+}
+
+
+def child_index(obj: Mapping[str, Any]) -> JobKey | None:
+    """(kind of the owning job, namespace, job name) from a child's labels."""
+    meta = obj.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    kind = L.KIND_BY_OPERATOR_NAME.get(str(labels.get(L.OPERATOR_NAME, "")))
+    job = labels.get(L.JOB_NAME)
+    if kind is None or not job:
+        return None
+    return (kind, str(meta.get("namespace") or ""), str(job))
+
+
+def _controller_uid(obj: Mapping[str, Any]) -> str:
+    for owner in (obj.get("metadata") or {}).get("ownerReferences") or []:
+        if owner.get("controller"):
+            return str(owner.get("uid") or "")
+    return ""
+
+
+class KubeCluster:
+    """Informers over the watched namespaces plus the write path."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        kinds: tuple[str, ...],
+        namespaces: tuple[str, ...],
+        enqueue: Callable[[JobKey], None],
+        *,
+        identity: str = "kubetrain",
+    ) -> None:
+        self.api = api
+        self.kinds = kinds
+        self.identity = identity
+        self._enqueue = enqueue
+        scopes: tuple[str | None, ...] = namespaces or (None,)
+        self.job_informers: dict[tuple[str, str | None], Informer] = {}
+        self.child_informers: dict[tuple[str, str | None], Informer] = {}
+        child_kinds = sorted({c for k in kinds for c in CHILD_KINDS[k]})
+        selector = L.operator_name_selector(kinds)
+        for scope in scopes:
+            for kind in kinds:
+                self.job_informers[(kind, scope)] = Informer(
+                    api,
+                    JOB_RESOURCES[kind],
+                    namespace=scope,
+                    transform=trim_training_job,
+                    handler=lambda _t, obj, k=kind: self._on_job(k, obj),  # type: ignore[misc]
+                )
+            for child in child_kinds:
+                self.child_informers[(child, scope)] = Informer(
+                    api,
+                    CHILD_RESOURCES[child],
+                    namespace=scope,
+                    label_selector=selector,
+                    metadata_only=child in ("Service", "ConfigMap", "Secret"),
+                    transform=_TRANSFORMS[child],
+                    handler=self._on_child,
+                    index=child_index,
+                )
+        self._events: queue.Queue[tuple[dict[str, Any], Event] | None] = queue.Queue(maxsize=10000)
+        self._event_thread: threading.Thread | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def informers(self) -> list[Informer]:
+        return [*self.job_informers.values(), *self.child_informers.values()]
+
+    def start(self) -> None:
+        # Children first, so a job's first reconcile sees the children that exist.
+        for informer in [*self.child_informers.values(), *self.job_informers.values()]:
+            informer.start()
+        self._event_thread = threading.Thread(
+            target=self._send_events, name="event-recorder", daemon=True
+        )
+        self._event_thread.start()
+
+    def wait_synced(self, timeout: float) -> bool:
+        return all(i.synced.wait(timeout) for i in self.informers())
+
+    def synced(self) -> bool:
+        return all(i.synced.is_set() for i in self.informers())
+
+    def stop(self) -> None:
+        for informer in self.informers():
+            informer.stop()
+        self._events.put(None)
+        for informer in self.informers():
+            informer.join(timeout=2)
+        if self._event_thread is not None:
+            self._event_thread.join(timeout=5)
+
+    def job_keys(self) -> list[JobKey]:
+        keys = []
+        for (kind, _scope), informer in self.job_informers.items():
+            for obj in informer.items():
+                meta = obj.get("metadata") or {}
+                keys.append((kind, str(meta.get("namespace")), str(meta.get("name"))))
+        return keys
+
+    # -- handlers ------------------------------------------------------------------------
+
+    def _on_job(self, kind: str, obj: Mapping[str, Any]) -> None:
+        meta = obj.get("metadata") or {}
+        self._enqueue((kind, str(meta.get("namespace")), str(meta.get("name"))))
+
+    def _on_child(self, _type: str, obj: Mapping[str, Any]) -> None:
+        key = child_index(obj)
+        if key is not None:
+            self._enqueue(key)
+
+    # -- JobCache ------------------------------------------------------------------------
+
+    def _job_informer(self, kind: str, namespace: str) -> Informer | None:
+        return self.job_informers.get((kind, namespace)) or self.job_informers.get((kind, None))
+
+    def _child_informer(self, child: str, namespace: str) -> Informer | None:
+        return self.child_informers.get((child, namespace)) or self.child_informers.get(
+            (child, None)
+        )
+
+    def job(self, key: JobKey) -> dict[str, Any] | None:
+        kind, namespace, name = key
+        informer = self._job_informer(kind, namespace)
+        return informer.get(namespace, name) if informer else None
+
+    def observed(self, key: JobKey, uid: str, now: datetime) -> Observed:
+        """The job's children from the caches: those it controls (a same-named job's
+        leftovers are not), and the pods of its launcher Job."""
+        kind = key[0]
+        found: dict[str, dict[str, Any]] = {}
+        for child in CHILD_KINDS[kind]:
+            informer = self._child_informer(child, key[1])
+            objs = informer.by_index(key) if informer else []
+            found[child] = {
+                str(o["metadata"]["name"]): o
+                for o in objs
+                if child == "Pod" or _controller_uid(o) == uid
+            }
+        job_uids = {str(o["metadata"].get("uid")) for o in found.get("Job", {}).values()}
+        pods = {
+            name: pod
+            for name, pod in found["Pod"].items()
+            if _controller_uid(pod) == uid or _controller_uid(pod) in job_uids
+        }
+        return Observed(
+            pods=pods,
+            services=found.get("Service", {}),
+            config_maps=found.get("ConfigMap", {}),
+            secrets=found.get("Secret", {}),
+            batch_jobs=found.get("Job", {}),
+            now=now,
+        )
+
+    # -- ClusterWriter -------------------------------------------------------------------
+
+    def apply(self, obj: dict[str, Any]) -> None:
+        result = self.api.apply(obj)
+        self._write_through(obj["kind"], result)
+
+    def create(self, obj: dict[str, Any]) -> None:
+        try:
+            result = self.api.create(obj)
+        except ApiError as err:
+            if err.status == 409:
+                return  # created before (stale cache): never overwrite it
+            raise
+        self._write_through(obj["kind"], result)
+
+    def _write_through(self, kind: str, result: Mapping[str, Any]) -> None:
+        namespace = str((result.get("metadata") or {}).get("namespace") or "")
+        informer = self._child_informer(kind, namespace)
+        if informer is not None:
+            informer.upsert(result)
+
+    def delete(self, namespace: str, ref: ChildRef) -> None:
+        resource = CHILD_RESOURCES[ref.kind]
+        self.api.delete(resource, namespace, ref.name, uid=ref.uid or None)
+        informer = self._child_informer(ref.kind, namespace)
+        if informer is not None:
+            informer.mark_deleted(namespace, ref.name, ref.uid)
+
+    def write_status(self, key: JobKey, raw: Mapping[str, Any], status: dict[str, Any]) -> None:
+        kind, namespace, name = key
+        meta = raw.get("metadata") or {}
+        body = {
+            "apiVersion": raw.get("apiVersion", API_VERSIONS[kind]),
+            "kind": kind,
+            "metadata": {
+                "name": name,
+                "namespace": namespace,
+                "resourceVersion": meta.get("resourceVersion"),
+            },
+            "status": status,
+        }
+        result = self.api.apply(body, subresource="status")
+        informer = self._job_informer(kind, namespace)
+        if informer is not None:
+            informer.upsert(result)
+
+    def delete_job(self, key: JobKey, uid: str) -> None:
+        kind, namespace, name = key
+        self.api.delete(JOB_RESOURCES[kind], namespace, name, uid=uid)
+
+    def emit_event(self, raw: Mapping[str, Any], event: Event) -> None:
+        """Queue an Event (sent by a background thread; dropped when the queue is full)."""
+        try:
+            self._events.put_nowait((dict(raw), event))
+        except queue.Full:
+            log.warning("event queue full, dropping event", extra={"reason": event.reason})
+
+    def _send_events(self) -> None:
+        while True:
+            item = self._events.get()
+            if item is None:
+                return
+            raw, event = item
+            try:
+                self.api.create(self._event_object(raw, event))
+            except ApiError as err:
+                log.warning("could not record event", extra={"error": str(err)})
+
+    def _event_object(self, raw: Mapping[str, Any], event: Event) -> dict[str, Any]:
+        meta = raw.get("metadata") or {}
+        now = format_time(datetime.now().astimezone())
+        namespace = str(meta.get("namespace") or "default")
+        return {
+            "apiVersion": "v1",
+            "kind": "Event",
+            "metadata": {
+                "name": f"{meta.get('name')}.{secrets.token_hex(8)}",
+                "namespace": namespace,
+            },
+            "involvedObject": {
+                "apiVersion": raw.get("apiVersion"),
+                "kind": raw.get("kind"),
+                "name": meta.get("name"),
+                "namespace": namespace,
+                "uid": meta.get("uid"),
+                "resourceVersion": meta.get("resourceVersion"),
+            },
+            "reason": event.reason,
+            "message": R.truncate(event.message),
+            "type": event.type,
+            "source": {"component": "kubetrain-operator"},
+            "reportingComponent": "kubetrain.dev/operator",
+            "reportingInstance": self.identity,
+            "firstTimestamp": now,
+            "lastTimestamp": now,
+            "count": 1,
+        }

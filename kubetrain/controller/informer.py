@@ -1,0 +1,361 @@
+"""Informers: a local cache of one resource kept current by list + watch.
+
+- The watch resumes from the last resourceVersion seen (bookmarks included); on
+  410 Gone (the version expired) the informer lists again and reports only the
+  differences, so handlers see every change exactly as if the watch had not broken.
+- Objects pass through a ``transform`` before they are stored: children keep only the
+  fields the operator reads (no managedFields, no pod specs, no Secret data), so memory
+  grows with the jobs, not with the cluster; the child watches are label-filtered too.
+- Writes the operator makes are put into the cache at once (``upsert`` / ``mark_deleted``)
+  so the next reconcile does not act on stale state; a watch event older than what the
+  cache holds is ignored, and the echo of our own write does not wake the job again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import random
+import threading
+from collections.abc import Callable, Hashable, Iterable, Mapping
+from typing import Any
+
+from kubetrain.controller.errors import ApiError
+from kubetrain.controller.kube import KubeApi, Resource
+
+log = logging.getLogger("kubetrain.informer")
+
+Obj = dict[str, Any]
+Key = tuple[str, str]
+#: ``handler(event type, new or last object)``: called after the cache changed.
+Handler = Callable[[str, Obj], None]
+IndexFn = Callable[[Mapping[str, Any]], Hashable | None]
+
+
+def _key(obj: Mapping[str, Any]) -> Key:
+    meta = obj.get("metadata") or {}
+    return (str(meta.get("namespace") or ""), str(meta.get("name") or ""))
+
+
+def _rv(obj: Mapping[str, Any] | None) -> str:
+    return str(((obj or {}).get("metadata") or {}).get("resourceVersion") or "")
+
+
+def is_older(candidate: str, current: str) -> bool:
+    """Whether ``candidate`` predates ``current``. resourceVersions are opaque, but they
+    are etcd revisions (integers) in practice; anything else is never called older."""
+    if candidate.isdigit() and current.isdigit():
+        return int(candidate) < int(current)
+    return False
+
+
+# -- transforms ---------------------------------------------------------------------------
+
+_META_KEEP = (
+    "name",
+    "namespace",
+    "uid",
+    "resourceVersion",
+    "generation",
+    "labels",
+    "ownerReferences",
+    "creationTimestamp",
+    "deletionTimestamp",
+)
+
+
+def _trim_meta(meta: Mapping[str, Any], annotations: Iterable[str] = ()) -> dict[str, Any]:
+    out = {k: meta[k] for k in _META_KEEP if k in meta}
+    wanted = {k: v for k, v in (meta.get("annotations") or {}).items() if k in set(annotations)}
+    if wanted:
+        out["annotations"] = wanted
+    return out
+
+
+KEPT_ANNOTATIONS = ("kubetrain.dev/spec-hash",)
+
+
+def trim_metadata_only(obj: Mapping[str, Any]) -> Obj:
+    """Services, ConfigMaps, Secrets: metadata only (a Secret's keys never reach memory)."""
+    return {
+        "kind": obj.get("kind"),
+        "metadata": _trim_meta(obj.get("metadata") or {}, KEPT_ANNOTATIONS),
+    }
+
+
+def _trim_container_status(cs: Mapping[str, Any]) -> dict[str, Any]:
+    keep = ("name", "restartCount", "ready", "state", "lastState")
+    return {k: cs[k] for k in keep if k in cs}
+
+
+def trim_pod(obj: Mapping[str, Any]) -> Obj:
+    """Pods: identity, restartPolicy and the status fields the policies read."""
+    status = obj.get("status") or {}
+    trimmed_status: dict[str, Any] = {
+        k: status[k] for k in ("phase", "reason", "message", "startTime") if k in status
+    }
+    if status.get("conditions"):
+        trimmed_status["conditions"] = [
+            {k: c[k] for k in ("type", "status", "reason", "message") if k in c}
+            for c in status["conditions"]
+        ]
+    for key in ("containerStatuses", "initContainerStatuses"):
+        if status.get(key):
+            trimmed_status[key] = [_trim_container_status(cs) for cs in status[key]]
+    spec = obj.get("spec") or {}
+    return {
+        "kind": "Pod",
+        "metadata": _trim_meta(obj.get("metadata") or {}, KEPT_ANNOTATIONS),
+        "spec": {k: spec[k] for k in ("restartPolicy", "nodeName") if k in spec},
+        "status": trimmed_status,
+    }
+
+
+def trim_batch_job(obj: Mapping[str, Any]) -> Obj:
+    status = obj.get("status") or {}
+    keep = ("conditions", "active", "succeeded", "failed", "ready", "startTime", "completionTime")
+    return {
+        "kind": "Job",
+        "metadata": _trim_meta(obj.get("metadata") or {}, KEPT_ANNOTATIONS),
+        "spec": {k: v for k, v in (obj.get("spec") or {}).items() if k == "suspend"},
+        "status": {k: status[k] for k in keep if k in status},
+    }
+
+
+def trim_training_job(obj: Mapping[str, Any]) -> Obj:
+    """Jobs are kept whole (their spec builds the children) but for managedFields."""
+    out = dict(obj)
+    meta = dict(out.get("metadata") or {})
+    meta.pop("managedFields", None)
+    annotations = meta.get("annotations") or {}
+    if "kubectl.kubernetes.io/last-applied-configuration" in annotations:
+        meta["annotations"] = {
+            k: v
+            for k, v in annotations.items()
+            if k != "kubectl.kubernetes.io/last-applied-configuration"
+        }
+    out["metadata"] = meta
+    return out
+
+
+# -- the informer -------------------------------------------------------------------------
+
+
+class Informer:
+    """Caches ``resource`` (in one namespace, or all) and calls ``handler`` on changes."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        resource: Resource,
+        *,
+        namespace: str | None = None,
+        label_selector: str | None = None,
+        metadata_only: bool = False,
+        transform: Callable[[Mapping[str, Any]], Obj] = dict,
+        handler: Handler | None = None,
+        index: IndexFn | None = None,
+        watch_timeout: int = 300,
+    ) -> None:
+        self.api = api
+        self.resource = resource
+        self.namespace = namespace
+        self.label_selector = label_selector
+        self.metadata_only = metadata_only
+        self.transform = transform
+        self.handler = handler
+        self.index_fn = index
+        self.watch_timeout = watch_timeout
+        self.synced = threading.Event()
+        self.relists = 0
+        self._store: dict[Key, Obj] = {}
+        self._index: dict[Hashable, set[Key]] = {}
+        self._lock = threading.RLock()
+        self._rv = ""
+        self._stop = threading.Event()
+        self._response: Any = None
+        self._thread: threading.Thread | None = None
+        self.name = f"{resource.plural}@{namespace or '*'}"
+
+    # -- reads -------------------------------------------------------------------------
+
+    def get(self, namespace: str, name: str) -> Obj | None:
+        with self._lock:
+            return self._store.get((namespace, name))
+
+    def items(self) -> list[Obj]:
+        with self._lock:
+            return list(self._store.values())
+
+    def by_index(self, value: Hashable) -> list[Obj]:
+        with self._lock:
+            return [self._store[k] for k in self._index.get(value, ()) if k in self._store]
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._store)
+
+    # -- write-through -----------------------------------------------------------------
+
+    def upsert(self, obj: Mapping[str, Any]) -> None:
+        """Put what the API server returned for our write into the cache."""
+        self._apply("MODIFIED", self.transform(obj), notify=False)
+
+    def mark_deleted(self, namespace: str, name: str, uid: str = "") -> None:
+        """Record our delete: the object is shown as being deleted until the watch says
+        it is gone (so it is neither counted nor recreated meanwhile)."""
+        with self._lock:
+            current = self._store.get((namespace, name))
+            if current is None or (uid and (current.get("metadata") or {}).get("uid") != uid):
+                return
+            meta = dict(current.get("metadata") or {})
+            meta.setdefault("deletionTimestamp", "pending")
+            updated = dict(current)
+            updated["metadata"] = meta
+            self._store[(namespace, name)] = updated
+
+    # -- lifecycle -----------------------------------------------------------------------
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self.run, name=f"informer-{self.name}", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        response = self._response
+        if response is not None:
+            # Best effort: the watch thread ends either way once it sees the flag.
+            with contextlib.suppress(Exception):
+                response.shutdown()
+
+    def join(self, timeout: float | None = None) -> None:
+        if self._thread is not None:
+            self._thread.join(timeout)
+
+    def run(self) -> None:
+        """List, then watch until stopped; relist on 410 Gone; back off on errors."""
+        backoff = 0.2
+        need_list = True
+        while not self._stop.is_set():
+            try:
+                if need_list:
+                    self._list()
+                    need_list = False
+                self._watch()
+                backoff = 0.2
+            except ApiError as err:
+                if self._stop.is_set():
+                    break
+                if err.status == 410:
+                    need_list = True
+                    continue
+                log.warning(
+                    "watch failed, retrying",
+                    extra={"informer": self.name, "error": str(err), "retry_in": backoff},
+                )
+                self._stop.wait(backoff * (1 + random.random()))
+                backoff = min(backoff * 2, 30.0)
+                if err.status in (0, 500, 503, 504) and not self._rv:
+                    need_list = True
+
+    def _list(self) -> None:
+        items, rv = self.api.list(
+            self.resource,
+            self.namespace,
+            label_selector=self.label_selector,
+            metadata_only=self.metadata_only,
+        )
+        fresh = {}
+        for item in items:
+            obj = self.transform(item)
+            fresh[_key(obj)] = obj
+        with self._lock:
+            gone = [k for k in self._store if k not in fresh]
+        for key in gone:
+            last = self.get(*key)
+            if last is not None:
+                self._apply("DELETED", last)
+        for obj in fresh.values():
+            self._apply("ADDED", obj)
+        self._rv = rv
+        self.relists += 1
+        self.synced.set()
+
+    def _watch(self) -> None:
+        def opened(response: Any) -> None:
+            self._response = response
+
+        timeout = int(self.watch_timeout * (0.8 + 0.4 * random.random()))
+        for event in self.api.watch(
+            self.resource,
+            self.namespace,
+            resource_version=self._rv,
+            label_selector=self.label_selector,
+            metadata_only=self.metadata_only,
+            timeout_seconds=timeout,
+            on_open=opened,
+        ):
+            if self._stop.is_set():
+                return
+            if event.type == "ERROR":
+                code = int(event.object.get("code") or 0)
+                raise ApiError(
+                    code,
+                    str(event.object.get("reason") or ""),
+                    str(event.object.get("message") or ""),
+                    f"WATCH {self.name}",
+                )
+            rv = _rv(event.object)
+            if event.type == "BOOKMARK":
+                self._rv = rv or self._rv
+                continue
+            self._apply(event.type, self.transform(event.object))
+            if rv:
+                self._rv = rv
+        self._response = None
+
+    def _apply(self, kind: str, obj: Obj, *, notify: bool = True) -> None:
+        key = _key(obj)
+        with self._lock:
+            current = self._store.get(key)
+            if kind == "DELETED":
+                if current is None:
+                    return
+                current_uid = (current.get("metadata") or {}).get("uid")
+                if current_uid and current_uid != (obj.get("metadata") or {}).get("uid"):
+                    return  # a newer object of the same name is already cached
+                del self._store[key]
+                self._unindex(key, current)
+            else:
+                same_uid = current is not None and (current.get("metadata") or {}).get("uid") == (
+                    obj.get("metadata") or {}
+                ).get("uid")
+                if same_uid and current is not None:
+                    if is_older(_rv(obj), _rv(current)):
+                        return
+                    if _rv(obj) == _rv(current) and notify:
+                        return  # the echo of our own write: already cached and handled
+                if current is not None:
+                    self._unindex(key, current)
+                self._store[key] = obj
+                self._reindex(key, obj)
+        if notify and self.handler is not None:
+            self.handler(kind, obj)
+
+    def _reindex(self, key: Key, obj: Obj) -> None:
+        if self.index_fn is None:
+            return
+        value = self.index_fn(obj)
+        if value is not None:
+            self._index.setdefault(value, set()).add(key)
+
+    def _unindex(self, key: Key, obj: Obj) -> None:
+        if self.index_fn is None:
+            return
+        value = self.index_fn(obj)
+        if value is not None:
+            keys = self._index.get(value)
+            if keys is not None:
+                keys.discard(key)
+                if not keys:
+                    del self._index[value]

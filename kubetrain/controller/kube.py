@@ -1,0 +1,358 @@
+"""The one module that talks to the Kubernetes API.
+
+A thin JSON client on the official ``kubernetes`` package's configuration and connection
+pool (kubeconfig or in-cluster credentials, TLS, token refresh): list, watch, get,
+server-side apply (field manager ``kubetrain``), create, delete and update, on plain
+dicts. It skips the generated model classes on purpose: the operator reads camelCase JSON
+and keeps only the fields it needs, which keeps CPU and memory low. Requests are
+client-side rate limited (``--kube-api-qps`` / ``--kube-api-burst``); watches are not.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlencode
+
+import urllib3
+from kubernetes import client, config
+
+from kubetrain import __version__
+from kubetrain.controller.errors import ApiError
+
+FIELD_MANAGER = "kubetrain"
+USER_AGENT = f"kubetrain-operator/{__version__}"
+_META_ONLY = "application/json;as=PartialObjectMetadata{list};g=meta.k8s.io;v=v1,application/json"
+
+
+@dataclass(frozen=True)
+class Resource:
+    """An API resource: where it lives and what it is called."""
+
+    group: str
+    version: str
+    plural: str
+    kind: str
+    namespaced: bool = True
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}" if self.group else self.version
+
+    def path(
+        self, namespace: str | None = None, name: str | None = None, subresource: str = ""
+    ) -> str:
+        base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
+        if self.namespaced and namespace:
+            base += f"/namespaces/{namespace}"
+        base += f"/{self.plural}"
+        if name:
+            base += f"/{name}"
+        if subresource:
+            base += f"/{subresource}"
+        return base
+
+
+PODS = Resource("", "v1", "pods", "Pod")
+SERVICES = Resource("", "v1", "services", "Service")
+CONFIG_MAPS = Resource("", "v1", "configmaps", "ConfigMap")
+SECRETS = Resource("", "v1", "secrets", "Secret")
+EVENTS = Resource("", "v1", "events", "Event")
+BATCH_JOBS = Resource("batch", "v1", "jobs", "Job")
+LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
+JOB_RESOURCES: Mapping[str, Resource] = {
+    "PyTorchJob": Resource("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob"),
+    "TFJob": Resource("kubeflow.org", "v1", "tfjobs", "TFJob"),
+    "MPIJob": Resource("kubeflow.org", "v2beta1", "mpijobs", "MPIJob"),
+}
+CHILD_RESOURCES: Mapping[str, Resource] = {
+    r.kind: r for r in (PODS, SERVICES, CONFIG_MAPS, SECRETS, BATCH_JOBS)
+}
+
+
+def resource_of(obj: Mapping[str, Any]) -> Resource:
+    """The resource of an object by its kind (jobs, children, events, leases)."""
+    kind = obj.get("kind")
+    for table in (JOB_RESOURCES, CHILD_RESOURCES):
+        if kind in table:
+            return table[str(kind)]
+    for res in (EVENTS, LEASES):
+        if res.kind == kind:
+            return res
+    raise ValueError(f"kind {kind!r} is not one the operator manages")
+
+
+class TokenBucket:
+    """Allows ``qps`` calls per second on average and ``burst`` at once."""
+
+    def __init__(self, qps: float, burst: int) -> None:
+        self.qps = qps
+        self.burst = burst
+        self._tokens = float(burst)
+        self._stamp = time.monotonic()
+        self._lock = threading.Lock()
+
+    def acquire(self) -> float:
+        """Take a token, sleeping until one is free; returns the seconds waited."""
+        with self._lock:
+            now = time.monotonic()
+            self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.qps)
+            self._stamp = now
+            self._tokens -= 1
+            wait = -self._tokens / self.qps if self._tokens < 0 else 0.0
+        if wait > 0:
+            time.sleep(wait)
+        return wait
+
+
+@dataclass(frozen=True)
+class WatchEvent:
+    type: str  # ADDED | MODIFIED | DELETED | BOOKMARK | ERROR
+    object: dict[str, Any]
+
+
+class KubeApi:
+    """JSON calls to the API server described by a ``kubernetes`` client configuration."""
+
+    def __init__(
+        self,
+        configuration: client.Configuration,
+        *,
+        qps: float = 20.0,
+        burst: int = 40,
+        pool_size: int = 32,
+    ) -> None:
+        configuration.connection_pool_maxsize = pool_size
+        self._configuration = configuration
+        self._rest = client.rest.RESTClientObject(configuration)
+        self._host = configuration.host.rstrip("/")
+        self.limiter = TokenBucket(qps, burst)
+        self.requests = 0
+
+    @classmethod
+    def connect(
+        cls,
+        kubeconfig: str | None = None,
+        context: str | None = None,
+        *,
+        qps: float = 20.0,
+        burst: int = 40,
+        pool_size: int = 32,
+    ) -> KubeApi:
+        """From a kubeconfig file (or $KUBECONFIG / ~/.kube/config), else in-cluster."""
+        configuration = client.Configuration()
+        if kubeconfig or context:
+            config.load_kube_config(  # type: ignore[no-untyped-call]
+                config_file=kubeconfig, context=context, client_configuration=configuration
+            )
+        else:
+            try:
+                config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+            except config.ConfigException:
+                config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
+        return cls(configuration, qps=qps, burst=burst, pool_size=pool_size)
+
+    def close(self) -> None:
+        self._rest.close()
+
+    # -- low level ----------------------------------------------------------------------
+
+    def _headers(self, accept: str = "application/json", content_type: str = "") -> dict[str, str]:
+        headers = {"Accept": accept, "User-Agent": USER_AGENT}
+        if content_type:
+            headers["Content-Type"] = content_type
+        token = self._configuration.get_api_key_with_prefix("authorization")
+        if token:
+            headers["Authorization"] = token
+        return headers
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        *,
+        query: Mapping[str, str] | None = None,
+        body: Any = None,
+        content_type: str = "application/json",
+        accept: str = "application/json",
+        timeout: float = 30.0,
+    ) -> dict[str, Any]:
+        """One rate-limited call; the decoded JSON body, or ApiError."""
+        self.limiter.acquire()
+        url = self._host + path + (f"?{urlencode(query)}" if query else "")
+        data = json.dumps(body).encode() if body is not None else None
+        call = f"{method} {path}"
+        self.requests += 1
+        try:
+            response = self._rest.pool_manager.request(
+                method,
+                url,
+                body=data,
+                headers=self._headers(accept, content_type if data is not None else ""),
+                timeout=urllib3.Timeout(connect=10.0, read=timeout),
+                preload_content=True,
+                retries=False,
+            )
+        except urllib3.exceptions.HTTPError as err:
+            raise ApiError(0, type(err).__name__, str(err), call) from err
+        if not 200 <= response.status < 300:
+            raise ApiError.from_body(response.status, response.data, call)
+        result: dict[str, Any] = json.loads(response.data or b"{}")
+        return result
+
+    # -- reads ---------------------------------------------------------------------------
+
+    def list(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        metadata_only: bool = False,
+    ) -> tuple[list[dict[str, Any]], str]:
+        """Every object (following ``continue`` pages) and the list's resourceVersion."""
+        items: list[dict[str, Any]] = []
+        query: dict[str, str] = {"limit": "500"}
+        if label_selector:
+            query["labelSelector"] = label_selector
+        accept = _META_ONLY.format(list="List") if metadata_only else "application/json"
+        while True:
+            page = self.request(
+                "GET", resource.path(namespace), query=query, accept=accept, timeout=60.0
+            )
+            items.extend(page.get("items") or [])
+            meta = page.get("metadata") or {}
+            token = meta.get("continue")
+            if not token:
+                return items, str(meta.get("resourceVersion", ""))
+            query["continue"] = str(token)
+
+    def watch(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        *,
+        resource_version: str,
+        label_selector: str | None = None,
+        metadata_only: bool = False,
+        timeout_seconds: int = 300,
+        on_open: Any = None,
+    ) -> Iterator[WatchEvent]:
+        """Stream events after ``resource_version`` until the server ends the watch.
+
+        ``on_open(response)`` receives the streaming response so another thread can
+        shut it down. An expired version arrives as an ERROR event with code 410.
+        """
+        query = {
+            "watch": "true",
+            "resourceVersion": resource_version,
+            "allowWatchBookmarks": "true",
+            "timeoutSeconds": str(timeout_seconds),
+        }
+        if label_selector:
+            query["labelSelector"] = label_selector
+        url = self._host + resource.path(namespace) + f"?{urlencode(query)}"
+        accept = _META_ONLY.format(list="") if metadata_only else "application/json"
+        call = f"WATCH {resource.path(namespace)}"
+        try:
+            response = self._rest.pool_manager.request(
+                "GET",
+                url,
+                headers=self._headers(accept),
+                timeout=urllib3.Timeout(connect=10.0, read=timeout_seconds + 30.0),
+                preload_content=False,
+                retries=False,
+            )
+        except urllib3.exceptions.HTTPError as err:
+            raise ApiError(0, type(err).__name__, str(err), call) from err
+        try:
+            if response.status != 200:
+                raise ApiError.from_body(response.status, response.read(), call)
+            if on_open is not None:
+                on_open(response)
+            buffer = b""
+            for chunk in response.stream(65536):
+                buffer += chunk
+                while b"\n" in buffer:
+                    line, buffer = buffer.split(b"\n", 1)
+                    if line.strip():
+                        doc = json.loads(line)
+                        yield WatchEvent(str(doc.get("type")), doc.get("object") or {})
+        except (urllib3.exceptions.HTTPError, OSError, ValueError) as err:
+            raise ApiError(0, type(err).__name__, str(err), call) from err
+        finally:
+            response.release_conn()
+
+    def get(self, resource: Resource, namespace: str | None, name: str) -> dict[str, Any] | None:
+        try:
+            return self.request("GET", resource.path(namespace, name))
+        except ApiError as err:
+            if err.status == 404:
+                return None
+            raise
+
+    # -- writes --------------------------------------------------------------------------
+
+    def apply(self, obj: Mapping[str, Any], *, subresource: str = "") -> dict[str, Any]:
+        """Server-side apply ``obj`` as field manager ``kubetrain`` (force: kubetrain owns
+        its children). A ``metadata.resourceVersion`` in ``obj`` is a precondition."""
+        resource = resource_of(obj)
+        meta = obj["metadata"]
+        return self.request(
+            "PATCH",
+            resource.path(meta.get("namespace"), meta["name"], subresource),
+            query={"fieldManager": FIELD_MANAGER, "force": "true"},
+            body=obj,
+            content_type="application/apply-patch+yaml",
+        )
+
+    def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        resource = resource_of(obj)
+        return self.request(
+            "POST",
+            resource.path(obj["metadata"].get("namespace")),
+            query={"fieldManager": FIELD_MANAGER},
+            body=obj,
+        )
+
+    def replace(self, obj: Mapping[str, Any]) -> dict[str, Any]:
+        """PUT (optimistic concurrency on ``metadata.resourceVersion``)."""
+        resource = resource_of(obj)
+        meta = obj["metadata"]
+        return self.request(
+            "PUT",
+            resource.path(meta.get("namespace"), meta["name"]),
+            query={"fieldManager": FIELD_MANAGER},
+            body=obj,
+        )
+
+    def delete(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        name: str,
+        *,
+        uid: str | None = None,
+        propagation: str = "Background",
+    ) -> bool:
+        """Delete (only the object with ``uid`` when given); False when already gone."""
+        body: dict[str, Any] = {
+            "apiVersion": "v1",
+            "kind": "DeleteOptions",
+            "propagationPolicy": propagation,
+        }
+        if uid:
+            body["preconditions"] = {"uid": uid}
+        try:
+            self.request("DELETE", resource.path(namespace, name), body=body)
+        except ApiError as err:
+            if err.status == 404:
+                return False
+            if err.status == 409 and uid:
+                return False  # a newer object of that name: not ours to delete
+            raise
+        return True

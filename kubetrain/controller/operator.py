@@ -1,0 +1,219 @@
+"""The operator process: informers, work queue, workers, leader election, metrics and
+health endpoints, and a graceful shutdown.
+
+``Operator.run(stop)`` blocks until ``stop`` is set (SIGTERM in ``kubetrain operator``)
+or leadership is lost; it returns the process exit code.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import socket
+import threading
+import time
+from pathlib import Path
+
+from kubetrain.controller.cluster_state import JobKey, KubeCluster
+from kubetrain.controller.config import OperatorConfig
+from kubetrain.controller.errors import ApiError, ErrorClass
+from kubetrain.controller.health import HttpServers
+from kubetrain.controller.kube import KubeApi
+from kubetrain.controller.leader import LeaderElector
+from kubetrain.controller.metrics import Metrics
+from kubetrain.controller.plugins.registry import build_registry
+from kubetrain.controller.reconciler import Reconciler
+from kubetrain.controller.workqueue import WorkQueue
+
+log = logging.getLogger("kubetrain.operator")
+
+SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+
+
+def default_identity() -> str:
+    """``$POD_NAME``, else the host name, plus a random suffix (unique per process)."""
+    base = os.environ.get("POD_NAME") or socket.gethostname()
+    return f"{base}_{secrets.token_hex(4)}"
+
+
+def lease_namespace() -> str:
+    """Where the Lease lives: ``$POD_NAMESPACE``, the pod's own namespace, or default."""
+    if os.environ.get("POD_NAMESPACE"):
+        return os.environ["POD_NAMESPACE"]
+    try:
+        return SERVICE_ACCOUNT_NAMESPACE.read_text().strip() or "default"
+    except OSError:
+        return "default"
+
+
+class Operator:
+    """One operator replica."""
+
+    def __init__(
+        self,
+        config: OperatorConfig,
+        api: KubeApi,
+        *,
+        identity: str | None = None,
+        serve_http: bool = True,
+        resync_seconds: float = 600.0,
+        lease_duration: float = 15.0,
+        renew_deadline: float = 10.0,
+        retry_period: float = 2.0,
+    ) -> None:
+        self.config = config
+        self.api = api
+        self.identity = identity or default_identity()
+        self.metrics = Metrics()
+        self.queue: WorkQueue[JobKey] = WorkQueue()
+        self.cluster = KubeCluster(
+            api, config.kinds, config.namespaces, self.queue.add, identity=self.identity
+        )
+        self.reconciler = Reconciler(
+            self.cluster,
+            self.cluster,
+            build_registry(config.kinds),
+            metrics=self.metrics,
+            startup_timeout_seconds=config.startup_timeout_seconds,
+        )
+        self.resync_seconds = resync_seconds
+        self.elector: LeaderElector | None = None
+        if config.leader_elect:
+            self.elector = LeaderElector(
+                api,
+                namespace=lease_namespace(),
+                name=config.leader_election_id,
+                identity=self.identity,
+                lease_duration=lease_duration,
+                renew_deadline=renew_deadline,
+                retry_period=retry_period,
+                on_change=lambda leader: self.metrics.is_leader.set(1 if leader else 0),
+            )
+        self.http: HttpServers | None = None
+        if serve_http:
+            self.http = HttpServers(
+                health_port=config.health_port,
+                metrics_port=config.metrics_port,
+                registry=self.metrics.registry,
+                healthz=self.healthz,
+                readyz=self.readyz,
+            )
+        self.started = threading.Event()
+        self._workers: list[threading.Thread] = []
+        self._alive = True
+
+    # -- probes ------------------------------------------------------------------------
+
+    def healthz(self) -> tuple[bool, str]:
+        dead = [t.name for t in self._workers if not t.is_alive()]
+        if dead and not self.queue.is_shutdown:
+            return False, f"worker threads died: {', '.join(dead)}"
+        return self._alive, "ok" if self._alive else "stopping"
+
+    def readyz(self) -> tuple[bool, str]:
+        if self.elector is not None and not self.elector.is_leader:
+            return True, "standby: waiting for the leader lease"
+        if not self.cluster.synced():
+            return False, "caches not synced yet"
+        return True, "ok"
+
+    @property
+    def is_leader(self) -> bool:
+        return self.elector is None or self.elector.is_leader
+
+    # -- main loop -----------------------------------------------------------------------
+
+    def run(self, stop: threading.Event) -> int:
+        """Serve until ``stop`` is set; 0 on a clean stop, 1 when leadership was lost."""
+        if self.http is not None:
+            self.http.start()
+        code = 0
+        try:
+            if self.elector is not None:
+                log.info("waiting for leadership", extra={"identity": self.identity})
+                if not self.elector.wait_for_leadership(stop):
+                    return 0
+                renewer = threading.Thread(
+                    target=self.elector.keep_renewing, args=(stop,), name="lease", daemon=True
+                )
+                renewer.start()
+            else:
+                self.metrics.is_leader.set(1)
+            self._start()
+            last_resync = time.monotonic()
+            while not stop.wait(0.5):
+                self.metrics.queue_depth.set(len(self.queue))
+                if self.elector is not None and self.elector.lost.is_set():
+                    code = 1
+                    break
+                if time.monotonic() - last_resync > self.resync_seconds:
+                    for key in self.cluster.job_keys():
+                        self.queue.add(key)
+                    last_resync = time.monotonic()
+        finally:
+            self._shutdown()
+        return code
+
+    def _start(self) -> None:
+        log.info(
+            "starting",
+            extra={
+                "identity": self.identity,
+                "kinds": ",".join(self.config.kinds),
+                "namespaces": ",".join(self.config.namespaces) or "*",
+                "workers": self.config.workers,
+            },
+        )
+        self.cluster.start()
+        if not self.cluster.wait_synced(timeout=120):
+            log.warning("caches did not sync in 120s; continuing, they keep retrying")
+        for key in self.cluster.job_keys():
+            self.queue.add(key)
+        for index in range(self.config.workers):
+            thread = threading.Thread(target=self._work, name=f"worker-{index}", daemon=True)
+            thread.start()
+            self._workers.append(thread)
+        self.started.set()
+
+    def _work(self) -> None:
+        while True:
+            key = self.queue.get()
+            if key is None:
+                return
+            try:
+                result = self.reconciler.reconcile(key)
+                self.queue.forget(key)
+                if result.requeue_after is not None:
+                    self.queue.add_after(key, result.requeue_after)
+            except ApiError as err:
+                if err.error_class is ErrorClass.CONFLICT:
+                    self.queue.add_after(key, 0.05)
+                else:
+                    delay = self.queue.add_rate_limited(key)
+                    log.warning(
+                        "reconcile failed, will retry",
+                        extra={"job": "/".join(key), "error": str(err), "retry_in": delay},
+                    )
+            except Exception:
+                delay = self.queue.add_rate_limited(key)
+                log.exception(
+                    "reconcile crashed, will retry", extra={"job": "/".join(key), "retry_in": delay}
+                )
+            finally:
+                self.queue.done(key)
+
+    def _shutdown(self) -> None:
+        log.info("stopping", extra={"identity": self.identity})
+        self._alive = False
+        self.queue.shutdown()
+        deadline = time.monotonic() + 10
+        for thread in self._workers:
+            thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        self.cluster.stop()
+        if self.elector is not None:
+            self.elector.release()
+        self.metrics.is_leader.set(0)
+        if self.http is not None:
+            self.http.stop()
+        log.info("stopped", extra={"identity": self.identity})

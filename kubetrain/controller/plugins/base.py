@@ -1,0 +1,114 @@
+"""What a framework plugin is: small capability methods over a defaulted job and the
+observed state of its children, all pure.
+
+- ``validate(job)``: problems only the operator checks (the typed API checked the rest);
+- ``replicas(job)``: the pods the job should have, one per replica index;
+- ``startup_rules(job)``: which replica types wait for which others to be Ready;
+- ``build(job, observed)``: the desired children, with startup gating applied;
+- ``status(job, observed)``: replica counts and selectors (conditions are the
+  reconciler's, from the outcome and the policies);
+- ``outcome(job, observed)``: success (or, for MPI, the launcher Job's failure);
+- ``is_running(job, observed)``: whether the job counts as Running;
+- ``tolerates_failure(job, replica)``: a failed pod of this replica is ignored (TF
+  dynamic workers).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from kubetrain.api.common import ConditionType, JobStatus, RestartPolicy
+from kubetrain.api.errors import FieldError
+from kubetrain.api.loader import Job
+
+Obj = Mapping[str, Any]
+
+
+def _epoch() -> datetime:
+    return datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@dataclass(frozen=True)
+class Observed:
+    """A job's children as the informer caches hold them (trimmed), each by name.
+
+    Launcher pods of an MPIJob (named by the batch Job controller) are in ``pods`` too.
+    """
+
+    pods: Mapping[str, Obj] = field(default_factory=dict)
+    services: Mapping[str, Obj] = field(default_factory=dict)
+    config_maps: Mapping[str, Obj] = field(default_factory=dict)
+    secrets: Mapping[str, Obj] = field(default_factory=dict)
+    batch_jobs: Mapping[str, Obj] = field(default_factory=dict)
+    now: datetime = field(default_factory=_epoch)
+
+    def by_kind(self, kind: str) -> Mapping[str, Obj]:
+        """The observed children of one kind (``Pod``, ``Service``, ...)."""
+        return {
+            "Pod": self.pods,
+            "Service": self.services,
+            "ConfigMap": self.config_maps,
+            "Secret": self.secrets,
+            "Job": self.batch_jobs,
+        }[kind]
+
+
+@dataclass(frozen=True)
+class Replica:
+    """One pod the job should have."""
+
+    replica_type: str
+    index: int
+    pod_name: str
+    restart_policy: RestartPolicy
+    main_container: str
+
+
+@dataclass(frozen=True)
+class StartupRule:
+    """Children of the ``waiting`` replica types are created only once every pod in
+    ``needed_pods`` is Ready and every Service in ``needed_services`` exists (so the
+    names the waiting replicas connect to resolve)."""
+
+    waiting: tuple[str, ...]
+    needed_pods: tuple[str, ...]
+    needed_services: tuple[str, ...]
+    #: What waits and what for, in words (e.g. "the launcher", "the workers").
+    waiting_label: str
+    needed_label: str
+
+
+@dataclass(frozen=True)
+class Outcome:
+    """A job-level verdict from the framework's success rule."""
+
+    condition: ConditionType  # SUCCEEDED or FAILED
+    reason: str
+    message: str
+    #: When it happened, if a child says so (an MPI launcher Job's completionTime).
+    at: str | None = None
+
+
+class JobPlugin(Protocol):
+    """One framework (job kind)."""
+
+    kind: str
+
+    def validate(self, job: Job) -> list[FieldError]: ...
+
+    def replicas(self, job: Job) -> list[Replica]: ...
+
+    def tolerates_failure(self, job: Job, replica: Replica) -> bool: ...
+
+    def startup_rules(self, job: Job) -> list[StartupRule]: ...
+
+    def build(self, job: Job, observed: Observed) -> list[dict[str, Any]]: ...
+
+    def status(self, job: Job, observed: Observed) -> JobStatus: ...
+
+    def outcome(self, job: Job, observed: Observed) -> Outcome | None: ...
+
+    def is_running(self, job: Job, observed: Observed) -> bool: ...

@@ -1,0 +1,186 @@
+"""Building blocks of the children every plugin creates: owner references, labels,
+pods from replica templates, headless Services, and the spec hash that lets the
+reconciler skip children that have not changed.
+"""
+
+from __future__ import annotations
+
+import copy
+import hashlib
+import json
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kubetrain.api.common import JobBase, ReplicaSpec, RestartPolicy
+from kubetrain.controller import labels as L
+from kubetrain.controller.plugins.addressing import EnvVar
+
+API_VERSIONS = {
+    "PyTorchJob": "kubeflow.org/v1",
+    "TFJob": "kubeflow.org/v1",
+    "MPIJob": "kubeflow.org/v2beta1",
+}
+
+
+def namespace_of(job: JobBase) -> str:
+    return job.metadata.namespace or "default"
+
+
+def uid_of(job: JobBase) -> str:
+    return str((job.metadata.model_extra or {}).get("uid", ""))
+
+
+def owner_reference(job: JobBase) -> dict[str, Any]:
+    """The controller owner reference every child carries (garbage collection)."""
+    return {
+        "apiVersion": API_VERSIONS[job.kind],
+        "kind": job.kind,
+        "name": job.name,
+        "uid": uid_of(job),
+        "controller": True,
+        "blockOwnerDeletion": True,
+    }
+
+
+def job_labels(job: JobBase) -> dict[str, str]:
+    return {L.OPERATOR_NAME: L.OPERATOR_NAMES[job.kind], L.JOB_NAME: job.name}
+
+
+def replica_labels(
+    job: JobBase, replica_type: str, index: int, role: str | None = None
+) -> dict[str, str]:
+    out = job_labels(job)
+    out[L.REPLICA_TYPE] = replica_type.lower()
+    out[L.REPLICA_INDEX] = str(index)
+    if role:
+        out[L.JOB_ROLE] = role
+    return out
+
+
+def metadata(job: JobBase, name: str, labels: Mapping[str, str]) -> dict[str, Any]:
+    return {
+        "name": name,
+        "namespace": namespace_of(job),
+        "labels": dict(labels),
+        "ownerReferences": [owner_reference(job)],
+    }
+
+
+def pod_restart_policy(policy: RestartPolicy) -> str:
+    """The pod's restartPolicy for a replica policy: ExitCode pods never restart in
+    place (the operator decides from the exit code)."""
+    return "Never" if policy in (RestartPolicy.EXIT_CODE, RestartPolicy.NEVER) else policy.value
+
+
+def inject_env(container: dict[str, Any], env: list[EnvVar]) -> None:
+    """Add ``env`` to a container; a variable the container already sets keeps its value."""
+    if not env:
+        return
+    current: list[dict[str, Any]] = container.setdefault("env", [])
+    present = {e.get("name") for e in current}
+    current.extend(dict(e) for e in env if e["name"] not in present)
+
+
+def pod_template(
+    spec: ReplicaSpec,
+    *,
+    labels: Mapping[str, str],
+    restart_policy: str,
+    env_for: Callable[[int, dict[str, Any]], list[EnvVar]],
+) -> dict[str, Any]:
+    """A pod template (metadata + spec) from a replica's template: our labels win, the
+    Istio sidecar is off unless the template says otherwise, ``env_for(i, container)``
+    gives each container's injected variables."""
+    template = copy.deepcopy(spec.template)
+    meta = template.get("metadata") or {}
+    pod_labels = dict(meta.get("labels") or {})
+    pod_labels.update(labels)
+    annotations = dict(meta.get("annotations") or {})
+    annotations.setdefault(L.ISTIO_INJECT_ANNOTATION, "false")
+    pod_spec: dict[str, Any] = dict(template.get("spec") or {})
+    pod_spec["restartPolicy"] = restart_policy
+    containers = [copy.deepcopy(c) for c in pod_spec.get("containers") or []]
+    for index, container in enumerate(containers):
+        inject_env(container, env_for(index, container))
+    pod_spec["containers"] = containers
+    return {"metadata": {"labels": pod_labels, "annotations": annotations}, "spec": pod_spec}
+
+
+def pod(
+    job: JobBase,
+    name: str,
+    template: Mapping[str, Any],
+) -> dict[str, Any]:
+    """A Pod object from a built template."""
+    meta = metadata(job, name, template["metadata"]["labels"])
+    meta["annotations"] = dict(template["metadata"]["annotations"])
+    return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": template["spec"]}
+
+
+def service_ports(pod_spec: Mapping[str, Any], container_name: str) -> list[dict[str, Any]]:
+    """The named container's ports (else the first container's), as Service ports."""
+    containers = pod_spec.get("containers") or []
+    if not containers:
+        return []
+    main = next((c for c in containers if c.get("name") == container_name), containers[0])
+    out = []
+    for index, port in enumerate(main.get("ports") or []):
+        number = port.get("containerPort")
+        if not isinstance(number, int):
+            continue
+        out.append(
+            {
+                "name": port.get("name") or f"port-{index}",
+                "port": number,
+                "targetPort": number,
+                "protocol": port.get("protocol", "TCP"),
+            }
+        )
+    return out
+
+
+def headless_service(
+    job: JobBase,
+    name: str,
+    *,
+    labels: Mapping[str, str],
+    selector: Mapping[str, str],
+    ports: list[dict[str, Any]],
+    publish_not_ready: bool = False,
+) -> dict[str, Any]:
+    spec: dict[str, Any] = {"clusterIP": "None", "selector": dict(selector)}
+    if ports:
+        spec["ports"] = ports
+    if publish_not_ready:
+        spec["publishNotReadyAddresses"] = True
+    return {
+        "apiVersion": "v1",
+        "kind": "Service",
+        "metadata": metadata(job, name, labels),
+        "spec": spec,
+    }
+
+
+def spec_hash(obj: Mapping[str, Any]) -> str:
+    """A short, stable hash of a desired child (its hash annotation excluded)."""
+    body = copy.deepcopy(dict(obj))
+    annotations = body.get("metadata", {}).get("annotations")
+    if annotations:
+        annotations.pop(L.SPEC_HASH_ANNOTATION, None)
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def with_hash(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` with its spec-hash annotation set (in place; returned for convenience)."""
+    digest = spec_hash(obj)
+    obj["metadata"].setdefault("annotations", {})[L.SPEC_HASH_ANNOTATION] = digest
+    return obj
+
+
+def observed_hash(obj: Mapping[str, Any] | None) -> str | None:
+    if obj is None:
+        return None
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    value = annotations.get(L.SPEC_HASH_ANNOTATION)
+    return str(value) if value is not None else None

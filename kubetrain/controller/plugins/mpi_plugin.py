@@ -1,0 +1,366 @@
+"""The MPIJob (v2beta1) plugin: upstream mpi-operator's children, built purely.
+
+- Service ``<job>``: headless, selects the job's pods (workers are
+  ``<job>-worker-<i>.<job>.<ns>.svc``);
+- ConfigMap ``<job>-config``: ``hostfile`` (``mpi.hostfile``) and ``discover_hosts.sh``
+  (the Running workers, for Horovod elastic);
+- Secret ``<job>-ssh``: an SSH key pair generated once (``kubernetes.io/ssh-auth``);
+- worker Pods ``<job>-worker-<i>`` (hostname + subdomain, ``sshd -De`` by default);
+- the launcher as a batch/v1 Job ``<job>-launcher``, created only once every worker is
+  Ready (whatever ``launcherCreationPolicy`` says: kubetrain always waits).
+
+Success and failure come from the launcher Job's Complete and Failed conditions.
+"""
+
+from __future__ import annotations
+
+import base64
+import copy
+from collections.abc import Callable
+from typing import Any
+
+from kubetrain.api.base import LabelSelector
+from kubetrain.api.common import (
+    JobStatus,
+    ReplicaSpec,
+    ReplicaStatus,
+    RestartPolicy,
+)
+from kubetrain.api.errors import FieldError
+from kubetrain.api.loader import Job
+from kubetrain.api.mpi import DEFAULT_SSH_AUTH_MOUNT_PATH, MPIJob, MPIReplicaType
+from kubetrain.controller import labels as L
+from kubetrain.controller import podstate
+from kubetrain.controller.plugins import children, mpi
+from kubetrain.controller.plugins.addressing import ClusterAddressing, ReplicaRef
+from kubetrain.controller.plugins.base import Obj, Observed, Outcome, Replica, StartupRule
+from kubetrain.controller.plugins.common import replicas_of
+from kubetrain.controller.policies import startup, success
+from kubetrain.controller.sshkeys import SshKeyPair, generate_ssh_keys
+
+LAUNCHER = MPIReplicaType.LAUNCHER.value
+WORKER = MPIReplicaType.WORKER.value
+SSH_VOLUME = "ssh-auth"
+CONFIG_VOLUME = "mpi-job-config"
+DISCOVER_HOSTS = "discover_hosts.sh"
+HOSTFILE = "hostfile"
+DEFAULT_WORKER_COMMAND = ["/usr/sbin/sshd", "-De"]
+#: File modes (octal 0444 / 0555 / 0600 / 0644) for the mounted files.
+MODE_READ = 0o444
+MODE_EXEC = 0o555
+MODE_PRIVATE = 0o600
+MODE_PUBLIC = 0o644
+
+
+def _typed(job: Job) -> MPIJob:
+    if not isinstance(job, MPIJob):
+        raise TypeError(f"the mpi plugin got a {job.kind}, expected an MPIJob")
+    return job
+
+
+def service_name(job: Job) -> str:
+    return job.name
+
+
+def config_map_name(job: Job) -> str:
+    return f"{job.name}-config"
+
+
+def secret_name(job: Job) -> str:
+    return f"{job.name}-ssh"
+
+
+def launcher_name(job: Job) -> str:
+    return f"{job.name}-launcher"
+
+
+def launcher_pods(job: Job, observed: Observed) -> list[Obj]:
+    """The launcher Job's pods (named by the Job controller), oldest first."""
+    found = [
+        pod
+        for pod in observed.pods.values()
+        if ((pod.get("metadata") or {}).get("labels") or {}).get(L.JOB_ROLE) == "launcher"
+    ]
+    return sorted(found, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp")))
+
+
+class MPIPlugin:
+    """Reconciles ``kubeflow.org/v2beta1`` MPIJobs."""
+
+    kind = "MPIJob"
+
+    def __init__(
+        self,
+        addressing: ClusterAddressing | None = None,
+        keygen: Callable[[], SshKeyPair] = generate_ssh_keys,
+    ) -> None:
+        self.addressing = addressing or ClusterAddressing()
+        self.keygen = keygen
+
+    # -- capabilities ----------------------------------------------------------------
+
+    def validate(self, job: Job) -> list[FieldError]:
+        typed = _typed(job)
+        errors = []
+        for rtype in (LAUNCHER, WORKER):
+            spec = typed.replica_specs().get(rtype)
+            policy = spec.restart_policy if spec else None
+            if policy is not None and policy not in (RestartPolicy.NEVER, RestartPolicy.ON_FAILURE):
+                errors.append(
+                    FieldError(
+                        f"spec.mpiReplicaSpecs.{rtype}.restartPolicy",
+                        "Never or OnFailure (an MPIJob's launcher is a batch Job)",
+                        policy.value,
+                    )
+                )
+        return errors
+
+    def replicas(self, job: Job) -> list[Replica]:
+        typed = _typed(job)
+        spec = typed.replica_specs().get(WORKER)
+        policy = (spec.restart_policy if spec else None) or RestartPolicy.NEVER
+        return [
+            Replica(
+                replica_type=WORKER,
+                index=i,
+                pod_name=f"{job.name}-worker-{i}",
+                restart_policy=policy,
+                main_container="",
+            )
+            for i in range(replicas_of(spec))
+        ]
+
+    def tolerates_failure(self, job: Job, replica: Replica) -> bool:
+        return False
+
+    def startup_rules(self, job: Job) -> list[StartupRule]:
+        workers = tuple(r.pod_name for r in self.replicas(job))
+        return [
+            StartupRule(
+                waiting=(LAUNCHER,),
+                needed_pods=workers,
+                needed_services=(service_name(job),),
+                waiting_label="the launcher",
+                needed_label=f"the {len(workers)} workers",
+            )
+        ]
+
+    def build(self, job: Job, observed: Observed) -> list[dict[str, Any]]:
+        typed = _typed(job)
+        out = [
+            children.with_hash(self._service(typed)),
+            children.with_hash(self._config_map(typed, observed)),
+        ]
+        if secret_name(job) not in observed.secrets:
+            out.append(self._secret(typed))
+        out += [children.with_hash(self._worker(typed, r)) for r in self.replicas(job)]
+        gate = startup.evaluate(
+            self.startup_rules(job), observed, started_at=None, timeout_seconds=1
+        )
+        if LAUNCHER not in gate.blocked:
+            out.append(children.with_hash(self._launcher(typed)))
+        return out
+
+    def status(self, job: Job, observed: Observed) -> JobStatus:
+        workers = self.replicas(job)
+        statuses: dict[str, ReplicaStatus] = {}
+        launcher = launcher_pods(job, observed)
+        statuses[LAUNCHER] = self._replica_status(job, LAUNCHER, launcher)
+        pods = [observed.pods[r.pod_name] for r in workers if r.pod_name in observed.pods]
+        statuses[WORKER] = self._replica_status(job, WORKER, pods)
+        return JobStatus(replica_statuses=statuses)
+
+    def outcome(self, job: Job, observed: Observed) -> Outcome | None:
+        return success.mpi(
+            job.name, observed.batch_jobs.get(launcher_name(job)), launcher_pods(job, observed)
+        )
+
+    def is_running(self, job: Job, observed: Observed) -> bool:
+        workers = self.replicas(job)
+        if not all(
+            r.pod_name in observed.pods and podstate.is_running(observed.pods[r.pod_name])
+            for r in workers
+        ):
+            return False
+        return any(podstate.is_running(p) for p in launcher_pods(job, observed))
+
+    # -- children ----------------------------------------------------------------------
+
+    def _replica_status(self, job: Job, rtype: str, pods: list[Obj]) -> ReplicaStatus:
+        match = {
+            L.OPERATOR_NAME: L.OPERATOR_NAMES[self.kind],
+            L.JOB_NAME: job.name,
+            L.REPLICA_TYPE: rtype.lower(),
+        }
+        selector: LabelSelector = {"matchLabels": match}
+        return ReplicaStatus(
+            active=sum(1 for p in pods if podstate.is_active(p)),
+            succeeded=sum(1 for p in pods if podstate.is_succeeded(p)),
+            failed=sum(1 for p in pods if podstate.is_failed(p)),
+            label_selector=selector,
+            selector=L.job_selector(self.kind, job.name, rtype),
+        )
+
+    def _service(self, job: MPIJob) -> dict[str, Any]:
+        return children.headless_service(
+            job,
+            service_name(job),
+            labels=children.job_labels(job),
+            selector=children.job_labels(job),
+            ports=[],
+            publish_not_ready=bool(job.spec.run_launcher_as_worker),
+        )
+
+    def _config_map(self, job: MPIJob, observed: Observed) -> dict[str, Any]:
+        namespace = children.namespace_of(job)
+        slots = mpi.slots_per_worker(job)
+        lines = ["#!/bin/sh"]
+        for replica in self.replicas(job):
+            pod = observed.pods.get(replica.pod_name)
+            if pod is None or not podstate.is_running(pod):
+                continue
+            ref = ReplicaRef(
+                job_name=job.name, namespace=namespace, replica_type=WORKER, index=replica.index
+            )
+            lines.append(f"echo {self.addressing.mpi_worker_host(ref)}:{slots}")
+        return {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": children.metadata(job, config_map_name(job), children.job_labels(job)),
+            "data": {
+                HOSTFILE: mpi.hostfile(job, self.addressing),
+                DISCOVER_HOSTS: "\n".join(lines) + "\n",
+            },
+        }
+
+    def _secret(self, job: MPIJob) -> dict[str, Any]:
+        keys = self.keygen()
+
+        def b64(text: str) -> str:
+            return base64.b64encode(text.encode()).decode()
+
+        return {
+            "apiVersion": "v1",
+            "kind": "Secret",
+            "type": "kubernetes.io/ssh-auth",
+            "metadata": children.metadata(job, secret_name(job), children.job_labels(job)),
+            "data": {
+                "ssh-privatekey": b64(keys.private_pem),
+                "ssh-publickey": b64(keys.public_openssh),
+            },
+        }
+
+    def _ssh_volume(self, job: MPIJob) -> dict[str, Any]:
+        path = job.spec.ssh_auth_mount_path or DEFAULT_SSH_AUTH_MOUNT_PATH
+        return {
+            "name": SSH_VOLUME,
+            "secret": {
+                "secretName": secret_name(job),
+                "defaultMode": MODE_PRIVATE if path == DEFAULT_SSH_AUTH_MOUNT_PATH else MODE_PUBLIC,
+                "items": [
+                    {"key": "ssh-privatekey", "path": "id_rsa"},
+                    {"key": "ssh-publickey", "path": "id_rsa.pub"},
+                    {"key": "ssh-publickey", "path": "authorized_keys"},
+                ],
+            },
+        }
+
+    def _template(
+        self,
+        job: MPIJob,
+        spec: ReplicaSpec,
+        labels: dict[str, str],
+        restart_policy: str,
+        env: list[Any],
+        *,
+        launcher: bool,
+    ) -> dict[str, Any]:
+        template = children.pod_template(
+            spec,
+            labels=labels,
+            restart_policy=restart_policy,
+            env_for=lambda i, c: env if i == 0 else [],
+        )
+        pod_spec = template["spec"]
+        volumes = [
+            v
+            for v in pod_spec.get("volumes") or []
+            if v.get("name") not in (SSH_VOLUME, CONFIG_VOLUME)
+        ]
+        volumes.append(self._ssh_volume(job))
+        mounts = [
+            {
+                "name": SSH_VOLUME,
+                "mountPath": job.spec.ssh_auth_mount_path or DEFAULT_SSH_AUTH_MOUNT_PATH,
+            }
+        ]
+        if launcher:
+            volumes.append(
+                {
+                    "name": CONFIG_VOLUME,
+                    "configMap": {
+                        "name": config_map_name(job),
+                        "items": [
+                            {"key": HOSTFILE, "path": HOSTFILE, "mode": MODE_READ},
+                            {"key": DISCOVER_HOSTS, "path": DISCOVER_HOSTS, "mode": MODE_EXEC},
+                        ],
+                    },
+                }
+            )
+            mounts.append({"name": CONFIG_VOLUME, "mountPath": mpi.CONFIG_MOUNT_PATH})
+        pod_spec["volumes"] = volumes
+        if pod_spec.get("containers"):
+            first = pod_spec["containers"][0]
+            existing = [
+                m
+                for m in first.get("volumeMounts") or []
+                if m.get("name") not in (SSH_VOLUME, CONFIG_VOLUME)
+            ]
+            first["volumeMounts"] = existing + mounts
+        return template
+
+    def _worker(self, job: MPIJob, replica: Replica) -> dict[str, Any]:
+        spec = job.replica_specs()[WORKER]
+        offset = 1 if job.spec.run_launcher_as_worker else 0
+        labels = children.replica_labels(job, WORKER, replica.index + offset, "worker")
+        template = self._template(
+            job,
+            spec,
+            labels,
+            children.pod_restart_policy(replica.restart_policy),
+            list(mpi.worker_env(job)),
+            launcher=False,
+        )
+        pod_spec = template["spec"]
+        pod_spec["hostname"] = replica.pod_name
+        pod_spec["subdomain"] = service_name(job)
+        first = (pod_spec.get("containers") or [{}])[0]
+        if first and not first.get("command") and not first.get("args"):
+            first["command"] = list(DEFAULT_WORKER_COMMAND)
+        return children.pod(job, replica.pod_name, template)
+
+    def _launcher(self, job: MPIJob) -> dict[str, Any]:
+        spec = job.replica_specs()[LAUNCHER]
+        labels = children.replica_labels(job, LAUNCHER, 0, "launcher")
+        policy = spec.restart_policy or RestartPolicy.ON_FAILURE
+        template = self._template(
+            job,
+            spec,
+            labels,
+            "Never" if policy == RestartPolicy.NEVER else "OnFailure",
+            list(mpi.launcher_env(job)),
+            launcher=True,
+        )
+        if job.spec.run_launcher_as_worker:
+            template["spec"]["hostname"] = f"{job.name}-{LAUNCHER.lower()}-0"
+            template["spec"]["subdomain"] = service_name(job)
+        job_spec: dict[str, Any] = {"template": copy.deepcopy(template)}
+        run_policy = job.spec.run_policy
+        if run_policy is not None and run_policy.backoff_limit is not None:
+            job_spec["backoffLimit"] = run_policy.backoff_limit
+        return {
+            "apiVersion": "batch/v1",
+            "kind": "Job",
+            "metadata": children.metadata(job, launcher_name(job), labels),
+            "spec": job_spec,
+        }

@@ -1,0 +1,30 @@
+"""The explicit, ordered plugin registry: one plugin per enabled job kind."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+
+from kubetrain.controller.plugins.addressing import ClusterAddressing
+from kubetrain.controller.plugins.base import JobPlugin
+from kubetrain.controller.plugins.mpi_plugin import MPIPlugin
+from kubetrain.controller.plugins.pytorch_plugin import PyTorchPlugin
+from kubetrain.controller.plugins.tensorflow_plugin import TensorFlowPlugin
+
+#: Kind -> plugin factory, in the order the operator registers them.
+FACTORIES: tuple[tuple[str, Callable[[ClusterAddressing], JobPlugin]], ...] = (
+    ("PyTorchJob", lambda a: PyTorchPlugin(a)),
+    ("TFJob", lambda a: TensorFlowPlugin(a)),
+    ("MPIJob", lambda a: MPIPlugin(a)),
+)
+
+
+def build_registry(
+    kinds: tuple[str, ...], addressing: ClusterAddressing | None = None
+) -> Mapping[str, JobPlugin]:
+    """The plugins for ``kinds``, in registry order (unknown kinds raise ValueError)."""
+    known = [k for k, _ in FACTORIES]
+    unknown = [k for k in kinds if k not in known]
+    if unknown:
+        raise ValueError(f"no plugin for kinds {unknown}: expected some of {known}")
+    cluster = addressing or ClusterAddressing()
+    return {kind: factory(cluster) for kind, factory in FACTORIES if kind in kinds}

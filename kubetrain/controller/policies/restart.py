@@ -1,0 +1,154 @@
+"""One restart model for every kind (user issue [1]: trainer#2044, #2045, #2200).
+
+Per replica ``restartPolicy``:
+
+- ``Never``: a failed pod fails the job (reason ``<Kind>Failed``, or ``<Kind>Evicted``
+  when it was evicted or preempted).
+- ``ExitCode``: pods run with restartPolicy Never; a pod whose container exited with a
+  code >= 128 (killed by a signal: OOM, preemption) or that was evicted is deleted and
+  recreated; a code 1-127 is the program's own verdict and fails the job.
+- ``OnFailure`` / ``Always``: the kubelet restarts containers in place; a pod that fails
+  as a whole (evicted, node lost) is deleted and recreated.
+
+``runPolicy.backoffLimit`` is the number of restarts the job may use, counting both
+the pods the operator recreated (kept in ``replicaStatuses[*].restarts``, so they survive
+pod deletion) and the in-place container restarts of the current pods. A failure that
+would exceed it fails the job with ``BackoffLimitExceeded``; unset means no limit.
+Every decision ends in either a recreation or a final state: nothing stays Restarting.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+
+from kubetrain.api.common import ConditionType, RestartPolicy
+from kubetrain.controller import podstate
+from kubetrain.controller import reasons as R
+from kubetrain.controller.plugins.base import Observed, Outcome, Replica
+from kubetrain.controller.podstate import Termination
+
+
+@dataclass(frozen=True)
+class Recreate:
+    """A failed pod to delete; the build step creates it again."""
+
+    replica: Replica
+    uid: str
+    cause: Termination
+    #: False when this failure was already counted (its deletion is still pending).
+    counted_now: bool
+
+
+@dataclass(frozen=True)
+class InPlaceRestart:
+    """Containers of a live pod restarted since the operator last looked."""
+
+    pod: str
+    uid: str
+    count: int
+    cause: Termination | None
+
+
+@dataclass(frozen=True)
+class RestartVerdict:
+    recreate: tuple[Recreate, ...] = ()
+    #: Set when a failure ends the job.
+    failure: Outcome | None = None
+    #: Restarts per replica type the operator has made (the persisted counter).
+    restarts: Mapping[str, int] = field(default_factory=dict)
+    #: Restarts used against backoffLimit (recreations + in-place restarts).
+    used: int = 0
+    in_place: tuple[InPlaceRestart, ...] = ()
+
+
+def retryable(policy: RestartPolicy, cause: Termination) -> bool:
+    """Whether a pod that failed with ``cause`` is recreated under ``policy``."""
+    if policy is RestartPolicy.NEVER:
+        return False
+    if policy is RestartPolicy.EXIT_CODE:
+        if cause.exit_code is None:
+            return podstate.is_disruption(cause)
+        return cause.exit_code >= 128
+    return True
+
+
+def evaluate(
+    kind: str,
+    replicas: Sequence[Replica],
+    observed: Observed,
+    *,
+    backoff_limit: int | None,
+    restarts: Mapping[str, int],
+    counted: frozenset[str] = frozenset(),
+    seen_restart_counts: Mapping[str, int] | None = None,
+    tolerates_failure: Callable[[Replica], bool] = lambda r: False,
+) -> RestartVerdict:
+    """Decide, for every failed pod, between recreating it and failing the job.
+
+    ``restarts`` are the persisted recreation counts per replica type; ``counted`` the
+    uids of failed pods already counted whose deletion may not be visible yet;
+    ``seen_restart_counts`` the in-place restart counts by pod uid at the last look.
+    """
+    made = dict(restarts)
+    in_place_total = 0
+    in_place: list[InPlaceRestart] = []
+    seen = seen_restart_counts or {}
+    for replica in replicas:
+        pod = observed.pods.get(replica.pod_name)
+        if pod is None:
+            continue
+        count = podstate.restart_count(pod)
+        in_place_total += count
+        uid = podstate.uid(pod)
+        if count > seen.get(uid, 0):
+            in_place.append(
+                InPlaceRestart(replica.pod_name, uid, count, podstate.last_restart(pod))
+            )
+    used = sum(made.values()) + in_place_total
+    recreate: list[Recreate] = []
+    failure: Outcome | None = None
+    for replica in replicas:
+        pod = observed.pods.get(replica.pod_name)
+        if pod is None or not podstate.is_failed(pod) or podstate.is_deleting(pod):
+            continue
+        if tolerates_failure(replica):
+            continue
+        cause = podstate.failure(pod, replica.main_container)
+        uid = podstate.uid(pod)
+        if not retryable(replica.restart_policy, cause):
+            verb = R.Verb.EVICTED if podstate.is_disruption(cause) else R.Verb.FAILED
+            failure = Outcome(
+                ConditionType.FAILED,
+                R.lifecycle(kind, verb),
+                R.pod_failed(replica.pod_name, cause.describe(), replica.restart_policy.value),
+            )
+            break
+        if uid in counted:
+            recreate.append(Recreate(replica, uid, cause, counted_now=False))
+            continue
+        if backoff_limit is not None and used + 1 > backoff_limit:
+            failure = Outcome(
+                ConditionType.FAILED,
+                R.BACKOFF_LIMIT_EXCEEDED,
+                R.backoff_exceeded(replica.pod_name, cause.describe(), backoff_limit),
+            )
+            break
+        used += 1
+        made[replica.replica_type] = made.get(replica.replica_type, 0) + 1
+        recreate.append(Recreate(replica, uid, cause, counted_now=True))
+    if failure is None and backoff_limit is not None and used > backoff_limit:
+        latest = in_place[-1] if in_place else None
+        cause_text = latest.cause.describe() if latest and latest.cause else "container restarts"
+        failure = Outcome(
+            ConditionType.FAILED,
+            R.BACKOFF_LIMIT_EXCEEDED,
+            R.backoff_exceeded(latest.pod if latest else "of the job", cause_text, backoff_limit),
+        )
+    if failure is not None:
+        return RestartVerdict(
+            failure=failure, restarts=dict(restarts), used=used, in_place=tuple(in_place)
+        )
+    return RestartVerdict(
+        recreate=tuple(recreate), restarts=made, used=used, in_place=tuple(in_place)
+    )

@@ -1,0 +1,105 @@
+"""Startup gating: a replica that connects to others at start (an MPI launcher to its
+workers, PyTorch workers to their Master, TF workers to their Chief) is created only
+once those pods are Ready and their Services exist, instead of crashing or looping in an
+init container while they come up (mpi-operator#386, #481; pytorch-operator#125).
+
+The wait is bounded: when the needed pods are not Ready ``timeout`` seconds after the
+later of the job's start and their creation, the job fails with ``StartupTimeout`` and
+the reason they are stuck (Unschedulable, ImagePullBackOff...).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+
+from kubetrain.controller import podstate
+from kubetrain.controller.conditions import parse_time
+from kubetrain.controller.plugins.base import Observed, StartupRule
+
+
+@dataclass(frozen=True)
+class Gate:
+    """The verdict of the startup gate for one job."""
+
+    #: Replica types whose missing pods must not be created yet.
+    blocked: frozenset[str] = frozenset()
+    #: Rules still waiting (for messages and Events).
+    waiting: tuple[StartupRule, ...] = ()
+    #: Set when a rule waited longer than the timeout: the job must fail.
+    timed_out: StartupRule | None = None
+    timeout_detail: str = ""
+    #: Seconds until the earliest waiting rule times out.
+    requeue_after: float | None = None
+    problems: tuple[str, ...] = field(default=())
+
+
+def _ready(rule: StartupRule, observed: Observed) -> bool:
+    pods_ready = all(
+        name in observed.pods and podstate.is_ready(observed.pods[name])
+        for name in rule.needed_pods
+    )
+    return pods_ready and all(name in observed.services for name in rule.needed_services)
+
+
+def _detail(rule: StartupRule, observed: Observed) -> str:
+    parts: list[str] = []
+    for name in rule.needed_pods:
+        pod = observed.pods.get(name)
+        if pod is None:
+            parts.append(f"pod {name} does not exist")
+            continue
+        if podstate.is_ready(pod):
+            continue
+        found = podstate.problems(pod)
+        if found:
+            parts.append(found[0].describe(name))
+        else:
+            parts.append(f"pod {name} is {podstate.phase(pod)} and not Ready")
+    missing = [s for s in rule.needed_services if s not in observed.services]
+    if missing:
+        parts.append(f"Service {', '.join(missing)} does not exist")
+    return "; ".join(parts) or "not Ready"
+
+
+def evaluate(
+    rules: Sequence[StartupRule],
+    observed: Observed,
+    *,
+    started_at: datetime | None,
+    timeout_seconds: int,
+) -> Gate:
+    """Which replica types wait, and whether a wait has run out of time."""
+    blocked: set[str] = set()
+    waiting: list[StartupRule] = []
+    soonest: float | None = None
+    for rule in rules:
+        if _ready(rule, observed):
+            continue
+        blocked.update(rule.waiting)
+        waiting.append(rule)
+        begun = [started_at] if started_at else []
+        for name in rule.needed_pods:
+            pod = observed.pods.get(name)
+            created = parse_time(((pod or {}).get("metadata") or {}).get("creationTimestamp"))
+            if created is not None:
+                begun.append(created)
+        if not begun:
+            continue
+        since = max(begun)
+        left = timeout_seconds - (observed.now - since).total_seconds()
+        if left <= 0:
+            return Gate(
+                blocked=frozenset(blocked),
+                waiting=tuple(waiting),
+                timed_out=rule,
+                timeout_detail=_detail(rule, observed),
+            )
+        soonest = left if soonest is None else min(soonest, left)
+    return Gate(
+        blocked=frozenset(blocked),
+        waiting=tuple(waiting),
+        requeue_after=soonest,
+        problems=tuple(_detail(r, observed) for r in waiting),
+    )

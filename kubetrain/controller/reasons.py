@@ -1,0 +1,142 @@
+"""Every condition and Event reason the operator writes, with its human message.
+
+Reasons are CamelCase constants. The lifecycle reasons follow upstream's
+``<Kind><Verb>`` pattern (``PyTorchJobRunning``, ``MPIJobSucceeded``) so that tools
+written for the Kubeflow operators read them unchanged; the failure reasons say *why* a
+job failed (``BackoffLimitExceeded``, ``DeadlineExceeded``...), which upstream folded
+into ``<Kind>Failed``. Messages are built here and nowhere else.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+#: Event messages are truncated to this many characters (the API server's limit is 1 KiB).
+MAX_EVENT_MESSAGE = 1024
+
+
+class Verb(StrEnum):
+    """The lifecycle verbs of upstream's ``<Kind><Verb>`` reasons."""
+
+    CREATED = "Created"
+    RUNNING = "Running"
+    RESTARTING = "Restarting"
+    SUCCEEDED = "Succeeded"
+    FAILED = "Failed"
+    SUSPENDED = "Suspended"
+    RESUMED = "Resumed"
+    EVICTED = "Evicted"
+
+
+def lifecycle(kind: str, verb: Verb) -> str:
+    """``<Kind><Verb>``, e.g. ``lifecycle("TFJob", Verb.RUNNING) == "TFJobRunning"``."""
+    return f"{kind}{verb.value}"
+
+
+# Why a job failed, beyond "a pod failed" (which is ``<Kind>Failed``).
+INVALID_SPEC = "InvalidSpec"
+"""The job's content is invalid (the typed API or the API server rejected it)."""
+BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
+"""A failure needed a restart and ``runPolicy.backoffLimit`` restarts were used up."""
+DEADLINE_EXCEEDED = "DeadlineExceeded"
+"""``runPolicy.activeDeadlineSeconds`` passed since ``status.startTime``."""
+STARTUP_TIMEOUT = "StartupTimeout"
+"""Pods another replica waits for (a Master, MPI workers) did not become Ready in time."""
+
+# Event-only reasons.
+STARTUP_WAITING = "WaitingForReplicas"
+"""A gated replica (MPI launcher, PyTorch workers) waits for the pods it needs."""
+TTL_EXPIRED = "TTLExpired"
+"""The job finished ``ttlSecondsAfterFinished`` ago and is deleted."""
+MANAGED_ELSEWHERE = "ManagedByOtherController"
+
+#: Container and pod reasons surfaced in condition messages and Events, worst first.
+POD_PROBLEM_REASONS = (
+    "OOMKilled",
+    "Evicted",
+    "ImagePullBackOff",
+    "ErrImagePull",
+    "InvalidImageName",
+    "CreateContainerConfigError",
+    "CreateContainerError",
+    "RunContainerError",
+    "CrashLoopBackOff",
+    "Unschedulable",
+    "ContainerStatusUnknown",
+    "DeadlineExceeded",
+    "NodeLost",
+    "Preempting",
+)
+
+
+def created(kind: str, name: str) -> str:
+    return f"{kind} {name} is created."
+
+
+def running(kind: str, name: str) -> str:
+    return f"{kind} {name} is running."
+
+
+def succeeded(kind: str, name: str, detail: str) -> str:
+    return f"{kind} {name} succeeded: {detail}."
+
+
+def suspended(kind: str, name: str) -> str:
+    return (
+        f"{kind} {name} is suspended: its pods are deleted until spec.runPolicy.suspend is false."
+    )
+
+
+def resumed(kind: str, name: str) -> str:
+    return f"{kind} {name} is resumed: its children are rebuilt from the current spec."
+
+
+def restarting(pod: str, cause: str, used: int, limit: int | None) -> str:
+    budget = f"{used} of {limit}" if limit is not None else f"{used} (no backoffLimit)"
+    return f"pod {pod} is recreated after it failed ({cause}); restarts used: {budget}."
+
+
+def restarted_in_place(pod: str, cause: str, used: int, limit: int | None) -> str:
+    budget = f"{used} of {limit}" if limit is not None else f"{used} (no backoffLimit)"
+    return f"pod {pod} restarted a container ({cause}); restarts used: {budget}."
+
+
+def backoff_exceeded(pod: str, cause: str, limit: int) -> str:
+    return (
+        f"pod {pod} failed ({cause}) and backoffLimit {limit} is used up: "
+        "raise spec.runPolicy.backoffLimit to allow more restarts."
+    )
+
+
+def deadline_exceeded(seconds: int) -> str:
+    return (
+        f"the job ran longer than spec.runPolicy.activeDeadlineSeconds ({seconds}s) "
+        "since status.startTime; its active pods are deleted."
+    )
+
+
+def startup_timeout(waiting: str, needed: str, seconds: int, detail: str) -> str:
+    return (
+        f"{waiting} waited {seconds}s for {needed} to be Ready: {detail}. Fix the cause, or "
+        "raise the operator's --startup-timeout-seconds (or the job's annotation "
+        "kubetrain.dev/startup-timeout-seconds)."
+    )
+
+
+def startup_waiting(waiting: str, needed: str) -> str:
+    return f"{waiting} will be created once {needed} are Ready."
+
+
+def pod_failed(pod: str, cause: str, policy: str) -> str:
+    return f"pod {pod} failed ({cause}) and its restartPolicy {policy} does not retry it."
+
+
+def invalid(detail: str) -> str:
+    return f"the job is invalid and will not be run: {detail}"
+
+
+def truncate(message: str, limit: int = MAX_EVENT_MESSAGE) -> str:
+    """``message`` cut to ``limit`` characters, marking the cut."""
+    if len(message) <= limit:
+        return message
+    return message[: limit - 3] + "..."

@@ -1,0 +1,209 @@
+"""Carries out one reconcile: read the job from the cache, decide with the pure
+``planner``, then apply and create children, write the status (once, only when it
+changed), delete children, and emit Events after the status write.
+
+The reconciler talks to the cluster only through two small interfaces, ``JobCache``
+and ``ClusterWriter``, so it runs the same against the informer-backed ``KubeCluster``
+and against the in-memory cluster of the unit tests.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any, Protocol
+
+from kubetrain.api.common import ConditionType
+from kubetrain.controller import planner
+from kubetrain.controller import reasons as R
+from kubetrain.controller.errors import ApiError, ErrorClass, classify
+from kubetrain.controller.metrics import Metrics
+from kubetrain.controller.planner import Context, Event, Plan
+from kubetrain.controller.plugins.base import JobPlugin, Observed, Outcome
+from kubetrain.controller.policies import managed_by
+from kubetrain.controller.policies.cleanup import ChildRef
+
+log = logging.getLogger("kubetrain.reconciler")
+
+JobKey = tuple[str, str, str]
+
+
+class JobCache(Protocol):
+    """Reads: a job and its children, from the informer caches."""
+
+    def job(self, key: JobKey) -> dict[str, Any] | None: ...
+
+    def observed(self, key: JobKey, uid: str, now: datetime) -> Observed: ...
+
+
+class ClusterWriter(Protocol):
+    """Writes: each raises ``ApiError`` on failure."""
+
+    def apply(self, obj: dict[str, Any]) -> None: ...
+
+    def create(self, obj: dict[str, Any]) -> None: ...
+
+    def delete(self, namespace: str, ref: ChildRef) -> None: ...
+
+    def write_status(self, key: JobKey, raw: Mapping[str, Any], status: dict[str, Any]) -> None: ...
+
+    def delete_job(self, key: JobKey, uid: str) -> None: ...
+
+    def emit_event(self, raw: Mapping[str, Any], event: Event) -> None: ...
+
+
+@dataclass
+class JobMemory:
+    """What the operator remembers about a job between reconciles (lost on restart,
+    which only costs repeated Events: the counts that matter are in the status)."""
+
+    counted_failures: frozenset[str] = frozenset()
+    seen_restart_counts: dict[str, int] = field(default_factory=dict)
+    emitted: OrderedDict[str, None] = field(default_factory=OrderedDict)
+
+    def remember_event(self, key: str) -> bool:
+        """True the first time ``key`` is seen (keeps the last 256 keys)."""
+        if key in self.emitted:
+            return False
+        self.emitted[key] = None
+        while len(self.emitted) > 256:
+            self.emitted.popitem(last=False)
+        return True
+
+
+@dataclass(frozen=True)
+class Result:
+    """``requeue_after``: look again in that many seconds (deadline, TTL, gate)."""
+
+    requeue_after: float | None = None
+    error: ErrorClass | None = None
+
+
+class Reconciler:
+    def __init__(
+        self,
+        cache: JobCache,
+        writer: ClusterWriter,
+        plugins: Mapping[str, JobPlugin],
+        *,
+        metrics: Metrics | None = None,
+        startup_timeout_seconds: int = 600,
+        clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+    ) -> None:
+        self.cache = cache
+        self.writer = writer
+        self.plugins = plugins
+        self.metrics = metrics or Metrics()
+        self.startup_timeout_seconds = startup_timeout_seconds
+        self.clock = clock
+        self._memory: dict[str, JobMemory] = {}
+        self._lock = threading.Lock()
+
+    def memory(self, uid: str) -> JobMemory:
+        with self._lock:
+            return self._memory.setdefault(uid, JobMemory())
+
+    def forget(self, uid: str) -> None:
+        with self._lock:
+            self._memory.pop(uid, None)
+
+    def reconcile(self, key: JobKey) -> Result:
+        """Reconcile one job; raises ApiError for the caller's retry policy."""
+        kind, _namespace, _name = key
+        started = time.perf_counter()
+        outcome = "ok"
+        try:
+            result = self._reconcile(key)
+            if result.requeue_after is not None:
+                outcome = "requeue"
+            return result
+        except Exception as err:
+            outcome = "error"
+            self.metrics.reconcile_errors.labels(kind=kind, error=classify(err).value).inc()
+            raise
+        finally:
+            self.metrics.reconcile_duration.labels(kind=kind, result=outcome).observe(
+                time.perf_counter() - started
+            )
+
+    def _reconcile(self, key: JobKey) -> Result:
+        kind, _namespace, _name = key
+        raw = self.cache.job(key)
+        if raw is None:
+            return Result()
+        meta = raw.get("metadata") or {}
+        uid = str(meta.get("uid") or "")
+        if meta.get("deletionTimestamp"):
+            self.forget(uid)
+            return Result()
+        if not managed_by.is_ours(raw):
+            return Result()
+        plugin = self.plugins[kind]
+        memory = self.memory(uid)
+        now = self.clock()
+        observed = self.cache.observed(key, uid, now)
+        ctx = Context(
+            now=now,
+            startup_timeout_seconds=self.startup_timeout_seconds,
+            counted_failures=memory.counted_failures,
+            seen_restart_counts=dict(memory.seen_restart_counts),
+        )
+        plan = planner.plan(raw, plugin, observed, ctx)
+        try:
+            for obj in plan.apply:
+                self.writer.apply(obj)
+            for obj in plan.create:
+                self.writer.create(obj)
+        except ApiError as err:
+            if err.error_class is not ErrorClass.PERMANENT:
+                raise
+            # The API server refused a child built from the job: the job is invalid.
+            child = f"{err.call}: {err.message}"
+            rejected = Outcome(ConditionType.FAILED, R.INVALID_SPEC, R.invalid(child))
+            plan = planner.plan_failure(raw, plugin, observed, ctx, rejected)
+        self._finish(key, raw, plan, memory)
+        return Result(requeue_after=plan.requeue_after)
+
+    def _finish(self, key: JobKey, raw: Mapping[str, Any], plan: Plan, memory: JobMemory) -> None:
+        kind, namespace, _name = key
+        if plan.status is not None:
+            try:
+                self.writer.write_status(key, raw, plan.status)
+            except ApiError as err:
+                if err.status == 404:
+                    return
+                raise
+        memory.counted_failures = plan.counted_failures
+        memory.seen_restart_counts = plan.seen_restart_counts
+        for ref in plan.delete:
+            self.writer.delete(namespace, ref)
+        if plan.delete_job:
+            self.writer.delete_job(key, str((raw.get("metadata") or {}).get("uid") or ""))
+        for event in plan.events:
+            if event.key and not memory.remember_event(event.key):
+                continue
+            self.writer.emit_event(raw, event)
+        for name in plan.metrics:
+            self.metrics.count(name, kind, namespace)
+        if plan.status is not None or plan.apply or plan.delete:
+            log.info(
+                "reconciled",
+                extra={
+                    "job": f"{kind}/{key[1]}/{key[2]}",
+                    "applied": len(plan.apply) + len(plan.create),
+                    "deleted": len(plan.delete),
+                    "state": _state(plan.status),
+                },
+            )
+
+
+def _state(status: Mapping[str, Any] | None) -> str | None:
+    if not status:
+        return None
+    conditions = status.get("conditions") or []
+    return str(conditions[-1].get("type")) if conditions else None
