@@ -61,6 +61,10 @@ def main(argv: list[str] | None = None) -> int:
                 topology_label=args.topology_label,
             )
             cluster = LocalCluster(args.workdir, topology=topology)
+            if cluster.is_running():
+                print(f"already running in {cluster.workdir}")
+                print(cluster.usage())
+                return 0
             started = time.monotonic()
             cluster.up(timeout=args.timeout)
             print(f"up in {time.monotonic() - started:.1f}s")

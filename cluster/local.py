@@ -17,7 +17,7 @@ import os
 import shutil
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -110,6 +110,11 @@ class LocalCluster:
         return self.workdir / "logs"
 
     @property
+    def owner_file(self) -> Path:
+        """Pid of the process that started the cluster (to find orphaned clusters)."""
+        return self.workdir / "owner.pid"
+
+    @property
     def config_path(self) -> Path:
         return self.workdir / "kwokctl.yaml"
 
@@ -119,6 +124,15 @@ class LocalCluster:
         """True when every component's process is alive."""
         pids = self.pids()
         return len(pids) == len(COMPONENTS) and all(_alive(pid) for pid in pids.values())
+
+    def is_orphaned(self) -> bool:
+        """True when some component still runs but the process that started it is gone
+        (say a test session that was killed before it could stop its cluster)."""
+        try:
+            owner = int(self.owner_file.read_text(encoding="utf-8").strip())
+        except (FileNotFoundError, ValueError):
+            return False
+        return not _alive(owner) and any(_alive(pid) for pid in self.pids().values())
 
     def up(self, *, timeout: float = 180.0) -> None:
         """Start the control plane and register the nodes; returns once it admits pods.
@@ -139,6 +153,7 @@ class LocalCluster:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.kubeconfig.unlink(missing_ok=True)
         self.config_path.write_text(self._kwokctl_config(), encoding="utf-8")
+        self.owner_file.write_text(f"{os.getpid()}\n", encoding="utf-8")
         self._kwokctl(
             "create",
             "cluster",
@@ -160,7 +175,11 @@ class LocalCluster:
 
     def register_nodes(self, *, deadline: float) -> None:
         """Create the topology's nodes and wait until kwok reports them Ready."""
-        nodes = {"apiVersion": "v1", "kind": "List", "items": self.topology.nodes()}
+        nodes = {
+            "apiVersion": "v1",
+            "kind": "List",
+            "items": self.topology.nodes(kubelet_version=f"kwok-{self.tools.versions.kwok}"),
+        }
         # Created, not applied: the kubelet registers its Node with status, and a
         # create keeps the status (capacity, addresses) it is given.
         self.kubectl("create", "-f", "-", input=json.dumps(nodes))
@@ -259,14 +278,19 @@ class LocalCluster:
 
     def usage(self) -> str:
         """How to use the running cluster, for people."""
+        listed = self.kubectl(
+            "get", "nodes", "-o", "jsonpath={.items[*].metadata.name}", check=False
+        )
+        nodes = listed.stdout.split() if listed.returncode == 0 else self.topology.node_names()
         return (
             f"Kubernetes {self.tools.versions.kubernetes} control plane is up at "
             f"{self.server_url()}\n"
-            f"  nodes: {', '.join(self.topology.node_names())}\n"
+            f"  nodes: {', '.join(nodes)}\n"
             f"  export KUBECONFIG={self.kubeconfig}\n"
             f"  {self.tools.kubectl} get nodes\n"
             f"  component logs: {self.logs_dir}\n"
-            f"  stop it with: make cluster-down"
+            f"  stop it with: python -m cluster --workdir {self.workdir} down"
+            " (make cluster-down for the default work directory)"
         )
 
     # Commands ----------------------------------------------------------------------
@@ -330,6 +354,17 @@ class LocalCluster:
         documents = [yaml.safe_dump(config, sort_keys=True)]
         documents += [path.read_text(encoding="utf-8") for path in stage_files()]
         return "---\n".join(documents)
+
+
+def stop_orphaned_clusters(workdirs: Iterable[Path]) -> list[Path]:
+    """Stop the clusters among ``workdirs`` whose starting process is gone; return them."""
+    stopped = []
+    for workdir in workdirs:
+        cluster = LocalCluster(workdir)
+        if cluster.is_orphaned():
+            cluster.down()
+            stopped.append(workdir)
+    return stopped
 
 
 def stage_files() -> list[Path]:

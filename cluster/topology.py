@@ -145,15 +145,18 @@ class Topology:
     def node_names(self) -> list[str]:
         return [pool.node_name(i) for pool in self.pools for i in range(pool.count)]
 
-    def nodes(self) -> list[dict[str, Any]]:
-        """The Node objects to create, status included (kwok reports the conditions)."""
+    def nodes(self, *, kubelet_version: str = "kwok") -> list[dict[str, Any]]:
+        """The Node objects to create, status included (kwok reports the conditions).
+
+        ``kubelet_version`` is what the nodes report as their kubelet (kwok plays it).
+        """
         nodes: list[dict[str, Any]] = []
         for pool in self.pools:
             for index in range(pool.count):
-                nodes.append(self._node(pool, index, ordinal=len(nodes)))
+                nodes.append(self._node(pool, index, ordinal=len(nodes), kubelet=kubelet_version))
         return nodes
 
-    def _node(self, pool: NodePool, index: int, *, ordinal: int) -> dict[str, Any]:
+    def _node(self, pool: NodePool, index: int, *, ordinal: int, kubelet: str) -> dict[str, Any]:
         name = pool.node_name(index)
         labels = {
             "kubernetes.io/hostname": name,
@@ -212,7 +215,7 @@ class Topology:
                     "operatingSystem": "linux",
                     "osImage": "kwok fake node",
                     "kernelVersion": "",
-                    "kubeletVersion": "",
+                    "kubeletVersion": kubelet,
                     "kubeProxyVersion": "",
                     "containerRuntimeVersion": "kwok://",
                     "bootID": "",

@@ -21,13 +21,14 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
-from cluster.local import ClusterError, LocalCluster
+from cluster.local import ClusterError, LocalCluster, stop_orphaned_clusters
 from cluster.tools import ToolsMissingError, find_tools
 from tests.integration.kube import apply, list_objects, wait_for, wait_for_established
 
 CLUSTER_KEY = pytest.StashKey[LocalCluster]()
 RSS_KEY = pytest.StashKey[dict[str, int]]()
 TEST_NAMESPACE_LABEL = "kubetrain.dev/test"
+CONTROL_PLANE_DIR = "control-plane"
 
 
 @pytest.fixture(scope="session")
@@ -50,7 +51,10 @@ def local_cluster(
         tools = find_tools()
     except ToolsMissingError as err:
         pytest.fail(str(err), pytrace=False)
-    cluster = LocalCluster(tmp_path_factory.mktemp("control-plane"), tools=tools)
+    # A session killed before its teardown leaves its control plane running: stop those.
+    sessions = tmp_path_factory.getbasetemp().parent
+    stop_orphaned_clusters(sessions.glob(f"*/{CONTROL_PLANE_DIR}*"))
+    cluster = LocalCluster(tmp_path_factory.mktemp(CONTROL_PLANE_DIR), tools=tools)
     request.config.stash[CLUSTER_KEY] = cluster
     try:
         cluster.up()
