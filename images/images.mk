@@ -10,6 +10,7 @@
 # Every step leaves a stamp in .venv/.stamps, so a second run does nothing.
 
 TORCH_VERSION := 2.5.1
+NUMPY_VERSION := 2.4.6
 HOROVOD_VERSION := 0.28.1
 TENSORFLOW_VERSION := 2.21.0
 HADOLINT_VERSION := 2.15.1
@@ -47,8 +48,8 @@ $(STAMPS)/openmpi:
 	@touch $@
 
 # numpy is torch's optional dependency; without it torch warns on every import.
-$(STAMPS)/torch-$(TORCH_VERSION): $(STAMPS)/venv
-	$(BIN)/python -m pip install --quiet --progress-bar off "torch==$(TORCH_VERSION)" numpy
+$(STAMPS)/torch-$(TORCH_VERSION): $(STAMPS)/venv images/images.mk
+	$(BIN)/python -m pip install --quiet --progress-bar off "torch==$(TORCH_VERSION)" "numpy==$(NUMPY_VERSION)"
 	@touch $@
 
 # Build the wheel once per (Horovod, torch, Python) and install it from the cache.

@@ -520,16 +520,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def add_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Register ``run`` on an argparse subparsers object."""
-    parser: argparse.ArgumentParser = subparsers.add_parser(
-        "run", help="run a job manifest", description=__doc__.splitlines()[0]
-    )
-    add_arguments(parser)
-    parser.set_defaults(_run=run)
-    return parser
-
-
 def _parse_env(pairs: Sequence[str]) -> dict[str, str]:
     env = {}
     for pair in pairs:
