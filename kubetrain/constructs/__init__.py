@@ -4,6 +4,9 @@ from kubetrain._jsii import quiet_jsii
 
 quiet_jsii()
 
+# cdk8s' App and Chart, re-exported so that importing them from here keeps jsii quiet.
+from cdk8s import App, Chart
+
 from kubetrain.constructs.crds import KubeflowCrds, KubeflowCrdsProps
 from kubetrain.constructs.gpu import GpuNodePool, GpuNodePoolProps, Taint
 from kubetrain.constructs.nccl import NcclDebug, NcclProfile
@@ -11,6 +14,8 @@ from kubetrain.constructs.operator import TrainingOperator, TrainingOperatorProp
 from kubetrain.constructs.types import Image, Quantity, Resources
 
 __all__ = [
+    "App",
+    "Chart",
     "GpuNodePool",
     "GpuNodePoolProps",
     "Image",
