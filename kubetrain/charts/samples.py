@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 import cdk8s
 import constructs
@@ -23,21 +24,15 @@ class SamplesChart(cdk8s.Chart):
         node_pool: NodePoolLike | None = None,
     ) -> None:
         super().__init__(scope, id, disable_resource_name_hashes=True)
-        if samples.pytorch is not None:
-            props = samples.pytorch
+        builders: list[tuple[str, Any, Any]] = [
+            ("pytorch-ddp", PyTorchDdpSample, samples.pytorch),
+            ("horovod", HorovodSample, samples.horovod),
+            ("tensorflow-mwms", TensorFlowMwmsSample, samples.tensorflow),
+        ]
+        for sample_id, construct, props in builders:
+            if props is None:
+                continue
             if node_pool is not None:
                 props = dataclasses.replace(props, node_pool=node_pool)
-            with construct_errors(self, "pytorch-ddp"):
-                PyTorchDdpSample(self, "pytorch-ddp", props)
-        if samples.horovod is not None:
-            hprops = samples.horovod
-            if node_pool is not None:
-                hprops = dataclasses.replace(hprops, node_pool=node_pool)
-            with construct_errors(self, "horovod"):
-                HorovodSample(self, "horovod", hprops)
-        if samples.tensorflow is not None:
-            tprops = samples.tensorflow
-            if node_pool is not None:
-                tprops = dataclasses.replace(tprops, node_pool=node_pool)
-            with construct_errors(self, "tensorflow-mwms"):
-                TensorFlowMwmsSample(self, "tensorflow-mwms", tprops)
+            with construct_errors(self, sample_id):
+                construct(self, sample_id, props)

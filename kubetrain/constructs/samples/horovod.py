@@ -3,45 +3,21 @@
 from __future__ import annotations
 
 import dataclasses
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import constructs
 
-from kubetrain import __version__
-from kubetrain.constructs.job_common import NcclProfileLike, NodePoolLike, Placement
 from kubetrain.constructs.mpi_job import MPIJob, MPIJobProps
-from kubetrain.constructs.samples.scaling import LR_ANNOTATION, LinearScaling
-from kubetrain.constructs.types import Image, Resources
-
-
-def default_image() -> Image:
-    return Image(f"ghcr.io/kubetrain/horovod-trainer:{__version__}")
+from kubetrain.constructs.samples.common import SampleProps, sample_image
+from kubetrain.constructs.samples.scaling import LR_ANNOTATION
 
 
 @dataclass(frozen=True, kw_only=True)
-class HorovodSampleProps:
-    """Props of :class:`HorovodSample`."""
+class HorovodSampleProps(SampleProps):
+    """Props of :class:`HorovodSample` (GPUs per worker are its MPI slots)."""
 
     workers: int = 2
     """Worker pods."""
-    gpus_per_node: int = 0
-    """GPUs (and MPI slots) per worker. 0: one CPU rank per worker."""
-    image: Image = field(default_factory=default_image)
-    """Trainer image (OpenMPI, sshd, Horovod). Default: kubetrain's of this version."""
-    scaling: LinearScaling = field(default_factory=LinearScaling)
-    """Learning rate, batch and steps; the rate is scaled by the number of ranks."""
-    name: str | None = None
-    """Job name. Default: the construct id, lowercased."""
-    namespace: str = "default"
-    """Namespace of the job."""
-    profile: NcclProfileLike | None = None
-    """NCCL profile. Default: none, or the node pool's."""
-    node_pool: NodePoolLike | None = None
-    """GPU node pool to run on. Default: none."""
-    placement: Placement = Placement.ANY
-    """Same-block placement of the workers."""
-    resources: Resources = field(default_factory=Resources)
-    """CPU/memory per worker."""
 
 
 class HorovodSample(constructs.Construct):
@@ -51,7 +27,7 @@ class HorovodSample(constructs.Construct):
     def __init__(self, scope: constructs.Construct, id: str, props: HorovodSampleProps) -> None:
         super().__init__(scope, id)
         job_props = MPIJobProps(
-            image=props.image,
+            image=props.image or sample_image("horovod"),
             command=("python", "-m", "images.horovod.train"),
             args=props.scaling.args(),
             name=props.name or id.lower(),

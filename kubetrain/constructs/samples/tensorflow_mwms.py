@@ -2,47 +2,24 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import constructs
 
-from kubetrain import __version__
-from kubetrain.constructs.job_common import NcclProfileLike, NodePoolLike, Placement
-from kubetrain.constructs.samples.scaling import LR_ANNOTATION, LinearScaling
+from kubetrain.constructs.samples.common import SampleProps, sample_image
+from kubetrain.constructs.samples.scaling import LR_ANNOTATION
 from kubetrain.constructs.tf_job import TFJob, TFJobProps
-from kubetrain.constructs.types import Image, Resources
-
-
-def default_image() -> Image:
-    return Image(f"ghcr.io/kubetrain/tensorflow-trainer:{__version__}")
 
 
 @dataclass(frozen=True, kw_only=True)
-class TensorFlowMwmsSampleProps:
-    """Props of :class:`TensorFlowMwmsSample`."""
+class TensorFlowMwmsSampleProps(SampleProps):
+    """Props of :class:`TensorFlowMwmsSample` (each GPU is one replica in sync)."""
 
     workers: int = 2
     """Worker pods (MultiWorkerMirroredStrategy: no parameter servers)."""
-    gpus_per_node: int = 0
-    """GPUs per worker; each is one replica in sync. 0: one CPU replica per worker."""
-    image: Image = field(default_factory=default_image)
-    """Trainer image. Default: kubetrain's TensorFlow trainer of this version."""
-    scaling: LinearScaling = field(default_factory=LinearScaling)
-    """Learning rate, batch and steps; the rate is scaled by the replicas in sync."""
-    name: str | None = None
-    """Job name. Default: the construct id, lowercased."""
-    namespace: str = "default"
-    """Namespace of the job."""
-    profile: NcclProfileLike | None = None
-    """NCCL profile (MWMS uses NCCL all-reduce on GPUs). Default: none."""
-    node_pool: NodePoolLike | None = None
-    """GPU node pool to run on. Default: none."""
-    placement: Placement = Placement.ANY
-    """Same-block placement of the workers."""
-    resources: Resources = field(default_factory=Resources)
-    """CPU/memory per worker."""
 
     def __post_init__(self) -> None:
+        super().__post_init__()
         if self.workers < 1:
             raise ValueError(f"workers ({self.workers}) must be >= 1")
 
@@ -60,7 +37,7 @@ class TensorFlowMwmsSample(constructs.Construct):
             self,
             "Job",
             TFJobProps(
-                image=props.image,
+                image=props.image or sample_image("tensorflow"),
                 command=("python", "-m", "images.tensorflow.train"),
                 args=props.scaling.args(),
                 name=props.name or id.lower(),
