@@ -10,7 +10,8 @@ launcher's real ``mpirun`` starts the ranks locally instead of over SSH to worke
 
 Each replica's output is streamed with a ``[<type>-<index>]`` prefix. The job's status
 follows the operator's rules (the Master, Chief or Launcher decides; otherwise the
-Workers), the remaining processes are stopped once it is decided, and the exit code is
+Workers), the remaining processes are stopped once it is decided (after a few seconds
+to finish by themselves when it succeeded), and the exit code is
 0 when the job succeeded, the failed replica's exit code when it failed, 124 when it
 ran past its deadline and 130 when interrupted. Ctrl-C stops every process it started.
 Locally nothing is restarted: a failed replica fails the job.
@@ -56,6 +57,8 @@ EXIT_DEADLINE = 124
 EXIT_INTERRUPTED = 130
 #: Seconds replicas get to exit after SIGTERM before they are killed.
 GRACE_SECONDS = 10.0
+#: Seconds the other replicas get to finish by themselves once the job has succeeded.
+SETTLE_SECONDS = 5.0
 
 _VAR_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 
@@ -406,8 +409,14 @@ def execute(
     out: TextIO,
     deadline_seconds: float | None = None,
     grace_seconds: float = GRACE_SECONDS,
+    settle_seconds: float = SETTLE_SECONDS,
 ) -> Outcome:
-    """Start every replica of ``plan``, stream their logs to ``out`` and decide the job."""
+    """Start every replica of ``plan``, stream their logs to ``out`` and decide the job.
+
+    Once the job has succeeded, replicas still running get ``settle_seconds`` to exit by
+    themselves; then (and at once when it failed) they get SIGTERM and, after
+    ``grace_seconds``, SIGKILL.
+    """
     for path, text in plan.files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
@@ -462,6 +471,17 @@ def execute(
                     phase, code = "Failed", EXIT_DEADLINE
                     reason = f"DeadlineExceeded: still running after {deadline_seconds:g}s"
                 else:
+                    time.sleep(0.05)
+            if phase == "Succeeded":
+                # The rest are usually finishing too (a DDP worker after its master):
+                # let them, so their last lines are not lost, before stopping the others
+                # (a parameter server never exits by itself).
+                settle = time.monotonic() + settle_seconds
+                while (
+                    any(r.poll() is None for r in replicas)
+                    and time.monotonic() < settle
+                    and not interrupted.is_set()
+                ):
                     time.sleep(0.05)
         finally:
             _stop(replicas, grace_seconds)
