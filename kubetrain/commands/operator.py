@@ -56,3 +56,14 @@ def run(args: argparse.Namespace) -> int:
         return operator.run(stop)
     finally:
         api.close()
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m kubetrain.commands.operator``: the same as ``kubetrain operator``."""
+    parser = argparse.ArgumentParser(prog="kubetrain operator")
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -205,14 +205,17 @@ def problems(pod: Obj) -> list[Problem]:
         reason = str(scheduled.get("reason") or "Unschedulable")
         found.append(Problem(reason, str(scheduled.get("message") or "")))
     for cs in _containers(pod):
-        waiting = (cs.get("state") or {}).get("waiting")
+        state = cs.get("state") or {}
+        waiting = state.get("waiting")
         if isinstance(waiting, Mapping) and waiting.get("reason") in WAITING_PROBLEMS:
-            message = str(waiting.get("message") or "")
-            found.append(Problem(str(waiting["reason"]), f"container {cs.get('name')}: {message}"))
-        for key in ("state", "lastState"):
-            terminated = (cs.get(key) or {}).get("terminated")
-            if isinstance(terminated, Mapping) and terminated.get("reason") == "OOMKilled":
-                found.append(Problem("OOMKilled", f"container {cs.get('name')} ran out of memory"))
+            message = f"container {cs.get('name')}: {waiting.get('message') or ''}".rstrip(": ")
+            last = (cs.get("lastState") or {}).get("terminated")
+            if isinstance(last, Mapping) and last.get("reason"):
+                message += f" (last exit: code {last.get('exitCode')}, {last.get('reason')})"
+            found.append(Problem(str(waiting["reason"]), message))
+        terminated = state.get("terminated")
+        if isinstance(terminated, Mapping) and terminated.get("reason") == "OOMKilled":
+            found.append(Problem("OOMKilled", f"container {cs.get('name')} ran out of memory"))
     order = {reason: i for i, reason in enumerate(POD_PROBLEM_REASONS)}
     unique = {p.reason: p for p in reversed(found)}
     return sorted(unique.values(), key=lambda p: order.get(p.reason, len(order)))

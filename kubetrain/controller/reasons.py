@@ -124,7 +124,7 @@ def startup_timeout(waiting: str, needed: str, seconds: int, detail: str) -> str
 
 
 def startup_waiting(waiting: str, needed: str) -> str:
-    return f"{waiting} will be created once {needed} are Ready."
+    return f"Waiting for {needed} to be Ready before creating {waiting}."
 
 
 def pod_failed(pod: str, cause: str, policy: str) -> str:
