@@ -29,7 +29,7 @@ from kubetrain.node_tuner import parse_sysctl
 
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 POOL_LABEL = "kubetrain.dev/gpu-pool"
-DEFAULT_TOPOLOGY_KEY = "kubetrain.dev/topology-block"
+DEFAULT_TOPOLOGY_KEY = "topology.kubetrain.dev/block"
 GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
 RUNTIME_CLASS_NAME = "nvidia"
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
@@ -92,7 +92,7 @@ class GpuNodePoolProps:
     topology_key: str = DEFAULT_TOPOLOGY_KEY
     """Node label naming the block (rail, rack, IB island) for same-block placement,
     e.g. ``cloud.google.com/gce-topology-block`` or ``ib.coreweave.cloud/leafgroup``.
-    Default: ``kubetrain.dev/topology-block``."""
+    Default: ``topology.kubetrain.dev/block``."""
     require_tuned_nodes: bool = False
     """Also select ``kubetrain.dev/node-tuning=ok``: jobs land only on nodes that passed
     the node tuner's checks. Default: off (the tuner only reports)."""
