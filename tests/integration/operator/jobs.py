@@ -1,0 +1,285 @@
+"""Test-side helpers for the operator's integration tests: job manifests, and a small
+client (the official Kubernetes client, not the operator's) to drive and observe them."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Callable
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from cluster.fake_pods import exit_patch
+from cluster.topology import GPU_RESOURCE
+from kubetrain.controller import labels as L
+from tests.integration.kube import condition, wait_for
+
+GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
+PLURALS = {"PyTorchJob": "pytorchjobs", "TFJob": "tfjobs", "MPIJob": "mpijobs"}
+VERSIONS = {"PyTorchJob": "v1", "TFJob": "v1", "MPIJob": "v2beta1"}
+
+
+def template(container: str, *, gpus: int = 1, env: dict[str, str] | None = None) -> dict[str, Any]:
+    """A pod template for fake GPU nodes (a GPU each, tolerating the GPU taint)."""
+    resources: dict[str, Any] = {"requests": {"cpu": "100m"}}
+    spec: dict[str, Any] = {}
+    if gpus:
+        resources["limits"] = {GPU_RESOURCE: str(gpus)}
+        spec["tolerations"] = [GPU_TOLERATION]
+    main: dict[str, Any] = {
+        "name": container,
+        "image": "registry.example/trainer:1",
+        "resources": resources,
+    }
+    if env:
+        main["env"] = [{"name": k, "value": v} for k, v in env.items()]
+    spec["containers"] = [main]
+    return {"spec": spec}
+
+
+def pytorch_job(
+    name: str,
+    *,
+    workers: int = 2,
+    master: bool = True,
+    restart_policy: str = "OnFailure",
+    run_policy: dict[str, Any] | None = None,
+    annotations: dict[str, str] | None = None,
+) -> dict[str, Any]:
+    specs: dict[str, Any] = {}
+    if master:
+        specs["Master"] = {
+            "replicas": 1,
+            "restartPolicy": restart_policy,
+            "template": template("pytorch"),
+        }
+    if workers:
+        specs["Worker"] = {
+            "replicas": workers,
+            "restartPolicy": restart_policy,
+            "template": template("pytorch"),
+        }
+    job: dict[str, Any] = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name},
+        "spec": {"nprocPerNode": "2", "pytorchReplicaSpecs": specs},
+    }
+    if run_policy:
+        job["spec"]["runPolicy"] = copy.deepcopy(run_policy)
+    if annotations:
+        job["metadata"]["annotations"] = dict(annotations)
+    return job
+
+
+def tf_job(name: str, *, workers: int = 2, ps: int = 1, chief: bool = True) -> dict[str, Any]:
+    specs: dict[str, Any] = {}
+    if chief:
+        specs["Chief"] = {"replicas": 1, "template": template("tensorflow")}
+    if ps:
+        specs["PS"] = {"replicas": ps, "template": template("tensorflow", gpus=0)}
+    specs["Worker"] = {"replicas": workers, "template": template("tensorflow")}
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "TFJob",
+        "metadata": {"name": name},
+        "spec": {"tfReplicaSpecs": specs},
+    }
+
+
+def mpi_job(name: str, *, workers: int = 2, slots: int = 2) -> dict[str, Any]:
+    return {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": name},
+        "spec": {
+            "slotsPerWorker": slots,
+            "mpiReplicaSpecs": {
+                "Launcher": {"replicas": 1, "template": template("launcher", gpus=0)},
+                "Worker": {"replicas": workers, "template": template("worker")},
+            },
+        },
+    }
+
+
+class Jobs:
+    """Create, change and watch training jobs and their children in one namespace."""
+
+    def __init__(self, api_client: client.ApiClient, namespace: str) -> None:
+        self.namespace = namespace
+        self.custom = client.CustomObjectsApi(api_client)
+        self.core = client.CoreV1Api(api_client)
+        self.batch = client.BatchV1Api(api_client)
+        self._api_client = api_client
+
+    def _serialize(self, obj: Any) -> dict[str, Any]:
+        data: dict[str, Any] = self._api_client.sanitize_for_serialization(obj)  # type: ignore[no-untyped-call]
+        return data
+
+    def _by_name(self, found: Any) -> dict[str, dict[str, Any]]:
+        out: dict[str, dict[str, Any]] = {}
+        for item in found.items:
+            data = self._serialize(item)
+            out[str(data["metadata"]["name"])] = data
+        return out
+
+    # -- jobs --------------------------------------------------------------------------
+
+    def create(self, job: dict[str, Any]) -> dict[str, Any]:
+        kind = job["kind"]
+        result = self.custom.create_namespaced_custom_object(
+            "kubeflow.org", VERSIONS[kind], self.namespace, PLURALS[kind], job
+        )
+        assert isinstance(result, dict)
+        return result
+
+    def get(self, kind: str, name: str) -> dict[str, Any] | None:
+        try:
+            result = self.custom.get_namespaced_custom_object(
+                "kubeflow.org", VERSIONS[kind], self.namespace, PLURALS[kind], name
+            )
+        except ApiException as err:
+            if err.status == 404:
+                return None
+            raise
+        assert isinstance(result, dict)
+        return result
+
+    def patch(self, kind: str, name: str, patch: dict[str, Any]) -> None:
+        self.custom.patch_namespaced_custom_object(
+            "kubeflow.org",
+            VERSIONS[kind],
+            self.namespace,
+            PLURALS[kind],
+            name,
+            patch,
+            _content_type="application/merge-patch+json",
+        )
+
+    def delete(self, kind: str, name: str) -> None:
+        self.custom.delete_namespaced_custom_object(
+            "kubeflow.org", VERSIONS[kind], self.namespace, PLURALS[kind], name
+        )
+
+    def wait(
+        self,
+        kind: str,
+        name: str,
+        done: Callable[[dict[str, Any] | None], bool],
+        *,
+        what: str,
+        timeout: float = 60.0,
+    ) -> dict[str, Any] | None:
+        return wait_for(lambda: self.get(kind, name), done, what=what, timeout=timeout)
+
+    def wait_condition(
+        self, kind: str, name: str, type_: str, *, status: str = "True", timeout: float = 60.0
+    ) -> dict[str, Any]:
+        """Wait until the job has condition ``type_`` with ``status``; return the job."""
+        job = self.wait(
+            kind,
+            name,
+            lambda j: (condition(j, type_) or {}).get("status") == status,
+            what=f"{kind} {name} to have condition {type_}={status}",
+            timeout=timeout,
+        )
+        assert job is not None
+        return job
+
+    def state(self, kind: str, name: str) -> str | None:
+        """The last condition's type (what ``kubectl get`` shows as State)."""
+        job = self.get(kind, name)
+        conditions = ((job or {}).get("status") or {}).get("conditions") or []
+        return str(conditions[-1]["type"]) if conditions else None
+
+    # -- children ----------------------------------------------------------------------
+
+    def _selector(self, job_name: str) -> str:
+        return f"{L.JOB_NAME}={job_name}"
+
+    def pods(self, job_name: str) -> dict[str, dict[str, Any]]:
+        found = self.core.list_namespaced_pod(
+            self.namespace, label_selector=self._selector(job_name)
+        )
+        return self._by_name(found)
+
+    def services(self, job_name: str) -> dict[str, dict[str, Any]]:
+        found = self.core.list_namespaced_service(
+            self.namespace, label_selector=self._selector(job_name)
+        )
+        return self._by_name(found)
+
+    def config_maps(self, job_name: str) -> dict[str, dict[str, Any]]:
+        found = self.core.list_namespaced_config_map(
+            self.namespace, label_selector=self._selector(job_name)
+        )
+        return self._by_name(found)
+
+    def secrets(self, job_name: str) -> dict[str, dict[str, Any]]:
+        found = self.core.list_namespaced_secret(
+            self.namespace, label_selector=self._selector(job_name)
+        )
+        return self._by_name(found)
+
+    def batch_jobs(self, job_name: str) -> dict[str, dict[str, Any]]:
+        found = self.batch.list_namespaced_job(
+            self.namespace, label_selector=self._selector(job_name)
+        )
+        return self._by_name(found)
+
+    def wait_pods(
+        self,
+        job_name: str,
+        done: Callable[[dict[str, dict[str, Any]]], bool],
+        *,
+        what: str,
+        timeout: float = 60.0,
+    ) -> dict[str, dict[str, Any]]:
+        return wait_for(lambda: self.pods(job_name), done, what=what, timeout=timeout)
+
+    def wait_running(self, job_name: str, names: set[str]) -> dict[str, dict[str, Any]]:
+        """Wait until exactly ``names`` exist and all are Running."""
+        return self.wait_pods(
+            job_name,
+            lambda pods: (
+                set(pods) == names
+                and all((p.get("status") or {}).get("phase") == "Running" for p in pods.values())
+            ),
+            what=f"pods {sorted(names)} to be Running",
+        )
+
+    def exit(self, pod: str, code: int, reason: str | None = None) -> None:
+        """Make a fake pod's containers exit (cluster/stages)."""
+        self.core.patch_namespaced_pod(pod, self.namespace, exit_patch(code, reason))
+
+    def evict(self, pod: str, message: str = "The node was low on resource: memory.") -> None:
+        """Report a pod as evicted, as the kubelet does (phase Failed, reason Evicted)."""
+        self.core.patch_namespaced_pod_status(
+            pod,
+            self.namespace,
+            {"status": {"phase": "Failed", "reason": "Evicted", "message": message}},
+        )
+
+    def events(self, name: str) -> list[dict[str, Any]]:
+        """Events about the job ``name`` (any kind), oldest first."""
+        found = self.core.list_namespaced_event(
+            self.namespace, field_selector=f"involvedObject.name={name}"
+        )
+        events = [self._serialize(e) for e in found.items]
+        return sorted(events, key=lambda e: str(e.get("lastTimestamp") or ""))
+
+    def wait_event(self, name: str, reason: str, *, timeout: float = 30.0) -> dict[str, Any]:
+        events = wait_for(
+            lambda: [e for e in self.events(name) if e.get("reason") == reason],
+            bool,
+            what=f"an Event with reason {reason} about {name}",
+            timeout=timeout,
+        )
+        return events[-1]
+
+
+def env_of(pod: dict[str, Any], container: int = 0) -> dict[str, str]:
+    """A pod container's literal environment variables."""
+    env = pod["spec"]["containers"][container].get("env") or []
+    return {e["name"]: e.get("value", "") for e in env}

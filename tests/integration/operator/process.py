@@ -1,0 +1,105 @@
+"""``kubetrain operator`` as a separate process, for the tests that kill it or run two."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import urllib.request
+from pathlib import Path
+
+from tests.integration.kube import wait_for
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+        return port
+
+
+class OperatorProcess:
+    """One ``python -m kubetrain.commands.operator`` process, its log in ``log_path``."""
+
+    def __init__(
+        self,
+        kubeconfig: Path,
+        namespace: str,
+        log_path: Path,
+        *,
+        extra: tuple[str, ...] = (),
+    ) -> None:
+        self.metrics_port = free_port()
+        self.health_port = free_port()
+        self.log_path = log_path
+        self.args = [
+            sys.executable,
+            "-m",
+            "kubetrain.commands.operator",
+            f"--kubeconfig={kubeconfig}",
+            f"--namespace={namespace}",
+            f"--metrics-port={self.metrics_port}",
+            f"--health-port={self.health_port}",
+            "--workers=2",
+            "--log-format=json",
+            *extra,
+        ]
+        self.env = {**os.environ, "POD_NAMESPACE": namespace}
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> OperatorProcess:
+        log = self.log_path.open("ab")
+        self.proc = subprocess.Popen(self.args, stdout=log, stderr=log, env=self.env)
+        wait_for(self.healthy, bool, what=f"operator pid {self.proc.pid} to serve /healthz")
+        return self
+
+    def _get(self, port: int, path: str) -> tuple[int, str]:
+        try:
+            with urllib.request.urlopen(f"http://127.0.0.1:{port}{path}", timeout=2) as resp:
+                return resp.status, resp.read().decode()
+        except urllib.error.HTTPError as err:
+            return err.code, err.read().decode()
+        except OSError:
+            return 0, ""
+
+    def healthy(self) -> bool:
+        assert self.proc is not None
+        if self.proc.poll() is not None:
+            raise AssertionError(
+                f"operator exited with {self.proc.returncode}:\n{self.log_path.read_text()[-3000:]}"
+            )
+        return self._get(self.health_port, "/healthz")[0] == 200
+
+    def ready(self) -> tuple[int, str]:
+        return self._get(self.health_port, "/readyz")
+
+    def metric(self, name: str) -> float:
+        """The sum of a metric's samples (0 when absent)."""
+        status, text = self._get(self.metrics_port, "/metrics")
+        assert status == 200, f"/metrics answered {status}"
+        total = 0.0
+        for line in text.splitlines():
+            if line.startswith(name) and not line.startswith("#"):
+                head = line.split(" ")[0]
+                if head == name or head.startswith(name + "{"):
+                    total += float(line.rsplit(" ", 1)[1])
+        return total
+
+    def kill(self) -> None:
+        """SIGKILL: no cleanup at all, as when a node dies."""
+        assert self.proc is not None
+        self.proc.kill()
+        self.proc.wait(timeout=10)
+
+    def terminate(self) -> int:
+        """SIGTERM: the graceful shutdown a Deployment rollout sends."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGTERM)
+        return self.proc.wait(timeout=30)
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)

@@ -1,0 +1,109 @@
+"""The operator as a process: killed and restarted mid-job, and two replicas with
+leader election where only the leader acts."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+
+from tests.integration.kube import condition, wait_for
+from tests.integration.operator.jobs import Jobs, pytorch_job
+from tests.integration.operator.process import OperatorProcess
+
+
+@pytest.fixture
+def processes(tmp_path: Path) -> Iterator[list[OperatorProcess]]:
+    started: list[OperatorProcess] = []
+    yield started
+    for proc in started:
+        proc.stop()
+
+
+def test_a_killed_operator_resumes_without_duplicates(
+    installed_crds: list[dict[str, Any]],
+    kubeconfig: Path,
+    namespace: str,
+    jobs: Jobs,
+    processes: list[OperatorProcess],
+    tmp_path: Path,
+) -> None:
+    first = OperatorProcess(kubeconfig, namespace, tmp_path / "operator.log").start()
+    processes.append(first)
+    jobs.create(pytorch_job("resume", workers=2, restart_policy="ExitCode"))
+    pods = jobs.wait_running("resume", {"resume-master-0", "resume-worker-0", "resume-worker-1"})
+    created = condition(jobs.wait_condition("PyTorchJob", "resume", "Running"), "Created")
+    assert created is not None
+
+    first.kill()
+    # While no operator runs, a worker is OOM-killed.
+    jobs.exit("resume-worker-0", 137, "OOMKilled")
+    jobs.wait_pods(
+        "resume",
+        lambda p: p["resume-worker-0"]["status"]["phase"] == "Failed",
+        what="resume-worker-0 Failed",
+    )
+
+    second = OperatorProcess(kubeconfig, namespace, tmp_path / "operator.log").start()
+    processes.append(second)
+    old_uid = pods["resume-worker-0"]["metadata"]["uid"]
+    pods = jobs.wait_pods(
+        "resume",
+        lambda p: (
+            p.get("resume-worker-0", {}).get("metadata", {}).get("uid") != old_uid
+            and p["resume-worker-0"]["status"].get("phase") == "Running"
+        ),
+        what="resume-worker-0 recreated by the new operator",
+    )
+    # No duplicate children: exactly one pod and one Service per replica.
+    assert set(pods) == {"resume-master-0", "resume-worker-0", "resume-worker-1"}
+    assert set(jobs.services("resume")) == set(pods)
+    job = jobs.wait_condition("PyTorchJob", "resume", "Running")
+    assert job["status"]["replicaStatuses"]["Worker"]["restarts"] == 1
+    # The status continued: the same Created condition, not a new one.
+    assert condition(job, "Created") == created
+
+    jobs.exit("resume-master-0", 0)
+    jobs.wait_condition("PyTorchJob", "resume", "Succeeded")
+
+
+def test_only_the_leader_acts_and_a_standby_takes_over(
+    installed_crds: list[dict[str, Any]],
+    kubeconfig: Path,
+    namespace: str,
+    jobs: Jobs,
+    api_client: client.ApiClient,
+    processes: list[OperatorProcess],
+    tmp_path: Path,
+) -> None:
+    election = ("--leader-elect=true", "--leader-election-id=kubetrain-test")
+    one = OperatorProcess(kubeconfig, namespace, tmp_path / "one.log", extra=election).start()
+    processes.append(one)
+    wait_for(lambda: one.metric("kubetrain_is_leader"), lambda v: v == 1, what="one leads")
+    two = OperatorProcess(kubeconfig, namespace, tmp_path / "two.log", extra=election).start()
+    processes.append(two)
+    assert two.ready() == (200, "standby: waiting for the leader lease\n")
+
+    jobs.create(pytorch_job("led", workers=1))
+    jobs.wait_condition("PyTorchJob", "led", "Running")
+    assert one.metric("kubetrain_jobs_created_total") == 1
+    assert two.metric("kubetrain_jobs_created_total") == 0
+    assert two.metric("kubetrain_is_leader") == 0
+    holder = _holder(api_client, namespace)
+    assert holder
+
+    # A graceful stop hands the Lease over; the standby then reconciles.
+    assert one.terminate() == 0
+    wait_for(lambda: two.metric("kubetrain_is_leader"), lambda v: v == 1, what="two leads")
+    assert _holder(api_client, namespace) not in (holder, None)
+    jobs.exit("led-master-0", 0)
+    jobs.wait_condition("PyTorchJob", "led", "Succeeded")
+    assert two.metric("kubetrain_jobs_succeeded_total") == 1
+
+
+def _holder(api_client: client.ApiClient, namespace: str) -> str | None:
+    lease = client.CoordinationV1Api(api_client).read_namespaced_lease("kubetrain-test", namespace)
+    return lease.spec.holder_identity if lease.spec is not None else None
