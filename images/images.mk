@@ -64,7 +64,9 @@ $(HOROVOD_WHEEL_DIR)/.done: | $(STAMPS)/torch-$(TORCH_VERSION) $(STAMPS)/openmpi
 $(STAMPS)/horovod-$(HOROVOD_VERSION)-torch-$(TORCH_VERSION): $(HOROVOD_WHEEL_DIR)/.done $(STAMPS)/torch-$(TORCH_VERSION)
 	$(BIN)/python -m pip install --quiet --progress-bar off --force-reinstall --no-deps \
 	  $(HOROVOD_WHEEL_DIR)/horovod-$(HOROVOD_VERSION)-*.whl
-	$(BIN)/python -m pip install --quiet --progress-bar off cloudpickle psutil pyyaml packaging
+	@# Again without --force-reinstall: keeps the wheel just installed, adds its dependencies.
+	$(BIN)/python -m pip install --quiet --progress-bar off \
+	  $(HOROVOD_WHEEL_DIR)/horovod-$(HOROVOD_VERSION)-*.whl
 	$(BIN)/python -c 'import horovod.torch as hvd; assert hvd.gloo_built() and hvd.mpi_built(), "Horovod lacks Gloo or MPI"'
 	@touch $@
 

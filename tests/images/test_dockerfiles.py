@@ -220,7 +220,7 @@ def test_horovod_ssh_client_config_is_valid() -> None:
     assert settings["userknownhostsfile"] == "/dev/null"
 
 
-def test_horovod_build_script_is_the_one_that_built_the_installed_horovod() -> None:
+def test_installed_horovod_has_gloo_and_mpi_and_its_build_script_parses() -> None:
     script = IMAGES / "horovod" / "build-horovod-wheel.sh"
     assert os.access(script, os.X_OK)
     syntax = subprocess.run(
