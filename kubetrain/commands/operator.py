@@ -42,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
         args.context,
         qps=config.kube_api_qps,
         burst=config.kube_api_burst,
-        pool_size=config.workers * 2 + 16,
+        pool_size=config.workers * 6 + 16,
     )
     operator = Operator(config, api)
     stop = threading.Event()

@@ -297,10 +297,13 @@ class KubeApi:
 
     # -- writes --------------------------------------------------------------------------
 
-    def apply(self, obj: Mapping[str, Any], *, subresource: str = "") -> dict[str, Any]:
+    def apply(
+        self, obj: Mapping[str, Any], *, subresource: str = "", resource: Resource | None = None
+    ) -> dict[str, Any]:
         """Server-side apply ``obj`` as field manager ``kubetrain`` (force: kubetrain owns
-        its children). A ``metadata.resourceVersion`` in ``obj`` is a precondition."""
-        resource = resource_of(obj)
+        its children). A ``metadata.resourceVersion`` in ``obj`` is a precondition.
+        ``resource`` is needed only for kinds the operator does not manage."""
+        resource = resource or resource_of(obj)
         meta = obj["metadata"]
         return self.request(
             "PATCH",
@@ -310,8 +313,8 @@ class KubeApi:
             content_type="application/apply-patch+yaml",
         )
 
-    def create(self, obj: Mapping[str, Any]) -> dict[str, Any]:
-        resource = resource_of(obj)
+    def create(self, obj: Mapping[str, Any], *, resource: Resource | None = None) -> dict[str, Any]:
+        resource = resource or resource_of(obj)
         return self.request(
             "POST",
             resource.path(obj["metadata"].get("namespace")),

@@ -13,6 +13,7 @@ import secrets
 import socket
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from kubetrain.controller.cluster_state import JobKey, KubeCluster
@@ -70,12 +71,18 @@ class Operator:
         self.cluster = KubeCluster(
             api, config.kinds, config.namespaces, self.queue.add, identity=self.identity
         )
+        # Child writes of one reconcile go out concurrently: the API server's latency, not
+        # the operator's CPU, bounds how fast a job gets its children.
+        self.executor = ThreadPoolExecutor(
+            max_workers=max(4, config.workers * 4), thread_name_prefix="write"
+        )
         self.reconciler = Reconciler(
             self.cluster,
             self.cluster,
             build_registry(config.kinds),
             metrics=self.metrics,
             startup_timeout_seconds=config.startup_timeout_seconds,
+            executor=self.executor,
         )
         self.resync_seconds = resync_seconds
         self.elector: LeaderElector | None = None
@@ -210,6 +217,7 @@ class Operator:
         deadline = time.monotonic() + 10
         for thread in self._workers:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
+        self.executor.shutdown(wait=True, cancel_futures=True)
         self.cluster.stop()
         if self.elector is not None:
             self.elector.release()

@@ -14,6 +14,7 @@ import threading
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -94,6 +95,7 @@ class Reconciler:
         metrics: Metrics | None = None,
         startup_timeout_seconds: int = 600,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
+        executor: Executor | None = None,
     ) -> None:
         self.cache = cache
         self.writer = writer
@@ -101,6 +103,8 @@ class Reconciler:
         self.metrics = metrics or Metrics()
         self.startup_timeout_seconds = startup_timeout_seconds
         self.clock = clock
+        #: Runs a plan's child writes concurrently (None: one after the other).
+        self.executor = executor
         self._memory: dict[str, JobMemory] = {}
         self._lock = threading.Lock()
 
@@ -155,10 +159,7 @@ class Reconciler:
         )
         plan = planner.plan(raw, plugin, observed, ctx)
         try:
-            for obj in plan.apply:
-                self.writer.apply(obj)
-            for obj in plan.create:
-                self.writer.create(obj)
+            self._write_children(plan)
         except ApiError as err:
             if err.error_class is not ErrorClass.PERMANENT:
                 raise
@@ -168,6 +169,28 @@ class Reconciler:
             plan = planner.plan_failure(raw, plugin, observed, ctx, rejected)
         self._finish(key, raw, plan, memory)
         return Result(requeue_after=plan.requeue_after)
+
+    def _write_children(self, plan: Plan) -> None:
+        """Apply and create the plan's children, in parallel (they are independent);
+        the first error, permanent ones first, is raised after all calls returned."""
+        calls: list[Callable[[], None]] = [
+            *(lambda o=obj: self.writer.apply(o) for obj in plan.apply),
+            *(lambda o=obj: self.writer.create(o) for obj in plan.create),
+        ]
+        if len(calls) <= 1 or self.executor is None:
+            for call in calls:
+                call()
+            return
+        errors: list[ApiError] = []
+        for future in [self.executor.submit(call) for call in calls]:
+            error = future.exception()
+            if isinstance(error, ApiError):
+                errors.append(error)
+            elif error is not None:
+                raise error
+        if errors:
+            errors.sort(key=lambda e: e.error_class is not ErrorClass.PERMANENT)
+            raise errors[0]
 
     def _finish(self, key: JobKey, raw: Mapping[str, Any], plan: Plan, memory: JobMemory) -> None:
         kind, namespace, _name = key

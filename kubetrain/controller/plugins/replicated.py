@@ -75,13 +75,12 @@ def build(
     env_for: EnvFor,
     startup_timeout: int = 600,
 ) -> list[dict[str, Any]]:
-    """A pod and a headless Service per replica; gated replica types are left out."""
+    """A pod and a headless Service per replica; pods of gated replica types are left out
+    (their Services are created at once)."""
     gate = startup.evaluate(rules, observed, started_at=None, timeout_seconds=startup_timeout)
     specs = job.replica_specs()
     out: list[dict[str, Any]] = []
     for replica in replicas:
-        if replica.replica_type in gate.blocked:
-            continue
         spec: ReplicaSpec = specs[replica.replica_type]
         labels = children.replica_labels(job, replica.replica_type, replica.index, role_of(replica))
         template = children.pod_template(
@@ -90,7 +89,9 @@ def build(
             restart_policy=children.pod_restart_policy(replica.restart_policy),
             env_for=lambda i, c, r=replica: env_for(r, i, c),  # type: ignore[misc]
         )
-        out.append(children.with_hash(children.pod(job, replica.pod_name, template)))
+        # Services are not gated: their names resolve as soon as the pods are Ready.
+        if replica.replica_type not in gate.blocked:
+            out.append(children.with_hash(children.pod(job, replica.pod_name, template)))
         selector = {
             k: labels[k] for k in (L.OPERATOR_NAME, L.JOB_NAME, L.REPLICA_TYPE, L.REPLICA_INDEX)
         }

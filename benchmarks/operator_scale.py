@@ -1,0 +1,414 @@
+"""Operator scale benchmark on the local control plane.
+
+Starts a control plane with 50 fake GPU nodes (8 GPUs each), runs ``kubetrain operator``
+as its own process, submits 100 PyTorchJobs (1 Master + 3 Workers, a GPU per pod) and
+50 MPIJobs (2 workers, launcher), and reports, per job, the time from its create call
+to (a) every child the operator creates having appeared and (b) the Running condition;
+plus the total wall time and the operator's CPU seconds and peak RSS.
+
+    .venv/bin/python -m benchmarks.operator_scale            # or: make bench
+    .venv/bin/python -m benchmarks.operator_scale --cluster-dir build/cluster  # reuse one
+
+Times are observed through watches by this process (monotonic clock), so they include
+the watch delivery delay; they are figures to compare, never assertions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cluster.local import LocalCluster
+from cluster.topology import GPU_RESOURCE, default_topology
+from kubetrain.api.crds import generate_crds
+from kubetrain.controller import labels as L
+from kubetrain.controller.errors import ApiError
+from kubetrain.controller.kube import (
+    BATCH_JOBS,
+    CONFIG_MAPS,
+    JOB_RESOURCES,
+    PODS,
+    SECRETS,
+    SERVICES,
+    KubeApi,
+    Resource,
+)
+
+NAMESPACE = "bench"
+TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+CRDS = Resource(
+    "apiextensions.k8s.io", "v1", "customresourcedefinitions", "CustomResourceDefinition", False
+)
+NAMESPACES = Resource("", "v1", "namespaces", "Namespace", namespaced=False)
+
+
+def pytorch_job(name: str) -> dict[str, Any]:
+    def template() -> dict[str, Any]:
+        return {
+            "spec": {
+                "tolerations": [TOLERATION],
+                "containers": [
+                    {
+                        "name": "pytorch",
+                        "image": "registry.example/trainer:1",
+                        "resources": {"limits": {GPU_RESOURCE: "1"}},
+                    }
+                ],
+            }
+        }
+
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "nprocPerNode": "1",
+            "pytorchReplicaSpecs": {
+                "Master": {"replicas": 1, "template": template()},
+                "Worker": {"replicas": 3, "template": template()},
+            },
+        },
+    }
+
+
+def mpi_job(name: str) -> dict[str, Any]:
+    def template(container: str) -> dict[str, Any]:
+        return {
+            "spec": {
+                "tolerations": [TOLERATION],
+                "containers": [{"name": container, "image": "registry.example/horovod:1"}],
+            }
+        }
+
+    return {
+        "apiVersion": "kubeflow.org/v2beta1",
+        "kind": "MPIJob",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "slotsPerWorker": 1,
+            "mpiReplicaSpecs": {
+                "Launcher": {"replicas": 1, "template": template("launcher")},
+                "Worker": {"replicas": 2, "template": template("worker")},
+            },
+        },
+    }
+
+
+#: Children the operator creates, per kind, by (resource kind, name suffix).
+def expected_children(kind: str, name: str) -> set[tuple[str, str]]:
+    if kind == "PyTorchJob":
+        pods = [f"{name}-master-0"] + [f"{name}-worker-{i}" for i in range(3)]
+        return {("Pod", p) for p in pods} | {("Service", p) for p in pods}
+    workers = {("Pod", f"{name}-worker-{i}") for i in range(2)}
+    return workers | {
+        ("Service", name),
+        ("ConfigMap", f"{name}-config"),
+        ("Secret", f"{name}-ssh"),
+        ("Job", f"{name}-launcher"),
+    }
+
+
+@dataclass
+class JobTimes:
+    kind: str
+    submitted: float = 0.0
+    first_child_at: float | None = None
+    children_at: float | None = None
+    running_at: float | None = None
+    seen: set[tuple[str, str]] = field(default_factory=set)
+
+
+class Observer:
+    """Watches the namespace and timestamps each job's milestones, and each pod's time
+    from creation to Running (the scheduler's and the fake kubelet's share)."""
+
+    def __init__(self, api: KubeApi, jobs: Mapping[str, JobTimes]) -> None:
+        self.api = api
+        self.jobs = jobs
+        self.pod_added: dict[str, float] = {}
+        self.pod_start: list[float] = []
+        self.lock = threading.Lock()
+        self.stop = threading.Event()
+        self.threads: list[threading.Thread] = []
+        self.ready = threading.Barrier(9)
+
+    def start(self) -> None:
+        for resource in (PODS, SERVICES, CONFIG_MAPS, SECRETS, BATCH_JOBS):
+            self._spawn(resource, self._child)
+        for resource in JOB_RESOURCES.values():
+            self._spawn(resource, self._job)
+        self.ready.wait()
+
+    def _spawn(self, resource: Resource, handle: Any) -> None:
+        thread = threading.Thread(target=self._watch, args=(resource, handle), daemon=True)
+        thread.start()
+        self.threads.append(thread)
+
+    def _watch(self, resource: Resource, handle: Any) -> None:
+        _items, rv = self.api.list(resource, NAMESPACE)
+        self.ready.wait()
+        while not self.stop.is_set():
+            try:
+                for event in self.api.watch(
+                    resource, NAMESPACE, resource_version=rv, timeout_seconds=60
+                ):
+                    rv = str(event.object.get("metadata", {}).get("resourceVersion") or rv)
+                    if event.type in ("ADDED", "MODIFIED"):
+                        handle(resource, event.object)
+            except ApiError:
+                time.sleep(0.2)
+
+    def _child(self, resource: Resource, obj: dict[str, Any]) -> None:
+        now = time.monotonic()
+        labels = obj.get("metadata", {}).get("labels") or {}
+        job = labels.get(L.JOB_NAME)
+        name = str(obj["metadata"]["name"])
+        with self.lock:
+            if resource is PODS:
+                phase = (obj.get("status") or {}).get("phase")
+                if name not in self.pod_added:
+                    self.pod_added[name] = now
+                elif phase == "Running" and self.pod_added[name] > 0:
+                    self.pod_start.append(now - self.pod_added[name])
+                    self.pod_added[name] = -1.0
+            times = self.jobs.get(str(job))
+            if times is None or times.children_at is not None:
+                return
+            if times.first_child_at is None:
+                times.first_child_at = now
+            times.seen.add((resource.kind, name))
+            if expected_children(times.kind, str(job)) <= times.seen:
+                times.children_at = now
+
+    def _job(self, resource: Resource, obj: dict[str, Any]) -> None:
+        now = time.monotonic()
+        conditions = (obj.get("status") or {}).get("conditions") or []
+        running = any(c.get("type") == "Running" and c.get("status") == "True" for c in conditions)
+        with self.lock:
+            times = self.jobs.get(str(obj["metadata"]["name"]))
+            if times is not None and running and times.running_at is None:
+                times.running_at = now
+
+
+def process_stats(pid: int) -> tuple[float, float]:
+    """CPU seconds (user + system) and peak RSS in MiB of a live process."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    cpu = (int(fields[11]) + int(fields[12])) / CLOCK_TICKS
+    peak = 0.0
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmHWM:"):
+            peak = int(line.split()[1]) / 1024
+    return cpu, peak
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m benchmarks.operator_scale", description=__doc__.split("\n\n")[0]
+    )
+    parser.add_argument("--pytorch-jobs", type=int, default=100)
+    parser.add_argument("--mpi-jobs", type=int, default=50)
+    parser.add_argument("--gpu-nodes", type=int, default=50)
+    parser.add_argument("--workers", type=int, default=8, help="operator --workers")
+    parser.add_argument("--qps", type=float, default=500, help="operator --kube-api-qps")
+    parser.add_argument("--burst", type=int, default=1000, help="operator --kube-api-burst")
+    parser.add_argument("--submitters", type=int, default=4, help="threads creating the jobs")
+    parser.add_argument("--timeout", type=float, default=600, help="seconds to wait for Running")
+    parser.add_argument(
+        "--cluster-dir",
+        type=Path,
+        default=None,
+        help="use a running control plane (make cluster-up)",
+    )
+    args = parser.parse_args(argv)
+
+    workdir = Path(tempfile.mkdtemp(prefix="kubetrain-bench-"))
+    own_cluster = args.cluster_dir is None
+    cluster = LocalCluster(
+        args.cluster_dir or workdir / "cluster",
+        topology=default_topology(cpu_nodes=2, gpu_nodes=args.gpu_nodes, gpus_per_node=8),
+    )
+    operator: subprocess.Popen[bytes] | None = None
+    try:
+        if own_cluster:
+            started = time.monotonic()
+            cluster.up(timeout=300)
+            took = time.monotonic() - started
+            print(f"control plane with {args.gpu_nodes} GPU nodes up in {took:.1f}s")
+        api = KubeApi.connect(str(cluster.kubeconfig), qps=1000, burst=2000, pool_size=32)
+        for crd in generate_crds():
+            api.apply(crd, resource=CRDS)
+        try:
+            api.create(
+                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+                resource=NAMESPACES,
+            )
+        except ApiError as err:
+            if err.status != 409:
+                raise
+        wait_ready(api)
+
+        log_path = workdir / "operator.log"
+        operator = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "kubetrain.commands.operator",
+                f"--kubeconfig={cluster.kubeconfig}",
+                f"--namespace={NAMESPACE}",
+                f"--workers={args.workers}",
+                f"--kube-api-qps={args.qps:g}",
+                f"--kube-api-burst={args.burst}",
+                "--metrics-port=18480",
+                "--health-port=18481",
+                "--log-level=warning",
+            ],
+            stdout=log_path.open("wb"),
+            stderr=subprocess.STDOUT,
+        )
+        time.sleep(3)
+        if operator.poll() is not None:
+            print(log_path.read_text(), file=sys.stderr)
+            return 1
+        cpu_before, _ = process_stats(operator.pid)
+
+        names = [("PyTorchJob", f"pt-{i:03d}") for i in range(args.pytorch_jobs)]
+        names += [("MPIJob", f"mpi-{i:03d}") for i in range(args.mpi_jobs)]
+        names.sort(key=lambda kn: kn[1].split("-")[1] + kn[0])  # interleave the kinds
+        times = {name: JobTimes(kind) for kind, name in names}
+        observer = Observer(api, times)
+        observer.start()
+
+        began = time.monotonic()
+        submit(api, names, times, threads=args.submitters)
+        submitted = time.monotonic() - began
+        deadline = time.monotonic() + args.timeout
+        while time.monotonic() < deadline:
+            with observer.lock:
+                if all(t.running_at is not None for t in times.values()):
+                    break
+            time.sleep(0.2)
+        wall = time.monotonic() - began
+        cpu_after, peak_rss = process_stats(operator.pid)
+        observer.stop.set()
+        print_reconcile_stats()
+
+        report(args, times, submitted, wall, cpu_after - cpu_before, peak_rss, observer.pod_start)
+        return 0
+    finally:
+        if operator is not None and operator.poll() is None:
+            operator.terminate()
+            operator.wait(timeout=30)
+        if own_cluster:
+            cluster.down()
+
+
+def print_reconcile_stats() -> None:
+    """Reconcile count and mean duration from the operator's /metrics."""
+    import urllib.request
+
+    with urllib.request.urlopen("http://127.0.0.1:18480/metrics", timeout=5) as resp:
+        text = resp.read().decode()
+    total = count = 0.0
+    for line in text.splitlines():
+        if line.startswith("kubetrain_reconcile_duration_seconds_sum"):
+            total += float(line.rsplit(" ", 1)[1])
+        elif line.startswith("kubetrain_reconcile_duration_seconds_count"):
+            count += float(line.rsplit(" ", 1)[1])
+    if count:
+        print(f"reconciles: {count:.0f}, mean {total / count * 1000:.0f} ms")
+
+
+def submit(
+    api: KubeApi, names: list[tuple[str, str]], times: Mapping[str, JobTimes], *, threads: int
+) -> None:
+    """Create the jobs from ``threads`` threads (a burst, as a pipeline submitting a sweep)."""
+    pending = list(reversed(names))
+    lock = threading.Lock()
+
+    def run() -> None:
+        while True:
+            with lock:
+                if not pending:
+                    return
+                kind, name = pending.pop()
+            body = pytorch_job(name) if kind == "PyTorchJob" else mpi_job(name)
+            times[name].submitted = time.monotonic()
+            api.create(body)
+
+    workers = [threading.Thread(target=run) for _ in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+
+
+def wait_ready(api: KubeApi) -> None:
+    """Until the CRDs are served and the namespace can hold pods."""
+    for _ in range(120):
+        try:
+            for resource in JOB_RESOURCES.values():
+                api.list(resource, NAMESPACE)
+            if api.get(
+                Resource("", "v1", "serviceaccounts", "ServiceAccount"), NAMESPACE, "default"
+            ):
+                return
+        except ApiError:
+            pass
+        time.sleep(0.5)
+    raise SystemExit("the CRDs or the namespace did not become ready in 60s")
+
+
+def report(
+    args: argparse.Namespace,
+    times: Mapping[str, JobTimes],
+    submitted: float,
+    wall: float,
+    cpu: float,
+    peak_rss: float,
+    pod_start: list[float],
+) -> None:
+    first = [t.first_child_at - t.submitted for t in times.values() if t.first_child_at]
+    children = [t.children_at - t.submitted for t in times.values() if t.children_at]
+    running = [t.running_at - t.submitted for t in times.values() if t.running_at]
+    flags = f"--workers={args.workers} --kube-api-qps={args.qps:g} --kube-api-burst={args.burst}"
+    print(f"\noperator: {flags}")
+    print(
+        f"jobs: {args.pytorch_jobs} PyTorchJobs (1 Master + 3 Workers) + {args.mpi_jobs} MPIJobs "
+        f"(2 workers) on {args.gpu_nodes} fake GPU nodes; submitted in {submitted:.1f}s"
+    )
+    print(f"{'':28}{'p50':>9}{'p99':>9}{'max':>9}   samples")
+    rows = (
+        ("create -> first child", first),
+        ("create -> all children", children),
+        ("create -> Running", running),
+        ("pod created -> Running", pod_start),
+    )
+    for label, values in rows:
+        print(
+            f"{label:28}{percentile(values, 50):8.2f}s{percentile(values, 99):8.2f}s"
+            f"{max(values, default=float('nan')):8.2f}s   {len(values)}"
+        )
+    print(f"total wall time (first create -> last Running): {wall:.1f}s")
+    print(f"operator CPU: {cpu:.1f}s   operator peak RSS: {peak_rss:.0f} MiB")
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
