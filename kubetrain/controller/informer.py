@@ -17,11 +17,11 @@ import contextlib
 import logging
 import random
 import threading
-from collections.abc import Callable, Hashable, Iterable, Mapping
-from typing import Any
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
+from typing import Any, Protocol
 
 from kubetrain.controller.errors import ApiError
-from kubetrain.controller.kube import KubeApi, Resource
+from kubetrain.controller.kube import Resource, WatchEvent
 
 log = logging.getLogger("kubetrain.informer")
 
@@ -47,6 +47,31 @@ def is_older(candidate: str, current: str) -> bool:
     if candidate.isdigit() and current.isdigit():
         return int(candidate) < int(current)
     return False
+
+
+class ListWatch(Protocol):
+    """The two calls an informer makes (``kube.KubeApi`` provides them)."""
+
+    def list(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        metadata_only: bool = False,
+    ) -> tuple[list[dict[str, Any]], str]: ...
+
+    def watch(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        *,
+        resource_version: str,
+        label_selector: str | None = None,
+        metadata_only: bool = False,
+        timeout_seconds: int = 300,
+        on_open: Any = None,
+    ) -> Iterator[WatchEvent]: ...
 
 
 # -- transforms ---------------------------------------------------------------------------
@@ -146,7 +171,7 @@ class Informer:
 
     def __init__(
         self,
-        api: KubeApi,
+        api: ListWatch,
         resource: Resource,
         *,
         namespace: str | None = None,

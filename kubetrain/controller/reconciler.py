@@ -63,6 +63,7 @@ class JobMemory:
     """What the operator remembers about a job between reconciles (lost on restart,
     which only costs repeated Events: the counts that matter are in the status)."""
 
+    uid: str = ""
     counted_failures: frozenset[str] = frozenset()
     seen_restart_counts: dict[str, int] = field(default_factory=dict)
     emitted: OrderedDict[str, None] = field(default_factory=OrderedDict)
@@ -105,16 +106,25 @@ class Reconciler:
         self.clock = clock
         #: Runs a plan's child writes concurrently (None: one after the other).
         self.executor = executor
-        self._memory: dict[str, JobMemory] = {}
+        self._memory: dict[JobKey, JobMemory] = {}
         self._lock = threading.Lock()
 
-    def memory(self, uid: str) -> JobMemory:
+    def memory(self, key: JobKey, uid: str) -> JobMemory:
+        """The memory of job ``key``; a new job of the same name starts afresh."""
         with self._lock:
-            return self._memory.setdefault(uid, JobMemory())
+            current = self._memory.get(key)
+            if current is None or current.uid != uid:
+                current = self._memory[key] = JobMemory(uid=uid)
+            return current
 
-    def forget(self, uid: str) -> None:
+    def forget(self, key: JobKey) -> None:
         with self._lock:
-            self._memory.pop(uid, None)
+            self._memory.pop(key, None)
+
+    def remembered(self) -> int:
+        """How many jobs the reconciler holds memory for (bounded by live jobs)."""
+        with self._lock:
+            return len(self._memory)
 
     def reconcile(self, key: JobKey) -> Result:
         """Reconcile one job; raises ApiError for the caller's retry policy."""
@@ -139,16 +149,17 @@ class Reconciler:
         kind, _namespace, _name = key
         raw = self.cache.job(key)
         if raw is None:
+            self.forget(key)
             return Result()
         meta = raw.get("metadata") or {}
         uid = str(meta.get("uid") or "")
         if meta.get("deletionTimestamp"):
-            self.forget(uid)
+            self.forget(key)
             return Result()
         if not managed_by.is_ours(raw):
             return Result()
         plugin = self.plugins[kind]
-        memory = self.memory(uid)
+        memory = self.memory(key, uid)
         now = self.clock()
         observed = self.cache.observed(key, uid, now)
         ctx = Context(

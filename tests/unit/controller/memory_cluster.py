@@ -1,0 +1,95 @@
+"""An in-memory cluster behind the reconciler's two interfaces (JobCache and
+ClusterWriter), recording every write in order. The informer-backed implementation is
+exercised against the real API server by the integration tests."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from kubetrain.controller.errors import ApiError
+from kubetrain.controller.planner import Event
+from kubetrain.controller.plugins.base import Observed
+from kubetrain.controller.policies.cleanup import ChildRef
+from kubetrain.controller.reconciler import JobKey
+
+KINDS = ("Pod", "Service", "ConfigMap", "Secret", "Job")
+
+
+class MemoryCluster:
+    def __init__(self) -> None:
+        self.jobs: dict[JobKey, dict[str, Any]] = {}
+        self.children: dict[str, dict[str, dict[str, Any]]] = {k: {} for k in KINDS}
+        self.calls: list[tuple[str, str]] = []
+        self.events: list[Event] = []
+        #: kind -> error raised by the next apply/create of that kind.
+        self.fail_next: dict[str, ApiError] = {}
+
+    def add_job(self, raw: dict[str, Any]) -> JobKey:
+        key = (raw["kind"], raw["metadata"]["namespace"], raw["metadata"]["name"])
+        self.jobs[key] = copy.deepcopy(raw)
+        return key
+
+    # -- JobCache --------------------------------------------------------------------
+
+    def job(self, key: JobKey) -> dict[str, Any] | None:
+        return copy.deepcopy(self.jobs.get(key))
+
+    def observed(self, key: JobKey, uid: str, now: datetime) -> Observed:
+        return Observed(
+            pods=dict(self.children["Pod"]),
+            services=dict(self.children["Service"]),
+            config_maps=dict(self.children["ConfigMap"]),
+            secrets=dict(self.children["Secret"]),
+            batch_jobs=dict(self.children["Job"]),
+            now=now,
+        )
+
+    # -- ClusterWriter ---------------------------------------------------------------
+
+    def _store(self, verb: str, obj: dict[str, Any]) -> None:
+        error = self.fail_next.pop(obj["kind"], None)
+        if error is not None:
+            raise error
+        stored = copy.deepcopy(obj)
+        stored["metadata"].setdefault("uid", f"uid-{obj['metadata']['name']}")
+        self.children[obj["kind"]][obj["metadata"]["name"]] = stored
+        self.calls.append((verb, f"{obj['kind']}/{obj['metadata']['name']}"))
+
+    def apply(self, obj: dict[str, Any]) -> None:
+        self._store("apply", obj)
+
+    def create(self, obj: dict[str, Any]) -> None:
+        self._store("create", obj)
+
+    def delete(self, namespace: str, ref: ChildRef) -> None:
+        self.children[ref.kind].pop(ref.name, None)
+        self.calls.append(("delete", f"{ref.kind}/{ref.name}"))
+
+    def write_status(self, key: JobKey, raw: Mapping[str, Any], status: dict[str, Any]) -> None:
+        job = self.jobs[key]
+        job["status"] = copy.deepcopy(status)
+        meta = job["metadata"]
+        meta["resourceVersion"] = str(int(meta.get("resourceVersion") or "1") + 1)
+        self.calls.append(("status", key[2]))
+
+    def delete_job(self, key: JobKey, uid: str) -> None:
+        self.jobs.pop(key, None)
+        self.calls.append(("delete-job", key[2]))
+
+    def emit_event(self, raw: Mapping[str, Any], event: Event) -> None:
+        self.events.append(event)
+        self.calls.append(("event", event.reason))
+
+    def state(self, key: JobKey) -> str | None:
+        conditions = (self.jobs[key].get("status") or {}).get("conditions") or []
+        return str(conditions[-1]["type"]) if conditions else None
+
+    def condition(self, key: JobKey, kind: str) -> dict[str, Any] | None:
+        for cond in (self.jobs[key].get("status") or {}).get("conditions") or []:
+            if cond["type"] == kind:
+                found: dict[str, Any] = cond
+                return found
+        return None

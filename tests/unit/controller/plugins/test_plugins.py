@@ -1,0 +1,246 @@
+"""The plugins' desired children: names, labels, owner references, environment, gating."""
+
+from __future__ import annotations
+
+import base64
+import json
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kubetrain.controller import labels as L
+from kubetrain.controller.plugins.base import Observed
+from kubetrain.controller.plugins.mpi_plugin import MPIPlugin
+from kubetrain.controller.plugins.pytorch_plugin import PyTorchPlugin
+from kubetrain.controller.plugins.registry import build_registry
+from kubetrain.controller.plugins.tensorflow_plugin import TensorFlowPlugin
+from kubetrain.controller.sshkeys import SshKeyPair
+from tests.unit.controller.builders import (
+    JOB_UID,
+    mpi_raw,
+    pod,
+    pytorch_raw,
+    service,
+    tf_raw,
+    typed,
+)
+
+
+def by_name(objs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+    return {(o["kind"], o["metadata"]["name"]): o for o in objs}
+
+
+def env(obj: dict[str, Any], container: int = 0) -> dict[str, str]:
+    spec = obj["spec"]["template"]["spec"] if obj["kind"] == "Job" else obj["spec"]
+    return {e["name"]: e["value"] for e in spec["containers"][container].get("env") or []}
+
+
+def test_registry_is_ordered_and_rejects_unknown_kinds() -> None:
+    assert list(build_registry(("MPIJob", "PyTorchJob"))) == ["PyTorchJob", "MPIJob"]
+    with pytest.raises(ValueError, match="no plugin for kinds"):
+        build_registry(("XGBoostJob",))
+
+
+def test_pytorch_children_before_and_after_the_master_is_ready() -> None:
+    plugin = PyTorchPlugin()
+    job = typed(pytorch_raw(workers=2))
+    first = by_name(plugin.build(job, Observed()))
+    # Workers are gated on the master; every Service is created at once.
+    assert set(first) == {
+        ("Pod", "job-master-0"),
+        ("Service", "job-master-0"),
+        ("Service", "job-worker-0"),
+        ("Service", "job-worker-1"),
+    }
+    ready = Observed(
+        pods={"job-master-0": pod("job-master-0")},
+        services={"job-master-0": service("job-master-0")},
+    )
+    second = by_name(plugin.build(job, ready))
+    worker = second[("Pod", "job-worker-1")]
+    assert worker["metadata"]["labels"] == {
+        L.OPERATOR_NAME: "pytorchjob-controller",
+        L.JOB_NAME: "job",
+        L.REPLICA_TYPE: "worker",
+        L.REPLICA_INDEX: "1",
+    }
+    assert worker["metadata"]["ownerReferences"] == [
+        {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "PyTorchJob",
+            "name": "job",
+            "uid": JOB_UID,
+            "controller": True,
+            "blockOwnerDeletion": True,
+        }
+    ]
+    assert worker["metadata"]["annotations"][L.ISTIO_INJECT_ANNOTATION] == "false"
+    assert worker["spec"]["restartPolicy"] == "OnFailure"
+    assert env(worker)["RANK"] == "2" and env(worker)["MASTER_ADDR"] == "job-master-0"
+    svc = second[("Service", "job-worker-1")]
+    assert svc["spec"]["clusterIP"] == "None"
+    assert svc["spec"]["selector"][L.REPLICA_INDEX] == "1"
+    assert svc["spec"]["ports"] == [
+        {"name": "pytorchjob-port", "port": 23456, "targetPort": 23456, "protocol": "TCP"}
+    ]
+
+
+def test_exit_code_pods_never_restart_in_place() -> None:
+    objs = by_name(
+        PyTorchPlugin().build(
+            typed(pytorch_raw(master=False, restart_policy="ExitCode")), Observed()
+        )
+    )
+    assert objs[("Pod", "job-worker-0")]["spec"]["restartPolicy"] == "Never"
+
+
+def test_a_variable_the_user_set_is_kept() -> None:
+    raw = pytorch_raw(master=False, workers=1)
+    raw["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["env"] = [
+        {"name": "PET_NPROC_PER_NODE", "value": "4"}
+    ]
+    objs = by_name(PyTorchPlugin().build(typed(raw), Observed()))
+    assert env(objs[("Pod", "job-worker-0")])["PET_NPROC_PER_NODE"] == "4"
+
+
+def test_tensorflow_children_and_tf_config() -> None:
+    plugin = TensorFlowPlugin()
+    job = typed(tf_raw(chief=True, workers=2, ps=1))
+    ready = Observed(
+        pods={"job-chief-0": pod("job-chief-0")}, services={"job-chief-0": service("job-chief-0")}
+    )
+    objs = by_name(plugin.build(job, ready))
+    assert {name for kind, name in objs if kind == "Pod"} == {
+        "job-chief-0",
+        "job-ps-0",
+        "job-worker-0",
+        "job-worker-1",
+    }
+    config = json.loads(env(objs[("Pod", "job-ps-0")])["TF_CONFIG"])
+    assert config["task"] == {"type": "ps", "index": 0}
+    assert config["cluster"]["worker"] == ["job-worker-0.ns.svc:2222", "job-worker-1.ns.svc:2222"]
+    assert objs[("Pod", "job-chief-0")]["metadata"]["labels"][L.JOB_ROLE] == "master"
+    gated = by_name(plugin.build(job, Observed()))
+    assert ("Pod", "job-worker-0") not in gated and ("Pod", "job-ps-0") in gated
+
+
+def test_tensorflow_worker_0_is_the_master_without_a_chief() -> None:
+    objs = by_name(TensorFlowPlugin().build(typed(tf_raw(workers=2)), Observed()))
+    assert objs[("Pod", "job-worker-0")]["metadata"]["labels"][L.JOB_ROLE] == "master"
+    assert L.JOB_ROLE not in objs[("Pod", "job-worker-1")]["metadata"]["labels"]
+
+
+def fixed_keys() -> SshKeyPair:
+    return SshKeyPair(private_pem="PRIVATE\n", public_openssh="ecdsa-sha2-nistp521 AAAA test\n")
+
+
+def test_mpi_children_and_the_gated_launcher() -> None:
+    plugin = MPIPlugin(keygen=fixed_keys)
+    job = typed(mpi_raw(workers=2, slots=4))
+    objs = by_name(plugin.build(job, Observed()))
+    assert set(objs) == {
+        ("Service", "job"),
+        ("ConfigMap", "job-config"),
+        ("Secret", "job-ssh"),
+        ("Pod", "job-worker-0"),
+        ("Pod", "job-worker-1"),
+    }
+    assert objs[("ConfigMap", "job-config")]["data"]["hostfile"] == (
+        "job-worker-0.job.ns.svc slots=4\njob-worker-1.job.ns.svc slots=4\n"
+    )
+    secret = objs[("Secret", "job-ssh")]
+    assert secret["type"] == "kubernetes.io/ssh-auth"
+    assert base64.b64decode(secret["data"]["ssh-publickey"]).decode() == fixed_keys().public_openssh
+    worker = objs[("Pod", "job-worker-0")]
+    assert worker["spec"]["hostname"] == "job-worker-0" and worker["spec"]["subdomain"] == "job"
+    assert worker["spec"]["containers"][0]["command"] == ["/usr/sbin/sshd", "-De"]
+    assert env(worker) == {"K_MPI_JOB_ROLE": "worker"}
+    assert worker["metadata"]["labels"][L.JOB_ROLE] == "worker"
+
+    ready = Observed(
+        pods={n: pod(n) for n in ("job-worker-0", "job-worker-1")},
+        services={"job": service("job", replica_index=False)},
+        secrets={"job-ssh": {"metadata": {"name": "job-ssh"}}},
+    )
+    objs = by_name(plugin.build(job, ready))
+    assert ("Secret", "job-ssh") not in objs  # generated once
+    launcher = objs[("Job", "job-launcher")]
+    launcher_env = env(launcher)
+    assert launcher_env["OMPI_MCA_orte_default_hostfile"] == "/etc/mpi/hostfile"
+    assert launcher_env["NVIDIA_VISIBLE_DEVICES"] == ""
+    mounts = {
+        m["name"]: m["mountPath"]
+        for m in launcher["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
+    }
+    assert mounts == {"ssh-auth": "/root/.ssh", "mpi-job-config": "/etc/mpi"}
+    assert launcher["spec"]["template"]["spec"]["restartPolicy"] == "OnFailure"
+    discover = objs[("ConfigMap", "job-config")]["data"]["discover_hosts.sh"]
+    assert discover == "#!/bin/sh\necho job-worker-0.job.ns.svc:4\necho job-worker-1.job.ns.svc:4\n"
+
+
+def test_mpi_rejects_restart_policies_a_batch_job_cannot_have() -> None:
+    errors = MPIPlugin(keygen=fixed_keys).validate(
+        typed(
+            mpi_raw(
+                mpiReplicaSpecs={
+                    "Launcher": {
+                        "replicas": 1,
+                        "restartPolicy": "Never",
+                        "template": {"spec": {"containers": [{"name": "l", "image": "i"}]}},
+                    },
+                    "Worker": {
+                        "replicas": 1,
+                        "restartPolicy": "ExitCode",
+                        "template": {"spec": {"containers": [{"name": "w", "image": "i"}]}},
+                    },
+                }
+            )
+        )
+    )
+    assert [e.path for e in errors] == ["spec.mpiReplicaSpecs.Worker.restartPolicy"]
+    assert "Never or OnFailure" in str(errors[0])
+
+
+def test_real_ssh_keys_are_ecdsa_p521() -> None:
+    from kubetrain.controller.sshkeys import generate_ssh_keys
+
+    keys = generate_ssh_keys()
+    assert keys.private_pem.startswith("-----BEGIN EC PRIVATE KEY-----")
+    assert keys.public_openssh.startswith("ecdsa-sha2-nistp521 ")
+    assert generate_ssh_keys().public_openssh != keys.public_openssh
+
+
+@settings(max_examples=40, deadline=None)
+@given(
+    masters=st.integers(0, 1), workers=st.integers(0, 6), nproc=st.sampled_from(["1", "4", "auto"])
+)
+def test_pytorch_children_are_unique_owned_and_consistent(
+    masters: int, workers: int, nproc: str
+) -> None:
+    if masters + workers == 0:
+        return
+    raw = pytorch_raw(master=bool(masters), workers=workers)
+    raw["spec"]["nprocPerNode"] = nproc
+    job = typed(raw)
+    observed = Observed(
+        pods={"job-master-0": pod("job-master-0")},
+        services={"job-master-0": service("job-master-0")},
+    )
+    objs = PyTorchPlugin().build(job, observed)
+    keys = [(o["kind"], o["metadata"]["name"]) for o in objs]
+    assert len(keys) == len(set(keys))
+    pods = [o for o in objs if o["kind"] == "Pod"]
+    assert len(pods) == masters + workers
+    assert all(o["metadata"]["ownerReferences"][0]["uid"] == JOB_UID for o in objs)
+    expected_world = (masters + workers) * (int(nproc) if nproc.isdigit() else 1)
+    ranks = set()
+    for p in pods:
+        variables = env(p)
+        if masters:
+            assert variables["WORLD_SIZE"] == str(expected_world)
+            ranks.add(int(variables["RANK"]))
+        assert variables["PET_NNODES"] == str(masters + workers)
+    if masters:
+        assert ranks == set(range(masters + workers))

@@ -1,0 +1,199 @@
+"""Informer behaviour on a scripted list/watch: resume from the last resourceVersion,
+re-list on 410 Gone with only the differences reported, write-through, trimming."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+from kubetrain.controller.errors import ApiError
+from kubetrain.controller.informer import Informer, is_older, trim_metadata_only, trim_pod
+from kubetrain.controller.kube import PODS, Resource, WatchEvent
+
+
+def obj(name: str, rv: str, uid: str | None = None, **labels: str) -> dict[str, Any]:
+    return {
+        "metadata": {
+            "name": name,
+            "namespace": "ns",
+            "uid": uid or f"uid-{name}",
+            "resourceVersion": rv,
+            "labels": labels,
+        }
+    }
+
+
+class Script:
+    """Answers list and watch calls from a script; the last watch stops the informer."""
+
+    def __init__(
+        self,
+        lists: list[tuple[list[dict[str, Any]], str]],
+        watches: list[list[WatchEvent] | ApiError],
+    ) -> None:
+        self.lists = lists
+        self.watches = watches
+        self.watched_from: list[str] = []
+        self.informer: Informer | None = None
+
+    def list(
+        self,
+        resource: Resource,
+        namespace: str | None = None,
+        *,
+        label_selector: str | None = None,
+        metadata_only: bool = False,
+    ) -> tuple[list[dict[str, Any]], str]:
+        return self.lists.pop(0)
+
+    def watch(
+        self,
+        resource: Resource,
+        namespace: str | None,
+        *,
+        resource_version: str,
+        label_selector: str | None = None,
+        metadata_only: bool = False,
+        timeout_seconds: int = 300,
+        on_open: Any = None,
+    ) -> Iterator[WatchEvent]:
+        self.watched_from.append(resource_version)
+        if not self.watches:
+            assert self.informer is not None
+            self.informer.stop()
+            return
+        step = self.watches.pop(0)
+        if isinstance(step, ApiError):
+            raise step
+        yield from step
+
+
+def run(script: Script, **kwargs: Any) -> tuple[Informer, list[tuple[str, str]]]:
+    seen: list[tuple[str, str]] = []
+    informer = Informer(
+        script,
+        PODS,
+        namespace="ns",
+        handler=lambda kind, o: seen.append((kind, o["metadata"]["name"])),
+        **kwargs,
+    )
+    script.informer = informer
+    informer.run()
+    return informer, seen
+
+
+def test_resumes_from_the_last_version_and_relists_on_410() -> None:
+    script = Script(
+        lists=[([obj("a", "1"), obj("b", "2")], "2"), ([obj("a", "5"), obj("c", "11")], "12")],
+        watches=[
+            [WatchEvent("MODIFIED", obj("a", "5")), WatchEvent("BOOKMARK", obj("", "9"))],
+            [WatchEvent("ERROR", {"code": 410, "reason": "Expired", "message": "too old"})],
+        ],
+    )
+    informer, seen = run(script)
+    assert script.watched_from == ["2", "9", "12"]
+    # After the re-list: b is reported gone, c new, a unchanged is not reported again.
+    assert seen == [
+        ("ADDED", "a"),
+        ("ADDED", "b"),
+        ("MODIFIED", "a"),
+        ("DELETED", "b"),
+        ("ADDED", "c"),
+    ]
+    assert sorted(o["metadata"]["name"] for o in informer.items()) == ["a", "c"]
+    assert informer.relists == 2 and informer.synced.is_set()
+
+
+def test_a_broken_watch_resumes_without_a_relist() -> None:
+    script = Script(
+        lists=[([obj("a", "1")], "1")],
+        watches=[
+            [WatchEvent("ADDED", obj("b", "3"))],
+            ApiError(0, "ProtocolError", "connection reset", "WATCH"),
+            [WatchEvent("DELETED", obj("a", "4"))],
+        ],
+    )
+    informer, seen = run(script)
+    assert script.watched_from[:3] == ["1", "3", "3"]
+    assert informer.relists == 1
+    assert seen == [("ADDED", "a"), ("ADDED", "b"), ("DELETED", "a")]
+
+
+def test_write_through_suppresses_the_echo_and_ignores_older_events() -> None:
+    script = Script(
+        lists=[([obj("a", "1")], "1")],
+        watches=[
+            [
+                WatchEvent("MODIFIED", obj("a", "10")),  # the echo of our write
+                WatchEvent("MODIFIED", obj("a", "8")),  # older than what we wrote
+                WatchEvent("MODIFIED", obj("a", "11")),  # someone else's change
+            ]
+        ],
+    )
+    seen: list[tuple[str, str]] = []
+    informer = Informer(script, PODS)
+
+    def handler(kind: str, o: dict[str, Any]) -> None:
+        seen.append((kind, o["metadata"]["resourceVersion"]))
+        if o["metadata"]["resourceVersion"] == "1":
+            informer.upsert(obj("a", "10"))  # our write, answered with version 10
+
+    informer.handler = handler
+    script.informer = informer
+    informer.run()
+    assert seen == [("ADDED", "1"), ("MODIFIED", "11")]
+    current = informer.get("ns", "a")
+    assert current is not None and current["metadata"]["resourceVersion"] == "11"
+
+
+def test_mark_deleted_shows_the_object_as_being_deleted() -> None:
+    informer = Informer(Script([], []), PODS)
+    informer.upsert(obj("a", "1"))
+    informer.mark_deleted("ns", "a", uid="another-uid")
+    assert "deletionTimestamp" not in informer.get("ns", "a")["metadata"]  # type: ignore[index]
+    informer.mark_deleted("ns", "a", uid="uid-a")
+    assert informer.get("ns", "a")["metadata"]["deletionTimestamp"]  # type: ignore[index]
+
+
+def test_the_index_follows_label_changes() -> None:
+    informer = Informer(
+        Script([], []), PODS, index=lambda o: (o["metadata"].get("labels") or {}).get("job")
+    )
+    informer.upsert(obj("a", "1", job="one"))
+    informer.upsert(obj("b", "1", job="one"))
+    informer.upsert(obj("a", "2", job="two"))
+    assert [o["metadata"]["name"] for o in informer.by_index("one")] == ["b"]
+    assert [o["metadata"]["name"] for o in informer.by_index("two")] == ["a"]
+
+
+def test_trimming_keeps_what_the_policies_read_and_drops_the_rest() -> None:
+    full = obj("p", "1")
+    full["metadata"]["managedFields"] = [{"manager": "kubectl"}]
+    full["metadata"]["annotations"] = {"kubetrain.dev/spec-hash": "abc", "note": "x" * 1000}
+    full["spec"] = {"restartPolicy": "Never", "containers": [{"name": "c", "image": "i"}]}
+    full["status"] = {
+        "phase": "Failed",
+        "hostIP": "10.0.0.1",
+        "containerStatuses": [
+            {
+                "name": "c",
+                "restartCount": 0,
+                "image": "i",
+                "state": {"terminated": {"exitCode": 137}},
+            }
+        ],
+    }
+    trimmed = trim_pod(full)
+    assert trimmed["metadata"]["annotations"] == {"kubetrain.dev/spec-hash": "abc"}
+    assert "managedFields" not in trimmed["metadata"]
+    assert trimmed["spec"] == {"restartPolicy": "Never"}
+    assert trimmed["status"]["containerStatuses"] == [
+        {"name": "c", "restartCount": 0, "state": {"terminated": {"exitCode": 137}}}
+    ]
+    secret = {**obj("s", "1"), "data": {"ssh-privatekey": "c2VjcmV0"}}
+    assert "data" not in trim_metadata_only(secret)
+
+
+def test_resource_versions_compare_as_numbers() -> None:
+    assert is_older("9", "10") and not is_older("10", "9")
+    assert not is_older("abc", "10")

@@ -1,0 +1,200 @@
+"""The reconcile decision, table by table: one job state and one observation in, one
+plan out."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from kubetrain.controller import labels as L
+from kubetrain.controller.planner import Context, Plan, plan
+from kubetrain.controller.plugins.base import Observed
+from kubetrain.controller.plugins.registry import build_registry
+from tests.unit.controller.builders import NOW, batch_job, mpi_raw, pod, pytorch_raw, service, stamp
+
+PLUGINS = build_registry(("PyTorchJob", "TFJob", "MPIJob"))
+
+
+def decide(raw: dict[str, Any], observed: Observed | None = None, **ctx: Any) -> Plan:
+    observed = observed or Observed(now=NOW)
+    if observed.now != NOW:
+        observed = Observed(**{**observed.__dict__, "now": NOW})
+    return plan(raw, PLUGINS[raw["kind"]], observed, Context(now=NOW, **ctx))
+
+
+def cond(p: Plan, kind: str) -> dict[str, Any] | None:
+    assert p.status is not None
+    return next((c for c in p.status.get("conditions") or [] if c["type"] == kind), None)
+
+
+def pods(*items: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    return {p["metadata"]["name"]: p for p in items}
+
+
+def running_status(started_ago: float = 30) -> dict[str, Any]:
+    return {
+        "conditions": [
+            {
+                "type": "Created",
+                "status": "True",
+                "reason": "PyTorchJobCreated",
+                "message": "PyTorchJob job is created.",
+            },
+            {
+                "type": "Running",
+                "status": "True",
+                "reason": "PyTorchJobRunning",
+                "message": "PyTorchJob job is running.",
+            },
+        ],
+        "startTime": stamp(started_ago),
+    }
+
+
+def test_an_invalid_job_fails_with_every_problem() -> None:
+    raw = pytorch_raw()
+    raw["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = -1
+    raw["spec"]["runPolicy"] = {"backoffLimit": "three"}
+    p = decide(raw)
+    failed = cond(p, "Failed")
+    assert failed is not None and failed["reason"] == "InvalidSpec"
+    assert "spec.pytorchReplicaSpecs.Worker.replicas" in failed["message"]
+    assert "spec.runPolicy.backoffLimit" in failed["message"]
+    assert p.apply == [] and p.job is None
+
+
+def test_a_suspended_job_has_no_pods_and_no_start_time() -> None:
+    raw = pytorch_raw(run_policy={"suspend": True}, status=running_status())
+    observed = Observed(
+        pods=pods(pod("job-master-0"), pod("job-worker-0")),
+        services={"job-master-0": service("job-master-0")},
+    )
+    p = decide(raw, observed)
+    assert {(r.kind, r.name) for r in p.delete} == {
+        ("Pod", "job-master-0"),
+        ("Pod", "job-worker-0"),
+        ("Service", "job-master-0"),
+    }
+    assert cond(p, "Suspended")["status"] == "True"  # type: ignore[index]
+    running = cond(p, "Running")
+    assert running is not None and (running["status"], running["reason"]) == (
+        "False",
+        "PyTorchJobSuspended",
+    )
+    assert p.status is not None and "startTime" not in p.status and p.apply == []
+
+
+def test_resuming_sets_suspended_false_and_restarts_the_clock() -> None:
+    status = running_status()
+    status["conditions"].append(
+        {"type": "Suspended", "status": "True", "reason": "PyTorchJobSuspended"}
+    )
+    del status["startTime"]
+    p = decide(pytorch_raw(status=status))
+    suspended = cond(p, "Suspended")
+    assert suspended is not None and (suspended["status"], suspended["reason"]) == (
+        "False",
+        "PyTorchJobResumed",
+    )
+    assert p.status is not None and p.status["startTime"] == stamp(0)
+    assert ("Pod", "job-master-0") in {(o["kind"], o["metadata"]["name"]) for o in p.apply}
+
+
+def test_the_deadline_fails_the_job_and_stops_active_pods() -> None:
+    raw = pytorch_raw(
+        run_policy={"activeDeadlineSeconds": 20}, status=running_status(started_ago=20)
+    )
+    observed = Observed(pods=pods(pod("job-master-0"), pod("job-worker-0", "Succeeded")))
+    p = decide(raw, observed)
+    failed = cond(p, "Failed")
+    assert failed is not None and failed["reason"] == "DeadlineExceeded"
+    assert [(r.kind, r.name) for r in p.delete] == [("Pod", "job-master-0")]
+    assert p.status is not None and p.status["completionTime"] == stamp(0)
+    assert p.metrics == ["failed"]
+
+
+def test_before_the_deadline_the_job_is_requeued_for_it() -> None:
+    raw = pytorch_raw(
+        workers=0, run_policy={"activeDeadlineSeconds": 60}, status=running_status(started_ago=20)
+    )
+    p = decide(
+        raw,
+        Observed(
+            pods=pods(pod("job-master-0")), services={"job-master-0": service("job-master-0")}
+        ),
+    )
+    assert p.requeue_after is not None and 39.9 < p.requeue_after < 40.2
+
+
+def test_the_startup_timeout_annotation_bounds_the_gate() -> None:
+    raw = pytorch_raw(status=running_status(started_ago=100))
+    raw["status"]["conditions"] = raw["status"]["conditions"][:1]
+    raw["metadata"]["annotations"] = {L.STARTUP_TIMEOUT_ANNOTATION: "30"}
+    stuck = pod(
+        "job-master-0",
+        "Pending",
+        created_ago=31,
+        waiting="ImagePullBackOff",
+        message="pull access denied",
+    )
+    p = decide(raw, Observed(pods=pods(stuck), services={"job-master-0": service("job-master-0")}))
+    failed = cond(p, "Failed")
+    assert failed is not None and failed["reason"] == "StartupTimeout"
+    assert "ImagePullBackOff" in failed["message"] and "pull access denied" in failed["message"]
+    assert [(r.kind, r.name) for r in p.delete] == [
+        ("Pod", "job-master-0"),
+        ("Service", "job-master-0"),
+    ]
+
+
+def test_an_mpijob_succeeds_when_its_launcher_job_completes() -> None:
+    raw = mpi_raw(workers=1)
+    observed = Observed(
+        pods=pods(pod("job-worker-0", owner_kind="MPIJob")),
+        batch_jobs={"job-launcher": batch_job("job-launcher", "Complete", completionTime=stamp(5))},
+    )
+    p = decide(raw, observed)
+    succeeded = cond(p, "Succeeded")
+    assert succeeded is not None and succeeded["reason"] == "MPIJobSucceeded"
+    assert p.status is not None and p.status["completionTime"] == stamp(5)
+    # The worker (sshd) never exits by itself: it is stopped.
+    assert [(r.kind, r.name) for r in p.delete] == [("Pod", "job-worker-0")]
+
+
+def test_scaling_down_deletes_the_surplus_replicas() -> None:
+    labels = {L.REPLICA_INDEX: "2"}
+    observed = Observed(
+        pods=pods(pod("job-master-0"), pod("job-worker-0"), pod("job-worker-2", labels=labels)),
+        services={"job-worker-2": service("job-worker-2")},
+    )
+    p = decide(pytorch_raw(workers=1, status=running_status()), observed)
+    assert {(r.kind, r.name) for r in p.delete} == {
+        ("Pod", "job-worker-2"),
+        ("Service", "job-worker-2"),
+    }
+
+
+def test_a_finished_job_only_cleans_up_and_waits_for_its_ttl() -> None:
+    status = running_status()
+    status["conditions"].append(
+        {"type": "Succeeded", "status": "True", "reason": "PyTorchJobSucceeded"}
+    )
+    status["completionTime"] = stamp(10)
+    raw = pytorch_raw(run_policy={"ttlSecondsAfterFinished": 30}, status=status)
+    p = decide(raw, Observed(pods=pods(pod("job-master-0", "Succeeded"), pod("job-worker-0"))))
+    assert p.status is None and p.apply == []
+    assert [(r.kind, r.name) for r in p.delete] == [("Pod", "job-worker-0")]
+    assert p.requeue_after is not None and 20 < p.requeue_after < 20.1
+    assert not p.delete_job
+
+
+def test_nothing_changed_means_no_status_write() -> None:
+    raw = pytorch_raw(workers=1)
+    observed = Observed(
+        pods=pods(pod("job-master-0"), pod("job-worker-0")),
+        services={"job-master-0": service("job-master-0"), "job-worker-0": service("job-worker-0")},
+    )
+    first = decide(raw, observed)
+    assert first.status is not None
+    raw["status"] = first.status
+    second = decide(raw, observed)
+    assert second.status is None

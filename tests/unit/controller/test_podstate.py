@@ -1,0 +1,100 @@
+"""Reading pods: why one failed, whether it was disrupted, what keeps it from running."""
+
+from __future__ import annotations
+
+import pytest
+
+from kubetrain.controller import podstate
+from tests.unit.controller.builders import pod
+
+
+@pytest.mark.parametrize(
+    ("obj", "exit_code", "reason", "disruption"),
+    [
+        pytest.param(
+            pod("p", "Failed", exit_code=137, reason="OOMKilled"), 137, "OOMKilled", False, id="oom"
+        ),
+        pytest.param(pod("p", "Failed", exit_code=1), 1, "Error", False, id="error"),
+        pytest.param(
+            pod("p", "Failed", pod_reason="Evicted", message="low memory"),
+            None,
+            "Evicted",
+            True,
+            id="evicted",
+        ),
+        pytest.param(pod("p", "Failed"), None, "Failed", False, id="no-detail"),
+    ],
+)
+def test_failure(
+    obj: dict[str, object], exit_code: int | None, reason: str, disruption: bool
+) -> None:
+    cause = podstate.failure(obj)
+    assert (cause.exit_code, cause.reason) == (exit_code, reason)
+    assert podstate.is_disruption(cause) is disruption
+
+
+def test_failure_prefers_the_main_container() -> None:
+    obj = pod("p", "Failed")
+    obj["status"]["containerStatuses"] = [
+        {"name": "sidecar", "state": {"terminated": {"exitCode": 2, "reason": "Error"}}},
+        {"name": "pytorch", "state": {"terminated": {"exitCode": 139, "reason": "Error"}}},
+    ]
+    assert podstate.failure(obj, "pytorch").exit_code == 139
+    assert podstate.failure(obj).exit_code == 2
+    assert podstate.failure(obj, "pytorch").describe() == "container pytorch exit code 139 (Error)"
+
+
+@pytest.mark.parametrize(
+    ("obj", "expected"),
+    [
+        pytest.param(
+            pod("p", "Pending", unschedulable="0/4 nodes are available"),
+            ["Unschedulable"],
+            id="unschedulable",
+        ),
+        pytest.param(
+            pod("p", "Pending", waiting="ImagePullBackOff", message="Back-off pulling image"),
+            ["ImagePullBackOff"],
+            id="image",
+        ),
+        pytest.param(
+            pod(
+                "p", "Running", waiting="CrashLoopBackOff", last_exit=(137, "OOMKilled"), restarts=3
+            ),
+            ["CrashLoopBackOff"],
+            id="crashloop",
+        ),
+        pytest.param(
+            pod("p", "Failed", exit_code=137, reason="OOMKilled"), ["OOMKilled"], id="oom-now"
+        ),
+        pytest.param(
+            pod("p", "Running", last_exit=(137, "OOMKilled"), restarts=1), [], id="oom-in-the-past"
+        ),
+        pytest.param(pod("p", "Running"), [], id="healthy"),
+    ],
+)
+def test_problems(obj: dict[str, object], expected: list[str]) -> None:
+    assert [p.reason for p in podstate.problems(obj)] == expected
+
+
+def test_a_crash_loop_names_its_last_exit() -> None:
+    obj = pod("p", "Running", waiting="CrashLoopBackOff", last_exit=(137, "OOMKilled"), restarts=3)
+    (problem,) = podstate.problems(obj)
+    assert "last exit: code 137, OOMKilled" in problem.describe("p")
+
+
+def test_readiness_and_activity() -> None:
+    assert podstate.is_ready(pod("p", "Running"))
+    assert not podstate.is_ready(pod("p", "Running", ready=False))
+    assert not podstate.is_ready(pod("p", "Pending"))
+    assert podstate.is_active(pod("p", "Pending"))
+    assert not podstate.is_active(pod("p", "Running", deleting=True))
+    assert not podstate.is_active(pod("p", "Succeeded"))
+
+
+def test_restart_counts_and_the_last_restart() -> None:
+    obj = pod("p", "Running", restarts=2, last_exit=(143, "Error"))
+    assert podstate.restart_count(obj) == 2
+    last = podstate.last_restart(obj)
+    assert last is not None and (last.exit_code, last.reason) == (143, "Error")
+    assert podstate.last_restart(pod("p", "Running")) is None
