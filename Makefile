@@ -34,6 +34,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := $(shell node -p 'process
 TEST_PREREQS :=
 -include cluster/cluster.mk
 -include images/images.mk
+-include benchmarks/benchmarks.mk
 
 help:
 	@echo "make synth   synthesize the default stack into dist/"

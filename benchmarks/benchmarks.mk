@@ -1,0 +1,11 @@
+# The operator's demo and benchmark (included by the top-level Makefile).
+#   make demo    local control plane + the `local` stack + the operator as a local
+#                process, driving one sample job per framework to Succeeded
+#   make bench   benchmarks/operator_scale.py: 150 jobs on 50 fake GPU nodes
+.PHONY: demo bench
+
+demo: venv cluster-tools
+	$(BIN)/python -m benchmarks.demo --workdir $(KUBETRAIN_CLUSTER_DIR)
+
+bench: venv cluster-tools
+	$(BIN)/python -m benchmarks.operator_scale
