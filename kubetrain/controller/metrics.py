@@ -32,7 +32,8 @@ class Metrics:
         )
         self.jobs_restarted = Counter(
             "kubetrain_jobs_restarted_total",
-            "Pods the operator deleted and recreated after a failure.",
+            "Restarts: pods the operator recreated after a failure, and container restarts "
+            "in place (both count against backoffLimit).",
             labels,
             registry=self.registry,
         )

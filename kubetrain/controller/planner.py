@@ -340,7 +340,9 @@ def plan(raw: Mapping[str, Any], plugin: JobPlugin, observed: Observed, ctx: Con
     )
     limit = run_policy.backoff_limit if run_policy else None
     for restarted in verdict.in_place:
+        new_restarts = restarted.count - ctx.seen_restart_counts.get(restarted.uid, 0)
         b.plan.seen_restart_counts[restarted.uid] = restarted.count
+        b.plan.metrics.extend(["restarted"] * new_restarts)
         cause = restarted.cause.describe() if restarted.cause else "a container restarted"
         reason = restarted.cause.reason if restarted.cause else "BackOff"
         b.plan.events.append(

@@ -109,6 +109,10 @@ def test_a_restart_is_committed_to_the_status_before_the_pod_is_deleted() -> Non
     )
     reconciler.reconcile(key)
     assert cluster.jobs[key]["status"]["replicaStatuses"]["Worker"]["restarts"] == 1
+    labels = {"kind": "PyTorchJob", "namespace": "ns"}
+    registry = reconciler.metrics.registry
+    assert registry.get_sample_value("kubetrain_jobs_restarted_total", labels) == 1
+    assert registry.get_sample_value("kubetrain_jobs_created_total", labels) == 1
 
 
 def test_repeated_problems_make_one_event() -> None:
@@ -145,3 +149,20 @@ def test_a_finished_job_is_deleted_when_its_ttl_passes() -> None:
     assert key not in cluster.jobs
     reconciler.reconcile(key)  # gone: nothing to do, nothing remembered
     assert reconciler.remembered() == 0
+
+
+def test_in_place_restarts_are_counted_once_in_the_metrics() -> None:
+    cluster, reconciler, key, _ = setup(pytorch_raw(workers=1))
+    for name in ("job-master-0", "job-worker-0"):
+        cluster.children["Pod"][name] = pod(name)
+    reconciler.reconcile(key)
+    cluster.children["Pod"]["job-worker-0"] = pod(
+        "job-worker-0", restarts=2, last_exit=(1, "Error")
+    )
+    reconciler.reconcile(key)
+    reconciler.reconcile(key)
+    labels = {"kind": "PyTorchJob", "namespace": "ns"}
+    assert (
+        reconciler.metrics.registry.get_sample_value("kubetrain_jobs_restarted_total", labels) == 2
+    )
+    assert [e.reason for e in cluster.events].count("Error") == 1
