@@ -13,6 +13,7 @@ from kubetrain.controller.config import OperatorConfig
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """The operator's flags (``OperatorConfig``) plus connection and logging."""
     OperatorConfig.add_arguments(parser)
     parser.add_argument(
         "--kubeconfig",
@@ -27,6 +28,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    """Run the operator until SIGTERM/SIGINT; the exit code."""
     try:
         config = OperatorConfig.from_namespace(args)
     except ValueError as err:

@@ -119,9 +119,11 @@ class KubeCluster:
     # -- lifecycle -----------------------------------------------------------------------
 
     def informers(self) -> list[Informer]:
+        """Every informer, jobs first."""
         return [*self.job_informers.values(), *self.child_informers.values()]
 
     def start(self) -> None:
+        """Start the informers and the Event sender."""
         # Children first, so a job's first reconcile sees the children that exist.
         for informer in [*self.child_informers.values(), *self.job_informers.values()]:
             informer.start()
@@ -131,12 +133,15 @@ class KubeCluster:
         self._event_thread.start()
 
     def wait_synced(self, timeout: float) -> bool:
+        """Wait up to ``timeout`` seconds for every informer's first list."""
         return all(i.synced.wait(timeout) for i in self.informers())
 
     def synced(self) -> bool:
+        """Whether every informer has listed once."""
         return all(i.synced.is_set() for i in self.informers())
 
     def stop(self) -> None:
+        """Stop the informers and flush the queued Events."""
         for informer in self.informers():
             informer.stop()
         self._events.put(None)
@@ -146,6 +151,7 @@ class KubeCluster:
             self._event_thread.join(timeout=5)
 
     def job_keys(self) -> list[JobKey]:
+        """The keys of every cached job."""
         keys = []
         for (kind, _scope), informer in self.job_informers.items():
             for obj in informer.items():
@@ -175,6 +181,7 @@ class KubeCluster:
         )
 
     def job(self, key: JobKey) -> dict[str, Any] | None:
+        """The cached job, or None."""
         kind, namespace, name = key
         informer = self._job_informer(kind, namespace)
         return informer.get(namespace, name) if informer else None
@@ -210,10 +217,12 @@ class KubeCluster:
     # -- ClusterWriter -------------------------------------------------------------------
 
     def apply(self, obj: dict[str, Any]) -> None:
+        """Server-side apply a child and cache the answer."""
         result = self.api.apply(obj)
         self._write_through(obj["kind"], result)
 
     def create(self, obj: dict[str, Any]) -> None:
+        """Create a child (409 means it exists: fine) and cache the answer."""
         try:
             result = self.api.create(obj)
         except ApiError as err:
@@ -229,6 +238,7 @@ class KubeCluster:
             informer.upsert(result)
 
     def delete(self, namespace: str, ref: ChildRef) -> None:
+        """Delete a child with a uid precondition; the cache shows it as being deleted."""
         resource = CHILD_RESOURCES[ref.kind]
         self.api.delete(resource, namespace, ref.name, uid=ref.uid or None)
         informer = self._child_informer(ref.kind, namespace)
@@ -236,6 +246,7 @@ class KubeCluster:
             informer.mark_deleted(namespace, ref.name, ref.uid)
 
     def write_status(self, key: JobKey, raw: Mapping[str, Any], status: dict[str, Any]) -> None:
+        """Server-side apply the status with a resourceVersion precondition."""
         kind, namespace, name = key
         meta = raw.get("metadata") or {}
         body = {
@@ -254,6 +265,7 @@ class KubeCluster:
             informer.upsert(result)
 
     def delete_job(self, key: JobKey, uid: str) -> None:
+        """Delete the job (uid precondition); its children go by garbage collection."""
         kind, namespace, name = key
         self.api.delete(JOB_RESOURCES[kind], namespace, name, uid=uid)
 

@@ -34,6 +34,7 @@ def parse_time(text: str | None) -> datetime | None:
 
 
 def get(status: JobStatus | None, kind: ConditionType) -> JobCondition | None:
+    """The condition of type ``kind``, if any."""
     for cond in (status.conditions if status else None) or []:
         if cond.type == kind:
             return cond
@@ -41,6 +42,7 @@ def get(status: JobStatus | None, kind: ConditionType) -> JobCondition | None:
 
 
 def is_true(status: JobStatus | None, kind: ConditionType) -> bool:
+    """Whether condition ``kind`` is present and True."""
     cond = get(status, kind)
     return cond is not None and cond.status == ConditionStatus.TRUE
 

@@ -15,6 +15,8 @@ from enum import StrEnum
 
 
 class ErrorClass(StrEnum):
+    """What an API error means for the reconcile that hit it."""
+
     TEMPORARY = "temporary"
     PERMANENT = "permanent"
     CONFLICT = "conflict"
@@ -50,6 +52,7 @@ class ApiError(Exception):
 
     @property
     def error_class(self) -> ErrorClass:
+        """How to handle this error (see the module docs)."""
         return classify_status(self.status)
 
 

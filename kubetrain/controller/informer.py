@@ -137,6 +137,7 @@ def trim_pod(obj: Mapping[str, Any]) -> Obj:
 
 
 def trim_batch_job(obj: Mapping[str, Any]) -> Obj:
+    """batch Jobs: identity, suspend and the status the MPI rules read."""
     status = obj.get("status") or {}
     keep = ("conditions", "active", "succeeded", "failed", "ready", "startTime", "completionTime")
     return {
@@ -205,14 +206,17 @@ class Informer:
     # -- reads -------------------------------------------------------------------------
 
     def get(self, namespace: str, name: str) -> Obj | None:
+        """The cached object, or None."""
         with self._lock:
             return self._store.get((namespace, name))
 
     def items(self) -> list[Obj]:
+        """Every cached object."""
         with self._lock:
             return list(self._store.values())
 
     def by_index(self, value: Hashable) -> list[Obj]:
+        """Cached objects whose index value is ``value``."""
         with self._lock:
             return [self._store[k] for k in self._index.get(value, ()) if k in self._store]
 
@@ -242,10 +246,12 @@ class Informer:
     # -- lifecycle -----------------------------------------------------------------------
 
     def start(self) -> None:
+        """List and watch on a daemon thread."""
         self._thread = threading.Thread(target=self.run, name=f"informer-{self.name}", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
+        """Stop watching (the open watch is shut down at once)."""
         self._stop.set()
         response = self._response
         if response is not None:
@@ -254,6 +260,7 @@ class Informer:
                 response.shutdown()
 
     def join(self, timeout: float | None = None) -> None:
+        """Wait for the watch thread to end."""
         if self._thread is not None:
             self._thread.join(timeout)
 

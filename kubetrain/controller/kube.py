@@ -41,11 +41,13 @@ class Resource:
 
     @property
     def api_version(self) -> str:
+        """``group/version``, or ``version`` for the core group."""
         return f"{self.group}/{self.version}" if self.group else self.version
 
     def path(
         self, namespace: str | None = None, name: str | None = None, subresource: str = ""
     ) -> str:
+        """The request path for a collection, an object or its subresource."""
         base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
         if self.namespaced and namespace:
             base += f"/namespaces/{namespace}"
@@ -111,6 +113,8 @@ class TokenBucket:
 
 @dataclass(frozen=True)
 class WatchEvent:
+    """One watch event: ADDED, MODIFIED, DELETED, BOOKMARK or ERROR, and its object."""
+
     type: str  # ADDED | MODIFIED | DELETED | BOOKMARK | ERROR
     object: dict[str, Any]
 
@@ -157,6 +161,7 @@ class KubeApi:
         return cls(configuration, qps=qps, burst=burst, pool_size=pool_size)
 
     def close(self) -> None:
+        """Close the connection pool."""
         self._rest.close()
 
     # -- low level ----------------------------------------------------------------------
@@ -288,6 +293,7 @@ class KubeApi:
             response.release_conn()
 
     def get(self, resource: Resource, namespace: str | None, name: str) -> dict[str, Any] | None:
+        """One object, or None when it does not exist."""
         try:
             return self.request("GET", resource.path(namespace, name))
         except ApiError as err:
@@ -314,6 +320,7 @@ class KubeApi:
         )
 
     def create(self, obj: Mapping[str, Any], *, resource: Resource | None = None) -> dict[str, Any]:
+        """POST ``obj`` (field manager ``kubetrain``); 409 when it exists."""
         resource = resource or resource_of(obj)
         return self.request(
             "POST",

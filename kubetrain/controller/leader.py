@@ -64,6 +64,7 @@ class LeaderElector:
 
     @property
     def is_leader(self) -> bool:
+        """Whether this replica holds the Lease."""
         return self._leader.is_set()
 
     def wait_for_leadership(self, stop: threading.Event) -> bool:

@@ -17,6 +17,8 @@ def _fields(record: logging.LogRecord) -> dict[str, Any]:
 
 
 class JsonFormatter(logging.Formatter):
+    """One JSON object per record: ts, level, logger, msg and the extra fields."""
+
     def format(self, record: logging.LogRecord) -> str:
         doc: dict[str, Any] = {
             "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
@@ -31,6 +33,8 @@ class JsonFormatter(logging.Formatter):
 
 
 class TextFormatter(logging.Formatter):
+    """``HH:MM:SS.mmm LEVEL logger: message key=value ...`` for people."""
+
     def format(self, record: logging.LogRecord) -> str:
         stamp = datetime.fromtimestamp(record.created, UTC).strftime("%H:%M:%S.%f")[:-3]
         extra = " ".join(f"{k}={v}" for k, v in _fields(record).items())

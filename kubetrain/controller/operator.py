@@ -113,12 +113,14 @@ class Operator:
     # -- probes ------------------------------------------------------------------------
 
     def healthz(self) -> tuple[bool, str]:
+        """Alive: the worker threads run (or are stopping on purpose)."""
         dead = [t.name for t in self._workers if not t.is_alive()]
         if dead and not self.queue.is_shutdown:
             return False, f"worker threads died: {', '.join(dead)}"
         return self._alive, "ok" if self._alive else "stopping"
 
     def readyz(self) -> tuple[bool, str]:
+        """Ready: caches synced, or a standby replica waiting for the Lease."""
         if self.elector is not None and not self.elector.is_leader:
             return True, "standby: waiting for the leader lease"
         if not self.cluster.synced():
@@ -127,6 +129,7 @@ class Operator:
 
     @property
     def is_leader(self) -> bool:
+        """True when this replica acts (holds the Lease, or election is off)."""
         return self.elector is None or self.elector.is_leader
 
     # -- main loop -----------------------------------------------------------------------

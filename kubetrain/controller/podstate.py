@@ -40,18 +40,22 @@ def _status(pod: Obj) -> Mapping[str, Any]:
 
 
 def name(obj: Obj) -> str:
+    """``metadata.name``."""
     return str((obj.get("metadata") or {}).get("name", ""))
 
 
 def uid(obj: Obj) -> str:
+    """``metadata.uid``."""
     return str((obj.get("metadata") or {}).get("uid", ""))
 
 
 def phase(pod: Obj) -> str:
+    """``status.phase`` (Pending when absent)."""
     return str(_status(pod).get("phase") or "Pending")
 
 
 def is_deleting(obj: Obj) -> bool:
+    """Whether the object has a deletionTimestamp."""
     return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
 
 
@@ -61,18 +65,22 @@ def is_active(pod: Obj) -> bool:
 
 
 def is_running(pod: Obj) -> bool:
+    """Running and not being deleted."""
     return phase(pod) == "Running" and not is_deleting(pod)
 
 
 def is_succeeded(pod: Obj) -> bool:
+    """Phase Succeeded."""
     return phase(pod) == "Succeeded"
 
 
 def is_failed(pod: Obj) -> bool:
+    """Phase Failed."""
     return phase(pod) == "Failed"
 
 
 def condition(pod: Obj, kind: str) -> Mapping[str, Any] | None:
+    """The pod condition of type ``kind``, if any."""
     for cond in _status(pod).get("conditions") or []:
         if isinstance(cond, Mapping) and cond.get("type") == kind:
             return cond

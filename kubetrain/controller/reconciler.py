@@ -37,25 +37,41 @@ JobKey = tuple[str, str, str]
 class JobCache(Protocol):
     """Reads: a job and its children, from the informer caches."""
 
-    def job(self, key: JobKey) -> dict[str, Any] | None: ...
+    def job(self, key: JobKey) -> dict[str, Any] | None:
+        """The job as last seen (None when it is gone)."""
+        ...
 
-    def observed(self, key: JobKey, uid: str, now: datetime) -> Observed: ...
+    def observed(self, key: JobKey, uid: str, now: datetime) -> Observed:
+        """The job's children, as last seen, at time ``now``."""
+        ...
 
 
 class ClusterWriter(Protocol):
     """Writes: each raises ``ApiError`` on failure."""
 
-    def apply(self, obj: dict[str, Any]) -> None: ...
+    def apply(self, obj: dict[str, Any]) -> None:
+        """Server-side apply a child (create it or update the fields kubetrain owns)."""
+        ...
 
-    def create(self, obj: dict[str, Any]) -> None: ...
+    def create(self, obj: dict[str, Any]) -> None:
+        """Create a child that must never be overwritten (a Secret); exists is fine."""
+        ...
 
-    def delete(self, namespace: str, ref: ChildRef) -> None: ...
+    def delete(self, namespace: str, ref: ChildRef) -> None:
+        """Delete a child, only if it still has ``ref.uid``."""
+        ...
 
-    def write_status(self, key: JobKey, raw: Mapping[str, Any], status: dict[str, Any]) -> None: ...
+    def write_status(self, key: JobKey, raw: Mapping[str, Any], status: dict[str, Any]) -> None:
+        """Write the job's status (a stale resourceVersion raises a conflict)."""
+        ...
 
-    def delete_job(self, key: JobKey, uid: str) -> None: ...
+    def delete_job(self, key: JobKey, uid: str) -> None:
+        """Delete the job itself (TTL), only if it still has ``uid``."""
+        ...
 
-    def emit_event(self, raw: Mapping[str, Any], event: Event) -> None: ...
+    def emit_event(self, raw: Mapping[str, Any], event: Event) -> None:
+        """Record an Event about the job (best effort)."""
+        ...
 
 
 @dataclass
@@ -87,6 +103,9 @@ class Result:
 
 
 class Reconciler:
+    """Reconciles jobs by key; safe to call from several worker threads (never for the
+    same key at once: the work queue guarantees it)."""
+
     def __init__(
         self,
         cache: JobCache,
@@ -118,6 +137,7 @@ class Reconciler:
             return current
 
     def forget(self, key: JobKey) -> None:
+        """Drop what is remembered about job ``key`` (it is gone)."""
         with self._lock:
             self._memory.pop(key, None)
 

@@ -15,6 +15,8 @@ from cryptography.hazmat.primitives.asymmetric import ec
 
 @dataclass(frozen=True)
 class SshKeyPair:
+    """A private key (PEM) and its public key (OpenSSH ``authorized_keys`` line)."""
+
     private_pem: str
     public_openssh: str
 

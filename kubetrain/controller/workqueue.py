@@ -51,6 +51,7 @@ class WorkQueue(Generic[K]):
             return len(self._queue) + len(self._scheduled)
 
     def add(self, key: K) -> None:
+        """Queue ``key`` now (no-op when already queued)."""
         with self._cond:
             self._add_locked(key)
 
@@ -88,6 +89,7 @@ class WorkQueue(Generic[K]):
         return delay
 
     def failures(self, key: K) -> int:
+        """How many times ``key`` was re-added with backoff since it was forgotten."""
         with self._cond:
             return self._failures.get(key, 0)
 
@@ -122,6 +124,7 @@ class WorkQueue(Generic[K]):
                 self._cond.notify_all()
 
     def shutdown(self) -> None:
+        """Stop handing out keys; blocked ``get`` calls return None."""
         with self._cond:
             self._shutdown = True
             self._cond.notify_all()
@@ -129,6 +132,7 @@ class WorkQueue(Generic[K]):
 
     @property
     def is_shutdown(self) -> bool:
+        """Whether ``shutdown`` was called."""
         with self._cond:
             return self._shutdown
 

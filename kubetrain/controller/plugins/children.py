@@ -23,10 +23,12 @@ API_VERSIONS = {
 
 
 def namespace_of(job: JobBase) -> str:
+    """The job's namespace (default when unset)."""
     return job.metadata.namespace or "default"
 
 
 def uid_of(job: JobBase) -> str:
+    """The job's uid (set by the API server)."""
     return str((job.metadata.model_extra or {}).get("uid", ""))
 
 
@@ -43,12 +45,14 @@ def owner_reference(job: JobBase) -> dict[str, Any]:
 
 
 def job_labels(job: JobBase) -> dict[str, str]:
+    """``operator-name`` and ``job-name``: what every child carries."""
     return {L.OPERATOR_NAME: L.OPERATOR_NAMES[job.kind], L.JOB_NAME: job.name}
 
 
 def replica_labels(
     job: JobBase, replica_type: str, index: int, role: str | None = None
 ) -> dict[str, str]:
+    """A replica's labels: the job's plus type, index and optional role."""
     out = job_labels(job)
     out[L.REPLICA_TYPE] = replica_type.lower()
     out[L.REPLICA_INDEX] = str(index)
@@ -58,6 +62,7 @@ def replica_labels(
 
 
 def metadata(job: JobBase, name: str, labels: Mapping[str, str]) -> dict[str, Any]:
+    """Child metadata: name, namespace, labels and the owner reference."""
     return {
         "name": name,
         "namespace": namespace_of(job),
@@ -148,6 +153,7 @@ def headless_service(
     ports: list[dict[str, Any]],
     publish_not_ready: bool = False,
 ) -> dict[str, Any]:
+    """A headless Service (``clusterIP: None``) owned by the job."""
     spec: dict[str, Any] = {"clusterIP": "None", "selector": dict(selector)}
     if ports:
         spec["ports"] = ports
@@ -179,6 +185,7 @@ def with_hash(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def observed_hash(obj: Mapping[str, Any] | None) -> str | None:
+    """The spec-hash annotation of an observed child, if any."""
     if obj is None:
         return None
     annotations = (obj.get("metadata") or {}).get("annotations") or {}

@@ -59,18 +59,22 @@ def _typed(job: Job) -> MPIJob:
 
 
 def service_name(job: Job) -> str:
+    """The job's headless Service: ``<job>``."""
     return job.name
 
 
 def config_map_name(job: Job) -> str:
+    """``<job>-config`` (hostfile, discover_hosts.sh)."""
     return f"{job.name}-config"
 
 
 def secret_name(job: Job) -> str:
+    """``<job>-ssh`` (the SSH key pair)."""
     return f"{job.name}-ssh"
 
 
 def launcher_name(job: Job) -> str:
+    """``<job>-launcher`` (the batch Job)."""
     return f"{job.name}-launcher"
 
 

@@ -23,6 +23,7 @@ EnvFor = Callable[[Replica, int, dict[str, Any]], list[EnvVar]]
 def replica_list(
     job: JobBase, order: Sequence[str], main_container: str, default_policy: RestartPolicy
 ) -> list[Replica]:
+    """One Replica per index of each replica type, in ``order``."""
     specs = job.replica_specs()
     out: list[Replica] = []
     for rtype in sorted(specs, key=lambda t: order.index(t) if t in order else len(order)):
@@ -140,6 +141,7 @@ def replica_statuses(
 
 
 def status(job: JobBase, replicas: Sequence[Replica], observed: Observed) -> JobStatus:
+    """A JobStatus holding only the replica counts."""
     return JobStatus(replica_statuses=replica_statuses(job, replicas, observed))
 
 

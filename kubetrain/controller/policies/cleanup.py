@@ -35,10 +35,12 @@ class ChildRef:
 
 
 def ref(kind: str, obj: Obj) -> ChildRef:
+    """A ChildRef for ``obj`` (its name, uid and whether it is being deleted)."""
     return ChildRef(kind, podstate.name(obj), podstate.uid(obj), podstate.is_deleting(obj))
 
 
 def clean_pod_policy(run_policy: RunPolicy | None) -> CleanPodPolicy:
+    """The job's cleanPodPolicy (None when unset, as defaulting does)."""
     return (run_policy.clean_pod_policy if run_policy else None) or CleanPodPolicy.NONE
 
 

@@ -52,6 +52,8 @@ class InPlaceRestart:
 
 @dataclass(frozen=True)
 class RestartVerdict:
+    """The decision for one job: pods to recreate, or the failure that ends it."""
+
     recreate: tuple[Recreate, ...] = ()
     #: Set when a failure ends the job.
     failure: Outcome | None = None

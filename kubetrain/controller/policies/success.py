@@ -38,6 +38,7 @@ def _success(kind: str, name: str, detail: str, at: str | None = None) -> Outcom
 def pytorch(
     job_name: str, replicas: Sequence[Replica], observed: Observed, *, elastic: bool
 ) -> Outcome | None:
+    """PyTorchJob: the Master succeeded; without one every Worker (elastic: any)."""
     masters = [r for r in replicas if r.replica_type == "Master"]
     workers = [r for r in replicas if r.replica_type == "Worker"]
     if masters:
@@ -56,6 +57,7 @@ def pytorch(
 def tensorflow(
     job_name: str, replicas: Sequence[Replica], observed: Observed, *, all_workers: bool
 ) -> Outcome | None:
+    """TFJob: the Chief/Master succeeded; else Worker 0 (AllWorkers: every Worker)."""
     chiefs = [r for r in replicas if r.replica_type in ("Chief", "Master")]
     if chiefs:
         if _done(chiefs[0], observed):
@@ -82,6 +84,7 @@ def _true_condition(batch_job: Obj | None, kind: str) -> Obj | None:
 
 
 def mpi(job_name: str, launcher_job: Obj | None, launcher_pods: Sequence[Obj]) -> Outcome | None:
+    """MPIJob: the launcher Job's Complete or Failed condition."""
     launcher = f"{job_name}-launcher"
     if _true_condition(launcher_job, "Complete") is not None:
         at = ((launcher_job or {}).get("status") or {}).get("completionTime")

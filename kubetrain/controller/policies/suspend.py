@@ -27,6 +27,7 @@ def _owned_by_batch_job(obj: Mapping[str, Any]) -> bool:
 
 
 def is_suspended(run_policy: RunPolicy | None) -> bool:
+    """Whether ``runPolicy.suspend`` is true."""
     return bool(run_policy and run_policy.suspend)
 
 
