@@ -326,14 +326,19 @@ def print_reconcile_stats() -> None:
 
     with urllib.request.urlopen("http://127.0.0.1:18480/metrics", timeout=5) as resp:
         text = resp.read().decode()
-    total = count = 0.0
+    total = count = requests = 0.0
     for line in text.splitlines():
+        if line.startswith("kubetrain_api_requests "):
+            requests = float(line.rsplit(" ", 1)[1])
         if line.startswith("kubetrain_reconcile_duration_seconds_sum"):
             total += float(line.rsplit(" ", 1)[1])
         elif line.startswith("kubetrain_reconcile_duration_seconds_count"):
             count += float(line.rsplit(" ", 1)[1])
     if count:
-        print(f"reconciles: {count:.0f}, mean {total / count * 1000:.0f} ms")
+        print(
+            f"reconciles: {count:.0f}, mean {total / count * 1000:.0f} ms; "
+            f"API requests: {requests:.0f}"
+        )
 
 
 def submit(

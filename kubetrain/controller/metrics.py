@@ -55,6 +55,11 @@ class Metrics:
             "Job keys waiting to be reconciled.",
             registry=self.registry,
         )
+        self.api_requests = Gauge(
+            "kubetrain_api_requests",
+            "API requests this process made (watches excluded), since it started.",
+            registry=self.registry,
+        )
         self.is_leader = Gauge(
             "kubetrain_is_leader",
             "1 while this replica holds the leader Lease (or leader election is off).",

@@ -67,6 +67,7 @@ class Operator:
         self.api = api
         self.identity = identity or default_identity()
         self.metrics = Metrics()
+        self.metrics.api_requests.set_function(lambda: float(api.requests))
         self.queue: WorkQueue[JobKey] = WorkQueue()
         self.cluster = KubeCluster(
             api, config.kinds, config.namespaces, self.queue.add, identity=self.identity
