@@ -46,7 +46,12 @@ def run(args: argparse.Namespace) -> int:
         burst=config.kube_api_burst,
         pool_size=config.workers * 6 + 16,
     )
-    operator = Operator(config, api)
+    try:
+        operator = Operator(config, api)
+    except ValueError as err:
+        print(f"kubetrain operator: {err}", file=sys.stderr)
+        api.close()
+        return 2
     stop = threading.Event()
 
     def on_signal(signum: int, _frame: FrameType | None) -> None:
