@@ -226,7 +226,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--pytorch-jobs", type=int, default=100)
     parser.add_argument("--mpi-jobs", type=int, default=50)
     parser.add_argument("--gpu-nodes", type=int, default=50)
-    parser.add_argument("--workers", type=int, default=8, help="operator --workers")
+    parser.add_argument("--workers", type=int, default=16, help="operator --workers")
     parser.add_argument("--qps", type=float, default=500, help="operator --kube-api-qps")
     parser.add_argument("--burst", type=int, default=1000, help="operator --kube-api-burst")
     parser.add_argument("--submitters", type=int, default=4, help="threads creating the jobs")
