@@ -81,6 +81,13 @@ class OperatorConfig:
             raise ValueError(
                 f"leader_election_id ({self.leader_election_id!r}) must be a DNS-1123 label"
             )
+        if self.gang_scheduler is not GangScheduler.NONE:
+            # Scheduling a gang's pods one by one while claiming gang scheduling would be
+            # worse than refusing: the manifests fail at synth, the operator at start.
+            raise ValueError(
+                f"gang_scheduler ({self.gang_scheduler.value}) is not supported yet: "
+                "kubetrain does not create PodGroups; use none"
+            )
         if self.startup_timeout_seconds < 1:
             raise ValueError(
                 f"startup_timeout_seconds ({self.startup_timeout_seconds}) must be >= 1"

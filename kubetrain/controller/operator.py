@@ -17,7 +17,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from kubetrain.controller.cluster_state import JobKey, KubeCluster
-from kubetrain.controller.config import GangScheduler, OperatorConfig
+from kubetrain.controller.config import OperatorConfig
 from kubetrain.controller.errors import ApiError, ErrorClass
 from kubetrain.controller.health import HttpServers
 from kubetrain.controller.kube import KubeApi
@@ -63,12 +63,6 @@ class Operator:
         renew_deadline: float = 10.0,
         retry_period: float = 2.0,
     ) -> None:
-        if config.gang_scheduler is not GangScheduler.NONE:
-            # Silently scheduling pods one by one would be worse than not starting.
-            raise ValueError(
-                f"gang_scheduler ({config.gang_scheduler.value}) is not supported by this "
-                "operator yet: PodGroups are not created; use --gang-scheduler=none"
-            )
         self.config = config
         self.api = api
         self.identity = identity or default_identity()

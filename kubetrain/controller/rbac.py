@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kubetrain.controller.config import GangScheduler, OperatorConfig
+from kubetrain.controller.config import OperatorConfig
 
 _PLURALS = {"PyTorchJob": "pytorchjobs", "TFJob": "tfjobs", "MPIJob": "mpijobs"}
 _READ = ("get", "list", "watch")
@@ -51,13 +51,9 @@ def operator_rules(config: OperatorConfig) -> list[PolicyRule]:
             PolicyRule(("",), ("configmaps", "secrets"), _CHILD),
             PolicyRule(("batch",), ("jobs",), _CHILD),
         ]
-    if "PyTorchJob" in config.kinds:
-        # Elastic PyTorchJobs with metrics get a HorizontalPodAutoscaler.
-        rules.append(PolicyRule(("autoscaling",), ("horizontalpodautoscalers",), _CHILD))
-    if config.gang_scheduler is GangScheduler.VOLCANO:
-        rules.append(PolicyRule(("scheduling.volcano.sh",), ("podgroups",), _CHILD))
-    elif config.gang_scheduler is GangScheduler.SCHEDULER_PLUGINS:
-        rules.append(PolicyRule(("scheduling.x-k8s.io",), ("podgroups",), _CHILD))
+    # No HorizontalPodAutoscaler or PodGroup rights: the operator creates neither yet
+    # (elastic metrics and gang scheduling are not implemented), and unused rights are
+    # exactly what least privilege forbids.
     return rules
 
 

@@ -83,7 +83,6 @@ def test_cluster_role_rules_exactly() -> None:
         (("events.k8s.io",), ("events",)): ("create", "patch"),
         (("",), ("configmaps", "secrets")): child,
         (("batch",), ("jobs",)): child,
-        (("autoscaling",), ("horizontalpodautoscalers",)): child,
     }
 
 
@@ -279,3 +278,11 @@ def test_rejects_bad_operator_config(config: dict[str, Any], message: str) -> No
     with pytest.raises(ValueError) as caught:
         OperatorConfig(**config)
     assert message in str(caught.value)
+
+
+def test_rejects_gang_scheduling_until_podgroups_exist() -> None:
+    from kubetrain.controller.config import GangScheduler
+
+    with pytest.raises(ValueError) as caught:
+        OperatorConfig(gang_scheduler=GangScheduler.VOLCANO)
+    assert "gang_scheduler (volcano) is not supported yet" in str(caught.value)
