@@ -113,7 +113,10 @@ def load_stacks(package: str = "stacks", root: Path | None = None) -> dict[str, 
     for info in sorted(pkgutil.iter_modules(pkg.__path__), key=lambda m: m.name):
         if info.name.startswith("_"):
             continue
-        module = importlib.import_module(f"{package}.{info.name}")
+        try:
+            module = importlib.import_module(f"{package}.{info.name}")
+        except ValueError as exc:
+            raise ValueError(f"{package}/{info.name}.py: {exc}") from exc
         stack = getattr(module, "STACK", None)
         if not isinstance(stack, Stack):
             raise ValueError(f"{package}/{info.name}.py must define STACK = Stack(...)")

@@ -123,19 +123,34 @@ def test_changed_version_fails_then_bump_writes_the_next(project: Path) -> None:
     assert same.returncode == 0 and same.stdout == "no differences\n"
 
 
-def test_rejects_invalid_props_and_leaves_dist_untouched(project: Path) -> None:
+@pytest.mark.parametrize(
+    ("change", "message"),
+    [
+        # Checked when the props are made: the stack file is named.
+        ("gpus_per_node=-1", "stacks/local.py: gpus_per_node (-1) must be >= 0"),
+        # Checked while the construct tree is built: the construct path is named.
+        (
+            "resources=Resources(gpus=2)",
+            "samples/pytorch-ddp: resources.gpus (2) must not be set on a job",
+        ),
+    ],
+    ids=["props", "construct"],
+)
+def test_rejects_invalid_props_and_leaves_dist_untouched(
+    project: Path, change: str, message: str
+) -> None:
     out = project / "dist"
     (out / "local").mkdir(parents=True)
     (out / "local" / "keep.txt").write_text("mine")
     local = project / "stacks" / "local.py"
+    original = "PyTorchDdpSampleProps(nodes=2, scaling=_SCALING, resources=_SMALL)"
+    assert original in local.read_text()
     local.write_text(
-        local.read_text().replace(
-            "PyTorchDdpSampleProps(nodes=2,", "PyTorchDdpSampleProps(nodes=2, gpus_per_node=-1,"
-        )
+        local.read_text().replace(original, f"PyTorchDdpSampleProps(nodes=2, {change})")
     )
     result = run("synth", "local", "--out", str(out), "--root", str(project), cwd=project)
     assert result.returncode == 1
-    assert "samples/pytorch-ddp: gpus_per_node (-1) must be >= 0" in result.stderr
+    assert message in result.stderr
     assert tree(out) == {"local/keep.txt": b"mine"}
 
 
