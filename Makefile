@@ -37,9 +37,13 @@ TEST_PREREQS :=
 -include benchmarks/benchmarks.mk
 
 help:
-	@echo "make synth   synthesize the default stack into dist/"
-	@echo "make test    install everything, lint, run all tests"
-	@echo "make lint    ruff and mypy --strict"
+	@echo "make synth          synthesize the local stack into dist/"
+	@echo "make test           install everything, lint, run every test tier"
+	@echo "make lint           ruff and mypy --strict"
+	@echo "make demo           local control plane + operator; sample jobs to Succeeded"
+	@echo "make bench          operator scale benchmark (150 jobs, 50 fake GPU nodes)"
+	@echo "make cluster-up     start the local control plane (cluster-down stops it)"
+	@echo "make training-deps  torch, Horovod, TensorFlow, Open MPI for the samples"
 
 $(STAMPS)/venv: pyproject.toml
 	@mkdir -p $(STAMPS)
