@@ -148,6 +148,16 @@ class ThroughputMeter:
         return samples / elapsed if elapsed > 0 else float("inf")
 
 
+def log_start(args: argparse.Namespace, schedule: LearningRateSchedule, device: object) -> None:
+    """The line rank 0 prints before training: the job's size and learning-rate plan."""
+    world_size = schedule.global_batch_size // args.batch_size
+    log(
+        f"training: world_size={world_size} batch_size={args.batch_size} "
+        f"global_batch={schedule.global_batch_size} peak_lr={schedule.peak_lr:.6f} "
+        f"warmup_steps={schedule.warmup_steps} steps={args.steps} device={device}"
+    )
+
+
 def log(message: str) -> None:
     """Write one line and flush, so logs stream even when stdout is a pipe.
 

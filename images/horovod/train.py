@@ -68,11 +68,7 @@ def train(args: argparse.Namespace) -> int:
         optimizer, named_parameters=model.named_parameters()
     )
     if rank == 0:
-        trainkit.log(
-            f"training: world_size={world_size} batch_size={args.batch_size} "
-            f"global_batch={schedule.global_batch_size} peak_lr={schedule.peak_lr:.6f} "
-            f"warmup_steps={schedule.warmup_steps} steps={args.steps} device={device}"
-        )
+        trainkit.log_start(args, schedule, device)
 
     loss_fn = nn.CrossEntropyLoss()
     meter = trainkit.ThroughputMeter()

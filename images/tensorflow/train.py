@@ -131,11 +131,7 @@ def train(args: argparse.Namespace) -> int:
         trainkit.log(f"rank {rank}: resumed from {checkpoint_dir} at step {start_step}")
 
     if is_chief:
-        trainkit.log(
-            f"training: world_size={world_size} batch_size={args.batch_size} "
-            f"global_batch={schedule.global_batch_size} peak_lr={schedule.peak_lr:.6f} "
-            f"warmup_steps={schedule.warmup_steps} steps={args.steps} device=cpu"
-        )
+        trainkit.log_start(args, schedule, "cpu")
     meter = trainkit.ThroughputMeter()
     for step in range(start_step + 1, args.steps + 1):
         meter.restart()

@@ -17,6 +17,7 @@ NCCL warns against ("may result in sub-optimal behavior, crashes, or hangs").
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
 from collections.abc import Iterable, Mapping
@@ -441,22 +442,26 @@ class NcclProfile:
         - ``cross_nic``: ``NCCL_CROSS_NIC``; False (0) on rail-optimized fabrics.
           Default: unset (NCCL decides).
         """
-        settings = _rdma_settings(
-            socket_ifnames=socket_ifnames,
-            exact_ifnames=exact_ifnames,
-            hcas=hcas,
-            exact_hcas=exact_hcas,
-            topo_file=topo_file,
-            qps_per_connection=qps_per_connection,
-            relaxed_ordering=relaxed_ordering,
-            sharp=sharp,
-            debug=debug,
-        )
         _check_range("gid_index", gid_index, 0, 255)
         _check_range("traffic_class", traffic_class, 0, 255)
         _check_range("service_level", service_level, 0, 15)
         _check_range("ib_timeout", ib_timeout, 1, 31)
-        _check_rdma(rdma_resource)
+        base = cls.infiniband(
+            socket_ifnames=socket_ifnames,
+            exact_ifnames=exact_ifnames,
+            hcas=hcas,
+            exact_hcas=exact_hcas,
+            rdma_resource=rdma_resource,
+            topo_file=topo_file,
+            qps_per_connection=qps_per_connection,
+            relaxed_ordering=relaxed_ordering,
+            sharp=sharp,
+            host_network=host_network,
+            debug=debug,
+            shm_size=shm_size,
+            overrides=overrides,
+        )
+        settings = dict(base.settings)
         if gid_index is not None:
             settings["NCCL_IB_GID_INDEX"] = str(gid_index)
         if traffic_class is not None:
@@ -467,16 +472,8 @@ class NcclProfile:
             settings["NCCL_IB_TIMEOUT"] = str(ib_timeout)
         if cross_nic is not None:
             settings["NCCL_CROSS_NIC"] = "1" if cross_nic else "0"
-        return cls(
-            name="roce",
-            settings=settings,
-            overrides=dict(overrides or {}),
-            shm_size=shm_size or Quantity.gibibytes(16),
-            capabilities=("IPC_LOCK",),
-            resources=dict([rdma_resource]) if rdma_resource else {},
-            host_network=host_network,
-            expected_network="IB",
-        )
+        # RoCE is InfiniBand verbs over Ethernet: the same pod settings, more variables.
+        return dataclasses.replace(base, name="roce", settings=settings)
 
     @classmethod
     def efa(
