@@ -155,6 +155,11 @@ class JobStatus(KubeModel):
     start_time: Time | None = None
     completion_time: Time | None = None
     last_reconcile_time: Time | None = None
+    ssh_auth_secret_name: StrictStr | None = Field(
+        default=None,
+        description="MPIJob: the Secret holding the job's SSH key pair, which the operator "
+        "created under a generated name (kubetrain; it never reads or adopts Secrets).",
+    )
 
 
 class JobBase(KubeModel):

@@ -40,6 +40,8 @@ DEFAULT_SYSCTLS: Mapping[str, str] = {
 """Socket buffer ceilings the tuner raises by default (64 MiB)."""
 PREFLIGHT_SSH_PORT = 2222
 """sshd port of host-network preflight workers (port 22 belongs to the node's sshd)."""
+TUNER_UID = 65532
+"""The non-root user of the node tuner's checker (the operator image's own)."""
 PREFLIGHT_MARK = "kubetrain-preflight:"
 MAX_POOL_NAME = 40
 
@@ -228,6 +230,7 @@ class GpuNodePool(constructs.Construct):
                 },
             )
         self._rbac()
+        self._node_patch_policy()
         api_object(self, "Resource", self._daemon_set())
         self.preflight: dict[str, Any] | None = None
         if props.preflight_nodes:
@@ -347,6 +350,96 @@ class GpuNodePool(constructs.Construct):
             "description": f"Training jobs on GPU node pool {self.props.name}.",
         }
 
+    @property
+    def tuner_user(self) -> str:
+        """The user name of the tuner's ServiceAccount tokens."""
+        return f"system:serviceaccount:{self.props.namespace}:{self.tuner_name}"
+
+    def _node_patch_policy(self) -> None:
+        """What RBAC cannot say: the tuner may patch only the node its pod runs on (the
+        node name bound into its token), and only ``kubetrain.dev/`` labels and
+        annotations; taints, spec and every other key stay as they are."""
+        keep = "k.startsWith('kubetrain.dev/')"
+        unchanged_except_ours = (
+            "variables.new{0}.all(k, {1} || (k in variables.old{0} && "
+            "variables.old{0}[k] == variables.new{0}[k])) && "
+            "variables.old{0}.all(k, {1} || k in variables.new{0})"
+        )
+        policy = {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": self._meta(self.cluster_role_name, namespaced=False),
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "resourceRules": [
+                        {
+                            "apiGroups": [""],
+                            "apiVersions": ["v1"],
+                            "operations": ["UPDATE"],
+                            "resources": ["nodes"],
+                        }
+                    ]
+                },
+                "matchConditions": [
+                    {
+                        "name": "the-node-tuner",
+                        "expression": f"request.userInfo.username == '{self.tuner_user}'",
+                    }
+                ],
+                "variables": [
+                    {
+                        "name": "tokenNode",
+                        "expression": "request.userInfo.extra.?"
+                        "['authentication.kubernetes.io/node-name'].orValue([])",
+                    },
+                    {"name": "newLabels", "expression": "object.metadata.?labels.orValue({})"},
+                    {"name": "oldLabels", "expression": "oldObject.metadata.?labels.orValue({})"},
+                    {
+                        "name": "newAnnotations",
+                        "expression": "object.metadata.?annotations.orValue({})",
+                    },
+                    {
+                        "name": "oldAnnotations",
+                        "expression": "oldObject.metadata.?annotations.orValue({})",
+                    },
+                ],
+                "validations": [
+                    {
+                        "expression": "object.metadata.name in variables.tokenNode",
+                        "reason": "Forbidden",
+                        "message": "the node tuner may change only the node its pod runs on",
+                    },
+                    {
+                        "expression": unchanged_except_ours.format("Labels", keep),
+                        "reason": "Forbidden",
+                        "message": "the node tuner may change only kubetrain.dev/ labels",
+                    },
+                    {
+                        "expression": unchanged_except_ours.format("Annotations", keep),
+                        "reason": "Forbidden",
+                        "message": "the node tuner may change only kubetrain.dev/ annotations",
+                    },
+                    {
+                        "expression": "object.spec == oldObject.spec && "
+                        "object.metadata.?ownerReferences == oldObject.metadata.?ownerReferences "
+                        "&& object.metadata.?finalizers == oldObject.metadata.?finalizers",
+                        "reason": "Forbidden",
+                        "message": "the node tuner may not change a node's spec, owners or "
+                        "finalizers",
+                    },
+                ],
+            },
+        }
+        api_object(self, "NodePatchPolicy", policy)
+        binding = {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": self._meta(self.cluster_role_name, namespaced=False),
+            "spec": {"policyName": self.cluster_role_name, "validationActions": ["Deny"]},
+        }
+        api_object(self, "NodePatchPolicyBinding", binding)
+
     def _rbac(self) -> None:
         api_object(
             self,
@@ -385,29 +478,23 @@ class GpuNodePool(constructs.Construct):
             },
         )
 
-    def tuner_args(self) -> list[str]:
-        """The node tuner's command-line arguments."""
-        args = [
-            "--host-root=/host",
-            "--proc-root=/proc",
-            f"--interval={self.props.tuner_interval_s}",
-        ]
+    def tuner_args(self, phase: str = "check") -> list[str]:
+        """The node tuner's command-line arguments for one phase (``apply`` or ``check``)."""
+        args = [f"--phase={phase}", "--host-root=/host", "--proc-root=/proc"]
+        if phase == "check":
+            args.append(f"--interval={self.props.tuner_interval_s}")
         args += [f"--sysctl={k}={v}" for k, v in sorted(self.props.sysctls.items())]
-        if self.profile.requires_peermem:
+        if phase == "check" and self.profile.requires_peermem:
             args.append("--require-peermem")
         return args
 
-    def _daemon_set(self) -> dict[str, Any]:
-        selector = {
-            "app.kubernetes.io/name": "node-tuner",
-            "app.kubernetes.io/instance": self.props.name,
-        }
-        container = {
-            "name": "node-tuner",
+    def _tuner_container(self, name: str, phase: str) -> dict[str, Any]:
+        return {
+            "name": name,
             "image": str(self.props.tuner_image),
             "imagePullPolicy": "IfNotPresent",
             "command": ["python", "-m", "kubetrain.node_tuner"],
-            "args": self.tuner_args(),
+            "args": self.tuner_args(phase),
             "env": [
                 {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
                 {"name": "PYTHONUNBUFFERED", "value": "1"},
@@ -415,15 +502,6 @@ class GpuNodePool(constructs.Construct):
             "resources": {
                 "requests": {"cpu": "10m", "memory": "96Mi"},
                 "limits": {"memory": "256Mi"},
-            },
-            # Writing host sysctls needs a privileged container running as root (the
-            # operator image defaults to a non-root user); the host's files are only
-            # read, through a read-only mount.
-            "securityContext": {
-                "privileged": True,
-                "runAsUser": 0,
-                "runAsGroup": 0,
-                "readOnlyRootFilesystem": True,
             },
             "volumeMounts": [
                 {
@@ -434,6 +512,32 @@ class GpuNodePool(constructs.Construct):
                 }
             ],
         }
+
+    def _daemon_set(self) -> dict[str, Any]:
+        selector = {
+            "app.kubernetes.io/name": "node-tuner",
+            "app.kubernetes.io/instance": self.props.name,
+        }
+        # Only writing host sysctls needs privileges (root, privileged): that step runs
+        # once as an init container and exits. The long-running checker, which holds the
+        # ServiceAccount token that may label the node, runs unprivileged and non-root.
+        apply_step = self._tuner_container("apply-sysctls", "apply")
+        apply_step["securityContext"] = {
+            "privileged": True,
+            "runAsUser": 0,
+            "runAsGroup": 0,
+            "readOnlyRootFilesystem": True,
+        }
+        checker = self._tuner_container("node-tuner", "check")
+        checker["securityContext"] = {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": True,
+            "runAsUser": TUNER_UID,
+            "runAsGroup": TUNER_UID,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
+        }
         pod_spec: dict[str, Any] = {
             "serviceAccountName": self.tuner_name,
             # Host network: net.* sysctls are per network namespace.
@@ -441,7 +545,8 @@ class GpuNodePool(constructs.Construct):
             "dnsPolicy": "ClusterFirstWithHostNet",
             "nodeSelector": self._base_selector(),
             "tolerations": self.tolerations,
-            "containers": [container],
+            "initContainers": [apply_step],
+            "containers": [checker],
             "volumes": [{"name": "host-root", "hostPath": {"path": "/", "type": "Directory"}}],
             "terminationGracePeriodSeconds": 5,
         }
@@ -542,6 +647,8 @@ class GpuNodePool(constructs.Construct):
             {
                 "metadata": {"labels": dict(labels)},
                 "spec": {
+                    # nccl-tests talk to no API: no token in the pods.
+                    "automountServiceAccountToken": False,
                     "containers": [
                         {
                             "name": "worker",
@@ -552,7 +659,7 @@ class GpuNodePool(constructs.Construct):
                                 "limits": {"memory": "32Gi"},
                             },
                         }
-                    ]
+                    ],
                 },
             }
         )
@@ -577,6 +684,7 @@ class GpuNodePool(constructs.Construct):
             {
                 "metadata": {"labels": dict(labels)},
                 "spec": {
+                    "automountServiceAccountToken": False,
                     "containers": [
                         {
                             "name": "launcher",
@@ -587,7 +695,7 @@ class GpuNodePool(constructs.Construct):
                                 "limits": {"memory": "512Mi"},
                             },
                         }
-                    ]
+                    ],
                 },
             },
             gpus_per_node=0,

@@ -98,6 +98,10 @@ class JobProps:
     patch_pod_template: PodTemplatePatch | None = None
     """Escape hatch: called with (replica type, pod template), returns the template to
     use; the result is still validated against the pinned Kubernetes schema."""
+    service_account_token: bool = False
+    """Mount the ServiceAccount token into the pods. Default: no
+    (``automountServiceAccountToken: false``): training code does not call the Kubernetes
+    API, and a mounted token is a credential a compromised job could use."""
 
     def __post_init__(self) -> None:
         if self.name is not None:
@@ -208,6 +212,8 @@ def pod_template(
         },
         "spec": {"containers": [main]},
     }
+    if not props.service_account_token:
+        template["spec"]["automountServiceAccountToken"] = False
     if not template["metadata"]["labels"]:
         del template["metadata"]["labels"]
     if bind_pool and props.node_pool is not None:

@@ -1,5 +1,6 @@
 """``TrainingOperator``: the operator's Deployment with least-privilege RBAC, metrics
-Service, PodDisruptionBudget and NetworkPolicy.
+Service, PodDisruptionBudget, NetworkPolicies and, cluster-wide, a
+ValidatingAdmissionPolicy that keeps the operator out of the excluded namespaces.
 
 The operator's flags are rendered from :class:`kubetrain.controller.config.OperatorConfig`
 and its RBAC from :func:`kubetrain.controller.rbac.operator_rules`, the same code the
@@ -9,6 +10,7 @@ operator runs with, so the manifests and the binary cannot drift.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,6 +55,15 @@ class TrainingOperatorProps:
     """Node selector for the operator pods. Default: none."""
     labels: dict[str, str] = field(default_factory=dict)
     """Extra labels on every object. Default: none."""
+    monitoring_namespace: str | None = "monitoring"
+    """The namespace whose pods (Prometheus) may scrape the metrics port; None closes it
+    to every pod. The health port stays open for the kubelet's probes."""
+    api_server_cidrs: tuple[str, ...] = ("0.0.0.0/0",)
+    """Addresses the operator may connect to (egress), on ``api_server_ports`` only.
+    Default: any address, since the control plane's addresses differ per cluster; set the
+    API server's endpoints (``kubectl get endpoints kubernetes``) to close it further."""
+    api_server_ports: tuple[int, ...] = (443, 6443)
+    """Ports of the API server (the ``kubernetes`` Service's and its endpoints')."""
 
     def __post_init__(self) -> None:
         check_dns_label("namespace", self.namespace)
@@ -65,6 +76,23 @@ class TrainingOperatorProps:
             )
         check_labels("node_selector", self.node_selector)
         check_labels("labels", self.labels)
+        if self.monitoring_namespace is not None:
+            check_dns_label("monitoring_namespace", self.monitoring_namespace)
+        if not self.api_server_cidrs:
+            raise ValueError("api_server_cidrs is empty: the operator must reach the API server")
+        for cidr in self.api_server_cidrs:
+            try:
+                ipaddress.ip_network(cidr)
+            except ValueError:
+                raise ValueError(
+                    f"api_server_cidrs ({cidr!r}) must be CIDRs, e.g. 10.0.0.1/32"
+                ) from None
+        bad = [p for p in self.api_server_ports if not 1 <= p <= 65535]
+        if bad or not self.api_server_ports:
+            raise ValueError(
+                f"api_server_ports ({', '.join(map(str, self.api_server_ports)) or 'empty'}) "
+                "must be ports between 1 and 65535, e.g. (443, 6443)"
+            )
         if (
             self.watch_namespaces
             and self.config.namespaces
@@ -83,6 +111,11 @@ class TrainingOperatorProps:
             config = dataclasses.replace(config, namespaces=tuple(self.watch_namespaces))
         if self.replicas > 1 and not config.leader_elect:
             config = dataclasses.replace(config, leader_elect=True)
+        if config.cluster_wide and self.namespace not in config.exclude_namespaces:
+            # The operator's own namespace holds its token and Lease, never a job.
+            config = dataclasses.replace(
+                config, exclude_namespaces=(*config.exclude_namespaces, self.namespace)
+            )
         return config
 
 
@@ -91,8 +124,10 @@ class TrainingOperator(constructs.Construct):
 
     Child ids: ``Namespace``, ``ServiceAccount``, ``ClusterRole``/``ClusterRoleBinding``
     (or ``Role-<ns>``/``RoleBinding-<ns>`` per watched namespace), ``LeaderElectionRole``
-    and ``LeaderElectionRoleBinding`` (with leader election), ``Resource`` (the
-    Deployment), ``MetricsService``, ``DisruptionBudget``, ``NetworkPolicy``.
+    and ``LeaderElectionRoleBinding`` (with leader election), ``ExclusionPolicy`` and
+    ``ExclusionPolicyBinding`` (cluster-wide, with excluded namespaces), ``Resource`` (the
+    Deployment), ``MetricsService``, ``DisruptionBudget``, ``NetworkPolicy`` (ingress) and
+    ``EgressPolicy``.
     """
 
     def __init__(self, scope: constructs.Construct, id: str, props: TrainingOperatorProps) -> None:
@@ -108,10 +143,18 @@ class TrainingOperator(constructs.Construct):
             api_object(self, "Namespace", self._namespace())
         api_object(self, "ServiceAccount", self._object("v1", "ServiceAccount", {}))
         self._rbac()
+        if self.config.cluster_wide and self.config.exclude_namespaces:
+            self._exclusion_policy()
         api_object(self, "Resource", self._deployment())
         api_object(self, "MetricsService", self._service())
         api_object(self, "DisruptionBudget", self._pdb())
         api_object(self, "NetworkPolicy", self._network_policy())
+        api_object(self, "EgressPolicy", self._egress_policy())
+
+    @property
+    def service_account_user(self) -> str:
+        """The user name the API server gives the operator's ServiceAccount token."""
+        return f"system:serviceaccount:{self.props.namespace}:{self.props.name}"
 
     # --- objects -------------------------------------------------------------------
 
@@ -222,6 +265,73 @@ class TrainingOperator(constructs.Construct):
                     name=role_name,
                 ),
             )
+
+    def _exclusion_policy(self) -> None:
+        """Deny every write the operator's ServiceAccount makes in an excluded namespace
+        (its own Lease excepted): the admission chain enforces what the operator's
+        field-selected informers already promise, whatever its ClusterRole allows."""
+        name = f"{self.props.name}-excluded-namespaces"
+        excluded = list(self.config.exclude_namespaces)
+        policy = {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicy",
+            "metadata": self._meta(name, namespace=None),
+            "spec": {
+                "failurePolicy": "Fail",
+                "matchConstraints": {
+                    "namespaceSelector": {
+                        "matchExpressions": [
+                            {
+                                "key": "kubernetes.io/metadata.name",
+                                "operator": "In",
+                                "values": excluded,
+                            }
+                        ]
+                    },
+                    "resourceRules": [
+                        {
+                            "apiGroups": ["*"],
+                            "apiVersions": ["*"],
+                            "operations": ["CREATE", "UPDATE", "DELETE"],
+                            "resources": ["*"],
+                        }
+                    ],
+                    "excludeResourceRules": [
+                        {
+                            "apiGroups": ["coordination.k8s.io"],
+                            "apiVersions": ["v1"],
+                            "operations": ["CREATE", "UPDATE"],
+                            "resources": ["leases"],
+                            "resourceNames": [self.config.leader_election_id],
+                        }
+                    ],
+                },
+                "matchConditions": [
+                    {
+                        "name": "the-operator",
+                        "expression": f"request.userInfo.username == '{self.service_account_user}'",
+                    }
+                ],
+                "validations": [
+                    {
+                        "expression": "false",
+                        "reason": "Forbidden",
+                        "message": (
+                            f"the kubetrain operator never writes in the excluded namespaces "
+                            f"({', '.join(excluded)})"
+                        ),
+                    }
+                ],
+            },
+        }
+        api_object(self, "ExclusionPolicy", policy)
+        binding = {
+            "apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingAdmissionPolicyBinding",
+            "metadata": self._meta(name, namespace=None),
+            "spec": {"policyName": name, "validationActions": ["Deny"]},
+        }
+        api_object(self, "ExclusionPolicyBinding", binding)
 
     def _container(self) -> dict[str, Any]:
         config = self.config
@@ -339,6 +449,26 @@ class TrainingOperator(constructs.Construct):
         )
 
     def _network_policy(self) -> dict[str, Any]:
+        """Ingress: the health port from anywhere (the kubelet probes it), the metrics
+        port from the monitoring namespace only, nothing else."""
+        ingress: list[dict[str, Any]] = [
+            {"ports": [{"port": self.config.health_port, "protocol": "TCP"}]}
+        ]
+        if self.props.monitoring_namespace is not None:
+            ingress.append(
+                {
+                    "from": [
+                        {
+                            "namespaceSelector": {
+                                "matchLabels": {
+                                    "kubernetes.io/metadata.name": self.props.monitoring_namespace
+                                }
+                            }
+                        }
+                    ],
+                    "ports": [{"port": self.config.metrics_port, "protocol": "TCP"}],
+                }
+            )
         return self._object(
             "networking.k8s.io/v1",
             "NetworkPolicy",
@@ -346,14 +476,30 @@ class TrainingOperator(constructs.Construct):
                 "spec": {
                     "podSelector": {"matchLabels": dict(self.selector)},
                     "policyTypes": ["Ingress"],
-                    "ingress": [
+                    "ingress": ingress,
+                }
+            },
+        )
+
+    def _egress_policy(self) -> dict[str, Any]:
+        """Egress: the API server's ports only (the operator talks to nothing else; it
+        reaches the API server by the IP in KUBERNETES_SERVICE_HOST, so no DNS)."""
+        return self._object(
+            "networking.k8s.io/v1",
+            "NetworkPolicy",
+            {
+                "spec": {
+                    "podSelector": {"matchLabels": dict(self.selector)},
+                    "policyTypes": ["Egress"],
+                    "egress": [
                         {
+                            "to": [{"ipBlock": {"cidr": c}} for c in self.props.api_server_cidrs],
                             "ports": [
-                                {"port": self.config.metrics_port, "protocol": "TCP"},
-                                {"port": self.config.health_port, "protocol": "TCP"},
-                            ]
+                                {"port": p, "protocol": "TCP"} for p in self.props.api_server_ports
+                            ],
                         }
                     ],
                 }
             },
+            name=f"{self.props.name}-egress",
         )

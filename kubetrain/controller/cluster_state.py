@@ -18,7 +18,7 @@ from typing import Any
 from kubetrain.controller import labels as L
 from kubetrain.controller import reasons as R
 from kubetrain.controller.conditions import format_time
-from kubetrain.controller.errors import ApiError
+from kubetrain.controller.errors import ApiError, ChildConflict, Deposed
 from kubetrain.controller.informer import (
     Informer,
     trim_batch_job,
@@ -31,6 +31,7 @@ from kubetrain.controller.kube import (
     JOB_RESOURCES,
     KubeApi,
 )
+from kubetrain.controller.ownership import Holder, holder
 from kubetrain.controller.planner import Event
 from kubetrain.controller.plugins.base import Observed
 from kubetrain.controller.plugins.children import API_VERSIONS
@@ -39,19 +40,25 @@ from kubetrain.controller.policies.cleanup import ChildRef
 log = logging.getLogger("kubetrain.operator")
 
 JobKey = tuple[str, str, str]
-#: Children each job kind has (MPI's extra kinds are watched only when MPIJob is on).
+#: Children each job kind has that the operator watches (MPI's extra kinds only when
+#: MPIJob is on). Secrets are never watched, listed or read: the operator may only create
+#: them, and knows its own from the job's status.
 CHILD_KINDS: Mapping[str, tuple[str, ...]] = {
     "PyTorchJob": ("Pod", "Service"),
     "TFJob": ("Pod", "Service"),
-    "MPIJob": ("Pod", "Service", "ConfigMap", "Secret", "Job"),
+    "MPIJob": ("Pod", "Service", "ConfigMap", "Job"),
 }
 _TRANSFORMS: Mapping[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
     "Pod": trim_pod,
     "Service": trim_metadata_only,
     "ConfigMap": trim_metadata_only,
-    "Secret": trim_metadata_only,
     "Job": trim_batch_job,
 }
+
+
+def namespace_field_selector(excluded: tuple[str, ...]) -> str | None:
+    """``metadata.namespace!=a,metadata.namespace!=b``: what the informers leave out."""
+    return ",".join(f"metadata.namespace!={n}" for n in excluded) or None
 
 
 def child_index(obj: Mapping[str, Any]) -> JobKey | None:
@@ -83,12 +90,22 @@ class KubeCluster:
         enqueue: Callable[[JobKey], None],
         *,
         identity: str = "kubetrain",
+        exclude_namespaces: tuple[str, ...] = (),
+        may_write: Callable[[], bool] = lambda: True,
     ) -> None:
         self.api = api
         self.kinds = kinds
         self.identity = identity
         self._enqueue = enqueue
+        #: False while this replica cannot prove it still leads: every write refuses.
+        self._may_write = may_write
+        #: (kind, namespace, name) of children a job's startup gate waits for -> the job.
+        self._awaited: dict[tuple[str, str, str], JobKey] = {}
+        self._awaited_by: dict[JobKey, set[tuple[str, str, str]]] = {}
+        self._awaited_lock = threading.Lock()
         scopes: tuple[str | None, ...] = namespaces or (None,)
+        # Cluster-wide informers leave the excluded namespaces out on the server side.
+        fields = namespace_field_selector(exclude_namespaces) if not namespaces else None
         self.job_informers: dict[tuple[str, str | None], Informer] = {}
         self.child_informers: dict[tuple[str, str | None], Informer] = {}
         child_kinds = sorted({c for k in kinds for c in CHILD_KINDS[k]})
@@ -99,6 +116,7 @@ class KubeCluster:
                     api,
                     JOB_RESOURCES[kind],
                     namespace=scope,
+                    field_selector=fields,
                     transform=trim_training_job,
                     handler=lambda _t, obj, k=kind: self._on_job(k, obj),  # type: ignore[misc]
                 )
@@ -108,9 +126,11 @@ class KubeCluster:
                     CHILD_RESOURCES[child],
                     namespace=scope,
                     label_selector=selector,
-                    metadata_only=child in ("Service", "ConfigMap", "Secret"),
+                    field_selector=fields,
+                    metadata_only=child in ("Service", "ConfigMap"),
                     transform=_TRANSFORMS[child],
                     handler=self._on_child,
+                    echo_handler=self._on_child_echo,
                     index=child_index,
                 )
         self._events: queue.Queue[tuple[dict[str, Any], Event] | None] = queue.Queue(maxsize=10000)
@@ -170,6 +190,26 @@ class KubeCluster:
         if key is not None:
             self._enqueue(key)
 
+    def _on_child_echo(self, _type: str, obj: Mapping[str, Any]) -> None:
+        """The echo of our own write wakes a job only if its startup gate waits for it."""
+        meta = obj.get("metadata") or {}
+        ref = (str(obj.get("kind")), str(meta.get("namespace") or ""), str(meta.get("name")))
+        with self._awaited_lock:
+            job = self._awaited.get(ref)
+        if job is not None:
+            self._enqueue(job)
+
+    def set_awaited(self, key: JobKey, refs: frozenset[tuple[str, str]]) -> None:
+        """Record the children (kind, name) job ``key``'s startup gate waits for."""
+        wanted = {(kind, key[1], name) for kind, name in refs}
+        with self._awaited_lock:
+            for ref in self._awaited_by.pop(key, set()) - wanted:
+                self._awaited.pop(ref, None)
+            for ref in wanted:
+                self._awaited[ref] = key
+            if wanted:
+                self._awaited_by[key] = wanted
+
     # -- JobCache ------------------------------------------------------------------------
 
     def _job_informer(self, kind: str, namespace: str) -> Informer | None:
@@ -209,27 +249,55 @@ class KubeCluster:
             pods=pods,
             services=found.get("Service", {}),
             config_maps=found.get("ConfigMap", {}),
-            secrets=found.get("Secret", {}),
             batch_jobs=found.get("Job", {}),
             now=now,
         )
 
     # -- ClusterWriter -------------------------------------------------------------------
 
+    def _fence(self) -> None:
+        if not self._may_write():
+            raise Deposed("this replica cannot prove it still holds the leader lease")
+
     def apply(self, obj: dict[str, Any]) -> None:
-        """Server-side apply a child and cache the answer."""
+        """Server-side apply a child this job already controls and cache the answer."""
+        self._fence()
         result = self.api.apply(obj)
         self._write_through(obj["kind"], result)
 
     def create(self, obj: dict[str, Any]) -> None:
-        """Create a child (409 means it exists: fine) and cache the answer."""
+        """Create a child. A name already taken is this job's only if the existing object
+        is controlled by this job (a stale cache); otherwise ``ChildConflict``, and the
+        object is left untouched."""
+        self._fence()
+        kind = str(obj["kind"])
+        meta = obj["metadata"]
         try:
             result = self.api.create(obj)
         except ApiError as err:
-            if err.status == 409:
-                return  # created before (stale cache): never overwrite it
-            raise
-        self._write_through(obj["kind"], result)
+            if err.status != 409:
+                raise
+            existing = self.api.get(CHILD_RESOURCES[kind], meta.get("namespace"), meta["name"])
+            if existing is None:
+                raise  # deleted in between: a retry creates it
+            verdict = holder(existing, obj)
+            if verdict.holder is Holder.THIS_JOB:
+                self._write_through(kind, existing)
+                return
+            raise ChildConflict(
+                kind,
+                str(meta.get("namespace")),
+                str(meta["name"]),
+                verdict.description,
+                predecessor=verdict.holder is Holder.PREDECESSOR,
+            ) from err
+        self._write_through(kind, result)
+
+    def create_generated(self, obj: dict[str, Any]) -> str:
+        """Create a child under a generated name (``metadata.generateName``); its name."""
+        self._fence()
+        result = self.api.create(obj)
+        return str((result.get("metadata") or {}).get("name"))
 
     def _write_through(self, kind: str, result: Mapping[str, Any]) -> None:
         namespace = str((result.get("metadata") or {}).get("namespace") or "")
@@ -239,6 +307,7 @@ class KubeCluster:
 
     def delete(self, namespace: str, ref: ChildRef) -> None:
         """Delete a child with a uid precondition; the cache shows it as being deleted."""
+        self._fence()
         resource = CHILD_RESOURCES[ref.kind]
         self.api.delete(resource, namespace, ref.name, uid=ref.uid or None)
         informer = self._child_informer(ref.kind, namespace)
@@ -247,6 +316,7 @@ class KubeCluster:
 
     def write_status(self, key: JobKey, raw: Mapping[str, Any], status: dict[str, Any]) -> None:
         """Server-side apply the status with a resourceVersion precondition."""
+        self._fence()
         kind, namespace, name = key
         meta = raw.get("metadata") or {}
         body = {
@@ -266,6 +336,7 @@ class KubeCluster:
 
     def delete_job(self, key: JobKey, uid: str) -> None:
         """Delete the job (uid precondition); its children go by garbage collection."""
+        self._fence()
         kind, namespace, name = key
         self.api.delete(JOB_RESOURCES[kind], namespace, name, uid=uid)
 
@@ -282,6 +353,8 @@ class KubeCluster:
             if item is None:
                 return
             raw, event = item
+            if not self._may_write():
+                continue  # a deposed leader records nothing
             try:
                 self.api.create(self._event_object(raw, event))
             except ApiError as err:

@@ -5,11 +5,15 @@ cannot drift (a test round-trips every field through the flags)."""
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import re
 from dataclasses import dataclass, fields
 from enum import StrEnum
 
 JOB_KINDS = ("PyTorchJob", "TFJob", "MPIJob")
+#: Namespaces a cluster-wide operator leaves alone unless told otherwise: no training job
+#: belongs there, and the operator must never write into them.
+SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -32,6 +36,11 @@ class OperatorConfig:
     """Job kinds to reconcile (and to request RBAC for). Default: all three."""
     namespaces: tuple[str, ...] = ()
     """Namespaces to watch. Default: empty, meaning every namespace (ClusterRole)."""
+    exclude_namespaces: tuple[str, ...] = SYSTEM_NAMESPACES
+    """Namespaces a cluster-wide operator never watches or writes to (its informers
+    leave them out on the server side; the ``TrainingOperator`` construct adds its own
+    namespace and a ValidatingAdmissionPolicy that denies the operator's writes there).
+    Default: kube-system, kube-public, kube-node-lease."""
     workers: int = 4
     """Reconcile worker threads."""
     kube_api_qps: float = 20.0
@@ -44,8 +53,13 @@ class OperatorConfig:
     """Name of the Lease."""
     metrics_port: int = 8080
     """Port of the Prometheus ``/metrics`` endpoint."""
+    metrics_bind_address: str = "0.0.0.0"
+    """Address ``/metrics`` listens on. Default: every address (the pod's IP); use
+    127.0.0.1 for a process on a workstation."""
     health_port: int = 8081
     """Port of ``/healthz`` and ``/readyz``."""
+    health_bind_address: str = "0.0.0.0"
+    """Address the health endpoints listen on (the kubelet probes the pod's IP)."""
     gang_scheduler: GangScheduler = GangScheduler.NONE
     """Gang scheduler whose PodGroups the operator creates."""
     startup_timeout_seconds: int = 600
@@ -65,6 +79,24 @@ class OperatorConfig:
             raise ValueError(f"namespaces ({', '.join(bad)}) must be DNS-1123 labels")
         if len(set(self.namespaces)) != len(self.namespaces):
             raise ValueError(f"namespaces ({', '.join(self.namespaces)}) lists one twice")
+        bad = [n for n in self.exclude_namespaces if not _DNS1123.match(n) or len(n) > 63]
+        if bad:
+            raise ValueError(f"exclude_namespaces ({', '.join(bad)}) must be DNS-1123 labels")
+        both = sorted(set(self.namespaces) & set(self.exclude_namespaces))
+        if both:
+            raise ValueError(
+                f"namespaces and exclude_namespaces both name {', '.join(both)}: a watched "
+                "namespace cannot be excluded (drop it from one of them)"
+            )
+        for name in ("metrics_bind_address", "health_bind_address"):
+            address = getattr(self, name)
+            try:
+                ipaddress.ip_address(address)
+            except ValueError:
+                raise ValueError(
+                    f"{name} ({address!r}) must be an IP address, e.g. 0.0.0.0 (every "
+                    "address) or 127.0.0.1 (this machine only)"
+                ) from None
         if not 1 <= self.workers <= 64:
             raise ValueError(f"workers ({self.workers}) must be between 1 and 64")
         if self.kube_api_qps <= 0:
@@ -102,13 +134,16 @@ class OperatorConfig:
         args = [f"--kinds={','.join(self.kinds)}"]
         args += [f"--namespace={n}" for n in self.namespaces]
         args += [
+            f"--exclude-namespaces={','.join(self.exclude_namespaces)}",
             f"--workers={self.workers}",
             f"--kube-api-qps={self.kube_api_qps:g}",
             f"--kube-api-burst={self.kube_api_burst}",
             f"--leader-elect={'true' if self.leader_elect else 'false'}",
             f"--leader-election-id={self.leader_election_id}",
             f"--metrics-port={self.metrics_port}",
+            f"--metrics-bind-address={self.metrics_bind_address}",
             f"--health-port={self.health_port}",
+            f"--health-bind-address={self.health_bind_address}",
             f"--gang-scheduler={self.gang_scheduler.value}",
             f"--startup-timeout-seconds={self.startup_timeout_seconds}",
         ]
@@ -130,6 +165,12 @@ class OperatorConfig:
             default=[],
             help="namespace to watch (repeatable; default: all namespaces)",
         )
+        parser.add_argument(
+            "--exclude-namespaces",
+            default=",".join(d.exclude_namespaces),
+            help="comma-separated namespaces a cluster-wide operator leaves alone "
+            f"(default: {','.join(d.exclude_namespaces)}; empty for none)",
+        )
         parser.add_argument("--workers", type=int, default=d.workers)
         parser.add_argument("--kube-api-qps", type=float, default=d.kube_api_qps)
         parser.add_argument("--kube-api-burst", type=int, default=d.kube_api_burst)
@@ -138,7 +179,9 @@ class OperatorConfig:
         )
         parser.add_argument("--leader-election-id", default=d.leader_election_id)
         parser.add_argument("--metrics-port", type=int, default=d.metrics_port)
+        parser.add_argument("--metrics-bind-address", default=d.metrics_bind_address)
         parser.add_argument("--health-port", type=int, default=d.health_port)
+        parser.add_argument("--health-bind-address", default=d.health_bind_address)
         parser.add_argument(
             "--gang-scheduler",
             default=d.gang_scheduler.value,
@@ -154,13 +197,18 @@ class OperatorConfig:
         return cls(
             kinds=tuple(k.strip() for k in args.kinds.split(",") if k.strip()),
             namespaces=tuple(args.namespaces),
+            exclude_namespaces=tuple(
+                n.strip() for n in args.exclude_namespaces.split(",") if n.strip()
+            ),
             workers=args.workers,
             kube_api_qps=args.kube_api_qps,
             kube_api_burst=args.kube_api_burst,
             leader_elect=args.leader_elect,
             leader_election_id=args.leader_election_id,
             metrics_port=args.metrics_port,
+            metrics_bind_address=args.metrics_bind_address,
             health_port=args.health_port,
+            health_bind_address=args.health_bind_address,
             gang_scheduler=GangScheduler(args.gang_scheduler),
             startup_timeout_seconds=args.startup_timeout_seconds,
         )

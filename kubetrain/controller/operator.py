@@ -18,7 +18,7 @@ from pathlib import Path
 
 from kubetrain.controller.cluster_state import JobKey, KubeCluster
 from kubetrain.controller.config import OperatorConfig
-from kubetrain.controller.errors import ApiError, ErrorClass
+from kubetrain.controller.errors import ApiError, Deposed, ErrorClass
 from kubetrain.controller.health import HttpServers
 from kubetrain.controller.kube import KubeApi
 from kubetrain.controller.leader import LeaderElector
@@ -69,8 +69,26 @@ class Operator:
         self.metrics = Metrics()
         self.metrics.api_requests.set_function(lambda: float(api.requests))
         self.queue: WorkQueue[JobKey] = WorkQueue()
+        self.elector: LeaderElector | None = None
+        if config.leader_elect:
+            self.elector = LeaderElector(
+                api,
+                namespace=lease_namespace(),
+                name=config.leader_election_id,
+                identity=self.identity,
+                lease_duration=lease_duration,
+                renew_deadline=renew_deadline,
+                retry_period=retry_period,
+                on_change=lambda leader: self.metrics.is_leader.set(1 if leader else 0),
+            )
         self.cluster = KubeCluster(
-            api, config.kinds, config.namespaces, self.queue.add, identity=self.identity
+            api,
+            config.kinds,
+            config.namespaces,
+            self.queue.add,
+            identity=self.identity,
+            exclude_namespaces=config.exclude_namespaces,
+            may_write=self.may_write,
         )
         # Child writes of one reconcile go out concurrently: the API server's latency, not
         # the operator's CPU, bounds how fast a job gets its children.
@@ -86,18 +104,6 @@ class Operator:
             executor=self.executor,
         )
         self.resync_seconds = resync_seconds
-        self.elector: LeaderElector | None = None
-        if config.leader_elect:
-            self.elector = LeaderElector(
-                api,
-                namespace=lease_namespace(),
-                name=config.leader_election_id,
-                identity=self.identity,
-                lease_duration=lease_duration,
-                renew_deadline=renew_deadline,
-                retry_period=retry_period,
-                on_change=lambda leader: self.metrics.is_leader.set(1 if leader else 0),
-            )
         self.http: HttpServers | None = None
         if serve_http:
             self.http = HttpServers(
@@ -106,6 +112,8 @@ class Operator:
                 registry=self.metrics.registry,
                 healthz=self.healthz,
                 readyz=self.readyz,
+                health_address=config.health_bind_address,
+                metrics_address=config.metrics_bind_address,
             )
         self.started = threading.Event()
         self._workers: list[threading.Thread] = []
@@ -132,6 +140,12 @@ class Operator:
     def is_leader(self) -> bool:
         """True when this replica acts (holds the Lease, or election is off)."""
         return self.elector is None or self.elector.is_leader
+
+    def may_write(self) -> bool:
+        """Whether a write may go out now: election is off, or this replica's last
+        successful renewal is recent enough that no other replica can have taken the
+        Lease (a replica paused past its lease resumes unable to write)."""
+        return self.elector is None or self.elector.can_act()
 
     # -- main loop -----------------------------------------------------------------------
 
@@ -197,6 +211,9 @@ class Operator:
                 self.queue.forget(key)
                 if result.requeue_after is not None:
                     self.queue.add_after(key, result.requeue_after)
+            except Deposed:
+                # Not provably the leader: the renewal loop decides; look again later.
+                self.queue.add_after(key, 1.0)
             except ApiError as err:
                 if err.error_class is ErrorClass.CONFLICT:
                     self.queue.add_after(key, 0.05)

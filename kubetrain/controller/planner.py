@@ -11,6 +11,7 @@ what the pods do.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -41,6 +42,11 @@ from kubetrain.controller.policies.cleanup import ChildRef
 #: Children that are created once and never changed (pods and Jobs are immutable where
 #: it matters; the SSH Secret must never be regenerated).
 CREATE_ONCE = frozenset({"Pod", "Job", "Secret"})
+#: Children created under a generated name, and the status field that records it (the
+#: operator may create Secrets but not read them: the status is how it knows its own).
+GENERATED_NAME_STATUS = {"Secret": "sshAuthSecretName"}
+#: Requeue delay after creating a child the startup gate waits for.
+IMMEDIATE_REQUEUE_SECONDS = 0.05
 
 
 @dataclass(frozen=True)
@@ -67,13 +73,20 @@ class Context:
 
 @dataclass
 class Plan:
-    """What the reconciler carries out, in this order: apply and create children, write
-    the status, delete children, delete the job, emit Events."""
+    """What the reconciler carries out, in this order: create and apply children, write
+    the status, delete children, delete the job, emit Events.
+
+    ``create`` holds children not observed yet: they are POSTed, and a name already taken
+    by an object the job does not control is a conflict, never adopted. ``apply`` holds
+    observed children of this job whose desired content changed (server-side apply).
+    ``generate`` holds children created under a generated name, with the status field
+    that records the name the API server gave."""
 
     kind: str
     name: str
     apply: list[dict[str, Any]] = field(default_factory=list)
     create: list[dict[str, Any]] = field(default_factory=list)
+    generate: list[tuple[dict[str, Any], str]] = field(default_factory=list)
     delete: list[ChildRef] = field(default_factory=list)
     #: The status to write (wire form), or None when it did not change.
     status: dict[str, Any] | None = None
@@ -84,6 +97,8 @@ class Plan:
     seen_restart_counts: dict[str, int] = field(default_factory=dict)
     #: Metric events: created, succeeded, failed, restarted.
     metrics: list[str] = field(default_factory=list)
+    #: Children (kind, name) the startup gate waits for: events about them wake the job.
+    awaiting: frozenset[tuple[str, str]] = frozenset()
     #: The parsed, defaulted job (None when invalid).
     job: Job | None = None
 
@@ -262,6 +277,7 @@ def plan(raw: Mapping[str, Any], plugin: JobPlugin, observed: Observed, ctx: Con
     job, errors = parse_job(raw, plugin)
     b.plan.job = job
     finished = C.finished(b.current)
+    observed = _with_recorded_secret(observed, b.current)
 
     if job is None:
         if finished:
@@ -398,13 +414,17 @@ def plan(raw: Mapping[str, Any], plugin: JobPlugin, observed: Observed, ctx: Con
     )
     for desired in plugin.build(job, observed):
         kind = desired["kind"]
-        name = desired["metadata"]["name"]
+        name = desired["metadata"].get("name")
+        if not name:
+            b.plan.generate.append((desired, GENERATED_NAME_STATUS[kind]))
+            continue
         present = observed.by_kind(kind).get(name)
-        if kind in CREATE_ONCE:
-            if present is not None or name in recreating:
-                continue
-            (b.plan.create if kind == "Secret" else b.plan.apply).append(desired)
-        elif children.observed_hash(present) != children.observed_hash(desired):
+        if present is None:
+            if name not in recreating:
+                b.plan.create.append(desired)
+        elif kind not in CREATE_ONCE and (
+            children.observed_hash(present) != children.observed_hash(desired)
+        ):
             b.plan.apply.append(desired)
     b.plan.delete.extend(_surplus(job, plugin, observed))
 
@@ -464,7 +484,23 @@ def plan(raw: Mapping[str, Any], plugin: JobPlugin, observed: Observed, ctx: Con
             )
     b.status = b.status.model_copy(update={"replica_statuses": statuses})
     b.plan.requeue_after = _min(deadline.after, gate.requeue_after)
+    b.plan.awaiting = frozenset(
+        {("Pod", name) for rule in gate.waiting for name in rule.needed_pods}
+        | {("Service", name) for rule in gate.waiting for name in rule.needed_services}
+    )
+    written = {(o["kind"], o["metadata"]["name"]) for o in (*b.plan.create, *b.plan.apply)}
+    if written & b.plan.awaiting:
+        # The gate was evaluated before this reconcile created what it waits for: look
+        # again as soon as the write is in the cache (the Service may be all it lacked).
+        b.plan.requeue_after = _min(b.plan.requeue_after, IMMEDIATE_REQUEUE_SECONDS)
     return b.done()
+
+
+def _with_recorded_secret(observed: Observed, status: JobStatus) -> Observed:
+    """The job's generated Secret is known from its status, not from a cache."""
+    name = status.ssh_auth_secret_name
+    secrets = {name: {"metadata": {"name": name}}} if name else {}
+    return dataclasses.replace(observed, secrets=secrets)
 
 
 def _problems(observed: Observed) -> list[tuple[str, podstate.Problem, str]]:
@@ -502,5 +538,53 @@ def plan_failure(
     b.plan.job = job
     if C.finished(b.current):
         return b.done()
+    observed = _with_recorded_secret(observed, b.current)
     statuses = plugin.status(job, observed).replica_statuses if job is not None else None
     return b.finish(outcome, observed, job, statuses)
+
+
+def _status_of(raw: Mapping[str, Any], plan: Plan) -> JobStatus:
+    """The status a plan writes, or the job's current one when it writes none."""
+    if plan.status is not None:
+        return JobStatus.model_validate(plan.status)
+    return parse_status(raw)
+
+
+def _with_status(raw: Mapping[str, Any], plan: Plan, new: JobStatus, ctx: Context) -> Plan:
+    current = parse_status(raw)
+    if _comparable(new) != _comparable(current):
+        new = new.model_copy(update={"last_reconcile_time": C.format_time(ctx.now)})
+        plan.status = new.to_wire()
+    return plan
+
+
+def with_blocked_child(
+    raw: Mapping[str, Any], plan: Plan, ctx: Context, reason: str, message: str
+) -> Plan:
+    """``plan`` after its child writes failed for a reason the job must show: the job's
+    current state (Created, Running or Restarting) takes ``reason`` and ``message``, and
+    a Warning Event says the same. Deletions, other Events and counters stand."""
+    status = _status_of(raw, plan)
+    conditions = list(status.conditions or [])
+    live = (ConditionType.CREATED, ConditionType.RUNNING, ConditionType.RESTARTING)
+    current = next(
+        (c for c in reversed(conditions) if c.type in live and c.status == ConditionStatus.TRUE),
+        None,
+    )
+    kind = current.type if current is not None else ConditionType.CREATED
+    conditions = C.set_condition(conditions, kind, ConditionStatus.TRUE, reason, message, ctx.now)
+    plan = _with_status(raw, plan, status.model_copy(update={"conditions": conditions}), ctx)
+    plan.apply, plan.create, plan.generate = [], [], []
+    plan.events.append(Event("Warning", reason, message, key=f"blocked/{message}"))
+    return plan
+
+
+def record_generated(
+    raw: Mapping[str, Any], plan: Plan, ctx: Context, named: Mapping[str, str]
+) -> Plan:
+    """``plan`` with the names of the children created under generated names written
+    into the status fields that record them."""
+    status = _status_of(raw, plan)
+    wire = status.to_wire()
+    wire.update(named)
+    return _with_status(raw, plan, JobStatus.model_validate(wire), ctx)

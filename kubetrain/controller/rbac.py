@@ -13,8 +13,10 @@ from dataclasses import dataclass
 from kubetrain.controller.config import OperatorConfig
 
 _PLURALS = {"PyTorchJob": "pytorchjobs", "TFJob": "tfjobs", "MPIJob": "mpijobs"}
-_READ = ("get", "list", "watch")
-_CHILD = ("create", "delete", "get", "list", "patch", "update", "watch")
+# Children are created with POST, changed only by server-side apply (PATCH), deleted with
+# a uid precondition; nothing is ever PUT, so no child gets ``update``. ``get`` answers a
+# 409 on create: is the object holding the name this job's?
+_WATCHED = ("get", "list", "watch")
 
 
 @dataclass(frozen=True)
@@ -35,21 +37,25 @@ def operator_rules(config: OperatorConfig) -> list[PolicyRule]:
     """Rules for the job namespaces (a ClusterRole, or a Role in each watched namespace)."""
     kinds = [_PLURALS[k] for k in config.kinds]
     rules = [
-        PolicyRule(
-            ("kubeflow.org",), tuple(kinds), ("get", "list", "watch", "update", "patch", "delete")
-        ),
-        PolicyRule(
-            ("kubeflow.org",), tuple(f"{k}/status" for k in kinds), ("get", "update", "patch")
-        ),
+        # Jobs: watched; deleted when their TTL passes.
+        PolicyRule(("kubeflow.org",), tuple(kinds), (*_WATCHED, "delete")),
+        # Status: written by server-side apply only.
+        PolicyRule(("kubeflow.org",), tuple(f"{k}/status" for k in kinds), ("patch",)),
+        # Children carry blockOwnerDeletion, which needs update on the owner's finalizers.
         PolicyRule(("kubeflow.org",), tuple(f"{k}/finalizers" for k in kinds), ("update",)),
-        PolicyRule(("",), ("pods", "services"), _CHILD),
-        PolicyRule(("",), ("events",), ("create", "patch")),
-        PolicyRule(("events.k8s.io",), ("events",), ("create", "patch")),
+        # Pods are immutable once created; Services are applied again when they change.
+        PolicyRule(("",), ("pods",), ("create", "delete", *_WATCHED)),
+        PolicyRule(("",), ("services",), ("create", "delete", *_WATCHED, "patch")),
+        PolicyRule(("",), ("events",), ("create",)),
     ]
     if "MPIJob" in config.kinds:
         rules += [
-            PolicyRule(("",), ("configmaps", "secrets"), _CHILD),
-            PolicyRule(("batch",), ("jobs",), _CHILD),
+            # The hostfile changes with the workers; the ConfigMap goes with its job (GC).
+            PolicyRule(("",), ("configmaps",), ("create", *_WATCHED, "patch")),
+            # The SSH key pair: created under a generated name recorded in the job's
+            # status, never read, listed, changed or deleted (GC removes it with the job).
+            PolicyRule(("",), ("secrets",), ("create",)),
+            PolicyRule(("batch",), ("jobs",), ("create", "delete", *_WATCHED)),
         ]
     # No HorizontalPodAutoscaler or PodGroup rights: the operator creates neither yet
     # (elastic metrics and gang scheduling are not implemented), and unused rights are
@@ -58,9 +64,6 @@ def operator_rules(config: OperatorConfig) -> list[PolicyRule]:
 
 
 def leader_election_rules() -> list[PolicyRule]:
-    """Rules in the operator's own namespace for its Lease."""
-    return [
-        PolicyRule(
-            ("coordination.k8s.io",), ("leases",), ("create", "get", "list", "update", "watch")
-        )
-    ]
+    """Rules in the operator's own namespace for its Lease (read, created once, renewed
+    and released with a resourceVersion-checked PUT)."""
+    return [PolicyRule(("coordination.k8s.io",), ("leases",), ("create", "get", "update"))]

@@ -43,6 +43,11 @@ DEADLINE_EXCEEDED = "DeadlineExceeded"
 STARTUP_TIMEOUT = "StartupTimeout"
 """Pods another replica waits for (a Master, MPI workers) did not become Ready in time."""
 
+CHILD_NAME_CONFLICT = "ChildNameConflict"
+"""A child's name is taken by an object the job does not control; it is left untouched."""
+CHILD_REFUSED = "ChildRefused"
+"""The API server refused a child (admission policy, quota, RBAC); see the message."""
+
 # Event-only reasons.
 STARTUP_WAITING = "WaitingForReplicas"
 """A gated replica (MPI launcher, PyTorch workers) waits for the pods it needs."""
@@ -133,6 +138,31 @@ def pod_failed(pod: str, cause: str, policy: str) -> str:
 
 def invalid(detail: str) -> str:
     return f"the job is invalid and will not be run: {detail}"
+
+
+def child_name_conflict(kind: str, namespace: str, name: str, holder: str) -> str:
+    return (
+        f"{kind} {namespace}/{name} already exists and is {holder}; the operator neither "
+        "adopts nor deletes objects it did not create. Delete or rename that object, or "
+        "give the job another name."
+    )
+
+
+def waiting_for_predecessor(kind: str, namespace: str, name: str, holder: str) -> str:
+    return (
+        f"{kind} {namespace}/{name} is {holder}: waiting for garbage collection to "
+        "remove it before creating this job's own."
+    )
+
+
+def child_refused(what: str, refusal: str, detail: str, attempt: int, limit: int) -> str:
+    if refusal == "policy":
+        after = f"try {attempt} of {limit}; the job fails if the spec stays refused"
+    elif refusal == "quota":
+        after = f"try {attempt}; retried with backoff until the quota frees up"
+    else:
+        after = f"try {attempt}; grant the operator this right (see its ClusterRole)"
+    return f"the API server refused {what} ({after}): {detail}"
 
 
 def truncate(message: str, limit: int = MAX_EVENT_MESSAGE) -> str:

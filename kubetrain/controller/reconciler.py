@@ -9,11 +9,13 @@ and against the in-memory cluster of the unit tests.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
@@ -22,7 +24,14 @@ from typing import Any, Protocol
 from kubetrain.api.common import ConditionType
 from kubetrain.controller import planner
 from kubetrain.controller import reasons as R
-from kubetrain.controller.errors import ApiError, ErrorClass, classify
+from kubetrain.controller.errors import (
+    ApiError,
+    ChildConflict,
+    ErrorClass,
+    RefusalKind,
+    classify,
+    refusal_of,
+)
 from kubetrain.controller.metrics import Metrics
 from kubetrain.controller.planner import Context, Event, Plan
 from kubetrain.controller.plugins.base import JobPlugin, Observed, Outcome
@@ -45,6 +54,11 @@ class JobCache(Protocol):
         """The job's children, as last seen, at time ``now``."""
         ...
 
+    def set_awaited(self, key: JobKey, refs: frozenset[tuple[str, str]]) -> None:
+        """The children (kind, name) the job's startup gate waits for: any event about
+        one of them, even the echo of our own write, must wake the job."""
+        ...
+
 
 class ClusterWriter(Protocol):
     """Writes: each raises ``ApiError`` on failure."""
@@ -54,7 +68,12 @@ class ClusterWriter(Protocol):
         ...
 
     def create(self, obj: dict[str, Any]) -> None:
-        """Create a child that must never be overwritten (a Secret); exists is fine."""
+        """Create a child (POST). A taken name is fine only when the existing object is
+        controlled by this job; otherwise raise ``ChildConflict`` and leave it alone."""
+        ...
+
+    def create_generated(self, obj: dict[str, Any]) -> str:
+        """Create a child under ``metadata.generateName``; the name it was given."""
         ...
 
     def delete(self, namespace: str, ref: ChildRef) -> None:
@@ -80,6 +99,8 @@ class JobMemory:
     which only costs repeated Events: the counts that matter are in the status)."""
 
     uid: str = ""
+    #: Consecutive reconciles whose child writes the API server refused.
+    refusals: int = 0
     counted_failures: frozenset[str] = frozenset()
     seen_restart_counts: dict[str, int] = field(default_factory=dict)
     emitted: OrderedDict[str, None] = field(default_factory=OrderedDict)
@@ -116,6 +137,7 @@ class Reconciler:
         startup_timeout_seconds: int = 600,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         executor: Executor | None = None,
+        refusal_limit: int = 5,
     ) -> None:
         self.cache = cache
         self.writer = writer
@@ -125,6 +147,9 @@ class Reconciler:
         self.clock = clock
         #: Runs a plan's child writes concurrently (None: one after the other).
         self.executor = executor
+        #: Reconciles in a row whose children admission policy refused before the job
+        #: fails (``ChildRefused``); quota and RBAC refusals are retried without limit.
+        self.refusal_limit = refusal_limit
         self._memory: dict[JobKey, JobMemory] = {}
         self._lock = threading.Lock()
 
@@ -190,38 +215,113 @@ class Reconciler:
         )
         plan = planner.plan(raw, plugin, observed, ctx)
         try:
-            self._write_children(plan)
+            named = self._write_children(plan)
+        except ChildConflict as conflict:
+            plan = self._after_conflict(raw, plugin, observed, ctx, plan, conflict)
         except ApiError as err:
-            if err.error_class is not ErrorClass.PERMANENT:
-                raise
-            # The API server refused a child built from the job: the job is invalid.
-            child = f"{err.call}: {err.message}"
-            rejected = Outcome(ConditionType.FAILED, R.INVALID_SPEC, R.invalid(child))
-            plan = planner.plan_failure(raw, plugin, observed, ctx, rejected)
+            plan = self._after_refusal(raw, plugin, observed, ctx, plan, memory, err)
+        else:
+            memory.refusals = 0
+            if named:
+                plan = planner.record_generated(raw, plan, ctx, named)
         self._finish(key, raw, plan, memory)
+        self.cache.set_awaited(key, plan.awaiting)
         return Result(requeue_after=plan.requeue_after)
 
-    def _write_children(self, plan: Plan) -> None:
-        """Apply and create the plan's children, in parallel (they are independent);
-        the first error, permanent ones first, is raised after all calls returned."""
+    def _after_conflict(
+        self,
+        raw: Mapping[str, Any],
+        plugin: JobPlugin,
+        observed: Observed,
+        ctx: Context,
+        plan: Plan,
+        conflict: ChildConflict,
+    ) -> Plan:
+        """A child's name is taken: wait for a predecessor's garbage collection, else
+        fail the job and leave the object alone."""
+        c = conflict
+        if c.predecessor:
+            message = R.waiting_for_predecessor(c.kind, c.namespace, c.name, c.holder)
+            blocked = planner.with_blocked_child(raw, plan, ctx, R.CHILD_NAME_CONFLICT, message)
+            blocked.requeue_after = 2.0
+            return blocked
+        message = R.child_name_conflict(c.kind, c.namespace, c.name, c.holder)
+        outcome = Outcome(ConditionType.FAILED, R.CHILD_NAME_CONFLICT, message)
+        return planner.plan_failure(raw, plugin, observed, ctx, outcome)
+
+    def _after_refusal(
+        self,
+        raw: Mapping[str, Any],
+        plugin: JobPlugin,
+        observed: Observed,
+        ctx: Context,
+        plan: Plan,
+        memory: JobMemory,
+        err: ApiError,
+    ) -> Plan:
+        """The API server refused a child: say so on the job at once; fail it when the
+        refusal cannot change without a spec change. Other errors are raised."""
+        refusal = refusal_of(err)
+        what = err.subject or err.call
+        if refusal is None:
+            if err.error_class is not ErrorClass.PERMANENT:
+                raise err
+            # The API server rejected a child built from the job: the job is invalid.
+            rejected = Outcome(
+                ConditionType.FAILED, R.INVALID_SPEC, R.invalid(f"{what}: {err.message}")
+            )
+            return planner.plan_failure(raw, plugin, observed, ctx, rejected)
+        memory.refusals += 1
+        message = R.child_refused(
+            what, refusal.value, err.message, memory.refusals, self.refusal_limit
+        )
+        log.warning(
+            "child refused",
+            extra={"job": plan.name, "child": what, "refusal": refusal.value, "error": err.message},
+        )
+        if refusal is RefusalKind.POLICY and memory.refusals >= self.refusal_limit:
+            failed = Outcome(ConditionType.FAILED, R.CHILD_REFUSED, message)
+            return planner.plan_failure(raw, plugin, observed, ctx, failed)
+        blocked = planner.with_blocked_child(raw, plan, ctx, R.CHILD_REFUSED, message)
+        blocked.requeue_after = float(min(2**memory.refusals, 60))
+        return blocked
+
+    def _write_children(self, plan: Plan) -> dict[str, str]:
+        """Create and apply the plan's children, in parallel (they are independent); the
+        first error (conflicts, then permanent ones first) is raised after all calls
+        returned. Returns the names given to generated children, by status field."""
+        named: dict[str, str] = {}
+        for obj, status_field in plan.generate:
+            with _naming(obj):
+                named[status_field] = self.writer.create_generated(obj)
+
+        def create(obj: dict[str, Any]) -> None:
+            with _naming(obj):
+                self.writer.create(obj)
+
+        def apply(obj: dict[str, Any]) -> None:
+            with _naming(obj):
+                self.writer.apply(obj)
+
         calls: list[Callable[[], None]] = [
-            *(lambda o=obj: self.writer.apply(o) for obj in plan.apply),
-            *(lambda o=obj: self.writer.create(o) for obj in plan.create),
+            *(functools.partial(create, obj) for obj in plan.create),
+            *(functools.partial(apply, obj) for obj in plan.apply),
         ]
         if len(calls) <= 1 or self.executor is None:
             for call in calls:
                 call()
-            return
-        errors: list[ApiError] = []
+            return named
+        errors: list[Exception] = []
         for future in [self.executor.submit(call) for call in calls]:
             error = future.exception()
-            if isinstance(error, ApiError):
+            if isinstance(error, ApiError | ChildConflict):
                 errors.append(error)
             elif error is not None:
                 raise error
         if errors:
-            errors.sort(key=lambda e: e.error_class is not ErrorClass.PERMANENT)
+            errors.sort(key=_error_rank)
             raise errors[0]
+        return named
 
     def _finish(self, key: JobKey, raw: Mapping[str, Any], plan: Plan, memory: JobMemory) -> None:
         kind, namespace, _name = key
@@ -254,6 +354,29 @@ class Reconciler:
                     "state": _state(plan.status),
                 },
             )
+
+
+@contextlib.contextmanager
+def _naming(obj: Mapping[str, Any]) -> Iterator[None]:
+    """Name the child being written in an ApiError raised while writing it."""
+    try:
+        yield
+    except ApiError as err:
+        meta = obj.get("metadata") or {}
+        name = meta.get("name") or f"{meta.get('generateName', '')}<generated>"
+        err.subject = f"{obj.get('kind')} {meta.get('namespace')}/{name}"
+        raise
+
+
+def _error_rank(error: Exception) -> int:
+    """Which of several write errors to report: conflicts, refusals, invalid, others."""
+    if isinstance(error, ChildConflict):
+        return 0
+    if isinstance(error, ApiError) and refusal_of(error) is not None:
+        return 1
+    if isinstance(error, ApiError) and error.error_class is ErrorClass.PERMANENT:
+        return 2
+    return 3
 
 
 def _state(status: Mapping[str, Any] | None) -> str | None:

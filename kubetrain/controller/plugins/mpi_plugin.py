@@ -4,7 +4,10 @@
   ``<job>-worker-<i>.<job>.<ns>.svc``);
 - ConfigMap ``<job>-config``: ``hostfile`` (``mpi.hostfile``) and ``discover_hosts.sh``
   (the Running workers, for Horovod elastic);
-- Secret ``<job>-ssh``: an SSH key pair generated once (``kubernetes.io/ssh-auth``);
+- Secret ``<job>-ssh-<random>``: an SSH key pair generated once (``kubernetes.io/ssh-auth``),
+  created under a generated name and recorded in ``status.sshAuthSecretName``, so the
+  operator never needs to read a Secret (it may only create them) and can never pick up
+  one it did not make; pods are built once the name is recorded;
 - worker Pods ``<job>-worker-<i>`` (hostname + subdomain, ``sshd -De`` by default);
 - the launcher as a batch/v1 Job ``<job>-launcher``, created only once every worker is
   Ready (whatever ``launcherCreationPolicy`` says: kubetrain always waits).
@@ -68,9 +71,14 @@ def config_map_name(job: Job) -> str:
     return f"{job.name}-config"
 
 
-def secret_name(job: Job) -> str:
-    """``<job>-ssh`` (the SSH key pair)."""
-    return f"{job.name}-ssh"
+def secret_prefix(job: Job) -> str:
+    """``<job>-ssh-``: the generateName of the SSH key pair's Secret."""
+    return f"{job.name}-ssh-"
+
+
+def secret_name(observed: Observed) -> str | None:
+    """The job's SSH Secret, once created and recorded in its status."""
+    return next(iter(observed.secrets), None)
 
 
 def launcher_name(job: Job) -> str:
@@ -155,14 +163,17 @@ class MPIPlugin:
             children.with_hash(self._service(typed)),
             children.with_hash(self._config_map(typed, observed)),
         ]
-        if secret_name(job) not in observed.secrets:
+        secret = secret_name(observed)
+        if secret is None:
+            # Pods mount the key pair: they come once its generated name is recorded.
             out.append(self._secret(typed))
-        out += [children.with_hash(self._worker(typed, r)) for r in self.replicas(job)]
+            return out
+        out += [children.with_hash(self._worker(typed, r, secret)) for r in self.replicas(job)]
         gate = startup.evaluate(
             self.startup_rules(job), observed, started_at=None, timeout_seconds=1
         )
         if LAUNCHER not in gate.blocked:
-            out.append(children.with_hash(self._launcher(typed)))
+            out.append(children.with_hash(self._launcher(typed, secret)))
         return out
 
     def status(self, job: Job, observed: Observed) -> JobStatus:
@@ -243,23 +254,26 @@ class MPIPlugin:
         def b64(text: str) -> str:
             return base64.b64encode(text.encode()).decode()
 
+        meta = children.metadata(job, "", children.job_labels(job))
+        del meta["name"]
+        meta["generateName"] = secret_prefix(job)
         return {
             "apiVersion": "v1",
             "kind": "Secret",
             "type": "kubernetes.io/ssh-auth",
-            "metadata": children.metadata(job, secret_name(job), children.job_labels(job)),
+            "metadata": meta,
             "data": {
                 "ssh-privatekey": b64(keys.private_pem),
                 "ssh-publickey": b64(keys.public_openssh),
             },
         }
 
-    def _ssh_volume(self, job: MPIJob) -> dict[str, Any]:
+    def _ssh_volume(self, job: MPIJob, secret: str) -> dict[str, Any]:
         path = job.spec.ssh_auth_mount_path or DEFAULT_SSH_AUTH_MOUNT_PATH
         return {
             "name": SSH_VOLUME,
             "secret": {
-                "secretName": secret_name(job),
+                "secretName": secret,
                 "defaultMode": MODE_PRIVATE if path == DEFAULT_SSH_AUTH_MOUNT_PATH else MODE_PUBLIC,
                 "items": [
                     {"key": "ssh-privatekey", "path": "id_rsa"},
@@ -278,6 +292,7 @@ class MPIPlugin:
         env: list[Any],
         *,
         launcher: bool,
+        secret: str,
     ) -> dict[str, Any]:
         template = children.pod_template(
             spec,
@@ -291,7 +306,7 @@ class MPIPlugin:
             for v in pod_spec.get("volumes") or []
             if v.get("name") not in (SSH_VOLUME, CONFIG_VOLUME)
         ]
-        volumes.append(self._ssh_volume(job))
+        volumes.append(self._ssh_volume(job, secret))
         mounts = [
             {
                 "name": SSH_VOLUME,
@@ -323,7 +338,7 @@ class MPIPlugin:
             first["volumeMounts"] = existing + mounts
         return template
 
-    def _worker(self, job: MPIJob, replica: Replica) -> dict[str, Any]:
+    def _worker(self, job: MPIJob, replica: Replica, secret: str) -> dict[str, Any]:
         spec = job.replica_specs()[WORKER]
         offset = 1 if job.spec.run_launcher_as_worker else 0
         labels = children.replica_labels(job, WORKER, replica.index + offset, "worker")
@@ -334,6 +349,7 @@ class MPIPlugin:
             children.pod_restart_policy(replica.restart_policy),
             list(mpi.worker_env(job)),
             launcher=False,
+            secret=secret,
         )
         pod_spec = template["spec"]
         pod_spec["hostname"] = replica.pod_name
@@ -343,7 +359,7 @@ class MPIPlugin:
             first["command"] = list(DEFAULT_WORKER_COMMAND)
         return children.pod(job, replica.pod_name, template)
 
-    def _launcher(self, job: MPIJob) -> dict[str, Any]:
+    def _launcher(self, job: MPIJob, secret: str) -> dict[str, Any]:
         spec = job.replica_specs()[LAUNCHER]
         labels = children.replica_labels(job, LAUNCHER, 0, "launcher")
         policy = spec.restart_policy or RestartPolicy.ON_FAILURE
@@ -354,6 +370,7 @@ class MPIPlugin:
             "Never" if policy == RestartPolicy.NEVER else "OnFailure",
             list(mpi.launcher_env(job)),
             launcher=True,
+            secret=secret,
         )
         if job.spec.run_launcher_as_worker:
             template["spec"]["hostname"] = f"{job.name}-{LAUNCHER.lower()}-0"

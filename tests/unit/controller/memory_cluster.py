@@ -9,7 +9,8 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from kubetrain.controller.errors import ApiError
+from kubetrain.controller.errors import ApiError, ChildConflict
+from kubetrain.controller.ownership import Holder, holder
 from kubetrain.controller.planner import Event
 from kubetrain.controller.plugins.base import Observed
 from kubetrain.controller.policies.cleanup import ChildRef
@@ -26,6 +27,10 @@ class MemoryCluster:
         self.events: list[Event] = []
         #: kind -> error raised by the next apply/create of that kind.
         self.fail_next: dict[str, ApiError] = {}
+        #: Objects the job does not control that hold names (kind -> name -> object).
+        self.foreign: dict[str, dict[str, dict[str, Any]]] = {k: {} for k in KINDS}
+        self.awaited: dict[JobKey, frozenset[tuple[str, str]]] = {}
+        self._generated = 0
 
     def add_job(self, raw: dict[str, Any]) -> JobKey:
         key = (raw["kind"], raw["metadata"]["namespace"], raw["metadata"]["name"])
@@ -47,6 +52,9 @@ class MemoryCluster:
             now=now,
         )
 
+    def set_awaited(self, key: JobKey, refs: frozenset[tuple[str, str]]) -> None:
+        self.awaited[key] = refs
+
     # -- ClusterWriter ---------------------------------------------------------------
 
     def _store(self, verb: str, obj: dict[str, Any]) -> None:
@@ -62,7 +70,29 @@ class MemoryCluster:
         self._store("apply", obj)
 
     def create(self, obj: dict[str, Any]) -> None:
+        kind, meta = obj["kind"], obj["metadata"]
+        existing = self.foreign[kind].get(meta["name"]) or self.children[kind].get(meta["name"])
+        if existing is not None:
+            verdict = holder(existing, obj)
+            if verdict.holder is Holder.THIS_JOB:
+                self.calls.append(("create-exists", f"{kind}/{meta['name']}"))
+                return
+            self.calls.append(("conflict", f"{kind}/{meta['name']}"))
+            raise ChildConflict(
+                kind,
+                meta["namespace"],
+                meta["name"],
+                verdict.description,
+                predecessor=verdict.holder is Holder.PREDECESSOR,
+            )
         self._store("create", obj)
+
+    def create_generated(self, obj: dict[str, Any]) -> str:
+        self._generated += 1
+        stored = copy.deepcopy(obj)
+        stored["metadata"]["name"] = f"{obj['metadata']['generateName']}{self._generated:05d}"
+        self._store("create", stored)
+        return str(stored["metadata"]["name"])
 
     def delete(self, namespace: str, ref: ChildRef) -> None:
         self.children[ref.kind].pop(ref.name, None)

@@ -96,7 +96,7 @@ def test_resuming_sets_suspended_false_and_restarts_the_clock() -> None:
         "PyTorchJobResumed",
     )
     assert p.status is not None and p.status["startTime"] == stamp(0)
-    assert ("Pod", "job-master-0") in {(o["kind"], o["metadata"]["name"]) for o in p.apply}
+    assert ("Pod", "job-master-0") in {(o["kind"], o["metadata"]["name"]) for o in p.create}
 
 
 def test_the_deadline_fails_the_job_and_stops_active_pods() -> None:

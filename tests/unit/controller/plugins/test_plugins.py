@@ -136,46 +136,62 @@ def fixed_keys() -> SshKeyPair:
     return SshKeyPair(private_pem="PRIVATE\n", public_openssh="ecdsa-sha2-nistp521 AAAA test\n")
 
 
+def generated(objs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+    (found,) = [o for o in objs if o["kind"] == kind and "name" not in o["metadata"]]
+    return found
+
+
 def test_mpi_children_and_the_gated_launcher() -> None:
     plugin = MPIPlugin(keygen=fixed_keys)
     job = typed(mpi_raw(workers=2, slots=4))
-    objs = by_name(plugin.build(job, Observed()))
+    first = plugin.build(job, Observed())
+    # The key pair comes first, under a generated name; pods mount it, so they wait for
+    # the name to be recorded in the job's status.
+    secret = generated(first, "Secret")
+    assert secret["metadata"]["generateName"] == "job-ssh-"
+    assert secret["type"] == "kubernetes.io/ssh-auth"
+    assert base64.b64decode(secret["data"]["ssh-publickey"]).decode() == fixed_keys().public_openssh
+    assert secret["metadata"]["ownerReferences"][0]["uid"] == JOB_UID
+    assert set(by_name([o for o in first if o is not secret])) == {
+        ("Service", "job"),
+        ("ConfigMap", "job-config"),
+    }
+    recorded = Observed(secrets={"job-ssh-x7k2p": {"metadata": {"name": "job-ssh-x7k2p"}}})
+    objs = by_name(plugin.build(job, recorded))
     assert set(objs) == {
         ("Service", "job"),
         ("ConfigMap", "job-config"),
-        ("Secret", "job-ssh"),
         ("Pod", "job-worker-0"),
         ("Pod", "job-worker-1"),
     }
     assert objs[("ConfigMap", "job-config")]["data"]["hostfile"] == (
         "job-worker-0.job.ns.svc slots=4\njob-worker-1.job.ns.svc slots=4\n"
     )
-    secret = objs[("Secret", "job-ssh")]
-    assert secret["type"] == "kubernetes.io/ssh-auth"
-    assert base64.b64decode(secret["data"]["ssh-publickey"]).decode() == fixed_keys().public_openssh
     worker = objs[("Pod", "job-worker-0")]
     assert worker["spec"]["hostname"] == "job-worker-0" and worker["spec"]["subdomain"] == "job"
     assert worker["spec"]["containers"][0]["command"] == ["/usr/sbin/sshd", "-De"]
     assert env(worker) == {"K_MPI_JOB_ROLE": "worker"}
     assert worker["metadata"]["labels"][L.JOB_ROLE] == "worker"
+    volumes = {v["name"]: v for v in worker["spec"]["volumes"]}
+    assert volumes["ssh-auth"]["secret"]["secretName"] == "job-ssh-x7k2p"
 
     ready = Observed(
         pods={n: pod(n) for n in ("job-worker-0", "job-worker-1")},
         services={"job": service("job", replica_index=False)},
-        secrets={"job-ssh": {"metadata": {"name": "job-ssh"}}},
+        secrets=recorded.secrets,
     )
     objs = by_name(plugin.build(job, ready))
-    assert ("Secret", "job-ssh") not in objs  # generated once
+    assert not [k for k in objs if k[0] == "Secret"]  # generated once
     launcher = objs[("Job", "job-launcher")]
     launcher_env = env(launcher)
     assert launcher_env["OMPI_MCA_orte_default_hostfile"] == "/etc/mpi/hostfile"
     assert launcher_env["NVIDIA_VISIBLE_DEVICES"] == ""
-    mounts = {
-        m["name"]: m["mountPath"]
-        for m in launcher["spec"]["template"]["spec"]["containers"][0]["volumeMounts"]
-    }
+    launcher_spec = launcher["spec"]["template"]["spec"]
+    mounts = {m["name"]: m["mountPath"] for m in launcher_spec["containers"][0]["volumeMounts"]}
     assert mounts == {"ssh-auth": "/root/.ssh", "mpi-job-config": "/etc/mpi"}
-    assert launcher["spec"]["template"]["spec"]["restartPolicy"] == "OnFailure"
+    volumes = {v["name"]: v for v in launcher_spec["volumes"]}
+    assert volumes["ssh-auth"]["secret"]["secretName"] == "job-ssh-x7k2p"
+    assert launcher_spec["restartPolicy"] == "OnFailure"
     discover = objs[("ConfigMap", "job-config")]["data"]["discover_hosts.sh"]
     assert discover == "#!/bin/sh\necho job-worker-0.job.ns.svc:4\necho job-worker-1.job.ns.svc:4\n"
 
