@@ -390,8 +390,8 @@ class GpuNodePool(constructs.Construct):
                 "variables": [
                     {
                         "name": "tokenNode",
-                        "expression": "request.userInfo.extra.?"
-                        "['authentication.kubernetes.io/node-name'].orValue([])",
+                        "expression": "request.userInfo.extra"
+                        "[?'authentication.kubernetes.io/node-name'].orValue([])",
                     },
                     {"name": "newLabels", "expression": "object.metadata.?labels.orValue({})"},
                     {"name": "oldLabels", "expression": "oldObject.metadata.?labels.orValue({})"},

@@ -62,12 +62,14 @@ class Operator:
         lease_duration: float = 15.0,
         renew_deadline: float = 10.0,
         retry_period: float = 2.0,
+        refusal_backoff_seconds: float = 2.0,
     ) -> None:
         self.config = config
         self.api = api
         self.identity = identity or default_identity()
         self.metrics = Metrics()
         self.metrics.api_requests.set_function(lambda: float(api.requests))
+        self.metrics.api_writes.set_function(lambda: float(api.writes))
         self.queue: WorkQueue[JobKey] = WorkQueue()
         self.elector: LeaderElector | None = None
         if config.leader_elect:
@@ -102,6 +104,7 @@ class Operator:
             metrics=self.metrics,
             startup_timeout_seconds=config.startup_timeout_seconds,
             executor=self.executor,
+            refusal_backoff_seconds=refusal_backoff_seconds,
         )
         self.resync_seconds = resync_seconds
         self.http: HttpServers | None = None
@@ -245,4 +248,4 @@ class Operator:
         self.metrics.is_leader.set(0)
         if self.http is not None:
             self.http.stop()
-        log.info("stopped", extra={"identity": self.identity})
+        log.info("stopped", extra={"identity": self.identity, "api_writes": self.api.writes})

@@ -138,6 +138,7 @@ class Reconciler:
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         executor: Executor | None = None,
         refusal_limit: int = 5,
+        refusal_backoff_seconds: float = 2.0,
     ) -> None:
         self.cache = cache
         self.writer = writer
@@ -150,6 +151,8 @@ class Reconciler:
         #: Reconciles in a row whose children admission policy refused before the job
         #: fails (``ChildRefused``); quota and RBAC refusals are retried without limit.
         self.refusal_limit = refusal_limit
+        #: First wait after a refusal; it doubles with each one, up to a minute.
+        self.refusal_backoff_seconds = refusal_backoff_seconds
         self._memory: dict[JobKey, JobMemory] = {}
         self._lock = threading.Lock()
 
@@ -283,7 +286,9 @@ class Reconciler:
             failed = Outcome(ConditionType.FAILED, R.CHILD_REFUSED, message)
             return planner.plan_failure(raw, plugin, observed, ctx, failed)
         blocked = planner.with_blocked_child(raw, plan, ctx, R.CHILD_REFUSED, message)
-        blocked.requeue_after = float(min(2**memory.refusals, 60))
+        blocked.requeue_after = min(
+            self.refusal_backoff_seconds * 2 ** (memory.refusals - 1), 60.0
+        )
         return blocked
 
     def _write_children(self, plan: Plan) -> dict[str, str]:

@@ -121,8 +121,17 @@ def test_mpijob_launches_after_its_workers_and_succeeds_with_the_launcher(
     assert config["data"]["hostfile"] == (
         f"pi-worker-0.pi.{namespace}.svc slots=4\npi-worker-1.pi.{namespace}.svc slots=4\n"
     )
-    secret = jobs.secrets("pi")["pi-ssh"]
+    # The key pair's Secret has a generated name, recorded in the job's status: it is
+    # the only Secret of the job, and the one the pods mount.
+    current = jobs.get("MPIJob", "pi")
+    assert current is not None
+    recorded = current["status"]["sshAuthSecretName"]
+    assert recorded.startswith("pi-ssh-")
+    (secret,) = jobs.secrets("pi").values()
+    assert secret["metadata"]["name"] == recorded
     assert secret["type"] == "kubernetes.io/ssh-auth"
+    mounted = {v["name"]: v for v in workers[0]["spec"]["volumes"]}["ssh-auth"]
+    assert mounted["secret"]["secretName"] == recorded
     assert base64.b64decode(secret["data"]["ssh-publickey"]).startswith(b"ecdsa-sha2-nistp521 ")
     service = jobs.services("pi")["pi"]
     assert service["spec"]["clusterIP"] == "None"

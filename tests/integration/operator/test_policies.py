@@ -113,7 +113,8 @@ def test_suspended_mpijob_deletes_its_launcher_and_recreates_it_on_resume(
 ) -> None:
     jobs.create(mpi_job("msus", workers=1))
     jobs.wait_condition("MPIJob", "msus", "Running")
-    secret_uid = jobs.secrets("msus")["msus-ssh"]["metadata"]["uid"]
+    (secret,) = jobs.secrets("msus").values()
+    secret_uid = secret["metadata"]["uid"]
     jobs.patch("MPIJob", "msus", {"spec": {"runPolicy": {"suspend": True}}})
     jobs.wait_condition("MPIJob", "msus", "Suspended")
     wait_for(lambda: jobs.batch_jobs("msus"), lambda j: not j, what="the launcher Job deleted")
@@ -122,7 +123,8 @@ def test_suspended_mpijob_deletes_its_launcher_and_recreates_it_on_resume(
     jobs.wait_condition("MPIJob", "msus", "Running")
     assert set(jobs.batch_jobs("msus")) == {"msus-launcher"}
     # The SSH key pair is generated once per job.
-    assert jobs.secrets("msus")["msus-ssh"]["metadata"]["uid"] == secret_uid
+    (kept,) = jobs.secrets("msus").values()
+    assert kept["metadata"]["uid"] == secret_uid
 
 
 def test_startup_gate_times_out_with_the_reason(operator: RunningOperator, jobs: Jobs) -> None:
