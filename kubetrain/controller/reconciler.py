@@ -286,9 +286,7 @@ class Reconciler:
             failed = Outcome(ConditionType.FAILED, R.CHILD_REFUSED, message)
             return planner.plan_failure(raw, plugin, observed, ctx, failed)
         blocked = planner.with_blocked_child(raw, plan, ctx, R.CHILD_REFUSED, message)
-        blocked.requeue_after = min(
-            self.refusal_backoff_seconds * 2 ** (memory.refusals - 1), 60.0
-        )
+        blocked.requeue_after = min(self.refusal_backoff_seconds * 2 ** (memory.refusals - 1), 60.0)
         return blocked
 
     def _write_children(self, plan: Plan) -> dict[str, str]:
