@@ -9,7 +9,8 @@ from __future__ import annotations
 
 import re
 import secrets
-from collections.abc import Iterator
+import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +25,7 @@ from kubetrain.constructs.operator import TrainingOperator, TrainingOperatorProp
 from kubetrain.constructs.types import Image
 from kubetrain.controller.config import OperatorConfig
 from kubetrain.controller.errors import ApiError
+from kubetrain.controller.informer import Informer
 from kubetrain.controller.kube import CONFIG_MAPS, KubeApi, Resource
 from kubetrain.controller.rbac import PolicyRule, operator_rules
 from tests.integration.credentials import (
@@ -196,6 +198,58 @@ def test_a_quota_refusal_is_reported_and_the_job_starts_once_the_quota_allows(
 
 
 # -- the startup gate -------------------------------------------------------------------
+
+
+def test_a_gate_that_only_lacks_the_service_it_creates_opens_at_once(
+    installed_crds: list[dict[str, Any]],
+    kubeconfig: Path,
+    operator_config: OperatorConfig,
+    jobs: Jobs,
+    core_v1: client.CoreV1Api,
+) -> None:
+    """The ordering behind the stall: the master pod is Ready, but the Service the gate
+    also needs is created by the very reconcile that evaluates the gate. The write's watch
+    event is the echo of it (a version the cache holds): the job must still be looked at
+    again at once, not after the startup timeout (600 s). Set up deterministically: the
+    worker pod and the master's Service go while no operator runs, and the new operator's
+    watches are slowed by half a second (as a busy network would), so its writes (the
+    Service, the job's status) reach its cache before their watch events do."""
+    first = RunningOperator(operator_config, kubeconfig).start()
+    try:
+        jobs.create(pytorch_job("echo", workers=1, gpus=0))
+        jobs.wait_running("echo", {"echo-master-0", "echo-worker-0"})
+    finally:
+        first.stop()
+    core_v1.delete_namespaced_service("echo-master-0", jobs.namespace)
+    core_v1.delete_namespaced_pod("echo-worker-0", jobs.namespace, grace_period_seconds=0)
+    jobs.wait_pods("echo", lambda p: "echo-worker-0" not in p, what="the worker gone")
+    wait_for(lambda: jobs.services("echo"), lambda s: "echo-master-0" not in s, what="no Service")
+    second = RunningOperator(operator_config, kubeconfig)
+    cluster = second.operator.cluster
+    for informer in (
+        cluster.child_informers[("Service", jobs.namespace)],
+        cluster.job_informers[("PyTorchJob", jobs.namespace)],
+    ):
+        informer._apply = _delayed(informer)  # type: ignore[method-assign]
+    second.start()
+    try:
+        jobs.wait_running("echo", {"echo-master-0", "echo-worker-0"})
+        assert "echo-master-0" in jobs.services("echo")
+    finally:
+        second.stop()
+
+
+def _delayed(informer: Informer) -> Callable[..., None]:
+    """The informer's watch events (not its first list, nor our own write-through) arrive
+    0.5 s late."""
+    deliver = informer._apply
+
+    def late(kind: str, obj: dict[str, Any], *, notify: bool = True) -> None:
+        if notify and informer.synced.is_set():
+            time.sleep(0.5)
+        deliver(kind, obj, notify=notify)
+
+    return late
 
 
 def test_many_gated_jobs_all_start_without_waiting_for_the_timeout(
