@@ -22,6 +22,7 @@ from kubetrain.synth import load_stacks, render_stack
 from tests.integration.kube import (
     api_error_message,
     apply,
+    comparable,
     condition,
     diff_paths,
     exists,
@@ -151,7 +152,7 @@ def test_every_synthesized_object_applies_in_chart_order_and_reapplies_unchanged
         for obj in applied:
             live = get(dyn, obj)
             dry = apply(dyn, obj, dry_run=True)
-            diff = list(diff_paths(live, dry))
+            diff = list(diff_paths(comparable(live), comparable(dry)))
             if diff:
                 changes[f"{obj['kind']}/{obj['metadata']['name']}"] = diff
         assert changes == {}, f"re-applying (server-side dry run) would change: {changes}"
