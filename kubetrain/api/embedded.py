@@ -134,3 +134,25 @@ def validator_for(definition: str) -> Validator:
     """A validator of one embedded Kubernetes type, strict about unknown fields."""
     validator: Validator = ApiServerValidator(strict_schema(embedded_schema(definition)))
     return validator
+
+
+def drop_pruned_nulls(value: Any, schema: dict[str, Any]) -> Any:
+    """A copy of ``value`` without the explicit nulls the API server prunes: nulls of the
+    fields a structural schema declares (``properties``) and in its maps
+    (``additionalProperties``), at any depth. A null under an unknown key stays (strict
+    field validation refuses the key whatever its value) and so does a null list item
+    (refused for its type)."""
+    if isinstance(value, dict):
+        properties = schema.get("properties", {})
+        items = schema.get("additionalProperties")
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            sub = properties.get(key, items if isinstance(items, dict) else None)
+            if sub is None:
+                out[key] = item
+            elif item is not None:
+                out[key] = drop_pruned_nulls(item, sub)
+        return out
+    if isinstance(value, list) and isinstance(schema.get("items"), dict):
+        return [drop_pruned_nulls(item, schema["items"]) for item in value]
+    return value

@@ -2,8 +2,8 @@
 
 Whatever it is given, :func:`load_job` returns a job or raises :class:`JobValidationError`
 naming each problem's path, in bounded time and memory: the input is first copied into
-the shape the API server would hold (``kubetrain.api.reading``: explicit nulls dropped,
-whole floats as integers, limits on depth and size), then checked by the typed models
+the shape the API server would hold (``kubetrain.api.reading``: limits on depth and size,
+then the explicit nulls the server prunes dropped), then checked by the typed models
 (camelCase wire names only), the embedded Kubernetes schemas (``kubetrain.api.embedded``),
 the metadata rules (``kubetrain.api.meta``) and the cross-field invariants the CRDs also
 enforce (``kubetrain.api.invariants``). A job that loads reloads from its ``to_wire()``.
@@ -16,6 +16,7 @@ import os
 import sys
 import types
 from collections.abc import Iterator
+from functools import cache
 from pathlib import Path
 from typing import Any, Union, get_args, get_origin
 
@@ -25,7 +26,14 @@ from pydantic import ValidationError as PydanticError
 
 from kubetrain.api.base import KubeModel
 from kubetrain.api.common import JobBase
-from kubetrain.api.embedded import LABEL_SELECTOR, LIST_TYPE, METRIC_SPEC, POD_TEMPLATE
+from kubetrain.api.crds import crd_schema
+from kubetrain.api.embedded import (
+    LABEL_SELECTOR,
+    LIST_TYPE,
+    METRIC_SPEC,
+    POD_TEMPLATE,
+    drop_pruned_nulls,
+)
 from kubetrain.api.embedded import validator_for as embedded_validator
 from kubetrain.api.errors import FieldError, JobValidationError, join_path
 from kubetrain.api.invariants import (
@@ -36,7 +44,7 @@ from kubetrain.api.invariants import (
     replica_type_message,
 )
 from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, MAX_FILE_BYTES, ReplicaLimits
-from kubetrain.api.meta import check_object_meta
+from kubetrain.api.meta import OBJECT_META_FIELDS, check_object_meta
 from kubetrain.api.mpi import MPIJob
 from kubetrain.api.pytorch import PyTorchJob
 from kubetrain.api.reading import decode_text, read_documents, wire_copy
@@ -76,6 +84,7 @@ def load_job(obj: Any, source: str = "", *, limits: ReplicaLimits = DEFAULT_REPL
             source,
         )
     kind: str = raw_kind
+    wire = _drop_pruned_nulls(kind, wire)
     errors: list[FieldError] = []
     api_version = wire.get("apiVersion")
     if api_version != API_VERSIONS[kind]:
@@ -101,6 +110,24 @@ def load_job(obj: Any, source: str = "", *, limits: ReplicaLimits = DEFAULT_REPL
         raise JobValidationError([_as_written(e, kind, renamed) for e in errors], source)
     assert isinstance(job, PyTorchJob | TFJob | MPIJob)
     return job
+
+
+@cache
+def _null_schema(kind: str) -> dict[str, Any]:
+    """The job's CRD schema, with metadata as the API server reads it (every ObjectMeta
+    field, labels and annotations as maps)."""
+    schema = dict(crd_schema(kind))
+    meta_fields: dict[str, Any] = {key: {} for key in OBJECT_META_FIELDS}
+    meta_fields["labels"] = meta_fields["annotations"] = {"additionalProperties": {}}
+    schema["properties"] = {**schema["properties"], "metadata": {"properties": meta_fields}}
+    return schema
+
+
+def _drop_pruned_nulls(kind: str, wire: dict[str, Any]) -> dict[str, Any]:
+    """``wire`` without the explicit nulls the API server prunes (``command:`` with no
+    value means no command); nulls under unknown keys stay, to be refused."""
+    pruned: dict[str, Any] = drop_pruned_nulls(wire, _null_schema(kind))
+    return pruned
 
 
 def normalise_replica_types(

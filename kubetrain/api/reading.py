@@ -10,8 +10,7 @@ what the server will see:
   timestamps stay strings and quoted scalars are always strings;
 - tags other than the core ones are ignored (the content is read as it is written);
 - merge keys (``<<: *base``) work, later keys overriding earlier ones;
-- a whole float that fits 64 bits is an integer (kubectl sends ``2.0`` as ``2``);
-  explicit nulls in mappings are dropped, as the API server prunes them.
+- a whole float that fits 64 bits is an integer (kubectl sends ``2.0`` as ``2``).
 
 And it refuses, with an error naming the path, what would make reading unbounded or
 ambiguous: files over ``MAX_FILE_BYTES``, text that is not UTF-8, nesting deeper than
@@ -65,7 +64,7 @@ def decode_text(data: bytes, source: str = "", *, size: int | None = None) -> st
             [
                 FieldError(
                     "",
-                    f"a manifest of at most {MAX_FILE_BYTES:,} bytes (the API server's request "
+                    f"must be at most {MAX_FILE_BYTES:,} bytes (the API server's request "
                     f"limit), got {size:,} bytes: split the stream into several files",
                 )
             ],
@@ -79,8 +78,8 @@ def decode_text(data: bytes, source: str = "", *, size: int | None = None) -> st
             [
                 FieldError(
                     "",
-                    f"UTF-8 text: byte 0x{data[exc.start]:02x} at offset {exc.start} "
-                    f"(line {line}) is not UTF-8; save the manifest as UTF-8",
+                    f"must be UTF-8 text, but byte 0x{data[exc.start]:02x} at offset "
+                    f"{exc.start} (line {line}) is not UTF-8: save the manifest as UTF-8",
                 )
             ],
             source,
@@ -356,7 +355,7 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     problem = str(getattr(exc, "problem", None) or getattr(exc, "context", None) or exc)
     mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
     where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-    return f"valid YAML ({cap(problem, 120)}{where})"
+    return f"must be valid YAML ({cap(problem, 120)}{where})"
 
 
 def read_documents(text: str, source: str = "") -> Iterator[Any | JobValidationError]:
@@ -368,7 +367,8 @@ def read_documents(text: str, source: str = "") -> Iterator[Any | JobValidationE
         text.encode("utf-8")
     except UnicodeEncodeError as exc:
         raise JobValidationError(
-            [FieldError("", f"Unicode text: a lone surrogate at offset {exc.start}")], source
+            [FieldError("", f"must be Unicode text: a lone surrogate at offset {exc.start}")],
+            source,
         ) from None
     document: _Document | None = None
     index = 0
@@ -411,9 +411,10 @@ def read_documents(text: str, source: str = "") -> Iterator[Any | JobValidationE
 def wire_copy(obj: Any) -> tuple[Any, list[FieldError]]:
     """A copy of ``obj`` as the API server would hold it, and what makes it unreadable.
 
-    Explicit nulls in mappings are dropped (the server prunes them) and tuples become
-    lists; floats stay floats, as JSON sends them (``2.0`` is a float to the server, which
-    a CEL rule reading the field refuses, so kubetrain refuses it in its typed fields).
+    Tuples become lists. Explicit nulls stay: which ones the server prunes depends on the
+    schema (``embedded.drop_pruned_nulls``). Floats stay floats, as JSON sends them:
+    ``2.0`` is a float to the server, which a CEL rule reading the field refuses, so
+    kubetrain refuses it in its typed fields.
     Errors: keys that are not strings, values that are not JSON (sets, bytes, dates,
     objects), NaN and infinities, integers outside 64 bits, nesting deeper than
     ``MAX_DEPTH`` (a cycle included) and more than ``MAX_NODES`` values. The walk is
@@ -446,7 +447,7 @@ def wire_copy(obj: Any) -> tuple[Any, list[FieldError]]:
                             _describe(key),
                         )
                     )
-                elif item is not None:
+                else:
                     # A placeholder keeps the key order; the value is filled when popped.
                     copied[key] = None
                     pending.append((item, copied, key, (*parts, key)))
