@@ -116,10 +116,12 @@ def _int(value: Any) -> int | None:
 
 
 def _replicas(replica_spec: Any, default: int = 1) -> int | None:
-    """The replica count, ``default`` when absent, None when not an int (reported elsewhere)."""
+    """The replica count, ``default`` when absent, None when not a count (not an int, or
+    negative: the schema reports those)."""
     if not isinstance(replica_spec, dict):
         return None
-    return _int(replica_spec.get("replicas", default))
+    count = _int(replica_spec.get("replicas", default))
+    return count if count is not None and count >= 0 else None
 
 
 def _containers(replica_spec: Any) -> list[Any] | None:
@@ -336,9 +338,12 @@ def _containers_check(field: str) -> Callable[[dict[str, Any]], list[FieldError]
     def check(obj: dict[str, Any]) -> list[FieldError]:
         errors = []
         for rtype, rspec in _specs(obj, field).items():
-            if not isinstance(rspec, dict) or not isinstance(rspec.get("template"), dict):
+            template = rspec.get("template") if isinstance(rspec, dict) else None
+            if not isinstance(template, dict):
                 continue  # reported by the schema
-            if not _containers(rspec):
+            pod = template.get("spec")
+            # A pod spec without the containers key: the schema reports it as required.
+            if pod is None or (isinstance(pod, dict) and pod.get("containers") == []):
                 path = f"spec.{field}.{rtype}.template.spec.containers"
                 errors.append(FieldError(path, NEEDS_CONTAINERS, kind="required"))
         return errors
@@ -369,12 +374,13 @@ def _main_container_check(kind: str) -> Callable[[dict[str, Any]], list[FieldErr
     def check(obj: dict[str, Any]) -> list[FieldError]:
         errors = []
         for rtype, rspec in _specs(obj, field).items():
-            if not isinstance(rspec, dict) or not isinstance(rspec.get("template"), dict):
-                continue
-            names = [c.get("name") for c in _containers(rspec) or [] if isinstance(c, dict)]
+            containers = _containers(rspec)
+            if not containers:
+                continue  # no containers at all: NEEDS_CONTAINERS or the schema says so
+            names = [c.get("name") for c in containers if isinstance(c, dict)]
             if name not in names:
                 path = f"spec.{field}.{rtype}.template.spec.containers"
-                errors.append(FieldError(path, message, names))
+                errors.append(FieldError(path, message))
         return errors
 
     return check
