@@ -57,7 +57,6 @@ API_VERSIONS = {
     "TFJob": "kubeflow.org/v1",
     "MPIJob": "kubeflow.org/v2beta1",
 }
-_REPLICA_FIELDS = REPLICA_FIELDS
 
 
 def load_job(obj: Any, source: str = "", *, limits: ReplicaLimits = DEFAULT_REPLICA_LIMITS) -> Job:

@@ -105,8 +105,8 @@ _FIXED: dict[str, Any] = {
     **dict.fromkeys(("-.inf", "-.Inf", "-.INF"), -math.inf),
 }
 _MERGE_KEY = "<<"
-_YAML_FLOAT = re.compile(r"^[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?$")
-_DOT_FLOAT = re.compile(r"^\.[0-9]+([eE][-+]?[0-9]+)?$")
+_YAML_FLOAT = re.compile(r"[-+]?(\.[0-9]+|[0-9]+(\.[0-9]*)?)([eE][-+]?[0-9]+)?\Z")
+_DOT_FLOAT = re.compile(r"\.[0-9]+([eE][-+]?[0-9]+)?\Z")
 _INT_DIGITS = {16: "0123456789abcdefABCDEF", 8: "01234567", 2: "01", 10: "0123456789"}
 
 
@@ -115,7 +115,8 @@ def _go_int(text: str) -> int | None:
     already removed): an optional sign, then 0x/0o/0b or a leading 0 for octal."""
     sign = 1
     body = text
-    if body and body[0] in "+-":
+    signed = bool(body) and body[0] in "+-"
+    if signed:
         sign = -1 if body[0] == "-" else 1
         body = body[1:]
     base = 10
@@ -129,7 +130,10 @@ def _go_int(text: str) -> int | None:
     if not body or len(body) > 70 or any(c not in _INT_DIGITS[base] for c in body):
         return None
     value = sign * int(body, base)
-    return value if INT64_MIN <= value <= 2**64 - 1 else None
+    if INT64_MIN <= value <= INT64_MAX:
+        return value
+    # Past int64 only ParseUint is left, which takes no sign.
+    return value if not signed and value <= 2**64 - 1 else None
 
 
 def _plain_scalar(text: str) -> Any:
