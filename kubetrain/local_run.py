@@ -52,6 +52,8 @@ from kubetrain.controller.plugins.common import main_container, replicas_of
 
 #: Exit codes for outcomes that are not a replica's own exit code.
 EXIT_FAILED = 1
+#: A manifest that cannot be read or is not a valid job (as ``kubetrain validate`` says).
+EXIT_INVALID_MANIFEST = 1
 EXIT_USAGE = 2
 EXIT_DEADLINE = 124
 EXIT_INTERRUPTED = 130
@@ -574,13 +576,14 @@ def run(args: argparse.Namespace) -> int:
         print(f"kubetrain run: --workdir {args.workdir} is not a directory", file=sys.stderr)
         return EXIT_USAGE
     try:
+        # Any file ends here or below, never in a traceback (see kubetrain.api.loader).
         job = load_job_file(args.manifest)
     except JobValidationError as error:
         print(error, file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_INVALID_MANIFEST
     except OSError as error:
         print(f"kubetrain run: cannot read {args.manifest}: {error.strerror}", file=sys.stderr)
-        return EXIT_USAGE
+        return EXIT_INVALID_MANIFEST
 
     with ExitStack() as stack:
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kubetrain-run-")))

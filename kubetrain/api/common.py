@@ -57,8 +57,10 @@ class ConditionStatus(StrEnum):
 
 
 class ObjectMeta(KubeModel):
-    """Object metadata. Only ``name`` is checked here; the API server owns the rest, so
-    fields it adds (uid, resourceVersion, managedFields, ...) are accepted as they are."""
+    """Object metadata. Only ``name`` is typed here; fields the API server adds (uid,
+    resourceVersion, managedFields, ...) are kept as extra fields, as they are, and
+    ``kubetrain.api.meta`` refuses any name ObjectMeta does not have and checks labels,
+    annotations and the other rules the server applies."""
 
     model_config = ConfigDict(extra="allow")
 

@@ -3,7 +3,9 @@
 Each CRD is ``apiextensions.k8s.io/v1`` with one served and stored version, a structural
 schema (full PodTemplateSpec of the pinned Kubernetes release, descriptions trimmed), the
 status subresource, printer columns, CEL rules for the invariants upstream only checks in
-webhooks, and no ``status`` block or empty fields, so apply-then-diff is empty.
+webhooks (and the platform's replica limits, ``ReplicaLimits``), a CEL transition rule
+keeping ``runPolicy.managedBy`` immutable, and no ``status`` block or empty fields, so
+apply-then-diff is empty.
 """
 
 from __future__ import annotations
@@ -14,7 +16,14 @@ from typing import Any
 
 from kubetrain.api.base import DNS1035_PATTERN
 from kubetrain.api.common import JobBase, JobStatus
-from kubetrain.api.invariants import invariants_for
+from kubetrain.api.invariants import (
+    REPLICA,
+    REPLICA_FIELDS,
+    ROOT,
+    invariants_for,
+    transitions_for,
+)
+from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, ReplicaLimits
 from kubetrain.api.mpi import MPIJob
 from kubetrain.api.pytorch import PyTorchJob
 from kubetrain.api.schema import model_schema
@@ -52,11 +61,17 @@ def _kind(info: CrdInfo) -> str:
     return str(info.model.model_fields["kind"].default)
 
 
-def openapi_schema(info: CrdInfo) -> dict[str, Any]:
-    """The root structural schema of one kind."""
+def openapi_schema(info: CrdInfo, limits: ReplicaLimits = DEFAULT_REPLICA_LIMITS) -> dict[str, Any]:
+    """The root structural schema of one kind, enforcing ``limits``."""
     kind = _kind(info)
     spec_model = info.model.model_fields["spec"].annotation
     assert isinstance(spec_model, type)
+    rules = invariants_for(kind, limits)
+    spec = model_schema(spec_model)
+    replica_spec = spec["properties"][REPLICA_FIELDS[kind]]["additionalProperties"]
+    replica_spec["x-kubernetes-validations"] = [
+        i.cel_rule().to_schema() for i in rules if i.scope == REPLICA
+    ]
     return {
         "type": "object",
         "description": f"{kind}: {info.model.__doc__ or ''}".strip(),
@@ -69,15 +84,19 @@ def openapi_schema(info: CrdInfo) -> dict[str, Any]:
                     "name": {"type": "string", "maxLength": 63, "pattern": DNS1035_PATTERN},
                 },
             },
-            "spec": model_schema(spec_model),
+            "spec": spec,
             "status": model_schema(JobStatus),
         },
         "required": ["spec"],
-        "x-kubernetes-validations": [i.cel_rule().to_schema() for i in invariants_for(kind)],
+        "x-kubernetes-validations": [
+            *(i.cel_rule().to_schema() for i in rules if i.scope == ROOT),
+            *(t.cel_rule().to_schema() for t in transitions_for(kind)),
+        ],
     }
 
 
-def generate_crd(info: CrdInfo) -> dict[str, Any]:
+def generate_crd(info: CrdInfo, limits: ReplicaLimits = DEFAULT_REPLICA_LIMITS) -> dict[str, Any]:
+    """The CRD of one kind; ``limits`` are the replica limits its CEL rules enforce."""
     kind = _kind(info)
     subresources: dict[str, Any] = {"status": {}}
     if info.scale_replica_type:
@@ -110,7 +129,7 @@ def generate_crd(info: CrdInfo) -> dict[str, Any]:
                     "name": info.version,
                     "served": True,
                     "storage": True,
-                    "schema": {"openAPIV3Schema": openapi_schema(info)},
+                    "schema": {"openAPIV3Schema": openapi_schema(info, limits)},
                     "subresources": subresources,
                     "additionalPrinterColumns": PRINTER_COLUMNS,
                 }
@@ -119,16 +138,16 @@ def generate_crd(info: CrdInfo) -> dict[str, Any]:
     }
 
 
-def generate_crds() -> list[dict[str, Any]]:
+def generate_crds(limits: ReplicaLimits = DEFAULT_REPLICA_LIMITS) -> list[dict[str, Any]]:
     """The CRDs for PyTorchJob, TFJob and MPIJob, in a stable order."""
-    return [generate_crd(info) for info in CRD_INFOS]
+    return [generate_crd(info, limits) for info in CRD_INFOS]
 
 
-def crd_schema(kind: str) -> dict[str, Any]:
+def crd_schema(kind: str, limits: ReplicaLimits = DEFAULT_REPLICA_LIMITS) -> dict[str, Any]:
     """The openAPIV3Schema of ``kind`` (for validating custom resources in tests and tools)."""
     for info in CRD_INFOS:
         if _kind(info) == kind:
-            return openapi_schema(info)
+            return openapi_schema(info, limits)
     raise KeyError(f"no CRD for kind {kind!r}: expected one of {[_kind(i) for i in CRD_INFOS]}")
 
 

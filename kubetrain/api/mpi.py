@@ -40,7 +40,8 @@ class MPIJobSpec(KubeModel):
     )
     run_policy: RunPolicy | None = None
     mpi_replica_specs: dict[MPIReplicaType, ReplicaSpec] = Field(
-        min_length=1, description="Launcher (exactly one) and Worker (at least one)."
+        min_length=1,
+        description="Launcher (exactly one) and Worker (none with runLauncherAsWorker).",
     )
     ssh_auth_mount_path: StrictStr | None = Field(
         default=None,

@@ -70,7 +70,8 @@ class PyTorchJobSpec(KubeModel):
         description="Processes per node: auto, cpu, gpu or a positive integer. Default: auto.",
     )
     pytorch_replica_specs: dict[PyTorchReplicaType, ReplicaSpec] = Field(
-        min_length=1, description="Master (at most one) and Worker replica specs."
+        min_length=1,
+        description="Master (exactly one replica) and Worker (at least one) replica specs.",
     )
 
 

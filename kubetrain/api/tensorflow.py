@@ -42,7 +42,8 @@ class TFJobSpec(KubeModel):
         default=None, description="Sparse TF_CONFIG; Worker failures do not fail the job."
     )
     tf_replica_specs: dict[TFReplicaType, ReplicaSpec] = Field(
-        min_length=1, description="Chief/Master (at most one), PS, Worker, Evaluator."
+        min_length=1,
+        description="Chief/Master (at most one), PS, Worker, Evaluator; any letter case.",
     )
 
 

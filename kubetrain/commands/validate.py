@@ -2,20 +2,37 @@
 
 Exit 0 with a one-line summary per job when all are valid; exit 1 listing every error
 with its field path otherwise (all files and documents are checked, not just the first).
+Whatever a file holds (not UTF-8, YAML nested too deep, an alias bomb, a huge key), the
+answer is a message naming the file and the path, never a traceback. The replica limits
+are the cluster's: give the ones its CRDs were generated with.
 """
 
 from __future__ import annotations
 
 import argparse
 import sys
-from pathlib import Path
 
-from kubetrain.api import JobValidationError, apply_defaults, load_jobs_from_yaml
-from kubetrain.api.loader import Job
+from kubetrain.api import JobValidationError, apply_defaults
+from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, ReplicaLimits
+from kubetrain.api.loader import Job, load_jobs_from_yaml, read_manifest
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("files", nargs="+", metavar="FILE", help="YAML files (use - for stdin)")
+    parser.add_argument(
+        "--max-replicas-per-type",
+        type=int,
+        default=DEFAULT_REPLICA_LIMITS.max_replicas_per_type,
+        metavar="N",
+        help="the cluster's limit on replicas of one replica type (default: %(default)s)",
+    )
+    parser.add_argument(
+        "--max-pods-per-job",
+        type=int,
+        default=DEFAULT_REPLICA_LIMITS.max_pods_per_job,
+        metavar="N",
+        help="the cluster's limit on the pods of one job (default: %(default)s)",
+    )
 
 
 def describe(job: Job) -> str:
@@ -29,21 +46,29 @@ def describe(job: Job) -> str:
     elif full.kind == "MPIJob":
         slots = full.spec.slots_per_worker
         extra = f", {slots} slot(s) per worker"
-    return f"{full.kind}/{full.name or '<generated>'}: {', '.join(parts)}{extra}"
+    name = full.name or f"{full.metadata.generate_name or ''}<generated>"
+    return f"{full.kind}/{name}: {', '.join(parts)}{extra}"
 
 
 def run(args: argparse.Namespace) -> int:
+    try:
+        limits = ReplicaLimits(
+            max_replicas_per_type=args.max_replicas_per_type,
+            max_pods_per_job=args.max_pods_per_job,
+        )
+    except ValueError as exc:
+        print(f"kubetrain validate: {exc}", file=sys.stderr)
+        return 2
     failed = 0
     checked = 0
     for file in args.files:
         try:
-            text = sys.stdin.read() if file == "-" else Path(file).read_text()
+            text = read_manifest(file)
+            results = list(load_jobs_from_yaml(text, file, limits=limits))
         except OSError as exc:
             print(f"{file}: cannot read: {exc.strerror}", file=sys.stderr)
             failed += 1
             continue
-        try:
-            results = list(load_jobs_from_yaml(text, file))
         except JobValidationError as exc:
             print(exc, file=sys.stderr)
             failed += 1

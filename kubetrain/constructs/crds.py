@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 import constructs
 
 from kubetrain.api.crds import CRD_INFOS, generate_crd
+from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, ReplicaLimits
 from kubetrain.constructs.objects import api_object
 
 _KINDS = tuple(str(info.model.model_fields["kind"].default) for info in CRD_INFOS)
@@ -20,6 +21,11 @@ class KubeflowCrdsProps:
     """Job kinds whose CRD is emitted. Default: PyTorchJob, TFJob and MPIJob."""
     annotations: dict[str, str] = field(default_factory=dict)
     """Annotations on every CRD (e.g. Argo CD sync options). Default: none."""
+    replica_limits: ReplicaLimits = DEFAULT_REPLICA_LIMITS
+    """The most replicas per replica type and pods per job the CRDs admit (CEL rules; give
+    ``kubetrain validate`` the same with ``--max-replicas-per-type``/``--max-pods-per-job``).
+    Default: 1,000 per replica type and 2,000 per job, e.g.
+    ``ReplicaLimits(max_replicas_per_type=2048, max_pods_per_job=2049)`` for larger jobs."""
 
     def __post_init__(self) -> None:
         unknown = [k for k in self.kinds if k not in _KINDS]
@@ -48,7 +54,7 @@ class KubeflowCrds(constructs.Construct):
         props = props or KubeflowCrdsProps()
         infos = {str(info.model.model_fields["kind"].default): info for info in CRD_INFOS}
         for kind in props.kinds:
-            crd = generate_crd(infos[kind])
+            crd = generate_crd(infos[kind], props.replica_limits)
             if props.annotations:
                 crd["metadata"]["annotations"] = dict(props.annotations)
             api_object(self, kind, crd)

@@ -173,7 +173,9 @@ def test_tf_config_with_a_cluster_domain_and_local_ports() -> None:
 
 
 def test_tf_config_is_not_set_for_a_single_replica() -> None:
-    job = tf_job({"tfReplicaSpecs": {"Worker": {"replicas": 1, "template": template("x")}}})
+    job = tf_job(
+        {"tfReplicaSpecs": {"Worker": {"replicas": 1, "template": template("tensorflow")}}}
+    )
     assert tensorflow.replica_env(job, "Worker", 0, CLUSTER) == []
 
 

@@ -10,6 +10,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kubetrain.api.defaults import apply_defaults
+from kubetrain.api.mpi import MPIJob
 from kubetrain.controller import labels as L
 from kubetrain.controller.plugins.base import Observed
 from kubetrain.controller.plugins.mpi_plugin import MPIPlugin
@@ -197,21 +199,25 @@ def test_mpi_children_and_the_gated_launcher() -> None:
 
 
 def test_mpi_rejects_restart_policies_a_batch_job_cannot_have() -> None:
+    # load_job refuses this job already (invariant mpi-restart-policy, also a CEL rule);
+    # the model is built directly to test the plugin's own check behind it.
     errors = MPIPlugin(keygen=fixed_keys).validate(
-        typed(
-            mpi_raw(
-                mpiReplicaSpecs={
-                    "Launcher": {
-                        "replicas": 1,
-                        "restartPolicy": "Never",
-                        "template": {"spec": {"containers": [{"name": "l", "image": "i"}]}},
-                    },
-                    "Worker": {
-                        "replicas": 1,
-                        "restartPolicy": "ExitCode",
-                        "template": {"spec": {"containers": [{"name": "w", "image": "i"}]}},
-                    },
-                }
+        apply_defaults(
+            MPIJob.model_validate(
+                mpi_raw(
+                    mpiReplicaSpecs={
+                        "Launcher": {
+                            "replicas": 1,
+                            "restartPolicy": "Never",
+                            "template": {"spec": {"containers": [{"name": "l", "image": "i"}]}},
+                        },
+                        "Worker": {
+                            "replicas": 1,
+                            "restartPolicy": "ExitCode",
+                            "template": {"spec": {"containers": [{"name": "w", "image": "i"}]}},
+                        },
+                    }
+                )
             )
         )
     )
