@@ -43,6 +43,11 @@ def slots_per_worker(job: MPIJob) -> int:
     return 1 if job.spec.slots_per_worker is None else job.spec.slots_per_worker
 
 
+def ranks_of(workers: int, slots: int, *, launcher_runs_ranks: bool = False) -> int:
+    """MPI ranks (``mpirun -np``): every hostfile line's slots."""
+    return (workers + (1 if launcher_runs_ranks else 0)) * slots
+
+
 def hostfile(job: MPIJob, addressing: Addressing) -> str:
     """The hostfile text: one line per host, launcher first if it runs ranks."""
     namespace = job.metadata.namespace or "default"

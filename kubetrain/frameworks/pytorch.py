@@ -53,10 +53,15 @@ def nproc_per_node(job: PyTorchJob) -> str:
     return default_nproc_per_node(job.spec.to_wire()) or "auto"
 
 
+def world_size_of(nodes: int, processes_per_node: int) -> int:
+    """``WORLD_SIZE``: processes, not pods (nodes x processes per node)."""
+    return nodes * processes_per_node
+
+
 def world_size(job: PyTorchJob) -> int:
     """Processes in the job: nodes x nprocPerNode (x 1 when it is auto, cpu or gpu)."""
     nodes = sum(replicas_of(spec) for spec in job.spec.pytorch_replica_specs.values())
-    return nodes * processes_per_node(job)
+    return world_size_of(nodes, processes_per_node(job))
 
 
 def processes_per_node(job: PyTorchJob) -> int:
