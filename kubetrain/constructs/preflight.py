@@ -100,6 +100,7 @@ class NcclPreflight(constructs.Construct):
         """The launcher's shell script: mpirun all_reduce_perf, then judge the output.
         Its last line starts with ``kubetrain-preflight: PASS`` or ``... FAIL``."""
         props = self.props
+        profile = props.pool.profile
         gpus = props.pool.gpus_per_node
         ranks = mpi.ranks_of(props.nodes, gpus)
         mpirun = [
@@ -112,20 +113,18 @@ class NcclPreflight(constructs.Construct):
             "-map-by",
             "slot",
         ]
-        if props.pool.profile.host_network:
+        if profile.host_network:
             rsh_args = f"-p {PREFLIGHT_SSH_PORT} -o ConnectionAttempts=10"
             mpirun += ["--mca", "plm_rsh_args", rsh_args]
         # Ranks started over ssh do not inherit the pod's environment: export it.
         mpirun += ["-x", "NCCL_DEBUG=INFO", "-x", "NCCL_DEBUG_SUBSYS=INIT,NET"]
-        exported = [
-            k for k in props.pool.profile.env if k not in ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS")
-        ]
+        exported = [k for k in profile.env if k not in ("NCCL_DEBUG", "NCCL_DEBUG_SUBSYS")]
         for name in sorted({*exported, "PATH", "LD_LIBRARY_PATH"}):
             mpirun += ["-x", name]
         mpirun += ["all_reduce_perf", "-b", "8", "-e", "8G", "-f", "2", "-g", "1"]
         shape = f"{props.nodes} nodes x {gpus} GPUs"
         lines = [
-            f'echo "{PREFLIGHT_MARK} all_reduce_perf over {shape}, profile {props.pool.profile.name}"',
+            f'echo "{PREFLIGHT_MARK} all_reduce_perf over {shape}, profile {profile.name}"',
             f"{{ {shlex.join(mpirun)}; echo $? > /tmp/mpirun.rc; }} 2>&1 | tee /tmp/preflight.log",
             "rc=$(cat /tmp/mpirun.rc)",
             'if [ "$rc" -ne 0 ]; then',
@@ -138,7 +137,7 @@ class NcclPreflight(constructs.Construct):
             "sed -n 's/.*NCCL INFO Using network //p' /tmp/preflight.log | sort -u > /tmp/nets",
             "nets=$(tr '\\n' ' ' < /tmp/nets)",
         ]
-        expected = props.pool.profile.expected_network
+        expected = profile.expected_network
         if expected is not None:
             lines += [
                 f"if [ ! -s /tmp/nets ] || grep -qvF '{expected}' /tmp/nets; then",
