@@ -15,6 +15,8 @@ class KindInfo:
     """One kind's wire identity and the facts its tooling shares."""
 
     kind: str
+    #: A short lowercase name (``pytorch``, ``tf``, ``mpi``) for identifiers.
+    short: str
     group: str
     version: str
     plural: str
@@ -52,6 +54,7 @@ class KindInfo:
 
 PYTORCH = KindInfo(
     kind="PyTorchJob",
+    short="pytorch",
     group="kubeflow.org",
     version="v1",
     plural="pytorchjobs",
@@ -67,6 +70,7 @@ PYTORCH = KindInfo(
 )
 TENSORFLOW = KindInfo(
     kind="TFJob",
+    short="tf",
     group="kubeflow.org",
     version="v1",
     plural="tfjobs",
@@ -84,6 +88,7 @@ TENSORFLOW = KindInfo(
 )
 MPI = KindInfo(
     kind="MPIJob",
+    short="mpi",
     group="kubeflow.org",
     version="v2beta1",
     plural="mpijobs",

@@ -36,11 +36,11 @@ from kubetrain.api.embedded import (
 )
 from kubetrain.api.embedded import validator_for as embedded_validator
 from kubetrain.api.errors import FieldError, JobValidationError, join_path
-from kubetrain.api.invariants import (
+from kubetrain.api.invariants import check_invariants
+from kubetrain.api.rules import (
     CASE_INSENSITIVE_KINDS,
     REPLICA_FIELDS,
     REPLICA_TYPES,
-    check_invariants,
     replica_type_message,
 )
 from kubetrain.api.kinds import KINDS

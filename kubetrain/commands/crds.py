@@ -6,6 +6,7 @@ import argparse
 import sys
 
 from kubetrain.api import generate_crds
+from kubetrain.api.kinds import JOB_KINDS
 from kubetrain.manifest import dump_all
 
 
@@ -13,7 +14,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--kind",
         action="append",
-        choices=("PyTorchJob", "TFJob", "MPIJob"),
+        choices=JOB_KINDS,
         help="only this kind (repeatable; default: all)",
     )
 

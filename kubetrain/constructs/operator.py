@@ -16,6 +16,7 @@ from typing import Any
 
 import constructs
 
+from kubetrain.api import keys as K
 from kubetrain.constructs.objects import api_object
 from kubetrain.constructs.types import Image, Quantity, Resources, check_dns_label, check_labels
 from kubetrain.controller.config import OperatorConfig
@@ -410,7 +411,7 @@ class TrainingOperator(constructs.Construct):
                         "metadata": {
                             "labels": dict(self.labels),
                             # Sidecars keep pods from completing and intercept the API traffic.
-                            "annotations": {"sidecar.istio.io/inject": "false"},
+                            "annotations": {K.ISTIO_INJECT_ANNOTATION: "false"},
                         },
                         "spec": pod_spec,
                     },

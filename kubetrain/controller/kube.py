@@ -31,6 +31,7 @@ import urllib3
 from kubernetes import client, config
 
 from kubetrain import __version__
+from kubetrain.api.kinds import KINDS
 from kubetrain.controller.errors import ApiError
 
 log = logging.getLogger("kubetrain.kube")
@@ -78,9 +79,7 @@ EVENTS = Resource("", "v1", "events", "Event")
 BATCH_JOBS = Resource("batch", "v1", "jobs", "Job")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 JOB_RESOURCES: Mapping[str, Resource] = {
-    "PyTorchJob": Resource("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob"),
-    "TFJob": Resource("kubeflow.org", "v1", "tfjobs", "TFJob"),
-    "MPIJob": Resource("kubeflow.org", "v2beta1", "mpijobs", "MPIJob"),
+    kind: Resource(info.group, info.version, info.plural, kind) for kind, info in KINDS.items()
 }
 CHILD_RESOURCES: Mapping[str, Resource] = {
     r.kind: r for r in (PODS, SERVICES, CONFIG_MAPS, SECRETS, BATCH_JOBS)
