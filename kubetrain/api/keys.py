@@ -34,6 +34,8 @@ SPEC_HASH_ANNOTATION = f"{KUBETRAIN_PREFIX}/spec-hash"
 STARTUP_TIMEOUT_ANNOTATION = f"{KUBETRAIN_PREFIX}/startup-timeout-seconds"
 #: The linear-scaling arithmetic of a sample job, for people.
 LEARNING_RATE_ANNOTATION = f"{KUBETRAIN_PREFIX}/learning-rate"
+#: The node label naming a block (rail, rack, IB island) when the platform has none.
+BLOCK_TOPOLOGY_LABEL = f"topology.{KUBETRAIN_PREFIX}/block"
 #: Which GpuNodePool an object belongs to.
 GPU_POOL_LABEL = f"{KUBETRAIN_PREFIX}/gpu-pool"
 #: The node tuner's verdict on a node (``ok`` or failed checks), and its report.

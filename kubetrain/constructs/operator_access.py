@@ -13,89 +13,67 @@ if TYPE_CHECKING:
     from kubetrain.constructs.operator import TrainingOperator
 
 
+RBAC_API = "rbac.authorization.k8s.io/v1"
+
+
+def _grant(
+    op: TrainingOperator,
+    ids: tuple[str, str],
+    role_kind: str,
+    rules: list[PolicyRule],
+    *,
+    name: str,
+    namespace: str | None,
+) -> None:
+    """A (Cluster)Role holding ``rules`` and its binding to the operator's ServiceAccount,
+    under construct ids ``ids``."""
+    role_id, binding_id = ids
+    role = op.manifest(
+        RBAC_API,
+        role_kind,
+        {"rules": [r.to_wire() for r in rules]},
+        name=name,
+        namespace=namespace,
+    )
+    api_object(op, role_id, role)
+    binding = op.manifest(
+        RBAC_API,
+        f"{role_kind}Binding",
+        {
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": role_kind, "name": name},
+            "subjects": op.subject(),
+        },
+        name=name,
+        namespace=namespace,
+    )
+    api_object(op, binding_id, binding)
+
+
 def add_rbac(op: TrainingOperator) -> None:
     """The operator's ClusterRole and binding (or a Role and binding per watched
     namespace) from ``operator_rules``, and the Lease role with leader election."""
-    rules = [r.to_wire() for r in operator_rules(op.config)]
+    rules = operator_rules(op.config)
     name = op.props.name
     if op.config.cluster_wide:
-        api_object(
+        _grant(
             op,
+            ("ClusterRole", "ClusterRoleBinding"),
             "ClusterRole",
-            op.manifest(
-                "rbac.authorization.k8s.io/v1", "ClusterRole", {"rules": rules}, namespace=None
-            ),
-        )
-        api_object(
-            op,
-            "ClusterRoleBinding",
-            op.manifest(
-                "rbac.authorization.k8s.io/v1",
-                "ClusterRoleBinding",
-                {
-                    "roleRef": {
-                        "apiGroup": "rbac.authorization.k8s.io",
-                        "kind": "ClusterRole",
-                        "name": name,
-                    },
-                    "subjects": op.subject(),
-                },
-                namespace=None,
-            ),
+            rules,
+            name=name,
+            namespace=None,
         )
     else:
         for ns in op.config.namespaces:
-            api_object(
-                op,
-                f"Role-{ns}",
-                op.manifest("rbac.authorization.k8s.io/v1", "Role", {"rules": rules}, namespace=ns),
-            )
-            api_object(
-                op,
-                f"RoleBinding-{ns}",
-                op.manifest(
-                    "rbac.authorization.k8s.io/v1",
-                    "RoleBinding",
-                    {
-                        "roleRef": {
-                            "apiGroup": "rbac.authorization.k8s.io",
-                            "kind": "Role",
-                            "name": name,
-                        },
-                        "subjects": op.subject(),
-                    },
-                    namespace=ns,
-                ),
-            )
+            _grant(op, (f"Role-{ns}", f"RoleBinding-{ns}"), "Role", rules, name=name, namespace=ns)
     if op.config.leader_elect:
-        lease_rules: list[PolicyRule] = leader_election_rules()
-        role_name = f"{name}-leader-election"
-        api_object(
+        _grant(
             op,
-            "LeaderElectionRole",
-            op.manifest(
-                "rbac.authorization.k8s.io/v1",
-                "Role",
-                {"rules": [r.to_wire() for r in lease_rules]},
-                name=role_name,
-            ),
-        )
-        api_object(
-            op,
-            "LeaderElectionRoleBinding",
-            op.manifest(
-                "rbac.authorization.k8s.io/v1",
-                "RoleBinding",
-                {
-                    "roleRef": {
-                        "apiGroup": "rbac.authorization.k8s.io",
-                        "kind": "Role",
-                        "name": role_name,
-                    },
-                    "subjects": op.subject(),
-                },
-                name=role_name,
-            ),
+            ("LeaderElectionRole", "LeaderElectionRoleBinding"),
+            "Role",
+            leader_election_rules(),
+            name=f"{name}-leader-election",
+            namespace="",
         )
 
 
