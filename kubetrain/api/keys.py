@@ -32,6 +32,12 @@ KUBETRAIN_PREFIX = "kubetrain.dev"
 SPEC_HASH_ANNOTATION = f"{KUBETRAIN_PREFIX}/spec-hash"
 #: Optional per-job override of the operator's startup timeout, in seconds.
 STARTUP_TIMEOUT_ANNOTATION = f"{KUBETRAIN_PREFIX}/startup-timeout-seconds"
+#: Optional per-job override of how long ranks still running after a job succeeded may
+#: take to exit by themselves (``cleanPodPolicy`` unset), in seconds.
+SUCCESS_GRACE_ANNOTATION = f"{KUBETRAIN_PREFIX}/success-grace-seconds"
+#: The scheduling gate on a pod created before the pods it connects to are Ready (an
+#: MPIJob's launcher under ``launcherCreationPolicy: AtStartup``); the operator removes it.
+STARTUP_GATE = f"{KUBETRAIN_PREFIX}/startup"
 #: The linear-scaling arithmetic of a sample job, for people.
 LEARNING_RATE_ANNOTATION = f"{KUBETRAIN_PREFIX}/learning-rate"
 #: The node label naming a block (rail, rack, IB island) when the platform has none.

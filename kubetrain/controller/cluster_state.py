@@ -32,6 +32,7 @@ from kubetrain.controller.kube import (
     CHILD_RESOURCES,
     JOB_RESOURCES,
     KubeApi,
+    TokenBucket,
 )
 from kubetrain.controller.ownership import Holder, holder
 from kubetrain.controller.plugins.base import Observed
@@ -83,6 +84,7 @@ class KubeCluster:
         identity: str = "kubetrain",
         exclude_namespaces: tuple[str, ...] = (),
         may_write: Callable[[], bool] = lambda: True,
+        event_qps: float = 10.0,
     ) -> None:
         self.api = api
         #: Job kind -> the child kinds the operator watches for it (its plugin's).
@@ -128,6 +130,9 @@ class KubeCluster:
                     index=child_index,
                 )
         self._events: queue.Queue[tuple[dict[str, Any], Event] | None] = queue.Queue(maxsize=10000)
+        #: Events have their own budget, below the API client's: a job's per-pod Events
+        #: wait their turn instead of taking the reconciles' requests.
+        self._event_limiter = TokenBucket(event_qps, max(1, int(event_qps * 10)))
         self._event_thread: threading.Thread | None = None
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -308,6 +313,34 @@ class KubeCluster:
         if informer is not None:
             informer.mark_deleted(namespace, ref.name, ref.uid)
 
+    def ungate(self, namespace: str, ref: ChildRef, gate: str) -> None:
+        """Remove scheduling gate ``gate`` from pod ``ref`` (uid and gate position are
+        preconditions: a pod that changed meanwhile is looked at again)."""
+        self._fence()
+        cached = self._child_informer("Pod", namespace)
+        pod = cached.get(namespace, ref.name) if cached is not None else None
+        gates = ((pod or {}).get("spec") or {}).get("schedulingGates") or []
+        names = [g.get("name") for g in gates]
+        if gate not in names:
+            return
+        index = names.index(gate)
+        try:
+            result = self.api.json_patch(
+                CHILD_RESOURCES["Pod"],
+                namespace,
+                ref.name,
+                [
+                    {"op": "test", "path": "/metadata/uid", "value": ref.uid},
+                    {"op": "test", "path": f"/spec/schedulingGates/{index}/name", "value": gate},
+                    {"op": "remove", "path": f"/spec/schedulingGates/{index}"},
+                ],
+            )
+        except ApiError as err:
+            if err.status in (404, 409, 422):
+                return  # gone, replaced or changed: its watch event brings the job back
+            raise
+        self._write_through("Pod", result)
+
     def write_status(self, key: JobKey, raw: Mapping[str, Any], status: dict[str, Any]) -> None:
         """Server-side apply the status with a resourceVersion precondition."""
         self._fence()
@@ -347,11 +380,14 @@ class KubeCluster:
             if item is None:
                 return
             raw, event = item
+            self._event_limiter.acquire()
             if not self._may_write():
                 continue  # a deposed leader records nothing
             try:
                 self.api.create(self._event_object(raw, event))
             except ApiError as err:
+                if err.status == 409 and event.name:
+                    continue  # a once-only Event, recorded before
                 log.warning("could not record event", extra={"error": str(err)})
 
     def _event_object(self, raw: Mapping[str, Any], event: Event) -> dict[str, Any]:
@@ -362,7 +398,8 @@ class KubeCluster:
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {
-                "name": f"{meta.get('name')}.{secrets.token_hex(8)}",
+                # A named Event is recorded once per job, even across restarts.
+                "name": f"{meta.get('name')}.{event.name or secrets.token_hex(8)}",
                 "namespace": namespace,
             },
             "involvedObject": {

@@ -66,6 +66,12 @@ class OperatorConfig:
     """Gang scheduler whose PodGroups the operator creates."""
     startup_timeout_seconds: int = 600
     """How long a launcher/master waits for its workers to be Ready before the job fails."""
+    success_grace_seconds: int = 60
+    """With ``cleanPodPolicy`` unset: how long ranks still running after their job
+    succeeded may take to exit by themselves before they are deleted."""
+    event_qps: float = 10.0
+    """Events per second the operator records at most (bursts of 10x); the rest wait in
+    a bounded queue, so a large job's per-pod Events never crowd out its reconciles."""
 
     def __post_init__(self) -> None:
         unknown = [k for k in self.kinds if k not in JOB_KINDS]
@@ -126,6 +132,13 @@ class OperatorConfig:
             raise ValueError(
                 f"startup_timeout_seconds ({self.startup_timeout_seconds}) must be >= 1"
             )
+        if self.success_grace_seconds < 0:
+            raise ValueError(
+                f"success_grace_seconds ({self.success_grace_seconds}) must be >= 0 "
+                "(0 deletes ranks still running as soon as the job succeeded)"
+            )
+        if self.event_qps <= 0:
+            raise ValueError(f"event_qps ({self.event_qps}) must be > 0")
 
     @property
     def cluster_wide(self) -> bool:
@@ -148,6 +161,8 @@ class OperatorConfig:
             f"--health-bind-address={self.health_bind_address}",
             f"--gang-scheduler={self.gang_scheduler.value}",
             f"--startup-timeout-seconds={self.startup_timeout_seconds}",
+            f"--success-grace-seconds={self.success_grace_seconds}",
+            f"--event-qps={self.event_qps:g}",
         ]
         return args
 
@@ -192,6 +207,8 @@ class OperatorConfig:
         parser.add_argument(
             "--startup-timeout-seconds", type=int, default=d.startup_timeout_seconds
         )
+        parser.add_argument("--success-grace-seconds", type=int, default=d.success_grace_seconds)
+        parser.add_argument("--event-qps", type=float, default=d.event_qps)
 
     @classmethod
     def from_namespace(cls, args: argparse.Namespace) -> OperatorConfig:
@@ -213,6 +230,8 @@ class OperatorConfig:
             health_bind_address=args.health_bind_address,
             gang_scheduler=GangScheduler(args.gang_scheduler),
             startup_timeout_seconds=args.startup_timeout_seconds,
+            success_grace_seconds=args.success_grace_seconds,
+            event_qps=args.event_qps,
         )
 
     @classmethod

@@ -37,12 +37,14 @@ def ref(kind: str, obj: Mapping[str, Any]) -> ChildRef:
 
 @dataclass(frozen=True)
 class Event:
-    """An Event to emit about the job. ``key`` deduplicates repeats across reconciles."""
+    """An Event to emit about the job. ``key`` deduplicates repeats across reconciles;
+    ``name`` (a DNS suffix) makes it the job's only Event of that name, ever."""
 
     type: str  # Normal | Warning
     reason: str
     message: str
     key: str = ""
+    name: str = ""
 
 
 @dataclass(frozen=True)
@@ -51,6 +53,8 @@ class Context:
 
     now: datetime
     startup_timeout_seconds: int = 600
+    #: How long ranks may run on after a success (``cleanPodPolicy`` unset).
+    success_grace_seconds: int = 60
     #: uids of failed pods already counted as restarts (deletion may be pending).
     counted_failures: frozenset[str] = frozenset()
     #: In-place restart counts by pod uid, as last seen.
@@ -96,6 +100,8 @@ class Decision:
     create: list[dict[str, Any]] = field(default_factory=list)
     apply: list[dict[str, Any]] = field(default_factory=list)
     generate: list[tuple[dict[str, Any], str]] = field(default_factory=list)
+    #: Pods whose ``kubetrain.dev/startup`` scheduling gate is lifted.
+    ungate: list[ChildRef] = field(default_factory=list)
     #: Children (kind, name) the startup gate waits for.
     awaiting: frozenset[tuple[str, str]] | None = None
     #: What the reconciler remembers: failures counted, in-place restart counts seen.
@@ -105,8 +111,8 @@ class Decision:
 
 @dataclass
 class Plan:
-    """What the reconciler carries out, in this order: create and apply children, write
-    the status, delete children, delete the job, emit Events.
+    """What the reconciler carries out, in this order: create and apply children, lift
+    startup gates, write the status, delete children, delete the job, emit Events.
 
     ``create`` holds children not observed yet: they are POSTed, and a name already taken
     by an object the job does not control is a conflict, never adopted. ``apply`` holds
@@ -119,6 +125,7 @@ class Plan:
     apply: list[dict[str, Any]] = field(default_factory=list)
     create: list[dict[str, Any]] = field(default_factory=list)
     generate: list[tuple[dict[str, Any], str]] = field(default_factory=list)
+    ungate: list[ChildRef] = field(default_factory=list)
     delete: list[ChildRef] = field(default_factory=list)
     #: The status to write (wire form), or None when it did not change.
     status: dict[str, Any] | None = None

@@ -46,18 +46,21 @@ def parse_status(raw: Mapping[str, Any]) -> JobStatus:
         return JobStatus()
 
 
-def parse_job(raw: Mapping[str, Any], plugin: JobPlugin) -> tuple[Job | None, list[FieldError]]:
-    """The defaulted job, or the problems that make it invalid."""
+def parse_job(
+    raw: Mapping[str, Any], plugin: JobPlugin
+) -> tuple[Job | None, Job | None, list[FieldError]]:
+    """The job as written and defaulted, or the problems that make it invalid."""
     body = {k: v for k, v in raw.items() if k != "status"}
     meta = dict(body.get("metadata") or {})
     meta.pop("managedFields", None)
     body["metadata"] = meta
     try:
-        job = apply_defaults(load_job(body))
+        declared = load_job(body)
+        job = apply_defaults(declared)
     except JobValidationError as err:
-        return None, list(err.errors)
+        return None, None, list(err.errors)
     errors = plugin.validate(job)
-    return (None, errors) if errors else (job, [])
+    return (None, None, errors) if errors else (job, declared, [])
 
 
 def with_restarts(
@@ -68,23 +71,6 @@ def with_restarts(
     for rtype, count in restarts.items():
         if count and rtype in out:
             out[rtype] = out[rtype].model_copy(update={"restarts": count})
-    return out
-
-
-def _finished_counts(
-    statuses: Mapping[str, ReplicaStatus] | None, *, succeeded: bool
-) -> dict[str, ReplicaStatus] | None:
-    """Counts at the end: active pods are being stopped, so they count as succeeded on
-    success (upstream moves them the same way) and no longer as active."""
-    if statuses is None:
-        return None
-    out = {}
-    for rtype, st in statuses.items():
-        active = st.active or 0
-        update: dict[str, Any] = {"active": 0}
-        if succeeded and active:
-            update["succeeded"] = (st.succeeded or 0) + active
-        out[rtype] = st.model_copy(update=update)
     return out
 
 
@@ -109,7 +95,8 @@ class Draft:
         self.current = parse_status(raw)
         self.conditions: list[JobCondition] = list(self.current.conditions or [])
         self.status = self.current.model_copy()
-        self.job, self.errors = parse_job(raw, plugin)
+        #: The defaulted job, and the job as written (what the user chose explicitly).
+        self.job, self.declared, self.errors = parse_job(raw, plugin)
         # The job's generated Secret is known from its status, not from a cache.
         secret = self.current.ssh_auth_secret_name
         self.observed = dataclasses.replace(
@@ -167,6 +154,7 @@ class Draft:
         self.plan.create.extend(decision.create)
         self.plan.apply.extend(decision.apply)
         self.plan.generate.extend(decision.generate)
+        self.plan.ungate.extend(decision.ungate)
         self.plan.seen_restart_counts.update(decision.seen_restart_counts)
         if decision.counted_failures is not None:
             self.plan.counted_failures = decision.counted_failures
@@ -235,19 +223,20 @@ class Draft:
             "Warning" if failed else "Normal",
         )
         statuses = self.status.replica_statuses if self.job is None else self.replica_statuses
+        # Counted as they are: ranks still running are active, not succeeded.
         self.status = self.status.model_copy(
             update={
                 "completion_time": outcome.at or C.format_time(self.ctx.now),
-                "replica_statuses": _finished_counts(statuses, succeeded=not failed)
-                if self.job is not None
-                else statuses,
+                "replica_statuses": statuses,
             }
         )
-        policy = cleanup.clean_pod_policy(self.run_policy)
-        self.plan.delete.extend(cleanup.children_to_delete(policy, self.observed))
+        delete, grace_after = cleanup.at_end(self, succeeded=not failed)
+        self.plan.delete.extend(delete)
         self.plan.metrics.append("failed" if failed else "succeeded")
         ttl = deadlines.ttl_after_finished(self.run_policy, self.status, self.ctx.now)
-        self.plan.requeue_after = deadlines.SLACK_SECONDS if ttl.due else ttl.after
+        self.plan.requeue_after = soonest(
+            deadlines.SLACK_SECONDS if ttl.due else ttl.after, grace_after
+        )
 
     def done(self) -> Plan:
         """The plan, with the status only when it changed (lastReconcileTime aside)."""

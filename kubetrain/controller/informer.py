@@ -117,7 +117,8 @@ def _trim_container_status(cs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def trim_pod(obj: Mapping[str, Any]) -> Obj:
-    """Pods: identity, restartPolicy and the status fields the policies read."""
+    """Pods: identity, restartPolicy, scheduling gates and the status fields the policies
+    read."""
     status = obj.get("status") or {}
     trimmed_status: dict[str, Any] = {
         k: status[k] for k in ("phase", "reason", "message", "startTime") if k in status
@@ -134,7 +135,7 @@ def trim_pod(obj: Mapping[str, Any]) -> Obj:
     return {
         "kind": "Pod",
         "metadata": _trim_meta(obj.get("metadata") or {}, KEPT_ANNOTATIONS),
-        "spec": {k: spec[k] for k in ("restartPolicy", "nodeName") if k in spec},
+        "spec": {k: spec[k] for k in ("restartPolicy", "nodeName", "schedulingGates") if k in spec},
         "status": trimmed_status,
     }
 

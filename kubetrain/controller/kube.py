@@ -22,7 +22,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
@@ -382,6 +382,18 @@ class KubeApi:
             resource.path(obj["metadata"].get("namespace")),
             query={"fieldManager": FIELD_MANAGER},
             body=obj,
+        )
+
+    def json_patch(
+        self, resource: Resource, namespace: str | None, name: str, ops: Sequence[Mapping[str, Any]]
+    ) -> dict[str, Any]:
+        """A JSON patch (RFC 6902): ``test`` operations make it a precondition."""
+        return self.request(
+            "PATCH",
+            resource.path(namespace, name),
+            query={"fieldManager": FIELD_MANAGER},
+            body=ops,
+            content_type="application/json-patch+json",
         )
 
     def replace(self, obj: Mapping[str, Any]) -> dict[str, Any]:

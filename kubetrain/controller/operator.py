@@ -92,6 +92,7 @@ class Operator:
             identity=self.identity,
             exclude_namespaces=config.exclude_namespaces,
             may_write=self.may_write,
+            event_qps=config.event_qps,
         )
         # Child writes of one reconcile go out concurrently: the API server's latency, not
         # the operator's CPU, bounds how fast a job gets its children.
@@ -104,6 +105,7 @@ class Operator:
             self.plugins,
             metrics=self.metrics,
             startup_timeout_seconds=config.startup_timeout_seconds,
+            success_grace_seconds=config.success_grace_seconds,
             executor=self.executor,
             refusal_backoff_seconds=refusal_backoff_seconds,
         )

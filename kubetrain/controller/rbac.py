@@ -13,8 +13,9 @@ from dataclasses import dataclass
 from kubetrain.api.kinds import MPI, kind_info
 from kubetrain.controller.config import OperatorConfig
 
-# Children are created with POST, changed only by server-side apply (PATCH), deleted with
-# a uid precondition; nothing is ever PUT, so no child gets ``update``. ``get`` answers a
+# Children are created with POST, changed only by server-side apply or a JSON patch (both
+# PATCH), deleted with a uid precondition; nothing is ever PUT, so no child gets
+# ``update``. ``get`` answers a
 # 409 on create: is the object holding the name this job's?
 _WATCHED = ("get", "list", "watch")
 
@@ -36,6 +37,11 @@ class PolicyRule:
 def operator_rules(config: OperatorConfig) -> list[PolicyRule]:
     """Rules for the job namespaces (a ClusterRole, or a Role in each watched namespace)."""
     infos = [kind_info(k) for k in config.kinds]
+    pod_verbs: tuple[str, ...] = ("create", "delete", *_WATCHED)
+    if MPI.kind in config.kinds:
+        # An MPI launcher's pod (made by the Job controller) is created gated under
+        # launcherCreationPolicy AtStartup; the gate is lifted with a JSON patch.
+        pod_verbs += ("patch",)
     kinds = [i.plural for i in infos]
     groups = tuple(sorted({i.group for i in infos}))
     rules = [
@@ -46,7 +52,7 @@ def operator_rules(config: OperatorConfig) -> list[PolicyRule]:
         # Children carry blockOwnerDeletion, which needs update on the owner's finalizers.
         PolicyRule(groups, tuple(f"{k}/finalizers" for k in kinds), ("update",)),
         # Pods are immutable once created; Services are applied again when they change.
-        PolicyRule(("",), ("pods",), ("create", "delete", *_WATCHED)),
+        PolicyRule(("",), ("pods",), pod_verbs),
         PolicyRule(("",), ("services",), ("create", "delete", *_WATCHED, "patch")),
         PolicyRule(("",), ("events",), ("create",)),
     ]

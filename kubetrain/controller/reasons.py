@@ -106,34 +106,74 @@ def resumed(kind: str, name: str) -> str:
     return f"{kind} {name} is resumed: its children are rebuilt from the current spec."
 
 
-def restarting(pod: str, cause: str, used: int, limit: int | None) -> str:
+# Failure and restart messages start the way upstream's do ("<Kind> <name> is failed
+# because 1 Worker replica(s) failed"), so scripts that grep for the job's name and the
+# replica type keep working; kubetrain's precise cause follows the colon.
+
+
+def _replica_failed(kind: str, name: str, replica_type: str, verb: str = "is failed") -> str:
+    return f"{kind} {name} {verb} because 1 {replica_type} replica(s) failed"
+
+
+def restarting(
+    kind: str, name: str, replica_type: str, pod: str, cause: str, used: int, limit: int | None
+) -> str:
     budget = f"{used} of {limit}" if limit is not None else f"{used} (no backoffLimit)"
-    return f"pod {pod} is recreated after it failed ({cause}); restarts used: {budget}."
-
-
-def restarted_in_place(pod: str, cause: str, used: int, limit: int | None) -> str:
-    budget = f"{used} of {limit}" if limit is not None else f"{used} (no backoffLimit)"
-    return f"pod {pod} restarted a container ({cause}); restarts used: {budget}."
-
-
-def backoff_exceeded(pod: str, cause: str, limit: int) -> str:
     return (
-        f"pod {pod} failed ({cause}) and backoffLimit {limit} is used up: "
-        "raise spec.runPolicy.backoffLimit to allow more restarts."
+        f"{_replica_failed(kind, name, replica_type, 'is restarting')}: pod {pod} is "
+        f"recreated after it failed ({cause}); restarts used: {budget}."
     )
 
 
-def deadline_exceeded(seconds: int) -> str:
+def restarted_in_place(
+    kind: str, name: str, replica_type: str, pod: str, cause: str, used: int, limit: int | None
+) -> str:
+    budget = f"{used} of {limit}" if limit is not None else f"{used} (no backoffLimit)"
     return (
-        f"the job ran longer than spec.runPolicy.activeDeadlineSeconds ({seconds}s) "
-        "since status.startTime; its active pods are deleted."
+        f"{_replica_failed(kind, name, replica_type, 'is restarting')}: pod {pod} restarted "
+        f"a container ({cause}); restarts used: {budget}."
     )
 
 
-def startup_timeout(waiting: str, needed: str, seconds: int, detail: str) -> str:
+def backoff_exceeded(
+    kind: str, name: str, replica_type: str, pod: str, cause: str, limit: int
+) -> str:
+    failed = (
+        _replica_failed(kind, name, replica_type) if replica_type else f"{kind} {name} is failed"
+    )
     return (
-        f"{waiting} waited {seconds}s for {needed} to be Ready: {detail}. Fix the cause, or "
-        f"raise the operator's --startup-timeout-seconds (or the job's annotation "
+        f"{failed} and backoffLimit {limit} is used up: "
+        f"pod {pod} failed ({cause}). Raise spec.runPolicy.backoffLimit to allow more "
+        "restarts."
+    )
+
+
+def launcher_failed(kind: str, name: str, launcher: str, detail: str) -> str:
+    return f"{_replica_failed(kind, name, 'Launcher')}: launcher Job {launcher} failed: {detail}"
+
+
+def deadline_exceeded(kind: str, name: str, seconds: int) -> str:
+    return (
+        f"{kind} {name} has failed because it was active longer than specified deadline: "
+        f"it ran longer than spec.runPolicy.activeDeadlineSeconds ({seconds}s) since "
+        "status.startTime; its active pods are deleted."
+    )
+
+
+def startup_timeout(
+    kind: str,
+    name: str,
+    replica_types: tuple[str, ...],
+    waiting: str,
+    needed: str,
+    seconds: int,
+    detail: str,
+) -> str:
+    types = "/".join(replica_types)
+    return (
+        f"{kind} {name} is failed because its {types} replica(s) could not start: {waiting} "
+        f"waited {seconds}s for {needed} to be Ready: {detail}. Fix the cause, or raise the "
+        f"operator's --startup-timeout-seconds (or the job's annotation "
         f"{STARTUP_TIMEOUT_ANNOTATION})."
     )
 
@@ -142,8 +182,22 @@ def startup_waiting(waiting: str, needed: str) -> str:
     return f"Waiting for {needed} to be Ready before creating {waiting}."
 
 
-def pod_failed(pod: str, cause: str, policy: str) -> str:
-    return f"pod {pod} failed ({cause}) and its restartPolicy {policy} does not retry it."
+def pod_failed(kind: str, name: str, replica_type: str, pod: str, cause: str, policy: str) -> str:
+    return (
+        f"{_replica_failed(kind, name, replica_type)}: pod {pod} failed ({cause}) and its "
+        f"restartPolicy {policy} does not retry it."
+    )
+
+
+def ttl_expired(kind: str, name: str) -> str:
+    return f"{kind} {name} finished and its TTL passed"
+
+
+def managed_elsewhere(kind: str, name: str, controller: str) -> str:
+    return (
+        f"{kind} {name} has spec.runPolicy.managedBy {controller}: that controller runs it, "
+        "and kubetrain leaves it alone (no children, no status)."
+    )
 
 
 def invalid(detail: str) -> str:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from kubetrain.api import keys as K
 from kubetrain.api.common import ConditionType
 from kubetrain.controller import planner
 from kubetrain.controller import reasons as R
@@ -79,6 +80,10 @@ class ClusterWriter(Protocol):
         """Delete a child, only if it still has ``ref.uid``."""
         ...
 
+    def ungate(self, namespace: str, ref: ChildRef, gate: str) -> None:
+        """Remove scheduling gate ``gate`` from pod ``ref`` (if it still has it)."""
+        ...
+
     def write_status(self, key: JobKey, raw: Mapping[str, Any], status: dict[str, Any]) -> None:
         """Write the job's status (a stale resourceVersion raises a conflict)."""
         ...
@@ -134,6 +139,7 @@ class Reconciler:
         *,
         metrics: Metrics | None = None,
         startup_timeout_seconds: int = 600,
+        success_grace_seconds: int = 60,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         executor: Executor | None = None,
         refusal_limit: int = 5,
@@ -144,6 +150,7 @@ class Reconciler:
         self.plugins = plugins
         self.metrics = metrics or Metrics()
         self.startup_timeout_seconds = startup_timeout_seconds
+        self.success_grace_seconds = success_grace_seconds
         self.clock = clock
         #: Runs a plan's child writes concurrently (None: one after the other).
         self.executor = executor
@@ -203,15 +210,17 @@ class Reconciler:
         if meta.get("deletionTimestamp"):
             self.forget(key)
             return Result()
+        memory = self.memory(key, uid)
         if not managed_by.is_ours(raw):
+            self._left_alone(key, raw, memory)
             return Result()
         plugin = self.plugins[kind]
-        memory = self.memory(key, uid)
         now = self.clock()
         observed = self.cache.observed(key, uid, now)
         ctx = Context(
             now=now,
             startup_timeout_seconds=self.startup_timeout_seconds,
+            success_grace_seconds=self.success_grace_seconds,
             counted_failures=memory.counted_failures,
             seen_restart_counts=dict(memory.seen_restart_counts),
         )
@@ -226,9 +235,32 @@ class Reconciler:
             memory.refusals = 0
             if named:
                 plan = planner.record_generated(raw, plan, ctx, named)
+            for pod in plan.ungate:
+                self.writer.ungate(key[1], pod, K.STARTUP_GATE)
         self._finish(key, raw, plan, memory)
         self.cache.set_awaited(key, plan.awaiting)
         return Result(requeue_after=plan.requeue_after)
+
+    def _left_alone(self, key: JobKey, raw: Mapping[str, Any], memory: JobMemory) -> None:
+        """A job another controller manages: say so once (a log line per process, one
+        Event per job, ever), and touch nothing else."""
+        if not memory.remember_event("managed-elsewhere"):
+            return
+        kind, namespace, name = key
+        controller = managed_by.managed_by(raw) or ""
+        log.info(
+            "left to another controller",
+            extra={"job": f"{kind}/{namespace}/{name}", "managed_by": controller},
+        )
+        self.writer.emit_event(
+            raw,
+            Event(
+                "Normal",
+                R.MANAGED_ELSEWHERE,
+                R.managed_elsewhere(kind, name, controller),
+                name="managed-elsewhere",
+            ),
+        )
 
     def _after_conflict(
         self,

@@ -63,8 +63,9 @@ class Addressing(Protocol):
         """The port a replica listens on, given the port its container declares."""
         ...
 
-    def mpi_worker_host(self, replica: ReplicaRef) -> str:
-        """An MPIJob worker's host as written in the hostfile."""
+    def mpi_host(self, hostname: str, *, job_name: str, namespace: str) -> str:
+        """An MPIJob pod's host as written in the hostfile and ``discover_hosts.sh``,
+        given the pod's ``hostname`` (``<job>-worker-<i>``, or ``<job>-launcher``)."""
         ...
 
     @property
@@ -96,9 +97,15 @@ class ClusterAddressing:
     def replica_port(self, replica: ReplicaRef, declared: int) -> int:
         return declared
 
-    def mpi_worker_host(self, replica: ReplicaRef) -> str:
-        # Workers are reached through the job's headless Service (hostname + subdomain).
-        return f"{replica.pod_name}.{replica.job_name}.{replica.namespace}.svc{self._suffix()}"
+    def mpi_host(self, hostname: str, *, job_name: str, namespace: str) -> str:
+        # Pods are reached through the job's headless Service (hostname + subdomain).
+        return f"{hostname}.{job_name}.{namespace}.svc{self._suffix()}"
+
+    def dns_search(self, job_name: str, namespace: str) -> str:
+        """The search domain MPI workers get so that Hydra proxies (Intel MPI, MPICH)
+        reach the launcher by its bare host name (``cluster.local`` when no domain is
+        configured, as upstream writes it)."""
+        return f"{job_name}.{namespace}.svc.{self.cluster_domain or 'cluster.local'}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -111,7 +118,7 @@ class LocalAddressing:
     """
 
     host: str = "127.0.0.1"
-    mpi_host: str = "localhost"
+    mpi_local_host: str = "localhost"
     ports: Mapping[tuple[str, int], int] = field(default_factory=dict)
     #: The hostfile ``kubetrain run --local`` writes for an MPIJob's launcher.
     mpi_hostfile: str = ""
@@ -122,5 +129,5 @@ class LocalAddressing:
     def replica_port(self, replica: ReplicaRef, declared: int) -> int:
         return self.ports.get((replica.replica_type, replica.index), declared)
 
-    def mpi_worker_host(self, replica: ReplicaRef) -> str:
-        return self.mpi_host
+    def mpi_host(self, hostname: str, *, job_name: str, namespace: str) -> str:
+        return self.mpi_local_host

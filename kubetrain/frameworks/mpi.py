@@ -5,22 +5,23 @@ stated once.
 - Environment: the launcher's first container is pointed at the hostfile through the MPI
   implementation's own variables; workers get ``K_MPI_JOB_ROLE``. The hostfile lists each
   worker once with its slots (``<host> slots=N`` for Open MPI, ``<host>:N`` for Intel MPI
-  and MPICH), the launcher first when it also runs ranks. The operator mounts it at
-  ``/etc/mpi/hostfile``, ``kubetrain run --local`` writes it to a scratch directory (the
-  addressing says where).
+  and MPICH), the launcher (host name ``<job>-launcher``) first when it also runs ranks;
+  ``discover_hosts.sh`` prints the same hosts bare, for those that can take ranks now.
+  The operator mounts both under ``/etc/mpi``, ``kubetrain run --local`` writes the
+  hostfile to a scratch directory (the addressing says where).
 - Start order: the launcher starts once every worker is Ready.
 - Success: the launcher succeeded.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kubetrain.api.common import JobBase
 from kubetrain.api.kinds import MPI, KindInfo
 from kubetrain.api.mpi import MPIImplementation, MPIJob, MPIReplicaType
-from kubetrain.frameworks.addressing import Addressing, EnvVar, ReplicaRef, env_var
+from kubetrain.frameworks.addressing import Addressing, EnvVar, env_var, replica_name
 from kubetrain.frameworks.base import Done, StartAfter
 from kubetrain.frameworks.replicas import replicas_of
 
@@ -48,28 +49,42 @@ def ranks_of(workers: int, slots: int, *, launcher_runs_ranks: bool = False) -> 
     return (workers + (1 if launcher_runs_ranks else 0)) * slots
 
 
+def launcher_hostname(job_name: str) -> str:
+    """The launcher pod's host name, ``<job>-launcher`` (also its Job's name)."""
+    return f"{job_name}-{LAUNCHER.lower()}"
+
+
+def hostnames(job: MPIJob, workers: Sequence[int] | None = None) -> list[str]:
+    """The host names of the pods that run ranks: the launcher first when it does, then
+    the workers (``workers``: which indexes; every worker when None)."""
+    names = [launcher_hostname(job.name)] if job.spec.run_launcher_as_worker else []
+    if workers is None:
+        workers = range(replicas_of(job.spec.mpi_replica_specs.get(MPIReplicaType.WORKER)))
+    return names + [replica_name(job.name, WORKER, i) for i in workers]
+
+
+def _hosts(job: MPIJob, addressing: Addressing, names: Sequence[str]) -> list[str]:
+    namespace = job.metadata.namespace or "default"
+    return [addressing.mpi_host(n, job_name=job.name, namespace=namespace) for n in names]
+
+
 def hostfile(job: MPIJob, addressing: Addressing) -> str:
     """The hostfile text: one line per host, launcher first if it runs ranks."""
-    namespace = job.metadata.namespace or "default"
     slots = slots_per_worker(job)
-    refs = []
-    if job.spec.run_launcher_as_worker:
-        refs.append(
-            ReplicaRef(job_name=job.name, namespace=namespace, replica_type=LAUNCHER, index=0)
-        )
-    workers = replicas_of(job.spec.mpi_replica_specs.get(MPIReplicaType.WORKER))
-    refs += [
-        ReplicaRef(job_name=job.name, namespace=namespace, replica_type=WORKER, index=index)
-        for index in range(workers)
-    ]
     # Replicas that share a host (every one of them, run locally) become one line with
     # their slots added up: Open MPI rejects a host listed twice with slot counts.
-    hosts: dict[str, int] = {}
-    for ref in refs:
-        host = addressing.mpi_worker_host(ref)
-        hosts[host] = hosts.get(host, 0) + slots
+    counts: dict[str, int] = {}
+    for host in _hosts(job, addressing, hostnames(job)):
+        counts[host] = counts.get(host, 0) + slots
     separator = " slots=" if implementation(job) is MPIImplementation.OPEN_MPI else ":"
-    return "".join(f"{host}{separator}{count}\n" for host, count in hosts.items())
+    return "".join(f"{host}{separator}{count}\n" for host, count in counts.items())
+
+
+def discover_hosts(job: MPIJob, addressing: Addressing, running_workers: Sequence[int]) -> str:
+    """``discover_hosts.sh`` (Horovod elastic): prints the hosts that can take ranks now,
+    bare, one a line (the launcher when it runs ranks, then the running workers)."""
+    hosts = _hosts(job, addressing, hostnames(job, running_workers))
+    return "#!/bin/sh\n" + "".join(f"echo {host}\n" for host in dict.fromkeys(hosts))
 
 
 def _typed(job: JobBase) -> MPIJob:

@@ -1,6 +1,6 @@
 """PyTorch (``PyTorchJob``): every rule of the framework, stated once.
 
-- Roles: the Master is ``master``.
+- Roles: the Master is ``master``; without a Master, Worker 0 is.
 - Environment (upstream's contract, training-operator v1.9), in every container:
   ``PYTHONUNBUFFERED=1``; with a Master, ``MASTER_ADDR``/``MASTER_PORT`` point at
   ``<job>-master-0`` and its ``pytorchjob-port``, ``WORLD_SIZE`` counts processes
@@ -158,7 +158,12 @@ class PyTorch:
     info: KindInfo = PYTORCH
 
     def role(self, job: JobBase, replica_type: str, index: int) -> str | None:
-        return "master" if replica_type == MASTER else None
+        """``master`` for the Master, or for Worker 0 when there is no Master (as upstream
+        labels it: the SDK's ``get_job_logs`` and ``is_master`` look for that label)."""
+        if replica_type == MASTER:
+            return "master"
+        has_master = bool(replicas_of(_typed(job).replica_specs().get(MASTER)))
+        return "master" if not has_master and replica_type == WORKER and index == 0 else None
 
     def container_env(
         self,

@@ -98,6 +98,12 @@ class JobPlugin(Protocol):
     kind: str
     #: The kinds of children the operator watches for this kind's jobs.
     child_kinds: tuple[str, ...]
+    #: Replica types whose pods never end by themselves (MPI workers serve ``sshd``):
+    #: after a success they are stopped without a grace period.
+    serving_replica_types: tuple[str, ...]
+    #: ``ttlSecondsAfterFinished`` deletes the launcher Job, not the job (MPIJob, as
+    #: upstream's mpi-operator does).
+    keeps_job_after_ttl: bool
 
     def validate(self, job: Job) -> list[FieldError]:
         """Problems only the operator checks (the typed API checked the rest)."""

@@ -1,16 +1,24 @@
 """The MPIJob (v2beta1) plugin: upstream mpi-operator's children, built purely.
 
 - Service ``<job>``: headless, selects the job's pods (workers are
-  ``<job>-worker-<i>.<job>.<ns>.svc``);
+  ``<job>-worker-<i>.<job>.<ns>.svc``, the launcher ``<job>-launcher.<job>.<ns>.svc``);
 - ConfigMap ``<job>-config``: ``hostfile`` (``mpi.hostfile``) and ``discover_hosts.sh``
-  (the Running workers, for Horovod elastic);
+  (the hosts that can take ranks now, for Horovod elastic);
 - Secret ``<job>-ssh-<random>``: an SSH key pair generated once (``kubernetes.io/ssh-auth``),
   created under a generated name and recorded in ``status.sshAuthSecretName``, so the
   operator never needs to read a Secret (it may only create them) and can never pick up
   one it did not make; pods are built once the name is recorded;
-- worker Pods ``<job>-worker-<i>`` (hostname + subdomain, ``sshd -De`` by default);
-- the launcher as a batch/v1 Job ``<job>-launcher``, created only once every worker is
-  Ready (whatever ``launcherCreationPolicy`` says: kubetrain always waits).
+- worker Pods ``<job>-worker-<i>`` (hostname + subdomain, ``sshd -De`` by default, and
+  the DNS search domain ``<job>.<ns>.svc.cluster.local`` so that Intel MPI's and MPICH's
+  Hydra proxies reach the launcher by its bare host name);
+- the launcher as a batch/v1 Job ``<job>-launcher`` (pod host name ``<job>-launcher``,
+  subdomain ``<job>``). With ``launcherCreationPolicy: AtStartup`` (the default) the Job
+  is created with the workers and its pod carries the ``kubetrain.dev/startup``
+  scheduling gate, which the operator removes once every worker is Ready; with
+  ``WaitForWorkersReady`` the Job itself is created only then. Either way ``mpirun``
+  never starts before its workers can be reached.
+
+Every child but the pods also carries upstream's ``app: <job>`` label.
 
 Success and failure come from the launcher Job's Complete and Failed conditions.
 """
@@ -32,13 +40,18 @@ from kubetrain.api.common import (
 )
 from kubetrain.api.errors import FieldError
 from kubetrain.api.loader import Job
-from kubetrain.api.mpi import DEFAULT_SSH_AUTH_MOUNT_PATH, MPIJob, MPIReplicaType
+from kubetrain.api.mpi import (
+    DEFAULT_SSH_AUTH_MOUNT_PATH,
+    LauncherCreationPolicy,
+    MPIJob,
+    MPIReplicaType,
+)
 from kubetrain.controller import podstate
 from kubetrain.controller.plugins import children
 from kubetrain.controller.plugins.base import Obj, Observed, Outcome, Replica, StartupRule
 from kubetrain.controller.policies import startup, success
 from kubetrain.controller.sshkeys import SshKeyPair, generate_ssh_keys
-from kubetrain.frameworks import ClusterAddressing, ReplicaRef, mpi, replica_name
+from kubetrain.frameworks import ClusterAddressing, mpi, replica_name
 from kubetrain.frameworks.replicas import replicas_of
 
 LAUNCHER = MPIReplicaType.LAUNCHER.value
@@ -82,8 +95,20 @@ def secret_name(observed: Observed) -> str | None:
 
 
 def launcher_name(job: Job) -> str:
-    """``<job>-launcher`` (the batch Job)."""
-    return f"{job.name}-launcher"
+    """``<job>-launcher`` (the batch Job, and its pod's host name)."""
+    return mpi.launcher_hostname(job.name)
+
+
+def child_labels(job: Job) -> dict[str, str]:
+    """The labels of the job's Service, ConfigMap, Secret and launcher Job: the job's,
+    and upstream's ``app: <job>``."""
+    return {**children.job_labels(job), K.APP: job.name}
+
+
+def waits_at_startup(job: MPIJob) -> bool:
+    """Whether the launcher Job is created with the workers (``AtStartup``, the
+    default), its pod gated until they are Ready."""
+    return job.spec.launcher_creation_policy is not LauncherCreationPolicy.WAIT_FOR_WORKERS_READY
 
 
 def launcher_pods(job: Job, observed: Observed) -> list[Obj]:
@@ -104,6 +129,11 @@ class MPIPlugin:
     #: Secrets are never watched, listed or read: the operator may only create them, and
     #: knows its own from the job's status.
     child_kinds: tuple[str, ...] = ("Pod", "Service", "ConfigMap", "Job")
+    #: Workers run sshd for the launcher's mpirun: once it is done they have nothing
+    #: left to finish.
+    serving_replica_types: tuple[str, ...] = (WORKER,)
+    #: As upstream: the TTL removes the launcher Job; the MPIJob and its status stay.
+    keeps_job_after_ttl = True
 
     def __init__(
         self,
@@ -178,8 +208,11 @@ class MPIPlugin:
         gate = startup.evaluate(
             self.startup_rules(job), observed, started_at=None, timeout_seconds=1
         )
-        if LAUNCHER not in gate.blocked:
-            out.append(children.with_hash(self._launcher(typed, secret)))
+        blocked = LAUNCHER in gate.blocked
+        if not blocked or waits_at_startup(typed):
+            # Gated when created before its workers are Ready; the startup policy lifts
+            # the gate. A launcher Job created later needs none.
+            out.append(children.with_hash(self._launcher(typed, secret, gated=blocked)))
         return out
 
     def status(self, job: Job, observed: Observed) -> JobStatus:
@@ -222,31 +255,25 @@ class MPIPlugin:
         return children.headless_service(
             job,
             service_name(job),
-            labels=children.job_labels(job),
+            labels=child_labels(job),
             selector=children.job_labels(job),
             ports=[],
             publish_not_ready=bool(job.spec.run_launcher_as_worker),
         )
 
     def _config_map(self, job: MPIJob, observed: Observed) -> dict[str, Any]:
-        namespace = children.namespace_of(job)
-        slots = mpi.slots_per_worker(job)
-        lines = ["#!/bin/sh"]
-        for replica in self.replicas(job):
-            pod = observed.pods.get(replica.pod_name)
-            if pod is None or not podstate.is_running(pod):
-                continue
-            ref = ReplicaRef(
-                job_name=job.name, namespace=namespace, replica_type=WORKER, index=replica.index
-            )
-            lines.append(f"echo {self.addressing.mpi_worker_host(ref)}:{slots}")
+        running = [
+            r.index
+            for r in self.replicas(job)
+            if r.pod_name in observed.pods and podstate.is_running(observed.pods[r.pod_name])
+        ]
         return {
             "apiVersion": "v1",
             "kind": "ConfigMap",
-            "metadata": children.metadata(job, config_map_name(job), children.job_labels(job)),
+            "metadata": children.metadata(job, config_map_name(job), child_labels(job)),
             "data": {
                 HOSTFILE: mpi.hostfile(job, self.addressing),
-                DISCOVER_HOSTS: "\n".join(lines) + "\n",
+                DISCOVER_HOSTS: mpi.discover_hosts(job, self.addressing, running),
             },
         }
 
@@ -256,7 +283,7 @@ class MPIPlugin:
         def b64(text: str) -> str:
             return base64.b64encode(text.encode()).decode()
 
-        meta = children.metadata(job, "", children.job_labels(job))
+        meta = children.metadata(job, "", child_labels(job))
         del meta["name"]
         meta["generateName"] = secret_prefix(job)
         return {
@@ -356,16 +383,25 @@ class MPIPlugin:
             secret=secret,
         )
         pod_spec = template["spec"]
-        pod_spec["hostname"] = replica.pod_name
-        pod_spec["subdomain"] = service_name(job)
+        _address(pod_spec, replica.pod_name, service_name(job))
+        # Hydra proxies (Intel MPI, MPICH) on the workers connect back to the launcher by
+        # its bare host name: resolve it through the job's Service domain.
+        dns = pod_spec.setdefault("dnsConfig", {})
+        search = self.addressing.dns_search(job.name, children.namespace_of(job))
+        dns["searches"] = [*[s for s in dns.get("searches") or [] if s != search], search]
         first = (pod_spec.get("containers") or [{}])[0]
         if first and not first.get("command") and not first.get("args"):
             first["command"] = list(DEFAULT_WORKER_COMMAND)
         return children.pod(job, replica.pod_name, template)
 
-    def _launcher(self, job: MPIJob, secret: str) -> dict[str, Any]:
+    def _launcher(self, job: MPIJob, secret: str, *, gated: bool) -> dict[str, Any]:
         spec = job.replica_specs()[LAUNCHER]
-        labels = children.replica_labels(job, LAUNCHER, 0, self.framework.role(job, LAUNCHER, 0))
+        role = self.framework.role(job, LAUNCHER, 0)
+        labels = children.replica_labels(job, LAUNCHER, 0, role)
+        if not job.spec.run_launcher_as_worker:
+            # It runs no rank: no index to collide with worker 0's (with ranks it is 0
+            # and the workers count from 1, so every pod's index is distinct).
+            del labels[K.REPLICA_INDEX]
         policy = spec.restart_policy or RestartPolicy.ON_FAILURE
         template = self._template(
             job,
@@ -376,9 +412,14 @@ class MPIPlugin:
             launcher=True,
             secret=secret,
         )
-        if job.spec.run_launcher_as_worker:
-            template["spec"]["hostname"] = f"{job.name}-{LAUNCHER.lower()}-0"
-            template["spec"]["subdomain"] = service_name(job)
+        _address(template["spec"], launcher_name(job), service_name(job))
+        if gated:
+            gates = [
+                g
+                for g in template["spec"].get("schedulingGates") or []
+                if g.get("name") != K.STARTUP_GATE
+            ]
+            template["spec"]["schedulingGates"] = [*gates, {"name": K.STARTUP_GATE}]
         job_spec: dict[str, Any] = {"template": copy.deepcopy(template)}
         run_policy = job.spec.run_policy
         if run_policy is not None and run_policy.backoff_limit is not None:
@@ -386,6 +427,15 @@ class MPIPlugin:
         return {
             "apiVersion": "batch/v1",
             "kind": "Job",
-            "metadata": children.metadata(job, launcher_name(job), labels),
+            "metadata": children.metadata(job, launcher_name(job), child_labels(job)),
             "spec": job_spec,
         }
+
+
+def _address(pod_spec: dict[str, Any], hostname: str, subdomain: str) -> None:
+    """Host name and subdomain (the job's Service); with the host network, cluster DNS
+    still resolves the job's names."""
+    pod_spec["hostname"] = hostname
+    pod_spec["subdomain"] = subdomain
+    if pod_spec.get("hostNetwork"):
+        pod_spec["dnsPolicy"] = "ClusterFirstWithHostNet"

@@ -26,6 +26,8 @@ class ReplicatedPlugin:
     """Reconciles the jobs of one framework whose replicas each get a Pod and a Service."""
 
     child_kinds: tuple[str, ...] = ("Pod", "Service")
+    serving_replica_types: tuple[str, ...] = ()
+    keeps_job_after_ttl = False
 
     def __init__(self, framework: Framework, addressing: ClusterAddressing | None = None) -> None:
         self.framework = framework

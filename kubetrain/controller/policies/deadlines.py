@@ -64,13 +64,15 @@ def ttl_after_finished(
 def decide(draft: Draft) -> Decision:
     """The job's clock: ``startTime`` (now, on a first or resumed start), and the failure
     when ``activeDeadlineSeconds`` has passed since then, else a requeue for that moment."""
-    start_time = draft.current.start_time or format_time(draft.ctx.now)
+    start_time = draft.status.start_time or format_time(draft.ctx.now)
     started = draft.status.model_copy(update={"start_time": start_time})
     due = active_deadline(draft.run_policy, started, draft.ctx.now)
     decision = Decision(status={"start_time": start_time}, requeue_after=due.after)
     if due.due:
         seconds = draft.run_policy.active_deadline_seconds if draft.run_policy else None
         decision.outcome = Outcome(
-            ConditionType.FAILED, R.DEADLINE_EXCEEDED, R.deadline_exceeded(seconds or 0)
+            ConditionType.FAILED,
+            R.DEADLINE_EXCEEDED,
+            R.deadline_exceeded(draft.kind, draft.name, seconds or 0),
         )
     return decision

@@ -50,6 +50,7 @@ class InPlaceRestart:
     """Containers of a live pod restarted since the operator last looked."""
 
     pod: str
+    replica_type: str
     uid: str
     count: int
     cause: Termination | None
@@ -90,6 +91,7 @@ def evaluate(
     counted: frozenset[str] = frozenset(),
     seen_restart_counts: Mapping[str, int] | None = None,
     tolerates_failure: Callable[[Replica], bool] = lambda r: False,
+    job_name: str = "",
 ) -> RestartVerdict:
     """Decide, for every failed pod, between recreating it and failing the job.
 
@@ -110,7 +112,9 @@ def evaluate(
         uid = podstate.uid(pod)
         if count > seen.get(uid, 0):
             in_place.append(
-                InPlaceRestart(replica.pod_name, uid, count, podstate.last_restart(pod))
+                InPlaceRestart(
+                    replica.pod_name, replica.replica_type, uid, count, podstate.last_restart(pod)
+                )
             )
     used = sum(made.values()) + in_place_total
     recreate: list[Recreate] = []
@@ -128,7 +132,14 @@ def evaluate(
             failure = Outcome(
                 ConditionType.FAILED,
                 R.lifecycle(kind, verb),
-                R.pod_failed(replica.pod_name, cause.describe(), replica.restart_policy.value),
+                R.pod_failed(
+                    kind,
+                    job_name,
+                    replica.replica_type,
+                    replica.pod_name,
+                    cause.describe(),
+                    replica.restart_policy.value,
+                ),
             )
             break
         if uid in counted:
@@ -138,7 +149,14 @@ def evaluate(
             failure = Outcome(
                 ConditionType.FAILED,
                 R.BACKOFF_LIMIT_EXCEEDED,
-                R.backoff_exceeded(replica.pod_name, cause.describe(), backoff_limit),
+                R.backoff_exceeded(
+                    kind,
+                    job_name,
+                    replica.replica_type,
+                    replica.pod_name,
+                    cause.describe(),
+                    backoff_limit,
+                ),
             )
             break
         used += 1
@@ -150,7 +168,14 @@ def evaluate(
         failure = Outcome(
             ConditionType.FAILED,
             R.BACKOFF_LIMIT_EXCEEDED,
-            R.backoff_exceeded(latest.pod if latest else "of the job", cause_text, backoff_limit),
+            R.backoff_exceeded(
+                kind,
+                job_name,
+                latest.replica_type if latest else "",
+                latest.pod if latest else "of the job",
+                cause_text,
+                backoff_limit,
+            ),
         )
     if failure is not None:
         return RestartVerdict(
@@ -181,6 +206,7 @@ def decide_failure(draft: Draft) -> Decision:
         counted=ctx.counted_failures,
         seen_restart_counts=ctx.seen_restart_counts,
         tolerates_failure=lambda r: plugin.tolerates_failure(job, r),
+        job_name=draft.name,
     )
     draft.restart = verdict
     decision = Decision(outcome=verdict.failure)
@@ -194,7 +220,15 @@ def decide_failure(draft: Draft) -> Decision:
             Event(
                 "Warning",
                 reason if reason != "Completed" else R.lifecycle(draft.kind, R.Verb.RESTARTING),
-                R.restarted_in_place(restarted.pod, cause, verdict.used, limit),
+                R.restarted_in_place(
+                    draft.kind,
+                    draft.name,
+                    restarted.replica_type,
+                    restarted.pod,
+                    cause,
+                    verdict.used,
+                    limit,
+                ),
                 key=f"restart/{restarted.uid}/{restarted.count}",
             )
         )
@@ -229,7 +263,15 @@ def decide_recreate(draft: Draft) -> Decision | None:
                 Event(
                     "Warning",
                     item.cause.reason or R.lifecycle(draft.kind, R.Verb.RESTARTING),
-                    R.restarting(item.replica.pod_name, item.cause.describe(), verdict.used, limit),
+                    R.restarting(
+                        draft.kind,
+                        draft.name,
+                        item.replica.replica_type,
+                        item.replica.pod_name,
+                        item.cause.describe(),
+                        verdict.used,
+                        limit,
+                    ),
                     key=f"recreate/{item.uid}",
                 )
             )
@@ -240,7 +282,15 @@ def decide_recreate(draft: Draft) -> Decision | None:
                 ConditionType.RESTARTING,
                 ConditionStatus.TRUE,
                 R.lifecycle(draft.kind, R.Verb.RESTARTING),
-                R.restarting(first.replica.pod_name, first.cause.describe(), verdict.used, limit),
+                R.restarting(
+                    draft.kind,
+                    draft.name,
+                    first.replica.replica_type,
+                    first.replica.pod_name,
+                    first.cause.describe(),
+                    verdict.used,
+                    limit,
+                ),
                 event=None,
             )
         )

@@ -3,6 +3,10 @@ workers, PyTorch workers to their Master, TF workers to their Chief) is created 
 once those pods are Ready and their Services exist, instead of crashing or looping in an
 init container while they come up (mpi-operator#386, #481; pytorch-operator#125).
 
+A replica created before its wait is over (an MPI launcher under
+``launcherCreationPolicy: AtStartup``) carries the ``kubetrain.dev/startup`` scheduling
+gate, lifted here once the pods it needs are Ready.
+
 The wait is bounded: when the needed pods are not Ready ``timeout`` seconds after the
 later of the job's start and their creation, the job fails with ``StartupTimeout`` and
 the reason they are stuck (Unschedulable, ImagePullBackOff...).
@@ -20,7 +24,7 @@ from kubetrain.api.common import ConditionType
 from kubetrain.controller import podstate
 from kubetrain.controller import reasons as R
 from kubetrain.controller.conditions import parse_time
-from kubetrain.controller.decisions import Decision
+from kubetrain.controller.decisions import ChildRef, Decision, ref
 from kubetrain.controller.plugins.base import Observed, Outcome, StartupRule
 
 if TYPE_CHECKING:
@@ -122,10 +126,26 @@ def startup_timeout(raw: Mapping[str, Any], default: int) -> int:
     return default
 
 
+def to_ungate(gate: Gate, observed: Observed) -> list[ChildRef]:
+    """Pods created gated (``kubetrain.dev/startup``) whose replica type no longer waits."""
+    blocked = {t.lower() for t in gate.blocked}
+    out = []
+    for _name, pod in sorted(observed.pods.items()):
+        gates = (pod.get("spec") or {}).get("schedulingGates") or []
+        labels = (pod.get("metadata") or {}).get("labels") or {}
+        if (
+            any(g.get("name") == K.STARTUP_GATE for g in gates)
+            and labels.get(K.REPLICA_TYPE) not in blocked
+            and not podstate.is_deleting(pod)
+        ):
+            out.append(ref("Pod", pod))
+    return out
+
+
 def decide(draft: Draft) -> Decision:
     """Which replicas wait (kept on the draft for the build step and the conditions), the
-    children the job waits for (their events wake it), when to look again, and the
-    failure when a wait ran out."""
+    children the job waits for (their events wake it), the gated pods that may go on,
+    when to look again, and the failure when a wait ran out."""
     assert draft.job is not None
     timeout = startup_timeout(draft.raw, draft.ctx.startup_timeout_seconds)
     gate = evaluate(
@@ -139,12 +159,24 @@ def decide(draft: Draft) -> Decision:
         {("Pod", name) for rule in gate.waiting for name in rule.needed_pods}
         | {("Service", name) for rule in gate.waiting for name in rule.needed_services}
     )
-    decision = Decision(requeue_after=gate.requeue_after, awaiting=awaiting)
+    decision = Decision(
+        requeue_after=gate.requeue_after,
+        awaiting=awaiting,
+        ungate=to_ungate(gate, draft.observed),
+    )
     if gate.timed_out is not None:
         rule = gate.timed_out
         decision.outcome = Outcome(
             ConditionType.FAILED,
             R.STARTUP_TIMEOUT,
-            R.startup_timeout(rule.waiting_label, rule.needed_label, timeout, gate.timeout_detail),
+            R.startup_timeout(
+                draft.kind,
+                draft.name,
+                rule.waiting,
+                rule.waiting_label,
+                rule.needed_label,
+                timeout,
+                gate.timeout_detail,
+            ),
         )
     return decision

@@ -81,5 +81,5 @@ def mpi(job: JobBase, launcher_job: Obj | None, launcher_pods: Sequence[Obj]) ->
     return Outcome(
         ConditionType.FAILED,
         str(failed.get("reason") or R.lifecycle(job.kind, R.Verb.FAILED)),
-        f"launcher Job {launcher} failed: {detail}",
+        R.launcher_failed(job.kind, job_name, launcher, detail),
     )

@@ -1,10 +1,12 @@
 """Suspend and resume (``runPolicy.suspend``).
 
 A suspended job has no pods: its pods, Services and (MPI) launcher Job are deleted, the
-Suspended condition is True and Running turns False. The MPI SSH Secret and ConfigMap
-stay (the key pair is generated once per job). On resume every child is built again
-from the *current* spec (mpi-operator#687: launcher changes were ignored), Suspended
-turns False with reason ``<Kind>Resumed``, and ``startTime`` restarts the deadline clock.
+Suspended condition is True and Running turns False; ``startTime`` stays as it was (as
+upstream keeps it) and no deadline runs. The MPI SSH Secret and ConfigMap stay (the key
+pair is generated once per job). On resume every child is built again from the
+*current* spec (mpi-operator#687: launcher changes were ignored), Suspended turns False
+with reason ``<Kind>Resumed``, and ``startTime`` is reset to the resume, restarting the
+deadline clock.
 """
 
 from __future__ import annotations
@@ -49,8 +51,8 @@ def children_to_delete(observed: Observed, keep: Iterable[str] = ()) -> list[Chi
 
 
 def decide(draft: Draft) -> Decision | None:
-    """A suspended job: Suspended True, Running and Restarting False, its pods gone and
-    ``startTime`` cleared; nothing else is decided. A resumed one: Suspended False."""
+    """A suspended job: Suspended True, Running and Restarting False, its pods gone;
+    nothing else is decided. A resumed one: Suspended False, ``startTime`` now."""
     kind, name = draft.kind, draft.name
     if is_suspended(draft.run_policy):
         reason = R.lifecycle(kind, R.Verb.SUSPENDED)
@@ -67,7 +69,7 @@ def decide(draft: Draft) -> Decision | None:
                 ),
             ],
             delete=children_to_delete(draft.observed),
-            status={"replica_statuses": stopped, "start_time": None},
+            status={"replica_statuses": stopped},
             final=True,
         )
     if C.is_true(draft.current, ConditionType.SUSPENDED):
@@ -79,6 +81,7 @@ def decide(draft: Draft) -> Decision | None:
                     R.lifecycle(kind, R.Verb.RESUMED),
                     R.resumed(kind, name),
                 )
-            ]
+            ],
+            status={"start_time": C.format_time(draft.ctx.now)},
         )
     return None

@@ -70,7 +70,8 @@ def test_cluster_role_rules_exactly() -> None:
             ("kubeflow.org",),
             ("pytorchjobs/finalizers", "tfjobs/finalizers", "mpijobs/finalizers"),
         ): ("update",),
-        (("",), ("pods",)): ("create", "delete", *watched),
+        # patch: lifting the startup gate of an MPI launcher's pod (a JSON patch).
+        (("",), ("pods",)): ("create", "delete", *watched, "patch"),
         (("",), ("services",)): ("create", "delete", *watched, "patch"),
         (("",), ("events",)): ("create",),
         (("",), ("configmaps",)): ("create", *watched, "patch"),
@@ -108,6 +109,8 @@ def test_pytorch_only_needs_no_mpi_rights() -> None:
     resources = {res for r in rules for res in r["resources"]}
     assert "pytorchjobs" in resources
     assert not resources & {"mpijobs", "tfjobs", "secrets", "configmaps", "jobs"}
+    pods = next(r for r in rules if r["resources"] == ["pods"])
+    assert "patch" not in pods["verbs"]  # only MPI launchers are ever ungated
 
 
 def test_namespaced_mode_uses_a_role_per_namespace() -> None:

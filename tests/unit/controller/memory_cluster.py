@@ -97,6 +97,14 @@ class MemoryCluster:
         self.children[ref.kind].pop(ref.name, None)
         self.calls.append(("delete", f"{ref.kind}/{ref.name}"))
 
+    def ungate(self, namespace: str, ref: ChildRef, gate: str) -> None:
+        pod = self.children["Pod"].get(ref.name)
+        if pod is None:
+            return
+        gates = pod.get("spec", {}).get("schedulingGates") or []
+        pod["spec"]["schedulingGates"] = [g for g in gates if g.get("name") != gate]
+        self.calls.append(("ungate", f"Pod/{ref.name}"))
+
     def write_status(self, key: JobKey, raw: Mapping[str, Any], status: dict[str, Any]) -> None:
         job = self.jobs[key]
         job["status"] = copy.deepcopy(status)

@@ -129,10 +129,22 @@ def test_repeated_problems_make_one_event() -> None:
     assert created is not None and "Unschedulable: 0/4 nodes are available" in created["message"]
 
 
-def test_a_job_managed_elsewhere_is_not_touched() -> None:
-    cluster, reconciler, key, _ = setup(pytorch_raw(run_policy={"managedBy": "example.com/other"}))
-    reconciler.reconcile(key)
-    assert cluster.calls == [] and "status" not in cluster.jobs[key]
+def test_a_job_managed_elsewhere_is_not_touched_and_said_so_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cluster, reconciler, key, _ = setup(
+        pytorch_raw(run_policy={"managedBy": "kueue.x-k8s.io/multikueue"})
+    )
+    with caplog.at_level("INFO", logger="kubetrain"):
+        for _ in range(3):
+            reconciler.reconcile(key)
+    assert cluster.calls == [("event", "ManagedByOtherController")]
+    assert "status" not in cluster.jobs[key]
+    event = cluster.events[0]
+    assert event.name == "managed-elsewhere"  # one Event per job, even across restarts
+    assert "kueue.x-k8s.io/multikueue" in event.message and "job" in event.message
+    lines = [r for r in caplog.records if r.getMessage() == "left to another controller"]
+    assert len(lines) == 1
 
 
 def test_a_finished_job_is_deleted_when_its_ttl_passes() -> None:

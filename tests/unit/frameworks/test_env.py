@@ -222,7 +222,7 @@ def mpi_job(**spec: Any) -> MPIJob:
         ),
         (
             {"runLauncherAsWorker": True},
-            "hvd-launcher-0.hvd.ml.svc slots=1\n"
+            "hvd-launcher.hvd.ml.svc slots=1\n"
             "hvd-worker-0.hvd.ml.svc slots=1\nhvd-worker-1.hvd.ml.svc slots=1\n",
         ),
     ],
@@ -271,4 +271,31 @@ def test_replica_ref_pod_name() -> None:
     ref = ReplicaRef(job_name="j", namespace="n", replica_type="Worker", index=3)
     assert ref.pod_name == "j-worker-3"
     assert CLUSTER.replica_host(ref, qualified=True) == "j-worker-3.n.svc"
-    assert CLUSTER.mpi_worker_host(ref) == "j-worker-3.j.n.svc"
+    assert CLUSTER.mpi_host(ref.pod_name, job_name="j", namespace="n") == "j-worker-3.j.n.svc"
+
+
+@pytest.mark.parametrize(
+    ("spec", "running", "expected"),
+    [
+        ({}, [0, 1], "#!/bin/sh\necho hvd-worker-0.hvd.ml.svc\necho hvd-worker-1.hvd.ml.svc\n"),
+        ({}, [1], "#!/bin/sh\necho hvd-worker-1.hvd.ml.svc\n"),
+        ({}, [], "#!/bin/sh\n"),
+        (
+            {"runLauncherAsWorker": True, "slotsPerWorker": 4},
+            [0],
+            "#!/bin/sh\necho hvd-launcher.hvd.ml.svc\necho hvd-worker-0.hvd.ml.svc\n",
+        ),
+    ],
+    ids=["all-running", "one-running", "none-running", "launcher-runs-ranks"],
+)
+def test_mpi_discover_hosts_prints_bare_hosts(
+    spec: dict[str, Any], running: list[int], expected: str
+) -> None:
+    # Upstream's format: one host a line, no slots (Horovod takes them from its flags).
+    assert mpi.discover_hosts(mpi_job(**spec), CLUSTER, running) == expected
+
+
+def test_mpi_dns_search_domain() -> None:
+    assert CLUSTER.dns_search("hvd", "ml") == "hvd.ml.svc.cluster.local"
+    custom = ClusterAddressing(cluster_domain="corp.example")
+    assert custom.dns_search("hvd", "ml") == "hvd.ml.svc.corp.example"

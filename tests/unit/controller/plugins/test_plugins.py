@@ -160,17 +160,27 @@ def test_mpi_children_and_the_gated_launcher() -> None:
     }
     recorded = Observed(secrets={"job-ssh-x7k2p": {"metadata": {"name": "job-ssh-x7k2p"}}})
     objs = by_name(plugin.build(job, recorded))
+    # launcherCreationPolicy AtStartup (the default): the launcher Job comes with the
+    # workers, its pod gated until they are Ready.
     assert set(objs) == {
         ("Service", "job"),
         ("ConfigMap", "job-config"),
         ("Pod", "job-worker-0"),
         ("Pod", "job-worker-1"),
+        ("Job", "job-launcher"),
     }
+    gated = objs[("Job", "job-launcher")]["spec"]["template"]["spec"]
+    assert gated["schedulingGates"] == [{"name": K.STARTUP_GATE}]
+    for kind, name in (("Service", "job"), ("ConfigMap", "job-config"), ("Job", "job-launcher")):
+        assert objs[(kind, name)]["metadata"]["labels"][K.APP] == "job"
+    assert K.APP not in objs[("Service", "job")]["spec"]["selector"]
     assert objs[("ConfigMap", "job-config")]["data"]["hostfile"] == (
         "job-worker-0.job.ns.svc slots=4\njob-worker-1.job.ns.svc slots=4\n"
     )
     worker = objs[("Pod", "job-worker-0")]
     assert worker["spec"]["hostname"] == "job-worker-0" and worker["spec"]["subdomain"] == "job"
+    # Intel MPI's and MPICH's Hydra proxies reach the launcher by its bare host name.
+    assert worker["spec"]["dnsConfig"] == {"searches": ["job.ns.svc.cluster.local"]}
     assert worker["spec"]["containers"][0]["command"] == ["/usr/sbin/sshd", "-De"]
     assert env(worker) == {"K_MPI_JOB_ROLE": "worker"}
     assert worker["metadata"]["labels"][K.JOB_ROLE] == "worker"
@@ -189,13 +199,46 @@ def test_mpi_children_and_the_gated_launcher() -> None:
     assert launcher_env["OMPI_MCA_orte_default_hostfile"] == "/etc/mpi/hostfile"
     assert launcher_env["NVIDIA_VISIBLE_DEVICES"] == ""
     launcher_spec = launcher["spec"]["template"]["spec"]
+    assert "schedulingGates" not in launcher_spec  # made after the workers: no gate
+    assert launcher_spec["hostname"] == "job-launcher" and launcher_spec["subdomain"] == "job"
+    labels = launcher["spec"]["template"]["metadata"]["labels"]
+    assert labels[K.JOB_ROLE] == "launcher" and K.REPLICA_INDEX not in labels
     mounts = {m["name"]: m["mountPath"] for m in launcher_spec["containers"][0]["volumeMounts"]}
     assert mounts == {"ssh-auth": "/root/.ssh", "mpi-job-config": "/etc/mpi"}
     volumes = {v["name"]: v for v in launcher_spec["volumes"]}
     assert volumes["ssh-auth"]["secret"]["secretName"] == "job-ssh-x7k2p"
     assert launcher_spec["restartPolicy"] == "OnFailure"
     discover = objs[("ConfigMap", "job-config")]["data"]["discover_hosts.sh"]
-    assert discover == "#!/bin/sh\necho job-worker-0.job.ns.svc:4\necho job-worker-1.job.ns.svc:4\n"
+    assert discover == "#!/bin/sh\necho job-worker-0.job.ns.svc\necho job-worker-1.job.ns.svc\n"
+
+
+def test_mpi_launcher_waits_for_workers_ready_when_asked() -> None:
+    plugin = MPIPlugin(keygen=fixed_keys)
+    job = typed(mpi_raw(workers=2, launcherCreationPolicy="WaitForWorkersReady"))
+    secrets = {"job-ssh-x7k2p": {"metadata": {"name": "job-ssh-x7k2p"}}}
+    assert ("Job", "job-launcher") not in by_name(plugin.build(job, Observed(secrets=secrets)))
+    ready = Observed(
+        pods={n: pod(n) for n in ("job-worker-0", "job-worker-1")},
+        services={"job": service("job", replica_index=False)},
+        secrets=secrets,
+    )
+    launcher = by_name(plugin.build(job, ready))[("Job", "job-launcher")]
+    assert "schedulingGates" not in launcher["spec"]["template"]["spec"]
+
+
+def test_mpi_launcher_running_ranks_is_in_the_hostfile_by_its_host_name() -> None:
+    plugin = MPIPlugin(keygen=fixed_keys)
+    job = typed(mpi_raw(workers=1, slots=2, runLauncherAsWorker=True, mpiImplementation="Intel"))
+    secrets = {"job-ssh-x7k2p": {"metadata": {"name": "job-ssh-x7k2p"}}}
+    objs = by_name(plugin.build(job, Observed(secrets=secrets)))
+    assert objs[("ConfigMap", "job-config")]["data"]["hostfile"] == (
+        "job-launcher.job.ns.svc:2\njob-worker-0.job.ns.svc:2\n"
+    )
+    launcher = objs[("Job", "job-launcher")]["spec"]["template"]
+    assert launcher["spec"]["hostname"] == "job-launcher"
+    assert launcher["metadata"]["labels"][K.REPLICA_INDEX] == "0"
+    worker = objs[("Pod", "job-worker-0")]
+    assert worker["metadata"]["labels"][K.REPLICA_INDEX] == "1"
 
 
 def test_mpi_rejects_restart_policies_a_batch_job_cannot_have() -> None:
