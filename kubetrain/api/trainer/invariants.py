@@ -137,6 +137,9 @@ def _check_name_fits(obj: dict[str, Any]) -> list[FieldError]:
     name = _trainjob_name(obj)
     if name is None:
         return []
+    generated = not isinstance(_dict(obj.get("metadata")).get("name"), str) or not _dict(
+        obj.get("metadata")
+    ).get("name")
     suffixes = [f"{NODE_PREFIX}{_num_nodes(obj) - 1}", LAUNCHER_SUFFIX]
     initializer = _dict(_at(obj, "spec", "initializer"))
     suffixes += [s for step, s in INITIALIZER_SUFFIXES.items() if step in initializer]
@@ -144,11 +147,14 @@ def _check_name_fits(obj: dict[str, Any]) -> list[FieldError]:
     if len(longest) <= MAX_NAME:
         return []
     room = max(len(name) - (len(longest) - MAX_NAME), 0)
+    advice = (
+        f"use a generateName of at most {max(room - _GENERATED_SUFFIX, 0)} characters"
+        if generated
+        else f"use at most {room} characters"
+    )
     return [
         FieldError(
-            "metadata.name",
-            f"{NAME_FITS} ({longest[:80]!r} has {len(longest)}); use at most {room} characters",
-            name,
+            "metadata.name", f"{NAME_FITS} ({longest[:80]!r} has {len(longest)}); {advice}", name
         )
     ]
 
@@ -323,7 +329,15 @@ def _nodes_check(keys: tuple[str, ...], limits: ReplicaLimits) -> Check:
 def _trainjob_rules(limits: ReplicaLimits) -> list[Rule]:
     tj = (TRAINJOB,)
     return [
-        Rule("trainjob-name-fits", tj, NAME_FITS, _name_fits_cel(), (), _check_name_fits),
+        Rule(
+            "trainjob-name-fits",
+            tj,
+            NAME_FITS,
+            _name_fits_cel(),
+            (),
+            _check_name_fits,
+            ".metadata.name",
+        ),
         Rule(
             "trainjob-runtime-ref",
             tj,
@@ -562,7 +576,7 @@ _RJOB_PATH = "spec.template.spec.replicatedJobs"
 
 def _step(rjob: dict[str, Any]) -> str | None:
     step = _at(rjob, "template", "metadata", "labels", ANCESTOR_LABEL)
-    return step if step in STEP_CONTAINERS else None
+    return step if isinstance(step, str) and step in STEP_CONTAINERS else None
 
 
 def _check_ancestor_replicas(obj: dict[str, Any]) -> list[FieldError]:
