@@ -412,11 +412,13 @@ def _immutable_message(field: str) -> str:
     )
 
 
-def _unchanged_check(field: str, default: Any = None) -> Callable[..., list[FieldError]]:
+def _unchanged_check(
+    field: str, default: Any = None, message: str | None = None
+) -> Callable[..., list[FieldError]]:
     def check(old: dict[str, Any], new: dict[str, Any]) -> list[FieldError]:
         before, after = _at(old, "spec", field), _at(new, "spec", field)
         if (default if before is None else before) != (default if after is None else after):
-            return [FieldError(f"spec.{field}", _immutable_message(field), after)]
+            return [FieldError(f"spec.{field}", message or _immutable_message(field), after)]
         return []
 
     return check
@@ -430,7 +432,14 @@ def _unchanged_cel(field: str) -> str:
     )
 
 
-RUNTIME_REF_IMMUTABLE = _immutable_message("runtimeRef")
+RUNTIME_REF_IMMUTABLE = (
+    "spec.runtimeRef is immutable once the TrainJob exists (a left-out apiGroup or kind reads "
+    f"as {DEFAULT_RUNTIME_API_GROUP} or {DEFAULT_RUNTIME_KIND})"
+)
+MANAGED_BY_IMMUTABLE = (
+    "spec.managedBy is immutable once the TrainJob exists (left out, it reads as "
+    f"{MANAGED_BY_TRAINER})"
+)
 
 
 def _normal_ref(ref: Any) -> tuple[Any, Any, Any]:
@@ -516,10 +525,10 @@ def _trainjob_transitions() -> list[Transition]:
         Transition(
             "trainjob-managed-by-immutable",
             TRAINJOB,
-            _immutable_message("managedBy"),
+            MANAGED_BY_IMMUTABLE,
             f"{_managed_by_cel('self')} == {_managed_by_cel('oldSelf')}",
             ".spec.managedBy",
-            _unchanged_check("managedBy", MANAGED_BY_TRAINER),
+            _unchanged_check("managedBy", MANAGED_BY_TRAINER, MANAGED_BY_IMMUTABLE),
         ),
         Transition(
             "trainjob-patches-while-suspended",
