@@ -35,8 +35,8 @@ from typing import Any
 
 from cluster.local import LocalCluster
 from cluster.topology import GPU_RESOURCE, default_topology
+from kubetrain.api import keys as K
 from kubetrain.api.crds import generate_crds
-from kubetrain.controller import labels as L
 from kubetrain.controller.errors import ApiError
 from kubetrain.controller.kube import (
     BATCH_JOBS,
@@ -195,7 +195,7 @@ class Observer:
     def _child(self, resource: Resource, obj: dict[str, Any]) -> None:
         now = time.monotonic()
         labels = obj.get("metadata", {}).get("labels") or {}
-        job = labels.get(L.JOB_NAME)
+        job = labels.get(K.JOB_NAME)
         name = str(obj["metadata"]["name"])
         with self.lock:
             if resource is PODS:

@@ -23,13 +23,13 @@ from kubetrain.api.invariants import (
     invariants_for,
     transitions_for,
 )
+from kubetrain.api.kinds import MPI, PYTORCH, TENSORFLOW, KindInfo
 from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, ReplicaLimits
 from kubetrain.api.mpi import MPIJob
 from kubetrain.api.pytorch import PyTorchJob
 from kubetrain.api.schema import model_schema
 from kubetrain.api.tensorflow import TFJob
 
-GROUP = "kubeflow.org"
 # Argo CD and client-side apply keep the last-applied copy in an annotation capped at
 # 256 KiB; every CRD must serialize below it.
 MAX_CRD_BYTES = 256 * 1024
@@ -38,17 +38,32 @@ PART_OF_LABEL = {"app.kubernetes.io/part-of": "kubetrain"}
 
 @dataclass(frozen=True)
 class CrdInfo:
+    """A kind's model and its row of the kinds table."""
+
     model: type[JobBase]
-    plural: str
-    singular: str
-    version: str
-    scale_replica_type: str | None = None
+    kind: KindInfo
+
+    @property
+    def plural(self) -> str:
+        return self.kind.plural
+
+    @property
+    def singular(self) -> str:
+        return self.kind.singular
+
+    @property
+    def version(self) -> str:
+        return self.kind.version
+
+    @property
+    def scale_replica_type(self) -> str | None:
+        return self.kind.scale_replica_type
 
 
 CRD_INFOS: tuple[CrdInfo, ...] = (
-    CrdInfo(PyTorchJob, "pytorchjobs", "pytorchjob", "v1", scale_replica_type="Worker"),
-    CrdInfo(TFJob, "tfjobs", "tfjob", "v1"),
-    CrdInfo(MPIJob, "mpijobs", "mpijob", "v2beta1"),
+    CrdInfo(PyTorchJob, PYTORCH),
+    CrdInfo(TFJob, TENSORFLOW),
+    CrdInfo(MPIJob, MPI),
 )
 
 PRINTER_COLUMNS = [
@@ -58,7 +73,7 @@ PRINTER_COLUMNS = [
 
 
 def _kind(info: CrdInfo) -> str:
-    return str(info.model.model_fields["kind"].default)
+    return info.kind.kind
 
 
 def openapi_schema(info: CrdInfo, limits: ReplicaLimits = DEFAULT_REPLICA_LIMITS) -> dict[str, Any]:
@@ -114,9 +129,9 @@ def generate_crd(info: CrdInfo, limits: ReplicaLimits = DEFAULT_REPLICA_LIMITS) 
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{info.plural}.{GROUP}", "labels": dict(PART_OF_LABEL)},
+        "metadata": {"name": info.kind.crd_name, "labels": dict(PART_OF_LABEL)},
         "spec": {
-            "group": GROUP,
+            "group": info.kind.group,
             "names": {
                 "kind": kind,
                 "listKind": f"{kind}List",

@@ -19,37 +19,21 @@ from typing import Any
 
 from kubetrain.api.base import CelRule
 from kubetrain.api.errors import FieldError
+from kubetrain.api.keys import MANAGED_BY_VALUES
+from kubetrain.api.kinds import KINDS
 from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, ReplicaLimits
 
 MAX_NAME = 63
 
-#: ``runPolicy.managedBy`` values admitted: kubetrain's own, the upstream operators' (which
-#: kubetrain replaces) and Kueue's MultiKueue (which hands the job to another cluster).
-MANAGED_BY_KUBETRAIN = "kubetrain.dev/operator"
-MANAGED_BY_VALUES = (
-    MANAGED_BY_KUBETRAIN,
-    "kubeflow.org/training-operator",
-    "kubeflow.org/mpi-operator",
-    "kueue.x-k8s.io/multikueue",
-)
-
-#: Replica types of each kind, in their canonical spelling.
-REPLICA_TYPES: dict[str, tuple[str, ...]] = {
-    "PyTorchJob": ("Master", "Worker"),
-    "TFJob": ("Chief", "Master", "PS", "Worker", "Evaluator"),
-    "MPIJob": ("Launcher", "Worker"),
-}
+#: Replica types of each kind, in their canonical spelling (the kinds table's).
+REPLICA_TYPES: dict[str, tuple[str, ...]] = {k: i.replica_types for k, i in KINDS.items()}
 #: Kinds whose replica types upstream accepts in any letter case and normalises
 #: (training-operator's TFJob defaulter; its PyTorchJob webhook refuses other spellings).
-CASE_INSENSITIVE_KINDS = frozenset({"TFJob"})
+CASE_INSENSITIVE_KINDS = frozenset(k for k, i in KINDS.items() if i.case_insensitive_replica_types)
 #: Wire field holding each kind's replica specs.
-REPLICA_FIELDS = {
-    "PyTorchJob": "pytorchReplicaSpecs",
-    "TFJob": "tfReplicaSpecs",
-    "MPIJob": "mpiReplicaSpecs",
-}
+REPLICA_FIELDS = {k: i.replica_specs_field for k, i in KINDS.items()}
 #: The container upstream requires in every replica (and injects its environment into).
-MAIN_CONTAINERS = {"PyTorchJob": "pytorch", "TFJob": "tensorflow"}
+MAIN_CONTAINERS = {k: i.main_container for k, i in KINDS.items() if i.main_container}
 
 
 #: Where an invariant's CEL rule sits: at the CRD root (``self`` is the whole job) or on

@@ -43,6 +43,7 @@ from kubetrain.api.invariants import (
     check_invariants,
     replica_type_message,
 )
+from kubetrain.api.kinds import KINDS
 from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, MAX_FILE_BYTES, ReplicaLimits
 from kubetrain.api.meta import OBJECT_META_FIELDS, check_object_meta
 from kubetrain.api.mpi import MPIJob
@@ -51,12 +52,10 @@ from kubetrain.api.reading import decode_text, read_documents, wire_copy
 from kubetrain.api.tensorflow import TFJob
 
 Job = PyTorchJob | TFJob | MPIJob
-JOB_TYPES: dict[str, type[JobBase]] = {"PyTorchJob": PyTorchJob, "TFJob": TFJob, "MPIJob": MPIJob}
-API_VERSIONS = {
-    "PyTorchJob": "kubeflow.org/v1",
-    "TFJob": "kubeflow.org/v1",
-    "MPIJob": "kubeflow.org/v2beta1",
+JOB_TYPES: dict[str, type[JobBase]] = {
+    str(m.model_fields["kind"].default): m for m in (PyTorchJob, TFJob, MPIJob)
 }
+API_VERSIONS = {kind: info.api_version for kind, info in KINDS.items()}
 
 
 def load_job(obj: Any, source: str = "", *, limits: ReplicaLimits = DEFAULT_REPLICA_LIMITS) -> Job:

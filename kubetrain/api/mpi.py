@@ -9,9 +9,9 @@ from pydantic import Field, StrictBool, StrictStr
 
 from kubetrain.api.base import KubeModel, NonNegInt32
 from kubetrain.api.common import JobBase, ReplicaSpec, RunPolicy
+from kubetrain.api.kinds import MPI
 
-API_VERSION = "kubeflow.org/v2beta1"
-KIND = "MPIJob"
+KIND = MPI.kind
 DEFAULT_SSH_AUTH_MOUNT_PATH = "/root/.ssh"
 
 

@@ -9,13 +9,9 @@ from pydantic import Field, StrictBool
 
 from kubetrain.api.base import KubeModel
 from kubetrain.api.common import JobBase, ReplicaSpec, RunPolicy
+from kubetrain.api.kinds import TENSORFLOW
 
-API_VERSION = "kubeflow.org/v1"
-KIND = "TFJob"
-DEFAULT_PORT = 2222
-PORT_NAME = "tfjob-port"
-DEFAULT_CONTAINER = "tensorflow"
-DEFAULT_RESTART_POLICY = "Never"
+KIND = TENSORFLOW.kind
 
 
 class TFReplicaType(StrEnum):

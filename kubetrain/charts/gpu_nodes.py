@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import cdk8s
 import constructs
 
-from kubetrain.constructs.gpu import GpuNodePool, GpuNodePoolProps
+from kubetrain.constructs.node_pool import GpuNodePool, GpuNodePoolProps
 from kubetrain.constructs.objects import construct_errors
 
 

@@ -15,7 +15,8 @@ from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from kubetrain.controller import labels as L
+from kubetrain.api import keys as K
+from kubetrain.api.kinds import by_operator_name, kind_info
 from kubetrain.controller import reasons as R
 from kubetrain.controller.conditions import format_time
 from kubetrain.controller.errors import ApiError, ChildConflict, Deposed
@@ -34,7 +35,6 @@ from kubetrain.controller.kube import (
 from kubetrain.controller.ownership import Holder, holder
 from kubetrain.controller.planner import Event
 from kubetrain.controller.plugins.base import Observed
-from kubetrain.controller.plugins.children import API_VERSIONS
 from kubetrain.controller.policies.cleanup import ChildRef
 
 log = logging.getLogger("kubetrain.operator")
@@ -65,11 +65,11 @@ def child_index(obj: Mapping[str, Any]) -> JobKey | None:
     """(kind of the owning job, namespace, job name) from a child's labels."""
     meta = obj.get("metadata") or {}
     labels = meta.get("labels") or {}
-    kind = L.KIND_BY_OPERATOR_NAME.get(str(labels.get(L.OPERATOR_NAME, "")))
-    job = labels.get(L.JOB_NAME)
-    if kind is None or not job:
+    info = by_operator_name(str(labels.get(K.OPERATOR_NAME, "")))
+    job = labels.get(K.JOB_NAME)
+    if info is None or not job:
         return None
-    return (kind, str(meta.get("namespace") or ""), str(job))
+    return (info.kind, str(meta.get("namespace") or ""), str(job))
 
 
 def _controller_uid(obj: Mapping[str, Any]) -> str:
@@ -109,7 +109,7 @@ class KubeCluster:
         self.job_informers: dict[tuple[str, str | None], Informer] = {}
         self.child_informers: dict[tuple[str, str | None], Informer] = {}
         child_kinds = sorted({c for k in kinds for c in CHILD_KINDS[k]})
-        selector = L.operator_name_selector(kinds)
+        selector = K.operator_name_selector(kinds)
         for scope in scopes:
             for kind in kinds:
                 self.job_informers[(kind, scope)] = Informer(
@@ -320,7 +320,7 @@ class KubeCluster:
         kind, namespace, name = key
         meta = raw.get("metadata") or {}
         body = {
-            "apiVersion": raw.get("apiVersion", API_VERSIONS[kind]),
+            "apiVersion": raw.get("apiVersion", kind_info(kind).api_version),
             "kind": kind,
             "metadata": {
                 "name": name,

@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from kubetrain.api import keys as K
 from kubetrain.api.common import (
     ConditionStatus,
     ConditionType,
@@ -31,7 +32,6 @@ from kubetrain.api.defaults import apply_defaults
 from kubetrain.api.errors import FieldError, JobValidationError
 from kubetrain.api.loader import Job, load_job
 from kubetrain.controller import conditions as C
-from kubetrain.controller import labels as L
 from kubetrain.controller import podstate
 from kubetrain.controller import reasons as R
 from kubetrain.controller.plugins import children
@@ -137,7 +137,7 @@ def _run_policy(job: Job | None) -> RunPolicy | None:
 def startup_timeout(raw: Mapping[str, Any], default: int) -> int:
     """The operator's startup timeout, or the job's annotation when it is a positive int."""
     annotations = (raw.get("metadata") or {}).get("annotations") or {}
-    value = annotations.get(L.STARTUP_TIMEOUT_ANNOTATION)
+    value = annotations.get(K.STARTUP_TIMEOUT_ANNOTATION)
     if isinstance(value, str) and value.isdigit() and int(value) > 0:
         return int(value)
     return default
@@ -522,7 +522,7 @@ def _surplus(job: Job, plugin: JobPlugin, observed: Observed) -> list[ChildRef]:
     for kind in ("Pod", "Service"):
         for name, obj in sorted(observed.by_kind(kind).items()):
             obj_labels = (obj.get("metadata") or {}).get("labels") or {}
-            if L.REPLICA_INDEX not in obj_labels or obj_labels.get(L.JOB_ROLE) == "launcher":
+            if K.REPLICA_INDEX not in obj_labels or obj_labels.get(K.JOB_ROLE) == "launcher":
                 continue
             if name not in wanted and not podstate.is_deleting(obj):
                 out.append(cleanup.ref(kind, obj))

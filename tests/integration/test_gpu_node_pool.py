@@ -19,8 +19,8 @@ from kubernetes.dynamic import DynamicClient
 
 from cluster.local import LocalCluster
 from cluster.topology import POOL_LABEL as CLUSTER_POOL_LABEL
-from kubetrain.constructs.gpu import GpuNodePool, GpuNodePoolProps
 from kubetrain.constructs.nccl import NcclProfile
+from kubetrain.constructs.node_pool import GpuNodePool, GpuNodePoolProps
 from kubetrain.constructs.objects import manifests
 from kubetrain.constructs.types import Image
 from kubetrain.controller.kube import KubeApi

@@ -22,6 +22,7 @@ import copy
 from collections.abc import Callable
 from typing import Any
 
+from kubetrain.api import keys as K
 from kubetrain.api.base import LabelSelector
 from kubetrain.api.common import (
     JobStatus,
@@ -32,14 +33,13 @@ from kubetrain.api.common import (
 from kubetrain.api.errors import FieldError
 from kubetrain.api.loader import Job
 from kubetrain.api.mpi import DEFAULT_SSH_AUTH_MOUNT_PATH, MPIJob, MPIReplicaType
-from kubetrain.controller import labels as L
 from kubetrain.controller import podstate
-from kubetrain.controller.plugins import children, mpi
-from kubetrain.controller.plugins.addressing import ClusterAddressing, ReplicaRef
+from kubetrain.controller.plugins import children
 from kubetrain.controller.plugins.base import Obj, Observed, Outcome, Replica, StartupRule
-from kubetrain.controller.plugins.common import replicas_of
 from kubetrain.controller.policies import startup, success
 from kubetrain.controller.sshkeys import SshKeyPair, generate_ssh_keys
+from kubetrain.frameworks import ClusterAddressing, ReplicaRef, mpi, replica_name
+from kubetrain.frameworks.replicas import replicas_of
 
 LAUNCHER = MPIReplicaType.LAUNCHER.value
 WORKER = MPIReplicaType.WORKER.value
@@ -91,7 +91,7 @@ def launcher_pods(job: Job, observed: Observed) -> list[Obj]:
     found = [
         pod
         for pod in observed.pods.values()
-        if ((pod.get("metadata") or {}).get("labels") or {}).get(L.JOB_ROLE) == "launcher"
+        if ((pod.get("metadata") or {}).get("labels") or {}).get(K.JOB_ROLE) == LAUNCHER.lower()
     ]
     return sorted(found, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp")))
 
@@ -99,7 +99,8 @@ def launcher_pods(job: Job, observed: Observed) -> list[Obj]:
 class MPIPlugin:
     """Reconciles ``kubeflow.org/v2beta1`` MPIJobs."""
 
-    kind = "MPIJob"
+    kind = mpi.FRAMEWORK.info.kind
+    framework = mpi.FRAMEWORK
 
     def __init__(
         self,
@@ -135,7 +136,7 @@ class MPIPlugin:
             Replica(
                 replica_type=WORKER,
                 index=i,
-                pod_name=f"{job.name}-worker-{i}",
+                pod_name=replica_name(job.name, WORKER, i),
                 restart_policy=policy,
                 main_container="",
             )
@@ -146,15 +147,17 @@ class MPIPlugin:
         return False
 
     def startup_rules(self, job: Job) -> list[StartupRule]:
-        workers = tuple(r.pod_name for r in self.replicas(job))
+        """The framework's start order: the workers' pods, reached through the job's
+        Service."""
         return [
             StartupRule(
-                waiting=(LAUNCHER,),
-                needed_pods=workers,
+                waiting=order.waiting,
+                needed_pods=tuple(replica_name(job.name, t, i) for t, i in order.needed),
                 needed_services=(service_name(job),),
-                waiting_label="the launcher",
-                needed_label=f"the {len(workers)} workers",
+                waiting_label=order.waiting_label,
+                needed_label=order.needed_label,
             )
+            for order in self.framework.start_order(job)
         ]
 
     def build(self, job: Job, observed: Observed) -> list[dict[str, Any]]:
@@ -187,7 +190,7 @@ class MPIPlugin:
 
     def outcome(self, job: Job, observed: Observed) -> Outcome | None:
         return success.mpi(
-            job.name, observed.batch_jobs.get(launcher_name(job)), launcher_pods(job, observed)
+            job, observed.batch_jobs.get(launcher_name(job)), launcher_pods(job, observed)
         )
 
     def is_running(self, job: Job, observed: Observed) -> bool:
@@ -202,18 +205,14 @@ class MPIPlugin:
     # -- children ----------------------------------------------------------------------
 
     def _replica_status(self, job: Job, rtype: str, pods: list[Obj]) -> ReplicaStatus:
-        match = {
-            L.OPERATOR_NAME: L.OPERATOR_NAMES[self.kind],
-            L.JOB_NAME: job.name,
-            L.REPLICA_TYPE: rtype.lower(),
-        }
+        match = {**K.job_labels(self.kind, job.name), K.REPLICA_TYPE: rtype.lower()}
         selector: LabelSelector = {"matchLabels": match}
         return ReplicaStatus(
             active=sum(1 for p in pods if podstate.is_active(p)),
             succeeded=sum(1 for p in pods if podstate.is_succeeded(p)),
             failed=sum(1 for p in pods if podstate.is_failed(p)),
             label_selector=selector,
-            selector=L.job_selector(self.kind, job.name, rtype),
+            selector=K.job_selector(self.kind, job.name, rtype),
         )
 
     def _service(self, job: MPIJob) -> dict[str, Any]:
@@ -341,7 +340,9 @@ class MPIPlugin:
     def _worker(self, job: MPIJob, replica: Replica, secret: str) -> dict[str, Any]:
         spec = job.replica_specs()[WORKER]
         offset = 1 if job.spec.run_launcher_as_worker else 0
-        labels = children.replica_labels(job, WORKER, replica.index + offset, "worker")
+        labels = children.replica_labels(
+            job, WORKER, replica.index + offset, self.framework.role(job, WORKER, replica.index)
+        )
         template = self._template(
             job,
             spec,
@@ -361,7 +362,7 @@ class MPIPlugin:
 
     def _launcher(self, job: MPIJob, secret: str) -> dict[str, Any]:
         spec = job.replica_specs()[LAUNCHER]
-        labels = children.replica_labels(job, LAUNCHER, 0, "launcher")
+        labels = children.replica_labels(job, LAUNCHER, 0, self.framework.role(job, LAUNCHER, 0))
         policy = spec.restart_policy or RestartPolicy.ON_FAILURE
         template = self._template(
             job,

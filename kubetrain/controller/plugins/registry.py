@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from kubetrain.controller.plugins.addressing import ClusterAddressing
 from kubetrain.controller.plugins.base import JobPlugin
 from kubetrain.controller.plugins.mpi_plugin import MPIPlugin
 from kubetrain.controller.plugins.pytorch_plugin import PyTorchPlugin
 from kubetrain.controller.plugins.tensorflow_plugin import TensorFlowPlugin
+from kubetrain.frameworks import ClusterAddressing
 
 #: Kind -> plugin factory, in the order the operator registers them.
 FACTORIES: tuple[tuple[str, Callable[[ClusterAddressing], JobPlugin]], ...] = (

@@ -1,6 +1,6 @@
 """``runPolicy.managedBy``: a job naming another controller is left alone entirely (no
 children, no status), so kubetrain can run next to Kueue's MultiKueue or a second
-operator. Absent, or one of the values in ``labels.MANAGED_BY_ACCEPTED`` (kubetrain's own
+operator. Absent, or one of the values in ``keys.MANAGED_BY_ACCEPTED`` (kubetrain's own
 and the upstream operators', since kubetrain replaces them), means kubetrain's."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kubetrain.controller.labels import MANAGED_BY_ACCEPTED
+from kubetrain.api.keys import MANAGED_BY_ACCEPTED
 
 
 def managed_by(raw_job: Mapping[str, Any]) -> str | None:

@@ -12,7 +12,7 @@ from kubernetes.client.exceptions import ApiException
 
 from cluster.fake_pods import exit_patch
 from cluster.topology import GPU_RESOURCE
-from kubetrain.controller import labels as L
+from kubetrain.api import keys as K
 from tests.integration.kube import condition, wait_for
 
 GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
@@ -197,7 +197,7 @@ class Jobs:
     # -- children ----------------------------------------------------------------------
 
     def _selector(self, job_name: str) -> str:
-        return f"{L.JOB_NAME}={job_name}"
+        return f"{K.JOB_NAME}={job_name}"
 
     def pods(self, job_name: str) -> dict[str, dict[str, Any]]:
         found = self.core.list_namespaced_pod(
@@ -301,7 +301,7 @@ def run_every_kind_to_success(jobs: Jobs, prefix: str) -> None:
     (launcher,) = [
         name
         for name, pod in jobs.pods(mpi).items()
-        if pod["metadata"]["labels"].get(L.JOB_ROLE) == "launcher"
+        if pod["metadata"]["labels"].get(K.JOB_ROLE) == "launcher"
     ]
     jobs.exit(launcher, 0)
     for kind, name in (("PyTorchJob", pt), ("TFJob", tf), ("MPIJob", mpi)):

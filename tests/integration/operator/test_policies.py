@@ -8,7 +8,7 @@ from datetime import datetime
 
 import pytest
 
-from kubetrain.controller import labels as L
+from kubetrain.api import keys as K
 from tests.integration.kube import condition, wait_for
 from tests.integration.operator.conftest import RunningOperator
 from tests.integration.operator.jobs import Jobs, env_of, mpi_job, pytorch_job
@@ -128,7 +128,7 @@ def test_suspended_mpijob_deletes_its_launcher_and_recreates_it_on_resume(
 
 
 def test_startup_gate_times_out_with_the_reason(operator: RunningOperator, jobs: Jobs) -> None:
-    job = pytorch_job("stuck", workers=2, annotations={L.STARTUP_TIMEOUT_ANNOTATION: "2"})
+    job = pytorch_job("stuck", workers=2, annotations={K.STARTUP_TIMEOUT_ANNOTATION: "2"})
     master = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
     master["resources"]["limits"]["nvidia.com/gpu"] = "1000"  # no node has that many
     jobs.create(job)

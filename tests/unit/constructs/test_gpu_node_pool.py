@@ -13,13 +13,13 @@ import cdk8s
 import pytest
 
 from kubetrain.api import load_job
-from kubetrain.constructs.gpu import (
+from kubetrain.constructs.mpi_job import MPIJob, MPIJobProps
+from kubetrain.constructs.nccl import NcclProfile
+from kubetrain.constructs.node_pool import (
     GpuNodePool,
     GpuNodePoolProps,
     Taint,
 )
-from kubetrain.constructs.mpi_job import MPIJob, MPIJobProps
-from kubetrain.constructs.nccl import NcclProfile
 from kubetrain.constructs.objects import manifests
 from kubetrain.constructs.pytorch_job import PyTorchJob, PyTorchJobProps
 from kubetrain.constructs.types import Image, Quantity, Resources

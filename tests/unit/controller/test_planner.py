@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubetrain.controller import labels as L
+from kubetrain.api import keys as K
 from kubetrain.controller.planner import Context, Plan, plan
 from kubetrain.controller.plugins.base import Observed
 from kubetrain.controller.plugins.registry import build_registry
@@ -128,7 +128,7 @@ def test_before_the_deadline_the_job_is_requeued_for_it() -> None:
 def test_the_startup_timeout_annotation_bounds_the_gate() -> None:
     raw = pytorch_raw(status=running_status(started_ago=100))
     raw["status"]["conditions"] = raw["status"]["conditions"][:1]
-    raw["metadata"]["annotations"] = {L.STARTUP_TIMEOUT_ANNOTATION: "30"}
+    raw["metadata"]["annotations"] = {K.STARTUP_TIMEOUT_ANNOTATION: "30"}
     stuck = pod(
         "job-master-0",
         "Pending",
@@ -161,7 +161,7 @@ def test_an_mpijob_succeeds_when_its_launcher_job_completes() -> None:
 
 
 def test_scaling_down_deletes_the_surplus_replicas() -> None:
-    labels = {L.REPLICA_INDEX: "2"}
+    labels = {K.REPLICA_INDEX: "2"}
     observed = Observed(
         pods=pods(pod("job-master-0"), pod("job-worker-0"), pod("job-worker-2", labels=labels)),
         services={"job-worker-2": service("job-worker-2")},

@@ -10,9 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from kubetrain.api import keys as K
 from kubetrain.api.defaults import apply_defaults
 from kubetrain.api.mpi import MPIJob
-from kubetrain.controller import labels as L
 from kubetrain.controller.plugins.base import Observed
 from kubetrain.controller.plugins.mpi_plugin import MPIPlugin
 from kubetrain.controller.plugins.pytorch_plugin import PyTorchPlugin
@@ -63,10 +63,10 @@ def test_pytorch_children_before_and_after_the_master_is_ready() -> None:
     second = by_name(plugin.build(job, ready))
     worker = second[("Pod", "job-worker-1")]
     assert worker["metadata"]["labels"] == {
-        L.OPERATOR_NAME: "pytorchjob-controller",
-        L.JOB_NAME: "job",
-        L.REPLICA_TYPE: "worker",
-        L.REPLICA_INDEX: "1",
+        K.OPERATOR_NAME: "pytorchjob-controller",
+        K.JOB_NAME: "job",
+        K.REPLICA_TYPE: "worker",
+        K.REPLICA_INDEX: "1",
     }
     assert worker["metadata"]["ownerReferences"] == [
         {
@@ -78,12 +78,12 @@ def test_pytorch_children_before_and_after_the_master_is_ready() -> None:
             "blockOwnerDeletion": True,
         }
     ]
-    assert worker["metadata"]["annotations"][L.ISTIO_INJECT_ANNOTATION] == "false"
+    assert worker["metadata"]["annotations"][K.ISTIO_INJECT_ANNOTATION] == "false"
     assert worker["spec"]["restartPolicy"] == "OnFailure"
     assert env(worker)["RANK"] == "2" and env(worker)["MASTER_ADDR"] == "job-master-0"
     svc = second[("Service", "job-worker-1")]
     assert svc["spec"]["clusterIP"] == "None"
-    assert svc["spec"]["selector"][L.REPLICA_INDEX] == "1"
+    assert svc["spec"]["selector"][K.REPLICA_INDEX] == "1"
     assert svc["spec"]["ports"] == [
         {"name": "pytorchjob-port", "port": 23456, "targetPort": 23456, "protocol": "TCP"}
     ]
@@ -123,15 +123,15 @@ def test_tensorflow_children_and_tf_config() -> None:
     config = json.loads(env(objs[("Pod", "job-ps-0")])["TF_CONFIG"])
     assert config["task"] == {"type": "ps", "index": 0}
     assert config["cluster"]["worker"] == ["job-worker-0.ns.svc:2222", "job-worker-1.ns.svc:2222"]
-    assert objs[("Pod", "job-chief-0")]["metadata"]["labels"][L.JOB_ROLE] == "master"
+    assert objs[("Pod", "job-chief-0")]["metadata"]["labels"][K.JOB_ROLE] == "master"
     gated = by_name(plugin.build(job, Observed()))
     assert ("Pod", "job-worker-0") not in gated and ("Pod", "job-ps-0") in gated
 
 
 def test_tensorflow_worker_0_is_the_master_without_a_chief() -> None:
     objs = by_name(TensorFlowPlugin().build(typed(tf_raw(workers=2)), Observed()))
-    assert objs[("Pod", "job-worker-0")]["metadata"]["labels"][L.JOB_ROLE] == "master"
-    assert L.JOB_ROLE not in objs[("Pod", "job-worker-1")]["metadata"]["labels"]
+    assert objs[("Pod", "job-worker-0")]["metadata"]["labels"][K.JOB_ROLE] == "master"
+    assert K.JOB_ROLE not in objs[("Pod", "job-worker-1")]["metadata"]["labels"]
 
 
 def fixed_keys() -> SshKeyPair:
@@ -173,7 +173,7 @@ def test_mpi_children_and_the_gated_launcher() -> None:
     assert worker["spec"]["hostname"] == "job-worker-0" and worker["spec"]["subdomain"] == "job"
     assert worker["spec"]["containers"][0]["command"] == ["/usr/sbin/sshd", "-De"]
     assert env(worker) == {"K_MPI_JOB_ROLE": "worker"}
-    assert worker["metadata"]["labels"][L.JOB_ROLE] == "worker"
+    assert worker["metadata"]["labels"][K.JOB_ROLE] == "worker"
     volumes = {v["name"]: v for v in worker["spec"]["volumes"]}
     assert volumes["ssh-auth"]["secret"]["secretName"] == "job-ssh-x7k2p"
 

@@ -1,11 +1,12 @@
 """How replicas are addressed: the one thing that differs between the operator's pods and
 ``kubetrain run --local``'s processes.
 
-The framework plugins compute every environment variable and the MPI hostfile from a
-job plus an :class:`Addressing`. The operator passes :class:`ClusterAddressing` (the DNS
-names of the per-replica headless Services, the ports the containers declare);
-``kubetrain run --local`` passes :class:`LocalAddressing` (the loopback address and a
-distinct free port per replica). Everything else is the same code.
+The frameworks compute every environment variable and the MPI hostfile from a job plus
+an :class:`Addressing`. The operator passes :class:`ClusterAddressing` (the DNS names of
+the per-replica headless Services, the ports the containers declare, the hostfile where
+the operator mounts it); ``kubetrain run --local`` passes :class:`LocalAddressing` (the
+loopback address, a distinct free port per replica, a hostfile in a scratch directory).
+Everything else is the same code.
 """
 
 from __future__ import annotations
@@ -39,7 +40,12 @@ class ReplicaRef:
     @property
     def pod_name(self) -> str:
         """The pod (and per-replica Service) name the operator gives this replica."""
-        return f"{self.job_name}-{self.replica_type.lower()}-{self.index}"
+        return replica_name(self.job_name, self.replica_type, self.index)
+
+
+def replica_name(job_name: str, replica_type: str, index: int) -> str:
+    """``<job>-<replica type, lowercased>-<index>``: a replica's pod name everywhere."""
+    return f"{job_name}-{replica_type.lower()}-{index}"
 
 
 class Addressing(Protocol):
@@ -61,6 +67,11 @@ class Addressing(Protocol):
         """An MPIJob worker's host as written in the hostfile."""
         ...
 
+    @property
+    def mpi_hostfile(self) -> str:
+        """Where the MPI launcher finds its hostfile."""
+        ...
+
 
 @dataclass(frozen=True, kw_only=True)
 class ClusterAddressing:
@@ -71,6 +82,8 @@ class ClusterAddressing:
     """
 
     cluster_domain: str = ""
+    #: Where the operator mounts an MPIJob's ConfigMap in the launcher.
+    mpi_hostfile: str = "/etc/mpi/hostfile"
 
     def _suffix(self) -> str:
         return f".{self.cluster_domain}" if self.cluster_domain else ""
@@ -100,6 +113,8 @@ class LocalAddressing:
     host: str = "127.0.0.1"
     mpi_host: str = "localhost"
     ports: Mapping[tuple[str, int], int] = field(default_factory=dict)
+    #: The hostfile ``kubetrain run --local`` writes for an MPIJob's launcher.
+    mpi_hostfile: str = ""
 
     def replica_host(self, replica: ReplicaRef, *, qualified: bool) -> str:
         return self.host

@@ -1,4 +1,4 @@
-"""Small helpers the framework plugins share."""
+"""Reading replica specs: counts, the main container and its declared port."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""The environment the plugins inject, for the operator (cluster DNS) and for local runs."""
+"""The environment the frameworks inject, for the operator (cluster DNS) and for local runs."""
 
 from __future__ import annotations
 
@@ -8,15 +8,15 @@ from typing import Any
 import pytest
 
 from kubetrain.api import MPIJob, PyTorchJob, TFJob, load_job
-from kubetrain.controller.plugins import (
+from kubetrain.frameworks import (
     ClusterAddressing,
+    EnvVar,
     LocalAddressing,
     ReplicaRef,
     mpi,
     pytorch,
     tensorflow,
 )
-from kubetrain.controller.plugins.addressing import EnvVar
 
 CLUSTER = ClusterAddressing()
 

@@ -1,46 +1,73 @@
-"""PyTorchJob plugin: the environment every replica's containers get.
+"""PyTorch (``PyTorchJob``): every rule of the framework, stated once.
 
-The contract is upstream's (training-operator v1.9): ``PYTHONUNBUFFERED=1`` always;
-with a Master, ``MASTER_ADDR``/``MASTER_PORT`` point at ``<job>-master-0`` and its
-``pytorchjob-port``, ``WORLD_SIZE`` counts processes (nodes x nprocPerNode, nodes x 1
-when nprocPerNode is not a number) and ``RANK`` is the node rank (Master 0, Worker
-``i + 1``); torchrun's ``PET_*`` variables describe the same layout, and an
-``elasticPolicy`` adds the rendezvous settings.
+- Roles: the Master is ``master``.
+- Environment (upstream's contract, training-operator v1.9), in every container:
+  ``PYTHONUNBUFFERED=1``; with a Master, ``MASTER_ADDR``/``MASTER_PORT`` point at
+  ``<job>-master-0`` and its ``pytorchjob-port``, ``WORLD_SIZE`` counts processes
+  (nodes x nprocPerNode, nodes x 1 when nprocPerNode is not a number) and ``RANK`` is the
+  node rank (Master 0, Worker ``i + 1``); torchrun's ``PET_*`` variables describe the same
+  layout, and an ``elasticPolicy`` adds the rendezvous settings.
+- Start order: the Workers start once the Master is Ready.
+- Success: the Master succeeded; without one, every Worker (elastic jobs: any Worker).
 """
 
 from __future__ import annotations
 
-from kubetrain.api.pytorch import (
-    DEFAULT_CONTAINER,
-    DEFAULT_PORT,
-    PORT_NAME,
-    PyTorchJob,
-    PyTorchReplicaType,
-)
-from kubetrain.controller.plugins.addressing import Addressing, EnvVar, ReplicaRef, env_var
-from kubetrain.controller.plugins.common import declared_port, replicas_of
+from collections.abc import Mapping
+from typing import Any
 
-#: The container the operator adds the port to (every container gets the variables).
-CONTAINER = DEFAULT_CONTAINER
+from kubetrain.api.common import JobBase
+from kubetrain.api.defaults import default_nproc_per_node
+from kubetrain.api.kinds import PYTORCH, KindInfo
+from kubetrain.api.pytorch import PyTorchJob, PyTorchReplicaType
+from kubetrain.frameworks.addressing import (
+    Addressing,
+    EnvVar,
+    ReplicaRef,
+    env_var,
+    replica_name,
+)
+from kubetrain.frameworks.base import Done, StartAfter
+from kubetrain.frameworks.replicas import declared_port, replicas_of
+
+CONTAINER = str(PYTORCH.main_container)
+PORT_NAME = str(PYTORCH.port_name)
+DEFAULT_PORT = int(PYTORCH.default_port or 0)
 MASTER = PyTorchReplicaType.MASTER.value
 WORKER = PyTorchReplicaType.WORKER.value
 
 
+def _typed(job: JobBase) -> PyTorchJob:
+    if not isinstance(job, PyTorchJob):
+        raise TypeError(f"the PyTorch framework got a {job.kind}, expected a PyTorchJob")
+    return job
+
+
 def nproc_per_node(job: PyTorchJob) -> str:
-    """``nprocPerNode`` after defaulting: the spec's, the deprecated elastic one, or auto."""
+    """``nprocPerNode``: the spec's, else the deprecated elastic one, else the default."""
     if job.spec.nproc_per_node is not None:
         return job.spec.nproc_per_node
     elastic = job.spec.elastic_policy
     if elastic is not None and elastic.n_proc_per_node is not None:
         return str(elastic.n_proc_per_node)
-    return "auto"
+    return default_nproc_per_node(job.spec.to_wire()) or "auto"
+
+
+def world_size_of(nodes: int, processes_per_node: int) -> int:
+    """``WORLD_SIZE``: processes, not pods (nodes x processes per node)."""
+    return nodes * processes_per_node
 
 
 def world_size(job: PyTorchJob) -> int:
     """Processes in the job: nodes x nprocPerNode (x 1 when it is auto, cpu or gpu)."""
     nodes = sum(replicas_of(spec) for spec in job.spec.pytorch_replica_specs.values())
+    return world_size_of(nodes, processes_per_node(job))
+
+
+def processes_per_node(job: PyTorchJob) -> int:
+    """Processes per pod: nprocPerNode when it is a number, else 1."""
     nproc = nproc_per_node(job)
-    return nodes * (int(nproc) if nproc.isdigit() else 1)
+    return int(nproc) if nproc.isdigit() else 1
 
 
 def node_rank(replica_type: str, index: int, has_master: bool) -> int:
@@ -61,7 +88,7 @@ def replica_port(job: PyTorchJob, replica_type: str) -> int:
     spec = job.spec.pytorch_replica_specs.get(PyTorchReplicaType(replica_type))
     if spec is None:
         return DEFAULT_PORT
-    return declared_port(spec.template, DEFAULT_CONTAINER, PORT_NAME, DEFAULT_PORT)
+    return declared_port(spec.template, CONTAINER, PORT_NAME, DEFAULT_PORT)
 
 
 def replica_env(
@@ -123,3 +150,55 @@ def replica_env(
         # torchrun reads boolean PET_* flags as integers.
         env.append(env_var("PET_STANDALONE", 1))
     return env
+
+
+class PyTorch:
+    """The PyTorch framework (see the module docs)."""
+
+    info: KindInfo = PYTORCH
+
+    def role(self, job: JobBase, replica_type: str, index: int) -> str | None:
+        return "master" if replica_type == MASTER else None
+
+    def container_env(
+        self,
+        job: JobBase,
+        replica_type: str,
+        index: int,
+        container: Mapping[str, Any],
+        addressing: Addressing,
+    ) -> list[EnvVar]:
+        """Every container of a PyTorch replica gets the whole environment."""
+        return replica_env(_typed(job), replica_type, index, addressing)
+
+    def run_container(self, job: JobBase, replica_type: str) -> str | None:
+        return CONTAINER
+
+    def start_order(self, job: JobBase) -> list[StartAfter]:
+        specs = _typed(job).replica_specs()
+        if not replicas_of(specs.get(MASTER)) or not replicas_of(specs.get(WORKER)):
+            return []
+        return [
+            StartAfter(
+                waiting=(WORKER,),
+                needed=((MASTER, 0),),
+                waiting_label="the workers",
+                needed_label=f"the master ({replica_name(job.name, MASTER, 0)})",
+            )
+        ]
+
+    def succeeded(self, job: JobBase, done: Done) -> str | None:
+        typed = _typed(job)
+        specs = typed.replica_specs()
+        if replicas_of(specs.get(MASTER)):
+            return f"{replica_name(job.name, MASTER, 0)} completed" if done(MASTER, 0) else None
+        workers = replicas_of(specs.get(WORKER))
+        finished = [i for i in range(workers) if done(WORKER, i)]
+        if workers and len(finished) == workers:
+            return f"all {workers} workers completed"
+        if typed.spec.elastic_policy is not None and finished:
+            return f"{replica_name(job.name, WORKER, finished[0])} completed (elastic)"
+        return None
+
+
+FRAMEWORK = PyTorch()
