@@ -63,6 +63,19 @@ MANAGED_BY_VALUES = (MANAGED_BY_KUBETRAIN, *MANAGED_BY_UPSTREAM, MANAGED_BY_MULT
 #: Values kubetrain reconciles (absent means kubetrain too).
 MANAGED_BY_ACCEPTED = frozenset({MANAGED_BY_KUBETRAIN, *MANAGED_BY_UPSTREAM})
 
+# -- Kubeflow Trainer v2 (kubetrain.api.trainer) -----------------------------------------------
+
+TRAINER_PREFIX = "trainer.kubeflow.org"
+#: Runtime label the Kubeflow SDK requires (any value; ``torchtune`` selects its
+#: BuiltinTrainer); runtimes without it are skipped by ``list_runtimes``.
+TRAINER_FRAMEWORK_LABEL = f"{TRAINER_PREFIX}/framework"
+#: Label of a runtime's replicated job naming the TrainJob step it runs (``trainer``,
+#: ``dataset-initializer``, ``model-initializer``).
+TRAINER_ANCESTOR_LABEL = f"{TRAINER_PREFIX}/trainjob-ancestor-step"
+#: Upstream Trainer's ``spec.managedBy`` value, its CRD's default: kubetrain serves the same
+#: CRD in its place and reconciles TrainJobs that name it (or none).
+MANAGED_BY_TRAINER = f"{TRAINER_PREFIX}/trainjob-controller"
+
 # -- condition and Event reasons (beyond upstream's <Kind><Verb>) ---------------------------
 
 INVALID_SPEC = "InvalidSpec"

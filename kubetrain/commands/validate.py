@@ -16,6 +16,7 @@ import argparse
 import sys
 
 from kubetrain.api import JobValidationError, apply_defaults
+from kubetrain.api.keys import TRAINER_FRAMEWORK_LABEL
 from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, ReplicaLimits
 from kubetrain.api.loader import Job, read_manifest
 from kubetrain.api.trainer.loader import KubetrainObject, TrainerObject, load_objects_from_yaml
@@ -74,7 +75,7 @@ def describe_trainer(obj: TrainerObject) -> str:
     else:
         assert isinstance(obj, RuntimeBase)
         policy = obj.spec.ml_policy
-        framework = (obj.metadata.labels or {}).get("trainer.kubeflow.org/framework")
+        framework = (obj.metadata.labels or {}).get(TRAINER_FRAMEWORK_LABEL)
         nodes = policy.num_nodes if policy and policy.num_nodes else 1
         parts = [
             f"framework {framework or '(no label)'}",

@@ -1,9 +1,18 @@
 """Names of Kubeflow Trainer v2's API (``trainer.kubeflow.org/v1alpha1``), as upstream
-v2.3.0 and the Kubeflow SDK spell them."""
+v2.3.0 and the Kubeflow SDK spell them (its label keys and managedBy value are stated in
+:mod:`kubetrain.api.keys`, with the other kinds' wire vocabulary)."""
 
 from __future__ import annotations
 
-GROUP = "trainer.kubeflow.org"
+from kubetrain.api.keys import (
+    MANAGED_BY_MULTIKUEUE,
+    MANAGED_BY_TRAINER,
+    TRAINER_ANCESTOR_LABEL,
+    TRAINER_FRAMEWORK_LABEL,
+    TRAINER_PREFIX,
+)
+
+GROUP = TRAINER_PREFIX
 VERSION = "v1alpha1"
 API_VERSION = f"{GROUP}/{VERSION}"
 
@@ -17,9 +26,9 @@ DEFAULT_RUNTIME_API_GROUP = GROUP
 DEFAULT_RUNTIME_KIND = CLUSTER_TRAINING_RUNTIME
 
 #: Runtime label the SDK requires (any value; ``torchtune`` selects its BuiltinTrainer).
-FRAMEWORK_LABEL = "trainer.kubeflow.org/framework"
+FRAMEWORK_LABEL = TRAINER_FRAMEWORK_LABEL
 #: Label of a replicated job's template naming the TrainJob step it runs.
-ANCESTOR_LABEL = "trainer.kubeflow.org/trainjob-ancestor-step"
+ANCESTOR_LABEL = TRAINER_ANCESTOR_LABEL
 ANCESTOR_TRAINER = "trainer"
 DATASET_INITIALIZER = "dataset-initializer"
 MODEL_INITIALIZER = "model-initializer"
@@ -36,8 +45,7 @@ ENV_OWNED_CONTAINERS = (NODE, DATASET_INITIALIZER, MODEL_INITIALIZER)
 
 #: ``spec.managedBy`` values: upstream's controller (which kubetrain replaces: it serves the
 #: same CRD) and Kueue's MultiKueue. Absent means the first.
-MANAGED_BY_TRAINER = "trainer.kubeflow.org/trainjob-controller"
-MANAGED_BY_VALUES = (MANAGED_BY_TRAINER, "kueue.x-k8s.io/multikueue")
+MANAGED_BY_VALUES = (MANAGED_BY_TRAINER, MANAGED_BY_MULTIKUEUE)
 
 #: Environment variables the frameworks inject into the ``node`` container, which a
 #: TrainJob's ``spec.trainer.env`` may not set (upstream v2.3.0's reserved names, per

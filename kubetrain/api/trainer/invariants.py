@@ -21,6 +21,7 @@ from typing import Any
 from kubetrain.api.base import CelRule
 from kubetrain.api.errors import FieldError, join_path
 from kubetrain.api.invariants import Transition
+from kubetrain.api.keys import MANAGED_BY_TRAINER
 from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, ReplicaLimits
 from kubetrain.api.trainer.constants import (
     ALL_RESERVED_ENV,
@@ -31,7 +32,6 @@ from kubetrain.api.trainer.constants import (
     DEFAULT_RUNTIME_KIND,
     ENV_OWNED_CONTAINERS,
     GROUP,
-    MANAGED_BY_TRAINER,
     MANAGED_BY_VALUES,
     RUNTIME_KINDS,
     STEP_CONTAINERS,
