@@ -3,6 +3,7 @@ TrainingRuntime and ClusterTrainingRuntime, schema-compatible with Trainer v2.3.
 their CRDs and loaders, built like the Kubeflow v1 kinds of ``kubetrain.api``."""
 
 from kubetrain.api.trainer.crds import generate_trainer_crds, trainer_crd_schema
+from kubetrain.api.trainer.defaults import apply_trainer_defaults
 from kubetrain.api.trainer.invariants import check_trainer_update
 from kubetrain.api.trainer.jobset import JobSetSpec, ReplicatedJob
 from kubetrain.api.trainer.loader import (
@@ -45,6 +46,7 @@ __all__ = [
     "TrainerObject",
     "TrainingRuntime",
     "TrainingRuntimeSpec",
+    "apply_trainer_defaults",
     "check_trainer_update",
     "generate_trainer_crds",
     "load_object",
