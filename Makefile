@@ -2,7 +2,7 @@
 #   make synth   synthesize the default stack into dist/
 #   make test    set up everything the tests need (venv, Go tools, control plane
 #                binaries, training deps), lint, then run every test tier
-#   make lint    ruff + mypy --strict
+#   make lint    ruff + mypy --strict + the import contract (tests/layers.py)
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
@@ -39,7 +39,7 @@ TEST_PREREQS :=
 help:
 	@echo "make synth          synthesize the local stack into dist/"
 	@echo "make test           install everything, lint, run every test tier"
-	@echo "make lint           ruff and mypy --strict"
+	@echo "make lint           ruff, mypy --strict and the import contract"
 	@echo "make demo           local control plane + operator; sample jobs to Succeeded"
 	@echo "make bench          operator scale benchmark (150 jobs, 50 fake GPU nodes)"
 	@echo "make cluster-up     start the local control plane (cluster-down stops it)"
@@ -87,6 +87,7 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/python -m tests.layers
 
 test-unit: venv openapi
 	$(BIN)/pytest tests/unit tests/snapshots

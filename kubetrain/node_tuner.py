@@ -30,11 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-LABEL = "kubetrain.dev/node-tuning"
+from kubetrain.api import keys as K
+
+LABEL = K.NODE_TUNING_LABEL
 """Node label: ``ok`` or the failed checks' reasons joined by ``.``."""
-DETAIL_ANNOTATION = "kubetrain.dev/node-tuning-detail"
+DETAIL_ANNOTATION = K.NODE_TUNING_DETAIL_ANNOTATION
 """Node annotation: one line per check, for humans."""
-OK = "ok"
+OK = K.NODE_TUNING_OK
 
 REASON_MEMLOCK = "memlock-limited"
 REASON_REMOVE_IPC = "removeipc-enabled"

@@ -16,17 +16,12 @@ from typing import Any
 
 from kubetrain.api.base import DNS1035_PATTERN
 from kubetrain.api.common import JobBase, JobStatus
-from kubetrain.api.invariants import (
-    REPLICA,
-    REPLICA_FIELDS,
-    ROOT,
-    invariants_for,
-    transitions_for,
-)
+from kubetrain.api.invariants import invariants_for, transitions_for
 from kubetrain.api.kinds import MPI, PYTORCH, TENSORFLOW, KindInfo
 from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, ReplicaLimits
 from kubetrain.api.mpi import MPIJob
 from kubetrain.api.pytorch import PyTorchJob
+from kubetrain.api.rules import REPLICA, REPLICA_FIELDS, ROOT
 from kubetrain.api.schema import model_schema
 from kubetrain.api.tensorflow import TFJob
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kubetrain.api.kinds import KINDS, kind_info
+from kubetrain.api.kinds import KINDS, TRAINER_GROUP, kind_info
 
 # -- labels on every child ------------------------------------------------------------------
 
@@ -34,6 +34,8 @@ SPEC_HASH_ANNOTATION = f"{KUBETRAIN_PREFIX}/spec-hash"
 STARTUP_TIMEOUT_ANNOTATION = f"{KUBETRAIN_PREFIX}/startup-timeout-seconds"
 #: The linear-scaling arithmetic of a sample job, for people.
 LEARNING_RATE_ANNOTATION = f"{KUBETRAIN_PREFIX}/learning-rate"
+#: The node label naming a block (rail, rack, IB island) when the platform has none.
+BLOCK_TOPOLOGY_LABEL = f"topology.{KUBETRAIN_PREFIX}/block"
 #: Which GpuNodePool an object belongs to.
 GPU_POOL_LABEL = f"{KUBETRAIN_PREFIX}/gpu-pool"
 #: The node tuner's verdict on a node (``ok`` or failed checks), and its report.
@@ -65,7 +67,7 @@ MANAGED_BY_ACCEPTED = frozenset({MANAGED_BY_KUBETRAIN, *MANAGED_BY_UPSTREAM})
 
 # -- Kubeflow Trainer v2 (kubetrain.api.trainer) -----------------------------------------------
 
-TRAINER_PREFIX = "trainer.kubeflow.org"
+TRAINER_PREFIX = TRAINER_GROUP
 #: Runtime label the Kubeflow SDK requires (any value; ``torchtune`` selects its
 #: BuiltinTrainer); runtimes without it are skipped by ``list_runtimes``.
 TRAINER_FRAMEWORK_LABEL = f"{TRAINER_PREFIX}/framework"
@@ -75,6 +77,26 @@ TRAINER_ANCESTOR_LABEL = f"{TRAINER_PREFIX}/trainjob-ancestor-step"
 #: Upstream Trainer's ``spec.managedBy`` value, its CRD's default: kubetrain serves the same
 #: CRD in its place and reconciles TrainJobs that name it (or none).
 MANAGED_BY_TRAINER = f"{TRAINER_PREFIX}/trainjob-controller"
+#: The steps a runtime's replicated jobs are labelled with, and each step's container (the
+#: name the Kubeflow SDK reads logs from; a launcher's container is also ``node``).
+TRAINER_STEP_TRAINER = "trainer"
+TRAINER_STEP_DATASET_INITIALIZER = "dataset-initializer"
+TRAINER_STEP_MODEL_INITIALIZER = "model-initializer"
+TRAINER_NODE_CONTAINER = "node"
+#: Resource keys the Kubeflow SDK maps to a device (``nvidia.com/mig-`` is a prefix), in
+#: the order it tries them; limits with none of them make it raise (kubeflow/sdk#516).
+KUBEFLOW_SDK_DEVICE_KEYS = (
+    GPU_RESOURCE,
+    "google.com/tpu",
+    "nvidia.com/mig-",
+    "huawei.com/Ascend910",
+    "cpu",
+)
+TRAINER_STEP_CONTAINERS = {
+    TRAINER_STEP_TRAINER: TRAINER_NODE_CONTAINER,
+    TRAINER_STEP_DATASET_INITIALIZER: TRAINER_STEP_DATASET_INITIALIZER,
+    TRAINER_STEP_MODEL_INITIALIZER: TRAINER_STEP_MODEL_INITIALIZER,
+}
 
 # -- condition and Event reasons (beyond upstream's <Kind><Verb>) ---------------------------
 

@@ -36,20 +36,21 @@ from kubetrain.api.embedded import (
 )
 from kubetrain.api.embedded import validator_for as embedded_validator
 from kubetrain.api.errors import FieldError, JobValidationError, join_path
-from kubetrain.api.invariants import (
-    CASE_INSENSITIVE_KINDS,
-    REPLICA_FIELDS,
-    REPLICA_TYPES,
-    check_invariants,
-    replica_type_message,
-)
+from kubetrain.api.invariants import check_invariants
 from kubetrain.api.kinds import KINDS
 from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, MAX_FILE_BYTES, ReplicaLimits
 from kubetrain.api.meta import OBJECT_META_FIELDS, check_object_meta
 from kubetrain.api.mpi import MPIJob
 from kubetrain.api.pytorch import PyTorchJob
-from kubetrain.api.reading import decode_text, read_documents, wire_copy
+from kubetrain.api.reading import decode_text, read_documents
+from kubetrain.api.rules import (
+    CASE_INSENSITIVE_KINDS,
+    REPLICA_FIELDS,
+    REPLICA_TYPES,
+    replica_type_message,
+)
 from kubetrain.api.tensorflow import TFJob
+from kubetrain.api.wire import wire_copy
 
 Job = PyTorchJob | TFJob | MPIJob
 JOB_TYPES: dict[str, type[JobBase]] = {

@@ -6,10 +6,11 @@ import argparse
 import sys
 
 from kubetrain.api import generate_crds
+from kubetrain.api.kinds import JOB_KINDS, TRAINER_KINDS
 from kubetrain.api.trainer.crds import generate_trainer_crds
 from kubetrain.manifest import dump_all
 
-KINDS = ("PyTorchJob", "TFJob", "MPIJob", "TrainJob", "TrainingRuntime", "ClusterTrainingRuntime")
+KINDS = (*JOB_KINDS, *TRAINER_KINDS)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

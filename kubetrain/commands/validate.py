@@ -15,7 +15,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kubetrain.api import JobValidationError, apply_defaults
+from kubetrain.api import JobValidationError, MPIJob, PyTorchJob, apply_defaults
 from kubetrain.api.keys import TRAINER_FRAMEWORK_LABEL
 from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, ReplicaLimits
 from kubetrain.api.loader import Job, read_manifest
@@ -48,10 +48,10 @@ def describe(job: Job) -> str:
     full = apply_defaults(job)
     parts = [f"{rtype} x{count}" for rtype, count in full.summary().items()]
     extra = ""
-    if full.kind == "PyTorchJob":
+    if isinstance(full, PyTorchJob):
         nproc = full.spec.nproc_per_node or "auto"
         extra = f", nprocPerNode {nproc}"
-    elif full.kind == "MPIJob":
+    elif isinstance(full, MPIJob):
         slots = full.spec.slots_per_worker
         extra = f", {slots} slot(s) per worker"
     name = full.name or f"{full.metadata.generate_name or ''}<generated>"

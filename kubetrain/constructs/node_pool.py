@@ -29,7 +29,7 @@ from kubetrain.node_tuner import parse_sysctl
 
 GPU_PRODUCT_LABEL = K.GPU_PRODUCT_LABEL
 POOL_LABEL = K.GPU_POOL_LABEL
-DEFAULT_TOPOLOGY_KEY = "topology.kubetrain.dev/block"
+DEFAULT_TOPOLOGY_KEY = K.BLOCK_TOPOLOGY_LABEL
 GPU_TOLERATION = {"key": K.GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
 RUNTIME_CLASS_NAME = "nvidia"
 TAINT_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")

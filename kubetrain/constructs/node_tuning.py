@@ -68,7 +68,7 @@ class NodeTuner(constructs.Construct):
         """What RBAC cannot say: the tuner may patch only the node its pod runs on (the
         node name bound into its token), and only ``kubetrain.dev/`` labels and
         annotations; taints, spec and every other key stay as they are."""
-        keep = "k.startsWith('kubetrain.dev/')"
+        keep = f"k.startsWith('{K.KUBETRAIN_PREFIX}/')"
         unchanged_except_ours = (
             "variables.new{0}.all(k, {1} || (k in variables.old{0} && "
             "variables.old{0}[k] == variables.new{0}[k])) && "
@@ -122,12 +122,13 @@ class NodeTuner(constructs.Construct):
                     {
                         "expression": unchanged_except_ours.format("Labels", keep),
                         "reason": "Forbidden",
-                        "message": "the node tuner may change only kubetrain.dev/ labels",
+                        "message": f"the node tuner may change only {K.KUBETRAIN_PREFIX}/ labels",
                     },
                     {
                         "expression": unchanged_except_ours.format("Annotations", keep),
                         "reason": "Forbidden",
-                        "message": "the node tuner may change only kubetrain.dev/ annotations",
+                        "message": "the node tuner may change only "
+                        f"{K.KUBETRAIN_PREFIX}/ annotations",
                     },
                     {
                         "expression": "object.spec == oldObject.spec && "

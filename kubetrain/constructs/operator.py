@@ -16,10 +16,11 @@ from typing import Any
 
 import constructs
 
+from kubetrain.api import keys as K
 from kubetrain.constructs.objects import api_object
+from kubetrain.constructs.operator_access import add_exclusion_policy, add_rbac
 from kubetrain.constructs.types import Image, Quantity, Resources, check_dns_label, check_labels
 from kubetrain.controller.config import OperatorConfig
-from kubetrain.controller.rbac import PolicyRule, leader_election_rules, operator_rules
 
 # A non-root UID/GID that exists in distroless and slim images alike.
 OPERATOR_UID = 65532
@@ -141,10 +142,10 @@ class TrainingOperator(constructs.Construct):
         self.labels = {**props.labels, **self.selector, "app.kubernetes.io/part-of": "kubetrain"}
         if props.create_namespace:
             api_object(self, "Namespace", self._namespace())
-        api_object(self, "ServiceAccount", self._object("v1", "ServiceAccount", {}))
-        self._rbac()
+        api_object(self, "ServiceAccount", self.manifest("v1", "ServiceAccount", {}))
+        add_rbac(self)
         if self.config.cluster_wide and self.config.exclude_namespaces:
-            self._exclusion_policy()
+            add_exclusion_policy(self)
         api_object(self, "Resource", self._deployment())
         api_object(self, "MetricsService", self._service())
         api_object(self, "DisruptionBudget", self._pdb())
@@ -158,180 +159,28 @@ class TrainingOperator(constructs.Construct):
 
     # --- objects -------------------------------------------------------------------
 
-    def _meta(self, name: str | None = None, namespace: str | None = "") -> dict[str, Any]:
+    def meta(self, name: str | None = None, namespace: str | None = "") -> dict[str, Any]:
         meta: dict[str, Any] = {"name": name or self.props.name, "labels": dict(self.labels)}
         ns = self.props.namespace if namespace == "" else namespace
         if ns is not None:
             meta["namespace"] = ns
         return meta
 
-    def _object(
+    def manifest(
         self, api_version: str, kind: str, body: dict[str, Any], **meta: Any
     ) -> dict[str, Any]:
-        return {"apiVersion": api_version, "kind": kind, "metadata": self._meta(**meta), **body}
+        return {"apiVersion": api_version, "kind": kind, "metadata": self.meta(**meta), **body}
 
     def _namespace(self) -> dict[str, Any]:
-        obj = self._object("v1", "Namespace", {}, name=self.props.namespace, namespace=None)
+        obj = self.manifest("v1", "Namespace", {}, name=self.props.namespace, namespace=None)
         for mode in ("enforce", "audit", "warn"):
             obj["metadata"]["labels"][f"pod-security.kubernetes.io/{mode}"] = "restricted"
         return obj
 
-    def _subject(self) -> list[dict[str, str]]:
+    def subject(self) -> list[dict[str, str]]:
         return [
             {"kind": "ServiceAccount", "name": self.props.name, "namespace": self.props.namespace}
         ]
-
-    def _rbac(self) -> None:
-        rules = [r.to_wire() for r in operator_rules(self.config)]
-        name = self.props.name
-        if self.config.cluster_wide:
-            api_object(
-                self,
-                "ClusterRole",
-                self._object(
-                    "rbac.authorization.k8s.io/v1", "ClusterRole", {"rules": rules}, namespace=None
-                ),
-            )
-            api_object(
-                self,
-                "ClusterRoleBinding",
-                self._object(
-                    "rbac.authorization.k8s.io/v1",
-                    "ClusterRoleBinding",
-                    {
-                        "roleRef": {
-                            "apiGroup": "rbac.authorization.k8s.io",
-                            "kind": "ClusterRole",
-                            "name": name,
-                        },
-                        "subjects": self._subject(),
-                    },
-                    namespace=None,
-                ),
-            )
-        else:
-            for ns in self.config.namespaces:
-                api_object(
-                    self,
-                    f"Role-{ns}",
-                    self._object(
-                        "rbac.authorization.k8s.io/v1", "Role", {"rules": rules}, namespace=ns
-                    ),
-                )
-                api_object(
-                    self,
-                    f"RoleBinding-{ns}",
-                    self._object(
-                        "rbac.authorization.k8s.io/v1",
-                        "RoleBinding",
-                        {
-                            "roleRef": {
-                                "apiGroup": "rbac.authorization.k8s.io",
-                                "kind": "Role",
-                                "name": name,
-                            },
-                            "subjects": self._subject(),
-                        },
-                        namespace=ns,
-                    ),
-                )
-        if self.config.leader_elect:
-            lease_rules: list[PolicyRule] = leader_election_rules()
-            role_name = f"{name}-leader-election"
-            api_object(
-                self,
-                "LeaderElectionRole",
-                self._object(
-                    "rbac.authorization.k8s.io/v1",
-                    "Role",
-                    {"rules": [r.to_wire() for r in lease_rules]},
-                    name=role_name,
-                ),
-            )
-            api_object(
-                self,
-                "LeaderElectionRoleBinding",
-                self._object(
-                    "rbac.authorization.k8s.io/v1",
-                    "RoleBinding",
-                    {
-                        "roleRef": {
-                            "apiGroup": "rbac.authorization.k8s.io",
-                            "kind": "Role",
-                            "name": role_name,
-                        },
-                        "subjects": self._subject(),
-                    },
-                    name=role_name,
-                ),
-            )
-
-    def _exclusion_policy(self) -> None:
-        """Deny every write the operator's ServiceAccount makes in an excluded namespace
-        (its own Lease excepted): the admission chain enforces what the operator's
-        field-selected informers already promise, whatever its ClusterRole allows."""
-        name = f"{self.props.name}-excluded-namespaces"
-        excluded = list(self.config.exclude_namespaces)
-        policy = {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicy",
-            "metadata": self._meta(name, namespace=None),
-            "spec": {
-                "failurePolicy": "Fail",
-                "matchConstraints": {
-                    "namespaceSelector": {
-                        "matchExpressions": [
-                            {
-                                "key": "kubernetes.io/metadata.name",
-                                "operator": "In",
-                                "values": excluded,
-                            }
-                        ]
-                    },
-                    "resourceRules": [
-                        {
-                            "apiGroups": ["*"],
-                            "apiVersions": ["*"],
-                            "operations": ["CREATE", "UPDATE", "DELETE"],
-                            "resources": ["*"],
-                        }
-                    ],
-                    "excludeResourceRules": [
-                        {
-                            "apiGroups": ["coordination.k8s.io"],
-                            "apiVersions": ["v1"],
-                            "operations": ["CREATE", "UPDATE"],
-                            "resources": ["leases"],
-                            "resourceNames": [self.config.leader_election_id],
-                        }
-                    ],
-                },
-                "matchConditions": [
-                    {
-                        "name": "the-operator",
-                        "expression": f"request.userInfo.username == '{self.service_account_user}'",
-                    }
-                ],
-                "validations": [
-                    {
-                        "expression": "false",
-                        "reason": "Forbidden",
-                        "message": (
-                            f"the kubetrain operator never writes in the excluded namespaces "
-                            f"({', '.join(excluded)})"
-                        ),
-                    }
-                ],
-            },
-        }
-        api_object(self, "ExclusionPolicy", policy)
-        binding = {
-            "apiVersion": "admissionregistration.k8s.io/v1",
-            "kind": "ValidatingAdmissionPolicyBinding",
-            "metadata": self._meta(name, namespace=None),
-            "spec": {"policyName": name, "validationActions": ["Deny"]},
-        }
-        api_object(self, "ExclusionPolicyBinding", binding)
 
     def _container(self) -> dict[str, Any]:
         config = self.config
@@ -399,7 +248,7 @@ class TrainingOperator(constructs.Construct):
                     "labelSelector": {"matchLabels": dict(self.selector)},
                 }
             ]
-        return self._object(
+        return self.manifest(
             "apps/v1",
             "Deployment",
             {
@@ -410,7 +259,7 @@ class TrainingOperator(constructs.Construct):
                         "metadata": {
                             "labels": dict(self.labels),
                             # Sidecars keep pods from completing and intercept the API traffic.
-                            "annotations": {"sidecar.istio.io/inject": "false"},
+                            "annotations": {K.ISTIO_INJECT_ANNOTATION: "false"},
                         },
                         "spec": pod_spec,
                     },
@@ -419,7 +268,7 @@ class TrainingOperator(constructs.Construct):
         )
 
     def _service(self) -> dict[str, Any]:
-        return self._object(
+        return self.manifest(
             "v1",
             "Service",
             {
@@ -442,7 +291,7 @@ class TrainingOperator(constructs.Construct):
     def _pdb(self) -> dict[str, Any]:
         # One replica: allow the eviction (a drain must not hang); more: keep one up.
         budget = {"minAvailable": 1} if self.props.replicas > 1 else {"maxUnavailable": 1}
-        return self._object(
+        return self.manifest(
             "policy/v1",
             "PodDisruptionBudget",
             {"spec": {"selector": {"matchLabels": dict(self.selector)}, **budget}},
@@ -469,7 +318,7 @@ class TrainingOperator(constructs.Construct):
                     "ports": [{"port": self.config.metrics_port, "protocol": "TCP"}],
                 }
             )
-        return self._object(
+        return self.manifest(
             "networking.k8s.io/v1",
             "NetworkPolicy",
             {
@@ -484,7 +333,7 @@ class TrainingOperator(constructs.Construct):
     def _egress_policy(self) -> dict[str, Any]:
         """Egress: the API server's ports only (the operator talks to nothing else; it
         reaches the API server by the IP in KUBERNETES_SERVICE_HOST, so no DNS)."""
-        return self._object(
+        return self.manifest(
             "networking.k8s.io/v1",
             "NetworkPolicy",
             {

@@ -19,6 +19,7 @@ from kubetrain.api import keys as K
 from kubetrain.api.kinds import by_operator_name, kind_info
 from kubetrain.controller import reasons as R
 from kubetrain.controller.conditions import format_time
+from kubetrain.controller.decisions import ChildRef, Event
 from kubetrain.controller.errors import ApiError, ChildConflict, Deposed
 from kubetrain.controller.informer import (
     Informer,
@@ -33,21 +34,11 @@ from kubetrain.controller.kube import (
     KubeApi,
 )
 from kubetrain.controller.ownership import Holder, holder
-from kubetrain.controller.planner import Event
 from kubetrain.controller.plugins.base import Observed
-from kubetrain.controller.policies.cleanup import ChildRef
 
 log = logging.getLogger("kubetrain.operator")
 
 JobKey = tuple[str, str, str]
-#: Children each job kind has that the operator watches (MPI's extra kinds only when
-#: MPIJob is on). Secrets are never watched, listed or read: the operator may only create
-#: them, and knows its own from the job's status.
-CHILD_KINDS: Mapping[str, tuple[str, ...]] = {
-    "PyTorchJob": ("Pod", "Service"),
-    "TFJob": ("Pod", "Service"),
-    "MPIJob": ("Pod", "Service", "ConfigMap", "Job"),
-}
 _TRANSFORMS: Mapping[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
     "Pod": trim_pod,
     "Service": trim_metadata_only,
@@ -85,7 +76,7 @@ class KubeCluster:
     def __init__(
         self,
         api: KubeApi,
-        kinds: tuple[str, ...],
+        child_kinds: Mapping[str, tuple[str, ...]],
         namespaces: tuple[str, ...],
         enqueue: Callable[[JobKey], None],
         *,
@@ -94,6 +85,9 @@ class KubeCluster:
         may_write: Callable[[], bool] = lambda: True,
     ) -> None:
         self.api = api
+        #: Job kind -> the child kinds the operator watches for it (its plugin's).
+        self.child_kinds = dict(child_kinds)
+        kinds = tuple(child_kinds)
         self.kinds = kinds
         self.identity = identity
         self._enqueue = enqueue
@@ -108,7 +102,7 @@ class KubeCluster:
         fields = namespace_field_selector(exclude_namespaces) if not namespaces else None
         self.job_informers: dict[tuple[str, str | None], Informer] = {}
         self.child_informers: dict[tuple[str, str | None], Informer] = {}
-        child_kinds = sorted({c for k in kinds for c in CHILD_KINDS[k]})
+        watched = sorted({c for k in kinds for c in self.child_kinds[k]})
         selector = K.operator_name_selector(kinds)
         for scope in scopes:
             for kind in kinds:
@@ -120,7 +114,7 @@ class KubeCluster:
                     transform=trim_training_job,
                     handler=lambda _t, obj, k=kind: self._on_job(k, obj),  # type: ignore[misc]
                 )
-            for child in child_kinds:
+            for child in watched:
                 self.child_informers[(child, scope)] = Informer(
                     api,
                     CHILD_RESOURCES[child],
@@ -231,7 +225,7 @@ class KubeCluster:
         leftovers are not), and the pods of its launcher Job."""
         kind = key[0]
         found: dict[str, dict[str, Any]] = {}
-        for child in CHILD_KINDS[kind]:
+        for child in self.child_kinds[kind]:
             informer = self._child_informer(child, key[1])
             objs = informer.by_index(key) if informer else []
             found[child] = {
@@ -383,7 +377,7 @@ class KubeCluster:
             "message": R.truncate(event.message),
             "type": event.type,
             "source": {"component": "kubetrain-operator"},
-            "reportingComponent": "kubetrain.dev/operator",
+            "reportingComponent": K.MANAGED_BY_KUBETRAIN,
             "reportingInstance": self.identity,
             "firstTimestamp": now,
             "lastTimestamp": now,

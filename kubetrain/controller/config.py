@@ -10,7 +10,9 @@ import re
 from dataclasses import dataclass, fields
 from enum import StrEnum
 
-JOB_KINDS = ("PyTorchJob", "TFJob", "MPIJob")
+from kubetrain.api.kinds import JOB_KINDS as KINDS_SERVED
+
+JOB_KINDS = KINDS_SERVED
 #: Namespaces a cluster-wide operator leaves alone unless told otherwise: no training job
 #: belongs there, and the operator must never write into them.
 SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")

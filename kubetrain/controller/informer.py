@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
+from kubetrain.api import keys as K
 from kubetrain.controller.errors import ApiError
 from kubetrain.controller.kube import Resource, WatchEvent
 
@@ -99,7 +100,7 @@ def _trim_meta(meta: Mapping[str, Any], annotations: Iterable[str] = ()) -> dict
     return out
 
 
-KEPT_ANNOTATIONS = ("kubetrain.dev/spec-hash",)
+KEPT_ANNOTATIONS = (K.SPEC_HASH_ANNOTATION,)
 
 
 def trim_metadata_only(obj: Mapping[str, Any]) -> Obj:

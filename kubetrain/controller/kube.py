@@ -28,9 +28,11 @@ from typing import Any
 from urllib.parse import urlencode
 
 import urllib3
-from kubernetes import client, config
+from kubernetes import client
 
 from kubetrain import __version__
+from kubetrain.api.kinds import KINDS
+from kubetrain.controller.credentials import auth_headers, credential_loader
 from kubetrain.controller.errors import ApiError
 
 log = logging.getLogger("kubetrain.kube")
@@ -78,9 +80,7 @@ EVENTS = Resource("", "v1", "events", "Event")
 BATCH_JOBS = Resource("batch", "v1", "jobs", "Job")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 JOB_RESOURCES: Mapping[str, Resource] = {
-    "PyTorchJob": Resource("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob"),
-    "TFJob": Resource("kubeflow.org", "v1", "tfjobs", "TFJob"),
-    "MPIJob": Resource("kubeflow.org", "v2beta1", "mpijobs", "MPIJob"),
+    kind: Resource(info.group, info.version, info.plural, kind) for kind, info in KINDS.items()
 }
 CHILD_RESOURCES: Mapping[str, Resource] = {
     r.kind: r for r in (PODS, SERVICES, CONFIG_MAPS, SECRETS, BATCH_JOBS)
@@ -97,52 +97,6 @@ def resource_of(obj: Mapping[str, Any]) -> Resource:
         if res.kind == kind:
             return res
     raise ValueError(f"kind {kind!r} is not one the operator manages")
-
-
-def credential_loader(
-    kubeconfig: str | None = None, context: str | None = None
-) -> Callable[[], client.Configuration]:
-    """A function that loads credentials the way the official client does (see
-    ``KubeApi.connect``); called again after a 401."""
-
-    def load() -> client.Configuration:
-        configuration = client.Configuration()
-        if kubeconfig or context:
-            config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=kubeconfig, context=context, client_configuration=configuration
-            )
-            return configuration
-        try:
-            config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        except config.ConfigException as in_cluster:
-            try:
-                config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-            except config.ConfigException as from_file:
-                raise config.ConfigException(
-                    f"no credentials: not in a cluster ({in_cluster}) and no usable "
-                    f"kubeconfig ({from_file}); pass --kubeconfig or set $KUBECONFIG"
-                ) from from_file
-        return configuration
-
-    return load
-
-
-def auth_headers(configuration: client.Configuration) -> dict[str, str]:
-    """The auth headers the official client would send for ``configuration``.
-
-    ``auth_settings()`` reads the bearer token wherever the loaders stored it
-    (``api_key["BearerToken"]`` in client 37, ``api_key["authorization"]`` before) and
-    runs ``refresh_api_key_hook`` first, which re-reads a rotated token file or renews an
-    exec plugin's expired token. Client certificates are not headers: the connection
-    pool presents them.
-    """
-    headers: dict[str, str] = {}
-    settings: Mapping[str, Any] = dict(configuration.auth_settings())
-    for setting in settings.values():
-        value = setting.get("value")
-        if setting.get("in") == "header" and value:
-            headers[str(setting.get("key")).title()] = str(value)
-    return headers
 
 
 class TokenBucket:

@@ -83,9 +83,10 @@ class Operator:
                 retry_period=retry_period,
                 on_change=lambda leader: self.metrics.is_leader.set(1 if leader else 0),
             )
+        self.plugins = build_registry(config.kinds)
         self.cluster = KubeCluster(
             api,
-            config.kinds,
+            {kind: plugin.child_kinds for kind, plugin in self.plugins.items()},
             config.namespaces,
             self.queue.add,
             identity=self.identity,
@@ -100,7 +101,7 @@ class Operator:
         self.reconciler = Reconciler(
             self.cluster,
             self.cluster,
-            build_registry(config.kinds),
+            self.plugins,
             metrics=self.metrics,
             startup_timeout_seconds=config.startup_timeout_seconds,
             executor=self.executor,

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kubetrain.api.kinds import MPI, kind_info
 from kubetrain.controller.config import OperatorConfig
 
-_PLURALS = {"PyTorchJob": "pytorchjobs", "TFJob": "tfjobs", "MPIJob": "mpijobs"}
 # Children are created with POST, changed only by server-side apply (PATCH), deleted with
 # a uid precondition; nothing is ever PUT, so no child gets ``update``. ``get`` answers a
 # 409 on create: is the object holding the name this job's?
@@ -35,20 +35,22 @@ class PolicyRule:
 
 def operator_rules(config: OperatorConfig) -> list[PolicyRule]:
     """Rules for the job namespaces (a ClusterRole, or a Role in each watched namespace)."""
-    kinds = [_PLURALS[k] for k in config.kinds]
+    infos = [kind_info(k) for k in config.kinds]
+    kinds = [i.plural for i in infos]
+    groups = tuple(sorted({i.group for i in infos}))
     rules = [
         # Jobs: watched; deleted when their TTL passes.
-        PolicyRule(("kubeflow.org",), tuple(kinds), (*_WATCHED, "delete")),
+        PolicyRule(groups, tuple(kinds), (*_WATCHED, "delete")),
         # Status: written by server-side apply only.
-        PolicyRule(("kubeflow.org",), tuple(f"{k}/status" for k in kinds), ("patch",)),
+        PolicyRule(groups, tuple(f"{k}/status" for k in kinds), ("patch",)),
         # Children carry blockOwnerDeletion, which needs update on the owner's finalizers.
-        PolicyRule(("kubeflow.org",), tuple(f"{k}/finalizers" for k in kinds), ("update",)),
+        PolicyRule(groups, tuple(f"{k}/finalizers" for k in kinds), ("update",)),
         # Pods are immutable once created; Services are applied again when they change.
         PolicyRule(("",), ("pods",), ("create", "delete", *_WATCHED)),
         PolicyRule(("",), ("services",), ("create", "delete", *_WATCHED, "patch")),
         PolicyRule(("",), ("events",), ("create",)),
     ]
-    if "MPIJob" in config.kinds:
+    if MPI.kind in config.kinds:
         rules += [
             # The hostfile changes with the workers; the ConfigMap goes with its job (GC).
             PolicyRule(("",), ("configmaps",), ("create", *_WATCHED, "patch")),

@@ -11,6 +11,38 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+# The reason strings live with the other wire keys; the operator's code reads them here.
+from kubetrain.api.keys import (
+    BACKOFF_LIMIT_EXCEEDED as BACKOFF_LIMIT_EXCEEDED,
+)
+from kubetrain.api.keys import (
+    CHILD_NAME_CONFLICT as CHILD_NAME_CONFLICT,
+)
+from kubetrain.api.keys import (
+    CHILD_REFUSED as CHILD_REFUSED,
+)
+from kubetrain.api.keys import (
+    DEADLINE_EXCEEDED as DEADLINE_EXCEEDED,
+)
+from kubetrain.api.keys import (
+    INVALID_SPEC as INVALID_SPEC,
+)
+from kubetrain.api.keys import (
+    MANAGED_ELSEWHERE as MANAGED_ELSEWHERE,
+)
+from kubetrain.api.keys import (
+    STARTUP_TIMEOUT as STARTUP_TIMEOUT,
+)
+from kubetrain.api.keys import (
+    STARTUP_TIMEOUT_ANNOTATION as STARTUP_TIMEOUT_ANNOTATION,
+)
+from kubetrain.api.keys import (
+    STARTUP_WAITING as STARTUP_WAITING,
+)
+from kubetrain.api.keys import (
+    TTL_EXPIRED as TTL_EXPIRED,
+)
+
 #: Event messages are truncated to this many characters (the API server's limit is 1 KiB).
 MAX_EVENT_MESSAGE = 1024
 
@@ -32,28 +64,6 @@ def lifecycle(kind: str, verb: Verb) -> str:
     """``<Kind><Verb>``, e.g. ``lifecycle("TFJob", Verb.RUNNING) == "TFJobRunning"``."""
     return f"{kind}{verb.value}"
 
-
-# Why a job failed, beyond "a pod failed" (which is ``<Kind>Failed``).
-INVALID_SPEC = "InvalidSpec"
-"""The job's content is invalid (the typed API or the API server rejected it)."""
-BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
-"""A failure needed a restart and ``runPolicy.backoffLimit`` restarts were used up."""
-DEADLINE_EXCEEDED = "DeadlineExceeded"
-"""``runPolicy.activeDeadlineSeconds`` passed since ``status.startTime``."""
-STARTUP_TIMEOUT = "StartupTimeout"
-"""Pods another replica waits for (a Master, MPI workers) did not become Ready in time."""
-
-CHILD_NAME_CONFLICT = "ChildNameConflict"
-"""A child's name is taken by an object the job does not control; it is left untouched."""
-CHILD_REFUSED = "ChildRefused"
-"""The API server refused a child (admission policy, quota, RBAC); see the message."""
-
-# Event-only reasons.
-STARTUP_WAITING = "WaitingForReplicas"
-"""A gated replica (MPI launcher, PyTorch workers) waits for the pods it needs."""
-TTL_EXPIRED = "TTLExpired"
-"""The job finished ``ttlSecondsAfterFinished`` ago and is deleted."""
-MANAGED_ELSEWHERE = "ManagedByOtherController"
 
 #: Container and pod reasons surfaced in condition messages and Events, worst first.
 POD_PROBLEM_REASONS = (
@@ -123,8 +133,8 @@ def deadline_exceeded(seconds: int) -> str:
 def startup_timeout(waiting: str, needed: str, seconds: int, detail: str) -> str:
     return (
         f"{waiting} waited {seconds}s for {needed} to be Ready: {detail}. Fix the cause, or "
-        "raise the operator's --startup-timeout-seconds (or the job's annotation "
-        "kubetrain.dev/startup-timeout-seconds)."
+        f"raise the operator's --startup-timeout-seconds (or the job's annotation "
+        f"{STARTUP_TIMEOUT_ANNOTATION})."
     )
 
 

@@ -24,6 +24,7 @@ from typing import Any, Protocol
 from kubetrain.api.common import ConditionType
 from kubetrain.controller import planner
 from kubetrain.controller import reasons as R
+from kubetrain.controller.decisions import ChildRef, Context, Event, Plan
 from kubetrain.controller.errors import (
     ApiError,
     ChildConflict,
@@ -33,10 +34,8 @@ from kubetrain.controller.errors import (
     refusal_of,
 )
 from kubetrain.controller.metrics import Metrics
-from kubetrain.controller.planner import Context, Event, Plan
 from kubetrain.controller.plugins.base import JobPlugin, Observed, Outcome
 from kubetrain.controller.policies import managed_by
-from kubetrain.controller.policies.cleanup import ChildRef
 
 log = logging.getLogger("kubetrain.reconciler")
 

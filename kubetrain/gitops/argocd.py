@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubetrain.api.kinds import KINDS
 from kubetrain.gitops.stack import ArgoCd
 
 # Per-object sync options: CRDs are too large for client-side apply and must never be
@@ -14,7 +15,6 @@ CRD_SYNC_OPTIONS = "ServerSideApply=true,Prune=false"
 SAMPLE_SYNC_OPTIONS = "SkipDryRunOnMissingResource=true"
 SYNC_OPTIONS_ANNOTATION = "argocd.argoproj.io/sync-options"
 SYNC_WAVE_ANNOTATION = "argocd.argoproj.io/sync-wave"
-JOB_KINDS = ("PyTorchJob", "TFJob", "MPIJob")
 
 # Argo CD health of a training job from its conditions (Lua 5.1, as gopher-lua runs it).
 HEALTH_LUA = """\
@@ -57,7 +57,10 @@ return hs
 
 def health_customizations() -> dict[str, str]:
     """``argocd-cm`` data keys (``resource.customizations.health.<group>_<kind>``)."""
-    return {f"resource.customizations.health.kubeflow.org_{kind}": HEALTH_LUA for kind in JOB_KINDS}
+    return {
+        f"resource.customizations.health.{info.group}_{info.kind}": HEALTH_LUA
+        for info in KINDS.values()
+    }
 
 
 def argocd_cm_patch(argocd: ArgoCd) -> dict[str, Any]:

@@ -1,55 +1,44 @@
-"""Names of Kubeflow Trainer v2's API (``trainer.kubeflow.org/v1alpha1``), as upstream
-v2.3.0 and the Kubeflow SDK spell them (its label keys and managedBy value are stated in
-:mod:`kubetrain.api.keys`, with the other kinds' wire vocabulary)."""
+"""Names of Kubeflow Trainer v2's API as the Trainer modules use them, taken from the
+kinds table and the wire keys (:mod:`kubetrain.api.kinds`, :mod:`kubetrain.api.keys`),
+plus the environment the frameworks reserve."""
 
 from __future__ import annotations
 
-from kubetrain.api.keys import (
-    MANAGED_BY_MULTIKUEUE,
-    MANAGED_BY_TRAINER,
-    TRAINER_ANCESTOR_LABEL,
-    TRAINER_FRAMEWORK_LABEL,
-    TRAINER_PREFIX,
-)
+from kubetrain.api import keys, kinds
 
-GROUP = TRAINER_PREFIX
-VERSION = "v1alpha1"
-API_VERSION = f"{GROUP}/{VERSION}"
+GROUP = kinds.TRAINER_GROUP
+VERSION = kinds.TRAINER_VERSION
+API_VERSION = kinds.TRAINJOB.api_version
 
-TRAINJOB = "TrainJob"
-TRAINING_RUNTIME = "TrainingRuntime"
-CLUSTER_TRAINING_RUNTIME = "ClusterTrainingRuntime"
+TRAINJOB = kinds.TRAINJOB.kind
+TRAINING_RUNTIME = kinds.TRAINING_RUNTIME.kind
+CLUSTER_TRAINING_RUNTIME = kinds.CLUSTER_TRAINING_RUNTIME.kind
 #: The kinds a TrainJob's ``runtimeRef`` may name.
 RUNTIME_KINDS = (CLUSTER_TRAINING_RUNTIME, TRAINING_RUNTIME)
 #: ``runtimeRef`` defaults, as upstream's CRD writes them.
 DEFAULT_RUNTIME_API_GROUP = GROUP
 DEFAULT_RUNTIME_KIND = CLUSTER_TRAINING_RUNTIME
 
-#: Runtime label the SDK requires (any value; ``torchtune`` selects its BuiltinTrainer).
-FRAMEWORK_LABEL = TRAINER_FRAMEWORK_LABEL
-#: Label of a replicated job's template naming the TrainJob step it runs.
-ANCESTOR_LABEL = TRAINER_ANCESTOR_LABEL
-ANCESTOR_TRAINER = "trainer"
-DATASET_INITIALIZER = "dataset-initializer"
-MODEL_INITIALIZER = "model-initializer"
-#: Each step's required container (and the name the SDK reads logs from).
-NODE = "node"
-LAUNCHER = "launcher"
-STEP_CONTAINERS = {
-    ANCESTOR_TRAINER: NODE,
-    DATASET_INITIALIZER: DATASET_INITIALIZER,
-    MODEL_INITIALIZER: MODEL_INITIALIZER,
-}
+FRAMEWORK_LABEL = keys.TRAINER_FRAMEWORK_LABEL
+ANCESTOR_LABEL = keys.TRAINER_ANCESTOR_LABEL
+ANCESTOR_TRAINER = keys.TRAINER_STEP_TRAINER
+NODE = keys.TRAINER_NODE_CONTAINER
+STEP_CONTAINERS = keys.TRAINER_STEP_CONTAINERS
 #: Containers whose environment only ``spec.trainer`` / ``spec.initializer`` may set.
-ENV_OWNED_CONTAINERS = (NODE, DATASET_INITIALIZER, MODEL_INITIALIZER)
+ENV_OWNED_CONTAINERS = (
+    NODE,
+    keys.TRAINER_STEP_DATASET_INITIALIZER,
+    keys.TRAINER_STEP_MODEL_INITIALIZER,
+)
 
 #: ``spec.managedBy`` values: upstream's controller (which kubetrain replaces: it serves the
 #: same CRD) and Kueue's MultiKueue. Absent means the first.
-MANAGED_BY_VALUES = (MANAGED_BY_TRAINER, MANAGED_BY_MULTIKUEUE)
+MANAGED_BY_VALUES = (keys.MANAGED_BY_TRAINER, keys.MANAGED_BY_MULTIKUEUE)
 
 #: Environment variables the frameworks inject into the ``node`` container, which a
 #: TrainJob's ``spec.trainer.env`` may not set (upstream v2.3.0's reserved names, per
-#: framework: torchrun, OpenMPI, XGBoost's tracker).
+#: framework: torchrun, OpenMPI, XGBoost's tracker). The API layer states them because it
+#: refuses them; the frameworks that inject them sit above it.
 RESERVED_ENV: dict[str, tuple[str, ...]] = {
     "torch": (
         "PET_NNODES",

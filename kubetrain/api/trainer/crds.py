@@ -15,9 +15,15 @@ from typing import Any
 
 from kubetrain.api.base import DNS1035_PATTERN, KubeModel
 from kubetrain.api.crds import PART_OF_LABEL
+from kubetrain.api.kinds import (
+    CLUSTER_TRAINING_RUNTIME,
+    TRAINING_RUNTIME,
+    TRAINJOB,
+    TrainerKindInfo,
+)
 from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, ReplicaLimits
 from kubetrain.api.schema import model_schema
-from kubetrain.api.trainer.constants import FRAMEWORK_LABEL, GROUP, VERSION
+from kubetrain.api.trainer.constants import FRAMEWORK_LABEL
 from kubetrain.api.trainer.invariants import ITEMS, rules_for, transitions_for
 from kubetrain.api.trainer.runtime import (
     DNS1123_SUBDOMAIN_PATTERN,
@@ -67,10 +73,10 @@ RUNTIME_COLUMNS = [
 
 @dataclass(frozen=True)
 class TrainerCrdInfo:
+    """A Trainer kind's model, its row of the kinds table and what its CRD shows."""
+
     model: type[KubeModel]
-    plural: str
-    singular: str
-    namespaced: bool
+    kind: TrainerKindInfo
     columns: tuple[dict[str, str], ...]
     name_pattern: str
     name_max: int
@@ -79,29 +85,18 @@ class TrainerCrdInfo:
 
 TRAINER_CRD_INFOS: tuple[TrainerCrdInfo, ...] = (
     TrainerCrdInfo(
-        TrainJob,
-        "trainjobs",
-        "trainjob",
-        True,
-        tuple(TRAINJOB_COLUMNS),
-        DNS1035_PATTERN,
-        63,
-        TrainJobStatus,
+        TrainJob, TRAINJOB, tuple(TRAINJOB_COLUMNS), DNS1035_PATTERN, 63, TrainJobStatus
     ),
     TrainerCrdInfo(
         TrainingRuntime,
-        "trainingruntimes",
-        "trainingruntime",
-        True,
+        TRAINING_RUNTIME,
         tuple(RUNTIME_COLUMNS),
         DNS1123_SUBDOMAIN_PATTERN,
         253,
     ),
     TrainerCrdInfo(
         ClusterTrainingRuntime,
-        "clustertrainingruntimes",
-        "clustertrainingruntime",
-        False,
+        CLUSTER_TRAINING_RUNTIME,
         tuple(RUNTIME_COLUMNS),
         DNS1123_SUBDOMAIN_PATTERN,
         253,
@@ -110,7 +105,7 @@ TRAINER_CRD_INFOS: tuple[TrainerCrdInfo, ...] = (
 
 
 def _kind(info: TrainerCrdInfo) -> str:
-    return str(info.model.model_fields["kind"].default)
+    return info.kind.kind
 
 
 def _node(schema: dict[str, Any], path: tuple[str, ...]) -> dict[str, Any]:
@@ -167,7 +162,7 @@ def generate_trainer_crd(
     """The CRD of one Trainer kind; ``limits`` bound its node counts."""
     kind = _kind(info)
     version: dict[str, Any] = {
-        "name": VERSION,
+        "name": info.kind.version,
         "served": True,
         "storage": True,
         "schema": {"openAPIV3Schema": openapi_schema(info, limits)},
@@ -178,16 +173,16 @@ def generate_trainer_crd(
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{info.plural}.{GROUP}", "labels": dict(PART_OF_LABEL)},
+        "metadata": {"name": info.kind.crd_name, "labels": dict(PART_OF_LABEL)},
         "spec": {
-            "group": GROUP,
+            "group": info.kind.group,
             "names": {
                 "kind": kind,
                 "listKind": f"{kind}List",
-                "plural": info.plural,
-                "singular": info.singular,
+                "plural": info.kind.plural,
+                "singular": info.kind.singular,
             },
-            "scope": "Namespaced" if info.namespaced else "Cluster",
+            "scope": "Namespaced" if info.kind.namespaced else "Cluster",
             "versions": [version],
         },
     }

@@ -38,12 +38,13 @@ from kubetrain.api.loader import (
     read_manifest,
 )
 from kubetrain.api.meta import OBJECT_META_FIELDS, check_object_meta
-from kubetrain.api.reading import read_documents, wire_copy
+from kubetrain.api.reading import read_documents
 from kubetrain.api.trainer.constants import API_VERSION
 from kubetrain.api.trainer.crds import trainer_crd_schema
 from kubetrain.api.trainer.invariants import check_rules
 from kubetrain.api.trainer.runtime import ClusterTrainingRuntime, TrainingRuntime
 from kubetrain.api.trainer.trainjob import TrainJob
+from kubetrain.api.wire import wire_copy
 
 TrainerObject = TrainJob | TrainingRuntime | ClusterTrainingRuntime
 TRAINER_TYPES: dict[str, type[TrainerObject]] = {

@@ -12,37 +12,28 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubetrain.api.keys import KUBEFLOW_SDK_DEVICE_KEYS
 from kubetrain.api.trainer.constants import ANCESTOR_LABEL, ANCESTOR_TRAINER, FRAMEWORK_LABEL, NODE
 from kubetrain.api.trainer.runtime import RuntimeBase
 from kubetrain.api.trainer.trainjob import TrainJob
 
-#: Resource keys the SDK maps to a device, in the order it tries them (``nvidia.com/mig-*``
-#: is a prefix).
-SDK_DEVICE_KEYS = (
-    "nvidia.com/gpu",
-    "google.com/tpu",
-    "nvidia.com/mig-",
-    "huawei.com/Ascend910",
-    "cpu",
-)
-
 
 def sdk_reads_limits(limits: dict[str, Any] | None) -> bool:
     """Whether the SDK can tell a device from these ``resources.limits`` (absent or empty
-    limits are fine; limits with none of :data:`SDK_DEVICE_KEYS` make it raise)."""
+    limits are fine; limits with none of ``KUBEFLOW_SDK_DEVICE_KEYS`` make it raise)."""
     if not limits:
         return True
     return any(
-        key == known or key.startswith("nvidia.com/mig-")
+        key == known or (known.endswith("-") and key.startswith(known))
         for key in limits
-        for known in SDK_DEVICE_KEYS
+        for known in KUBEFLOW_SDK_DEVICE_KEYS
     )
 
 
+_KNOWN_KEYS = ", ".join(k + "*" if k.endswith("-") else k for k in KUBEFLOW_SDK_DEVICE_KEYS)
 _UNREADABLE_LIMITS = (
-    "has resource limits with none of cpu, nvidia.com/gpu, google.com/tpu, nvidia.com/mig-*, "
-    "huawei.com/Ascend910: the Kubeflow SDK raises reading it (kubeflow/sdk#516); add cpu or a "
-    "GPU limit"
+    f"has resource limits with none of {_KNOWN_KEYS}: the Kubeflow SDK raises reading it "
+    "(kubeflow/sdk#516); add cpu or a GPU limit"
 )
 
 

@@ -30,6 +30,7 @@ from kubetrain.api.base import (
     Time,
 )
 from kubetrain.api.common import ObjectMeta
+from kubetrain.api.trainer.constants import DEFAULT_RUNTIME_API_GROUP, MANAGED_BY_VALUES
 from kubetrain.api.trainer.jobset import EmbeddedObjectMeta
 from kubetrain.api.trainer.runtime import DNS1123_SUBDOMAIN_PATTERN
 
@@ -72,7 +73,7 @@ class RuntimeRef(KubeModel):
         description="Name of the runtime (a TrainingRuntime must be in the TrainJob's namespace).",
     )
     api_group: StrictStr | None = Field(
-        default=None, max_length=253, description="Default: trainer.kubeflow.org."
+        default=None, max_length=253, description=f"Default: {DEFAULT_RUNTIME_API_GROUP}."
     )
     kind: StrictStr | None = Field(
         default=None,
@@ -251,8 +252,8 @@ class TrainJobSpec(KubeModel):
     managed_by: StrictStr | None = Field(
         default=None,
         max_length=253,
-        description="trainer.kubeflow.org/trainjob-controller (kubetrain reconciles it) or "
-        "kueue.x-k8s.io/multikueue. Immutable. Default: the first.",
+        description=f"{MANAGED_BY_VALUES[0]} (kubetrain reconciles it) or "
+        f"{MANAGED_BY_VALUES[1]}. Immutable. Default: the first.",
     )
 
 

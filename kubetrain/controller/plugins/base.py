@@ -96,6 +96,8 @@ class JobPlugin(Protocol):
     """One framework (job kind)."""
 
     kind: str
+    #: The kinds of children the operator watches for this kind's jobs.
+    child_kinds: tuple[str, ...]
 
     def validate(self, job: Job) -> list[FieldError]:
         """Problems only the operator checks (the typed API checked the rest)."""

@@ -101,6 +101,9 @@ class MPIPlugin:
 
     kind = mpi.FRAMEWORK.info.kind
     framework = mpi.FRAMEWORK
+    #: Secrets are never watched, listed or read: the operator may only create them, and
+    #: knows its own from the job's status.
+    child_kinds: tuple[str, ...] = ("Pod", "Service", "ConfigMap", "Job")
 
     def __init__(
         self,

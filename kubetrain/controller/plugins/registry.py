@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
+from kubetrain.api.kinds import MPI, PYTORCH, TENSORFLOW
 from kubetrain.controller.plugins.base import JobPlugin
 from kubetrain.controller.plugins.mpi_plugin import MPIPlugin
 from kubetrain.controller.plugins.pytorch_plugin import PyTorchPlugin
@@ -12,9 +13,9 @@ from kubetrain.frameworks import ClusterAddressing
 
 #: Kind -> plugin factory, in the order the operator registers them.
 FACTORIES: tuple[tuple[str, Callable[[ClusterAddressing], JobPlugin]], ...] = (
-    ("PyTorchJob", lambda a: PyTorchPlugin(a)),
-    ("TFJob", lambda a: TensorFlowPlugin(a)),
-    ("MPIJob", lambda a: MPIPlugin(a)),
+    (PYTORCH.kind, lambda a: PyTorchPlugin(a)),
+    (TENSORFLOW.kind, lambda a: TensorFlowPlugin(a)),
+    (MPI.kind, lambda a: MPIPlugin(a)),
 )
 
 

@@ -25,6 +25,8 @@ from kubetrain.frameworks.replicas import replicas_of
 class ReplicatedPlugin:
     """Reconciles the jobs of one framework whose replicas each get a Pod and a Service."""
 
+    child_kinds: tuple[str, ...] = ("Pod", "Service")
+
     def __init__(self, framework: Framework, addressing: ClusterAddressing | None = None) -> None:
         self.framework = framework
         self.kind = framework.info.kind

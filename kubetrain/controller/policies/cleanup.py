@@ -14,29 +14,20 @@ launcher Job that is still active. ``cleanPodPolicy`` decides about the rest:
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from kubetrain.api import keys as K
 from kubetrain.api.common import CleanPodPolicy, RunPolicy
 from kubetrain.controller import podstate
+from kubetrain.controller import reasons as R
+from kubetrain.controller.decisions import ChildRef, Decision, Event, ref
 from kubetrain.controller.plugins.base import Observed
+from kubetrain.controller.policies import deadlines
+
+if TYPE_CHECKING:
+    from kubetrain.controller.draft import Draft
 
 Obj = Mapping[str, Any]
-
-
-@dataclass(frozen=True)
-class ChildRef:
-    """A child to delete, with the uid it must still have (a precondition)."""
-
-    kind: str
-    name: str
-    uid: str
-    deleting: bool = False
-
-
-def ref(kind: str, obj: Obj) -> ChildRef:
-    """A ChildRef for ``obj`` (its name, uid and whether it is being deleted)."""
-    return ChildRef(kind, podstate.name(obj), podstate.uid(obj), podstate.is_deleting(obj))
 
 
 def clean_pod_policy(run_policy: RunPolicy | None) -> CleanPodPolicy:
@@ -66,10 +57,27 @@ def children_to_delete(policy: CleanPodPolicy, observed: Observed) -> list[Child
             deleted_pods.add(name)
     for name, service in sorted(observed.services.items()):
         labels = (service.get("metadata") or {}).get("labels") or {}
-        per_pod = "training.kubeflow.org/replica-index" in labels
+        per_pod = K.REPLICA_INDEX in labels
         if policy is CleanPodPolicy.ALL or (per_pod and name in deleted_pods):
             out.append(ref("Service", service))
     for _name, batch_job in sorted(observed.batch_jobs.items()):
         if policy is CleanPodPolicy.ALL or _job_active(batch_job):
             out.append(ref("Job", batch_job))
     return [r for r in out if not r.deleting]
+
+
+def decide_finished(draft: Draft) -> Decision | None:
+    """A job that already ended is only cleaned up, and deleted once its
+    ``ttlSecondsAfterFinished`` has passed (None: the job has not ended)."""
+    if not draft.finished:
+        return None
+    policy = clean_pod_policy(draft.run_policy)
+    decision = Decision(final=True, delete=children_to_delete(policy, draft.observed))
+    ttl = deadlines.ttl_after_finished(draft.run_policy, draft.current, draft.ctx.now)
+    if ttl.due:
+        decision.delete_job = True
+        decision.events.append(
+            Event("Normal", R.TTL_EXPIRED, f"{draft.kind} {draft.name} finished and its TTL passed")
+        )
+    decision.requeue_after = ttl.after
+    return decision

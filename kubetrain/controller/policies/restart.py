@@ -21,12 +21,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from kubetrain.api.common import ConditionType, RestartPolicy
+from kubetrain.api.common import ConditionStatus, ConditionType, RestartPolicy
 from kubetrain.controller import podstate
 from kubetrain.controller import reasons as R
+from kubetrain.controller.decisions import ConditionChange, Decision, Event, ref
 from kubetrain.controller.plugins.base import Observed, Outcome, Replica
 from kubetrain.controller.podstate import Termination
+
+if TYPE_CHECKING:
+    from kubetrain.controller.draft import Draft
 
 
 @dataclass(frozen=True)
@@ -154,3 +159,89 @@ def evaluate(
     return RestartVerdict(
         recreate=tuple(recreate), restarts=made, used=used, in_place=tuple(in_place)
     )
+
+
+def _limit(draft: Draft) -> int | None:
+    return draft.run_policy.backoff_limit if draft.run_policy else None
+
+
+def decide_failure(draft: Draft) -> Decision:
+    """Count in-place restarts (a metric and an Event each), and end the job when a failure
+    is not retried or the backoff limit is used up. The pods to recreate are kept on the
+    draft for :func:`decide_recreate`, which runs only if nothing else ends the job."""
+    job, plugin, ctx = draft.job, draft.plugin, draft.ctx
+    assert job is not None
+    limit = _limit(draft)
+    verdict = evaluate(
+        draft.kind,
+        plugin.replicas(job),
+        draft.observed,
+        backoff_limit=limit,
+        restarts=draft.persisted_restarts,
+        counted=ctx.counted_failures,
+        seen_restart_counts=ctx.seen_restart_counts,
+        tolerates_failure=lambda r: plugin.tolerates_failure(job, r),
+    )
+    draft.restart = verdict
+    decision = Decision(outcome=verdict.failure)
+    for restarted in verdict.in_place:
+        new_restarts = restarted.count - ctx.seen_restart_counts.get(restarted.uid, 0)
+        decision.seen_restart_counts[restarted.uid] = restarted.count
+        decision.metrics.extend(["restarted"] * new_restarts)
+        cause = restarted.cause.describe() if restarted.cause else "a container restarted"
+        reason = restarted.cause.reason if restarted.cause else "BackOff"
+        decision.events.append(
+            Event(
+                "Warning",
+                reason if reason != "Completed" else R.lifecycle(draft.kind, R.Verb.RESTARTING),
+                R.restarted_in_place(restarted.pod, cause, verdict.used, limit),
+                key=f"restart/{restarted.uid}/{restarted.count}",
+            )
+        )
+    replica_statuses = dict(draft.replica_statuses)
+    for rtype, count in verdict.restarts.items():
+        if count and rtype in replica_statuses:
+            replica_statuses[rtype] = replica_statuses[rtype].model_copy(update={"restarts": count})
+    decision.replica_statuses = replica_statuses
+    return decision
+
+
+def decide_recreate(draft: Draft) -> Decision | None:
+    """Delete each failed pod to recreate (the build step creates it again), with the
+    Restarting condition, an Event and a metric for each restart counted now; remember
+    which failures were counted while their deletion is pending."""
+    verdict = draft.restart
+    if verdict is None:
+        return None
+    limit = _limit(draft)
+    live_uids = {podstate.uid(p) for p in draft.observed.pods.values()}
+    decision = Decision(
+        counted_failures=frozenset(
+            {u for u in draft.ctx.counted_failures if u in live_uids}
+            | {r.uid for r in verdict.recreate}
+        )
+    )
+    for item in verdict.recreate:
+        decision.delete.append(ref("Pod", draft.observed.pods[item.replica.pod_name]))
+        if item.counted_now:
+            decision.metrics.append("restarted")
+            decision.events.append(
+                Event(
+                    "Warning",
+                    item.cause.reason or R.lifecycle(draft.kind, R.Verb.RESTARTING),
+                    R.restarting(item.replica.pod_name, item.cause.describe(), verdict.used, limit),
+                    key=f"recreate/{item.uid}",
+                )
+            )
+    if verdict.recreate:
+        first = verdict.recreate[0]
+        decision.conditions.append(
+            ConditionChange(
+                ConditionType.RESTARTING,
+                ConditionStatus.TRUE,
+                R.lifecycle(draft.kind, R.Verb.RESTARTING),
+                R.restarting(first.replica.pod_name, first.cause.describe(), verdict.used, limit),
+                event=None,
+            )
+        )
+    return decision

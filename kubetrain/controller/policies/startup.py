@@ -10,13 +10,21 @@ the reason they are stuck (Unschedulable, ImagePullBackOff...).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
+from typing import TYPE_CHECKING, Any
 
+from kubetrain.api import keys as K
+from kubetrain.api.common import ConditionType
 from kubetrain.controller import podstate
+from kubetrain.controller import reasons as R
 from kubetrain.controller.conditions import parse_time
-from kubetrain.controller.plugins.base import Observed, StartupRule
+from kubetrain.controller.decisions import Decision
+from kubetrain.controller.plugins.base import Observed, Outcome, StartupRule
+
+if TYPE_CHECKING:
+    from kubetrain.controller.draft import Draft
 
 
 @dataclass(frozen=True)
@@ -103,3 +111,40 @@ def evaluate(
         requeue_after=soonest,
         problems=tuple(_detail(r, observed) for r in waiting),
     )
+
+
+def startup_timeout(raw: Mapping[str, Any], default: int) -> int:
+    """The operator's startup timeout, or the job's annotation when it is a positive int."""
+    annotations = (raw.get("metadata") or {}).get("annotations") or {}
+    value = annotations.get(K.STARTUP_TIMEOUT_ANNOTATION)
+    if isinstance(value, str) and value.isdigit() and int(value) > 0:
+        return int(value)
+    return default
+
+
+def decide(draft: Draft) -> Decision:
+    """Which replicas wait (kept on the draft for the build step and the conditions), the
+    children the job waits for (their events wake it), when to look again, and the
+    failure when a wait ran out."""
+    assert draft.job is not None
+    timeout = startup_timeout(draft.raw, draft.ctx.startup_timeout_seconds)
+    gate = evaluate(
+        draft.plugin.startup_rules(draft.job),
+        draft.observed,
+        started_at=parse_time(draft.status.start_time),
+        timeout_seconds=timeout,
+    )
+    draft.gate = gate
+    awaiting = frozenset(
+        {("Pod", name) for rule in gate.waiting for name in rule.needed_pods}
+        | {("Service", name) for rule in gate.waiting for name in rule.needed_services}
+    )
+    decision = Decision(requeue_after=gate.requeue_after, awaiting=awaiting)
+    if gate.timed_out is not None:
+        rule = gate.timed_out
+        decision.outcome = Outcome(
+            ConditionType.FAILED,
+            R.STARTUP_TIMEOUT,
+            R.startup_timeout(rule.waiting_label, rule.needed_label, timeout, gate.timeout_detail),
+        )
+    return decision

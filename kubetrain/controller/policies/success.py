@@ -7,16 +7,28 @@ condition ends the job with the Job's reason and the last launcher pod's exit.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kubetrain.api.common import ConditionType, JobBase
 from kubetrain.controller import podstate
 from kubetrain.controller import reasons as R
+from kubetrain.controller.decisions import Decision
 from kubetrain.controller.plugins.base import Observed, Outcome
 from kubetrain.frameworks import Framework, replica_name
 from kubetrain.frameworks import mpi as mpi_framework
 
+if TYPE_CHECKING:
+    from kubetrain.controller.draft import Draft
+
 Obj = Mapping[str, Any]
+
+
+def decide(draft: Draft) -> Decision | None:
+    """End the job when its plugin says it ended (the framework's success rule; MPI's
+    launcher Job also fails it)."""
+    assert draft.job is not None
+    outcome = draft.plugin.outcome(draft.job, draft.observed)
+    return Decision(outcome=outcome) if outcome is not None else None
 
 
 def _success(kind: str, name: str, detail: str, at: str | None = None) -> Outcome:
@@ -58,7 +70,7 @@ def mpi(job: JobBase, launcher_job: Obj | None, launcher_pods: Sequence[Obj]) ->
     )
     if detail is not None:
         at = ((launcher_job or {}).get("status") or {}).get("completionTime")
-        return _success("MPIJob", job_name, detail, str(at or "") or None)
+        return _success(job.kind, job_name, detail, str(at or "") or None)
     failed = _true_condition(launcher_job, "Failed")
     if failed is None:
         return None
@@ -68,6 +80,6 @@ def mpi(job: JobBase, launcher_job: Obj | None, launcher_pods: Sequence[Obj]) ->
         detail += f"; last launcher pod: {podstate.failure(failed_pods[-1]).describe()}"
     return Outcome(
         ConditionType.FAILED,
-        str(failed.get("reason") or R.lifecycle("MPIJob", R.Verb.FAILED)),
+        str(failed.get("reason") or R.lifecycle(job.kind, R.Verb.FAILED)),
         f"launcher Job {launcher} failed: {detail}",
     )

@@ -10,11 +10,16 @@ turns False with reason ``<Kind>Resumed``, and ``startTime`` restarts the deadli
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kubetrain.api.common import RunPolicy
+from kubetrain.api.common import ConditionStatus, ConditionType, RunPolicy
+from kubetrain.controller import conditions as C
+from kubetrain.controller import reasons as R
+from kubetrain.controller.decisions import ChildRef, ConditionChange, Decision, ref
 from kubetrain.controller.plugins.base import Observed
-from kubetrain.controller.policies.cleanup import ChildRef, ref
+
+if TYPE_CHECKING:
+    from kubetrain.controller.draft import Draft
 
 #: Kinds of children deleted while a job is suspended.
 SUSPENDED_KINDS = ("Pod", "Service", "Job")
@@ -41,3 +46,39 @@ def children_to_delete(observed: Observed, keep: Iterable[str] = ()) -> list[Chi
                 continue
             out.append(ref(kind, obj))
     return [r for r in out if not r.deleting]
+
+
+def decide(draft: Draft) -> Decision | None:
+    """A suspended job: Suspended True, Running and Restarting False, its pods gone and
+    ``startTime`` cleared; nothing else is decided. A resumed one: Suspended False."""
+    kind, name = draft.kind, draft.name
+    if is_suspended(draft.run_policy):
+        reason = R.lifecycle(kind, R.Verb.SUSPENDED)
+        message = R.suspended(kind, name)
+        stopped = {
+            rt: st.model_copy(update={"active": 0}) for rt, st in draft.replica_statuses.items()
+        }
+        return Decision(
+            conditions=[
+                ConditionChange(ConditionType.SUSPENDED, ConditionStatus.TRUE, reason, message),
+                *(
+                    ConditionChange(c, ConditionStatus.FALSE, reason, message, in_place=True)
+                    for c in (ConditionType.RUNNING, ConditionType.RESTARTING)
+                ),
+            ],
+            delete=children_to_delete(draft.observed),
+            status={"replica_statuses": stopped, "start_time": None},
+            final=True,
+        )
+    if C.is_true(draft.current, ConditionType.SUSPENDED):
+        return Decision(
+            conditions=[
+                ConditionChange(
+                    ConditionType.SUSPENDED,
+                    ConditionStatus.FALSE,
+                    R.lifecycle(kind, R.Verb.RESUMED),
+                    R.resumed(kind, name),
+                )
+            ]
+        )
+    return None

@@ -7,7 +7,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kubetrain.api.invariants import INVARIANTS, REPLICA, REPLICA_FIELDS, Invariant
+from kubetrain.api.invariants import INVARIANTS
+from kubetrain.api.rules import REPLICA, REPLICA_FIELDS, Invariant
 from tests.unit.api.helpers import mpi_job, pod, pytorch_job, set_path, tf_job
 
 INVARIANTS_BY_NAME = {invariant.name: invariant for invariant in INVARIANTS}

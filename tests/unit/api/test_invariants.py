@@ -12,12 +12,11 @@ from kubetrain.api import JobValidationError, ReplicaLimits, generate_crds, load
 from kubetrain.api.invariants import (
     INVARIANTS,
     MANAGED_BY_IMMUTABLE,
-    REPLICA,
-    REPLICA_FIELDS,
     TRANSITIONS,
     check_update,
     invariants_for,
 )
+from kubetrain.api.rules import REPLICA, REPLICA_FIELDS
 from kubetrain.constructs import App, Chart
 from kubetrain.constructs.crds import KubeflowCrds, KubeflowCrdsProps
 from tests.unit.api.helpers import mpi_job, pytorch_job, set_path

@@ -12,7 +12,8 @@ import pytest
 
 from kubetrain.api import JobValidationError
 from kubetrain.api.limits import MAX_DEPTH, MAX_FILE_BYTES, MAX_NODES
-from kubetrain.api.reading import decode_text, read_documents, wire_copy
+from kubetrain.api.reading import decode_text, read_documents
+from kubetrain.api.wire import wire_copy
 
 
 def _read(text: str) -> list[Any]:

@@ -7,10 +7,10 @@ from typing import Any
 import pytest
 
 from kubetrain.api import JobValidationError, load_job
-from kubetrain.api.invariants import (
+from kubetrain.api.invariants import NAME_FITS
+from kubetrain.api.kind_invariants import (
     MPI_NEEDS_WORKER,
     MPI_ONE_LAUNCHER,
-    NAME_FITS,
     PYTORCH_ELASTIC_BOUNDS,
     PYTORCH_ELASTIC_NEEDS_WORKER,
     PYTORCH_NPROC_ONCE,

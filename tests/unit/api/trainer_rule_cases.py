@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from kubetrain.api.invariants import Transition
+from kubetrain.api.rules import Transition
 from kubetrain.api.trainer.invariants import RULES, TRANSITIONS, Rule
 from tests.unit.api.helpers import set_path
 from tests.unit.api.trainer_helpers import rjob, runtime, trainjob

@@ -9,11 +9,10 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
+from kubetrain.controller.decisions import ChildRef, Event
 from kubetrain.controller.errors import ApiError, ChildConflict
 from kubetrain.controller.ownership import Holder, holder
-from kubetrain.controller.planner import Event
 from kubetrain.controller.plugins.base import Observed
-from kubetrain.controller.policies.cleanup import ChildRef
 from kubetrain.controller.reconciler import JobKey
 
 KINDS = ("Pod", "Service", "ConfigMap", "Secret", "Job")

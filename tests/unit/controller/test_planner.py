@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from kubetrain.api import keys as K
-from kubetrain.controller.planner import Context, Plan, plan
+from kubetrain.controller.decisions import Context, Plan
+from kubetrain.controller.planner import plan
 from kubetrain.controller.plugins.base import Observed
 from kubetrain.controller.plugins.registry import build_registry
 from tests.unit.controller.builders import NOW, batch_job, mpi_raw, pod, pytorch_raw, service, stamp

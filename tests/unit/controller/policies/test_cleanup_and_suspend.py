@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from kubetrain.api.common import CleanPodPolicy
+from kubetrain.controller.decisions import ChildRef
 from kubetrain.controller.plugins.base import Observed
 from kubetrain.controller.policies import cleanup, suspend
 from tests.unit.controller.builders import batch_job, pod, service
@@ -30,7 +31,7 @@ def scene() -> Observed:
     )
 
 
-def names(refs: list[cleanup.ChildRef]) -> set[tuple[str, str]]:
+def names(refs: list[ChildRef]) -> set[tuple[str, str]]:
     return {(r.kind, r.name) for r in refs}
 
 
