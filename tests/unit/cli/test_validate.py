@@ -225,7 +225,7 @@ def test_validate_describes_trainer_objects_and_notes_sdk_traps(
     assert (
         "TrainJob/m: ClusterTrainingRuntime/torch-distributed, the runtime's node count; " in out[2]
     )
-    assert "note: spec.trainer.resourcesPerNode has resource limits with none of nvidia.com" in out[2]
+    assert "note: spec.trainer.resourcesPerNode has resource limits with none of" in out[2]
 
 
 def test_validate_reports_trainer_rules_with_their_messages(
