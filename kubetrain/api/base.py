@@ -30,6 +30,17 @@ class SchemaPattern:
 
 
 @dataclass(frozen=True)
+class ListType:
+    """``x-kubernetes-list-type`` of a list field: ``atomic``, ``set`` or ``map``; a map
+    list names its ``keys`` (unique together, as the API server requires) and the
+    defaults of keys its items do not require (the server needs one for each)."""
+
+    kind: str
+    keys: tuple[str, ...] = ()
+    key_defaults: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
 class K8sSchema:
     """Marks a free-form dict whose schema is a type of the pinned Kubernetes OpenAPI."""
 

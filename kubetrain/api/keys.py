@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from kubetrain.api.kinds import KINDS, kind_info
+from kubetrain.api.kinds import KINDS, TRAINER_GROUP, kind_info
 
 # -- labels on every child ------------------------------------------------------------------
 
@@ -70,6 +70,39 @@ MANAGED_BY_MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 MANAGED_BY_VALUES = (MANAGED_BY_KUBETRAIN, *MANAGED_BY_UPSTREAM, MANAGED_BY_MULTIKUEUE)
 #: Values kubetrain reconciles (absent means kubetrain too).
 MANAGED_BY_ACCEPTED = frozenset({MANAGED_BY_KUBETRAIN, *MANAGED_BY_UPSTREAM})
+
+# -- Kubeflow Trainer v2 (kubetrain.api.trainer) -----------------------------------------------
+
+TRAINER_PREFIX = TRAINER_GROUP
+#: Runtime label the Kubeflow SDK requires (any value; ``torchtune`` selects its
+#: BuiltinTrainer); runtimes without it are skipped by ``list_runtimes``.
+TRAINER_FRAMEWORK_LABEL = f"{TRAINER_PREFIX}/framework"
+#: Label of a runtime's replicated job naming the TrainJob step it runs (``trainer``,
+#: ``dataset-initializer``, ``model-initializer``).
+TRAINER_ANCESTOR_LABEL = f"{TRAINER_PREFIX}/trainjob-ancestor-step"
+#: Upstream Trainer's ``spec.managedBy`` value, its CRD's default: kubetrain serves the same
+#: CRD in its place and reconciles TrainJobs that name it (or none).
+MANAGED_BY_TRAINER = f"{TRAINER_PREFIX}/trainjob-controller"
+#: The steps a runtime's replicated jobs are labelled with, and each step's container (the
+#: name the Kubeflow SDK reads logs from; a launcher's container is also ``node``).
+TRAINER_STEP_TRAINER = "trainer"
+TRAINER_STEP_DATASET_INITIALIZER = "dataset-initializer"
+TRAINER_STEP_MODEL_INITIALIZER = "model-initializer"
+TRAINER_NODE_CONTAINER = "node"
+#: Resource keys the Kubeflow SDK maps to a device (``nvidia.com/mig-`` is a prefix), in
+#: the order it tries them; limits with none of them make it raise (kubeflow/sdk#516).
+KUBEFLOW_SDK_DEVICE_KEYS = (
+    GPU_RESOURCE,
+    "google.com/tpu",
+    "nvidia.com/mig-",
+    "huawei.com/Ascend910",
+    "cpu",
+)
+TRAINER_STEP_CONTAINERS = {
+    TRAINER_STEP_TRAINER: TRAINER_NODE_CONTAINER,
+    TRAINER_STEP_DATASET_INITIALIZER: TRAINER_STEP_DATASET_INITIALIZER,
+    TRAINER_STEP_MODEL_INITIALIZER: TRAINER_STEP_MODEL_INITIALIZER,
+}
 
 # -- condition and Event reasons (beyond upstream's <Kind><Verb>) ---------------------------
 

@@ -117,3 +117,60 @@ def kind_info(kind: str) -> KindInfo:
 def by_operator_name(value: str) -> KindInfo | None:
     """The kind whose children carry ``operator-name: value``."""
     return next((k for k in KINDS.values() if k.operator_name == value), None)
+
+
+# -- Kubeflow Trainer v2 (kubetrain.api.trainer) -----------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class TrainerKindInfo:
+    """A Kubeflow Trainer v2 kind's wire identity (``trainer.kubeflow.org/v1alpha1``)."""
+
+    kind: str
+    group: str
+    version: str
+    plural: str
+    singular: str
+    namespaced: bool
+
+    @property
+    def api_version(self) -> str:
+        return f"{self.group}/{self.version}"
+
+    @property
+    def crd_name(self) -> str:
+        return f"{self.plural}.{self.group}"
+
+
+TRAINER_GROUP = "trainer.kubeflow.org"
+TRAINER_VERSION = "v1alpha1"
+TRAINJOB = TrainerKindInfo(
+    kind="TrainJob",
+    group=TRAINER_GROUP,
+    version=TRAINER_VERSION,
+    plural="trainjobs",
+    singular="trainjob",
+    namespaced=True,
+)
+TRAINING_RUNTIME = TrainerKindInfo(
+    kind="TrainingRuntime",
+    group=TRAINER_GROUP,
+    version=TRAINER_VERSION,
+    plural="trainingruntimes",
+    singular="trainingruntime",
+    namespaced=True,
+)
+CLUSTER_TRAINING_RUNTIME = TrainerKindInfo(
+    kind="ClusterTrainingRuntime",
+    group=TRAINER_GROUP,
+    version=TRAINER_VERSION,
+    plural="clustertrainingruntimes",
+    singular="clustertrainingruntime",
+    namespaced=False,
+)
+#: The Trainer kinds by name, in the order kubetrain lists them (served by their own CRDs;
+#: the operator's support for them is separate from the job kinds').
+TRAINER_KIND_INFOS: Mapping[str, TrainerKindInfo] = {
+    k.kind: k for k in (TRAINJOB, TRAINING_RUNTIME, CLUSTER_TRAINING_RUNTIME)
+}
+TRAINER_KINDS: tuple[str, ...] = tuple(TRAINER_KIND_INFOS)

@@ -259,7 +259,14 @@ def _from_pydantic(exc: PydanticError, model: type[BaseModel], kind: str) -> lis
             out.append(FieldError(path, "must be a mapping", value))
         elif error_type == "list_type":
             out.append(FieldError(path, "must be a list", value))
-        elif error_type in ("too_short", "too_long", "string_too_long", "string_too_short"):
+        elif error_type in ("too_short", "too_long"):
+            # A list or mapping with too few or too many items (as the schema's minItems,
+            # maxItems, minProperties bound it).
+            bound = ctx.get("min_length", ctx.get("max_length"))
+            word = "at least" if error_type == "too_short" else "at most"
+            found = ctx.get("actual_length")
+            out.append(FieldError(path, f"must have {word} {bound} item(s), found {found}", value))
+        elif error_type in ("string_too_long", "string_too_short"):
             out.append(
                 FieldError(
                     path,

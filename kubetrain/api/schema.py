@@ -21,6 +21,7 @@ from kubetrain.api.base import (
     CelRule,
     K8sSchema,
     KubeModel,
+    ListType,
     SchemaFormat,
     SchemaPattern,
 )
@@ -41,7 +42,11 @@ def model_schema(model: type[BaseModel]) -> dict[str, Any]:
         properties[wire] = field_schema(field)
         if field.is_required():
             required.append(wire)
-    out: dict[str, Any] = {"type": "object", "properties": dict(sorted(properties.items()))}
+    out: dict[str, Any] = {"type": "object"}
+    if properties:
+        # A model without fields (Trainer's ``jax: {}``) is an object with none: an empty
+        # ``properties`` would not survive the API server's round trip (apply then diff).
+        out["properties"] = dict(sorted(properties.items()))
     if required:
         out["required"] = sorted(required)
     rules: tuple[CelRule, ...] = getattr(model, "cel_rules", ())
@@ -150,5 +155,15 @@ def _apply_constraints(schema: dict[str, Any], metadata: list[Any]) -> None:
             schema[key if is_array_or_object else "minLength"] = marker.min_length
         elif isinstance(marker, annotated_types.MaxLen):
             schema["maxItems" if schema.get("type") == "array" else "maxLength"] = marker.max_length
+        elif isinstance(marker, ListType):
+            schema["x-kubernetes-list-type"] = marker.kind
+            if marker.keys:
+                schema["x-kubernetes-list-map-keys"] = list(marker.keys)
+            for key, default in marker.key_defaults:
+                # Copies: the items' schema may be a shared embedded Kubernetes schema.
+                items = schema["items"]
+                properties = {**items["properties"], key: {**items["properties"][key]}}
+                properties[key]["default"] = default
+                schema["items"] = {**items, "properties": properties}
         elif hasattr(marker, "pattern") and getattr(marker, "pattern", None):
             schema["pattern"] = marker.pattern

@@ -1,7 +1,10 @@
-"""``kubetrain validate FILE...``: check job manifests against the typed API.
+"""``kubetrain validate FILE...``: check manifests of every kind kubetrain serves (the
+Kubeflow v1 jobs, and Trainer v2's TrainJob, TrainingRuntime and ClusterTrainingRuntime)
+against the typed API.
 
 Exit 0 with a one-line summary per job when all are valid; exit 1 listing every error
 with its field path otherwise (all files and documents are checked, not just the first).
+A Trainer object's line also notes what would stop the Kubeflow SDK from using it.
 Whatever a file holds (not UTF-8, YAML nested too deep, an alias bomb, a huge key), the
 answer is a message naming the file and the path, never a traceback. The replica limits
 are the cluster's: give the ones its CRDs were generated with.
@@ -13,8 +16,13 @@ import argparse
 import sys
 
 from kubetrain.api import JobValidationError, MPIJob, PyTorchJob, apply_defaults
+from kubetrain.api.keys import TRAINER_FRAMEWORK_LABEL
 from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, ReplicaLimits
-from kubetrain.api.loader import Job, load_jobs_from_yaml, read_manifest
+from kubetrain.api.loader import Job, read_manifest
+from kubetrain.api.trainer.loader import KubetrainObject, TrainerObject, load_objects_from_yaml
+from kubetrain.api.trainer.runtime import RuntimeBase
+from kubetrain.api.trainer.sdk import runtime_notes, trainjob_notes
+from kubetrain.api.trainer.trainjob import TrainJob
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -50,6 +58,44 @@ def describe(job: Job) -> str:
     return f"{full.kind}/{name}: {', '.join(parts)}{extra}"
 
 
+def describe_trainer(obj: TrainerObject) -> str:
+    """One line: kind/name, what it runs, and notes on what the Kubeflow SDK would need."""
+    if isinstance(obj, TrainJob):
+        ref = obj.spec.runtime_ref
+        trainer = obj.spec.trainer
+        nodes = trainer.num_nodes if trainer and trainer.num_nodes else None
+        parts = [
+            f"{ref.kind or 'ClusterTrainingRuntime'}/{ref.name}",
+            f"{nodes} node(s)" if nodes else "the runtime's node count",
+        ]
+        if obj.spec.suspend:
+            parts.append("suspended")
+        notes = trainjob_notes(obj)
+        name = obj.name or f"{obj.metadata.generate_name or ''}<generated>"
+    else:
+        assert isinstance(obj, RuntimeBase)
+        policy = obj.spec.ml_policy
+        framework = (obj.metadata.labels or {}).get(TRAINER_FRAMEWORK_LABEL)
+        nodes = policy.num_nodes if policy and policy.num_nodes else 1
+        parts = [
+            f"framework {framework or '(no label)'}",
+            f"mlPolicy {(policy.framework() if policy else None) or 'plain'}",
+            f"{nodes} node(s)",
+            "replicatedJobs " + ", ".join(r.name for r in obj.replicated_jobs()),
+        ]
+        notes = runtime_notes(obj)
+        name = obj.name
+    line = f"{obj.kind}/{name}: {', '.join(parts)}"
+    return line + "".join(f"; note: {note}" for note in notes)
+
+
+def describe_object(obj: KubetrainObject) -> str:
+    """One line for any kind kubetrain serves."""
+    if isinstance(obj, TrainJob | RuntimeBase):
+        return describe_trainer(obj)
+    return describe(obj)
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         limits = ReplicaLimits(
@@ -64,7 +110,7 @@ def run(args: argparse.Namespace) -> int:
     for file in args.files:
         try:
             text = read_manifest(file)
-            results = list(load_jobs_from_yaml(text, file, limits=limits))
+            results = list(load_objects_from_yaml(text, file, limits=limits))
         except OSError as exc:
             print(f"{file}: cannot read: {exc.strerror}", file=sys.stderr)
             failed += 1
@@ -74,7 +120,7 @@ def run(args: argparse.Namespace) -> int:
             failed += 1
             continue
         if not results:
-            print(f"{file}: no job documents found", file=sys.stderr)
+            print(f"{file}: no documents found", file=sys.stderr)
             failed += 1
         for _, result in results:
             checked += 1
@@ -82,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
                 failed += 1
                 print(result, file=sys.stderr)
             else:
-                print(f"ok {file}: {describe(result)}")
+                print(f"ok {file}: {describe_object(result)}")
     if failed:
         print(f"{failed} of {max(checked, failed)} document(s) invalid", file=sys.stderr)
         return 1

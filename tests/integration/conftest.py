@@ -103,10 +103,12 @@ def dyn(api_client: client.ApiClient) -> DynamicClient:
 
 @pytest.fixture(scope="session")
 def installed_crds(dyn: DynamicClient) -> list[dict[str, Any]]:
-    """The typed API's CRDs, applied server-side and Established."""
+    """The typed API's CRDs (the Kubeflow v1 kinds and Trainer v2's), applied server-side
+    and Established."""
     from kubetrain.api.crds import generate_crds
+    from kubetrain.api.trainer.crds import generate_trainer_crds
 
-    crds = generate_crds()
+    crds = [*generate_crds(), *generate_trainer_crds()]
     for crd in crds:
         apply(dyn, crd)
     for crd in crds:

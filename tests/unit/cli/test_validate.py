@@ -65,7 +65,7 @@ def test_rejects_missing_file_and_bad_yaml(
     assert "broken.yaml" in err and "valid YAML" in err
 
 
-def test_crds_command_prints_three_crds(capsys: pytest.CaptureFixture[str]) -> None:
+def test_crds_command_prints_the_six_crds(capsys: pytest.CaptureFixture[str]) -> None:
     import yaml
 
     assert main(["crds"]) == 0
@@ -74,7 +74,13 @@ def test_crds_command_prints_three_crds(capsys: pytest.CaptureFixture[str]) -> N
         "pytorchjobs.kubeflow.org",
         "tfjobs.kubeflow.org",
         "mpijobs.kubeflow.org",
+        "trainjobs.trainer.kubeflow.org",
+        "trainingruntimes.trainer.kubeflow.org",
+        "clustertrainingruntimes.trainer.kubeflow.org",
     ]
+    assert main(["crds", "--kind", "TrainJob", "--kind", "ClusterTrainingRuntime"]) == 0
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert [d["spec"]["names"]["kind"] for d in docs] == ["TrainJob", "ClusterTrainingRuntime"]
 
 
 def test_console_script_runs() -> None:
@@ -187,7 +193,53 @@ def test_validate_applies_the_clusters_replica_limits(
 
 
 def test_validate_accepts_upstreams_examples(capsys: pytest.CaptureFixture[str]) -> None:
-    files = sorted(str(p) for p in (REPO_ROOT / "tests" / "data" / "upstream").rglob("*.yaml"))
-    assert len(files) >= 15
+    import yaml
+
+    paths = sorted((REPO_ROOT / "tests" / "data" / "upstream").rglob("*.yaml"))
+    files = [str(p) for p in paths]
+    documents = sum(len([d for d in yaml.safe_load_all(p.read_text()) if d]) for p in paths)
+    assert len(files) >= 35
     assert main(["validate", *files]) == 0, capsys.readouterr().err
-    assert len(capsys.readouterr().out.splitlines()) == len(files)
+    # One line per document (Trainer's examples hold a runtime and a TrainJob in one file).
+    assert len(capsys.readouterr().out.splitlines()) == documents
+
+
+def test_validate_describes_trainer_objects_and_notes_sdk_traps(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    upstream = REPO_ROOT / "tests" / "data" / "upstream" / "trainer-v2.3.0"
+    runtime = upstream / "manifests" / "base" / "runtimes" / "deepspeed_distributed.yaml"
+    memory_only = tmp_path / "memory.yaml"
+    memory_only.write_text(
+        "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: m}\n"
+        "spec:\n  runtimeRef: {name: torch-distributed}\n"
+        "  trainer: {resourcesPerNode: {limits: {memory: 8Gi}}}\n"
+    )
+    assert main(["validate", str(runtime), str(EXAMPLES / "trainjob.yaml"), str(memory_only)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith(
+        "ClusterTrainingRuntime/deepspeed-distributed: framework deepspeed, mlPolicy mpi, "
+        "1 node(s), replicatedJobs node, launcher"
+    )
+    assert out[1].endswith("TrainJob/mnist-ddp: ClusterTrainingRuntime/torch-gpu, 4 node(s)")
+    assert (
+        "TrainJob/m: ClusterTrainingRuntime/torch-distributed, the runtime's node count; " in out[2]
+    )
+    assert "note: spec.trainer.resourcesPerNode has resource limits with none of" in out[2]
+
+
+def test_validate_reports_trainer_rules_with_their_messages(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: bad}\n"
+        "spec:\n  runtimeRef: {name: torch-distributed}\n  managedBy: me/controller\n"
+        "  trainer:\n    numNodes: 0\n    env: [{name: PET_NNODES, value: '4'}]\n"
+    )
+    assert main(["validate", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert f"{bad} document 1: 3 error(s):" in err
+    assert 'spec.managedBy: "me/controller" is invalid: spec.managedBy must be one of' in err
+    assert "spec.trainer.numNodes: 0 is invalid: must be >= 1" in err
+    assert 'spec.trainer.env[0].name: "PET_NNODES" is invalid: spec.trainer.env must not set' in err
