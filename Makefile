@@ -27,7 +27,7 @@ export GOFLAGS := -mod=mod
 # jsii (under cdk8s) prints a Node.js end-of-life banner unless told the major version.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := $(shell node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 20)
 
-.PHONY: help venv synth lint test test-unit openapi schemas cdk8s-cli clean
+.PHONY: help venv synth lint test test-unit openapi schemas cdk8s-cli sdk-venv clean
 
 # Component makefiles add their targets and append to TEST_PREREQS (what `make test`
 # must build or install first: the control-plane binaries, torch, the Horovod wheel).
@@ -80,6 +80,19 @@ $(KUBETRAIN_CDK8S_CLI):
 cdk8s-cli: $(KUBETRAIN_CDK8S_CLI)
 TEST_PREREQS += cdk8s-cli
 
+# Kubeflow's Python SDKs (v1 kubeflow-training, v2 kubeflow), unmodified, in their own
+# virtualenv: they pin an older kubernetes client than the operator's (tests/sdk/).
+SDK_VENV := .venv-sdk
+export KUBETRAIN_SDK_PYTHON := $(CURDIR)/$(SDK_VENV)/bin/python
+
+$(SDK_VENV)/.done: tests/sdk/requirements.txt
+	@test -x $(SDK_VENV)/bin/python || $(PYTHON) -m venv $(SDK_VENV)
+	$(SDK_VENV)/bin/python -m pip install --quiet -r tests/sdk/requirements.txt
+	@touch $@
+
+sdk-venv: $(SDK_VENV)/.done
+TEST_PREREQS += sdk-venv
+
 synth: venv
 	$(BIN)/kubetrain synth local
 
@@ -96,5 +109,5 @@ test: venv openapi $(TEST_PREREQS) lint
 	$(BIN)/pytest
 
 clean:
-	rm -rf $(VENV) dist cdk8s.out .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(SDK_VENV) dist cdk8s.out .mypy_cache .ruff_cache .pytest_cache
 

@@ -23,7 +23,8 @@ from typing import Any, Protocol
 
 from kubetrain.api import keys as K
 from kubetrain.api.common import ConditionType
-from kubetrain.controller import planner
+from kubetrain.api.kinds import kind_info
+from kubetrain.controller import child_events, planner
 from kubetrain.controller import reasons as R
 from kubetrain.controller.decisions import ChildRef, Context, Event, Plan
 from kubetrain.controller.errors import (
@@ -108,6 +109,8 @@ class JobMemory:
     counted_failures: frozenset[str] = frozenset()
     seen_restart_counts: dict[str, int] = field(default_factory=dict)
     emitted: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    #: uids of the job's ended pods whose exit was recorded.
+    exited: frozenset[str] = frozenset()
 
     def remember_event(self, key: str) -> bool:
         """True the first time ``key`` is seen (keeps the last 256 keys)."""
@@ -233,10 +236,15 @@ class Reconciler:
             plan = self._after_refusal(raw, plugin, observed, ctx, plan, memory, err)
         else:
             memory.refusals = 0
+            plan.events.extend(child_events.created(plan.create))
             if named:
                 plan = planner.record_generated(raw, plan, ctx, named)
             for pod in plan.ungate:
                 self.writer.ungate(key[1], pod, K.STARTUP_GATE)
+        exits, memory.exited = child_events.exited(
+            list(observed.pods.values()), kind_info(kind).main_container, memory.exited
+        )
+        plan.events.extend(exits)
         self._finish(key, raw, plan, memory)
         self.cache.set_awaited(key, plan.awaiting)
         return Result(requeue_after=plan.requeue_after)

@@ -42,6 +42,9 @@ def test_children_then_status_then_events() -> None:
         ("status", "job"),
         ("event", "PyTorchJobCreated"),
         ("event", "WaitingForReplicas"),
+        ("event", "SuccessfulCreatePod"),
+        ("event", "SuccessfulCreateService"),
+        ("event", "SuccessfulCreateService"),
     ]
     assert cluster.state(key) == "Created"
 
@@ -323,3 +326,14 @@ def test_a_gate_waiting_only_for_the_service_it_just_created_looks_again_at_once
     assert ("Service", "job-master-0") in cluster.awaited[key]
     reconciler.reconcile(key)
     assert "job-worker-0" in cluster.children["Pod"]
+
+
+def test_each_pod_exit_is_recorded_once() -> None:
+    cluster, reconciler, key, _ = setup(pytorch_raw(workers=1))
+    reconciler.reconcile(key)
+    cluster.children["Pod"]["job-master-0"] = pod("job-master-0")
+    cluster.children["Pod"]["job-worker-0"] = pod("job-worker-0", "Failed", exit_code=3)
+    reconciler.reconcile(key)
+    reconciler.reconcile(key)
+    exits = [e.message for e in cluster.events if e.reason == "ExitedWithCode"]
+    assert exits == ["Pod: ns.job-worker-0 exited with code 3"]
