@@ -184,6 +184,12 @@ class JobBase(KubeModel):
     def name(self) -> str:
         return self.metadata.name or ""
 
+    @property
+    def run_policy(self) -> RunPolicy | None:
+        """The job's run policy (every kind has one, under its spec)."""
+        policy = getattr(getattr(self, "spec", None), "run_policy", None)
+        return policy if isinstance(policy, RunPolicy) else None
+
     def summary(self) -> dict[str, Any]:
         """Replica counts by type (after defaulting semantics: missing replicas = 1)."""
         return {

@@ -68,8 +68,6 @@ MANAGED_BY_UPSTREAM = ("kubeflow.org/training-operator", "kubeflow.org/mpi-opera
 MANAGED_BY_MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 #: Every value admitted (CEL and ``kubetrain validate``).
 MANAGED_BY_VALUES = (MANAGED_BY_KUBETRAIN, *MANAGED_BY_UPSTREAM, MANAGED_BY_MULTIKUEUE)
-#: Values kubetrain reconciles (absent means kubetrain too).
-MANAGED_BY_ACCEPTED = frozenset({MANAGED_BY_KUBETRAIN, *MANAGED_BY_UPSTREAM})
 
 # -- Kubeflow Trainer v2 (kubetrain.api.trainer) -----------------------------------------------
 
@@ -83,6 +81,8 @@ TRAINER_ANCESTOR_LABEL = f"{TRAINER_PREFIX}/trainjob-ancestor-step"
 #: Upstream Trainer's ``spec.managedBy`` value, its CRD's default: kubetrain serves the same
 #: CRD in its place and reconciles TrainJobs that name it (or none).
 MANAGED_BY_TRAINER = f"{TRAINER_PREFIX}/trainjob-controller"
+#: Values kubetrain reconciles (absent means kubetrain too).
+MANAGED_BY_ACCEPTED = frozenset({MANAGED_BY_KUBETRAIN, *MANAGED_BY_UPSTREAM, MANAGED_BY_TRAINER})
 #: The steps a runtime's replicated jobs are labelled with, and each step's container (the
 #: name the Kubeflow SDK reads logs from; a launcher's container is also ``node``).
 TRAINER_STEP_TRAINER = "trainer"
@@ -98,6 +98,15 @@ KUBEFLOW_SDK_DEVICE_KEYS = (
     "huawei.com/Ascend910",
     "cpu",
 )
+#: JobSet's and the Job controller's pod labels, which the Kubeflow SDK reads to find a
+#: TrainJob's pods and their ranks (kubetrain creates the pods itself and sets them).
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+JOBSET_REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+JOBSET_JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
+JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+#: The finalizer that keeps a runtime while a TrainJob references it (kubeflow/sdk#797:
+#: the SDK cannot read a job whose runtime is gone).
+RUNTIME_IN_USE_FINALIZER = f"{KUBETRAIN_PREFIX}/runtime-in-use"
 TRAINER_STEP_CONTAINERS = {
     TRAINER_STEP_TRAINER: TRAINER_NODE_CONTAINER,
     TRAINER_STEP_DATASET_INITIALIZER: TRAINER_STEP_DATASET_INITIALIZER,
@@ -122,6 +131,10 @@ STARTUP_WAITING = "WaitingForReplicas"
 """Event: a gated replica (MPI launcher, PyTorch workers) waits for the pods it needs."""
 TTL_EXPIRED = "TTLExpired"
 """Event: the job finished ``ttlSecondsAfterFinished`` ago and is deleted."""
+RUNTIME_IN_USE = "RuntimeInUse"
+"""Event: a runtime being deleted waits for the TrainJobs that still use it."""
+RUNTIME_NOT_FOUND = "RuntimeNotFound"
+"""A TrainJob's ``runtimeRef`` names no runtime (after a short wait for it to appear)."""
 MANAGED_ELSEWHERE = "ManagedByOtherController"
 """Event: ``runPolicy.managedBy`` names another controller."""
 

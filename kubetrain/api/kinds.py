@@ -38,6 +38,7 @@ class KindInfo:
     scale_replica_type: str | None = None
     #: Whether upstream accepts replica types in any letter case (and normalises them).
     case_insensitive_replica_types: bool = False
+    namespaced: bool = True
 
     @property
     def api_version(self) -> str:
@@ -104,68 +105,51 @@ KINDS: Mapping[str, KindInfo] = {k.kind: k for k in (PYTORCH, TENSORFLOW, MPI)}
 JOB_KINDS: tuple[str, ...] = tuple(KINDS)
 
 
-def kind_info(kind: str) -> KindInfo:
-    """The row of ``kind``; ValueError naming the kinds that exist."""
-    try:
-        return KINDS[kind]
-    except KeyError:
-        raise ValueError(
-            f"kind {kind!r} is not served: expected one of {', '.join(KINDS)}"
-        ) from None
-
-
-def by_operator_name(value: str) -> KindInfo | None:
-    """The kind whose children carry ``operator-name: value``."""
-    return next((k for k in KINDS.values() if k.operator_name == value), None)
-
-
 # -- Kubeflow Trainer v2 (kubetrain.api.trainer) -----------------------------------------------
 
 
-@dataclass(frozen=True, kw_only=True)
-class TrainerKindInfo:
-    """A Kubeflow Trainer v2 kind's wire identity (``trainer.kubeflow.org/v1alpha1``)."""
-
-    kind: str
-    group: str
-    version: str
-    plural: str
-    singular: str
-    namespaced: bool
-
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}"
-
-    @property
-    def crd_name(self) -> str:
-        return f"{self.plural}.{self.group}"
+#: Trainer's kinds are described by the same row type (no replica specs of their own: a
+#: TrainJob's pods come from its runtime's replicated jobs).
+TrainerKindInfo = KindInfo
 
 
 TRAINER_GROUP = "trainer.kubeflow.org"
 TRAINER_VERSION = "v1alpha1"
-TRAINJOB = TrainerKindInfo(
+TRAINJOB = KindInfo(
     kind="TrainJob",
+    short="trainjob",
     group=TRAINER_GROUP,
     version=TRAINER_VERSION,
     plural="trainjobs",
     singular="trainjob",
-    namespaced=True,
+    # kubetrain's children of a TrainJob carry this operator-name (upstream's Trainer
+    # labels its children through JobSet instead; kubetrain adds JobSet's labels too).
+    operator_name="trainjob-controller",
+    replica_specs_field="",
+    replica_types=(),
+    main_container="node",
 )
-TRAINING_RUNTIME = TrainerKindInfo(
+TRAINING_RUNTIME = KindInfo(
     kind="TrainingRuntime",
+    short="trainingruntime",
     group=TRAINER_GROUP,
     version=TRAINER_VERSION,
     plural="trainingruntimes",
     singular="trainingruntime",
-    namespaced=True,
+    operator_name="",
+    replica_specs_field="",
+    replica_types=(),
 )
-CLUSTER_TRAINING_RUNTIME = TrainerKindInfo(
+CLUSTER_TRAINING_RUNTIME = KindInfo(
     kind="ClusterTrainingRuntime",
+    short="clustertrainingruntime",
     group=TRAINER_GROUP,
     version=TRAINER_VERSION,
     plural="clustertrainingruntimes",
     singular="clustertrainingruntime",
+    operator_name="",
+    replica_specs_field="",
+    replica_types=(),
     namespaced=False,
 )
 #: The Trainer kinds by name, in the order kubetrain lists them (served by their own CRDs;
@@ -174,3 +158,22 @@ TRAINER_KIND_INFOS: Mapping[str, TrainerKindInfo] = {
     k.kind: k for k in (TRAINJOB, TRAINING_RUNTIME, CLUSTER_TRAINING_RUNTIME)
 }
 TRAINER_KINDS: tuple[str, ...] = tuple(TRAINER_KIND_INFOS)
+
+
+#: Every kind the operator reconciles: the v1 job kinds and the TrainJob.
+OPERATOR_KINDS: Mapping[str, KindInfo] = {**KINDS, TRAINJOB.kind: TRAINJOB}
+
+
+def kind_info(kind: str) -> KindInfo:
+    """The row of a kind the operator reconciles; ValueError naming the kinds that exist."""
+    try:
+        return OPERATOR_KINDS[kind]
+    except KeyError:
+        raise ValueError(
+            f"kind {kind!r} is not served: expected one of {', '.join(OPERATOR_KINDS)}"
+        ) from None
+
+
+def by_operator_name(value: str) -> KindInfo | None:
+    """The kind whose children carry ``operator-name: value``."""
+    return next((k for k in OPERATOR_KINDS.values() if k.operator_name == value), None)

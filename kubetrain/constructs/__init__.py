@@ -18,6 +18,7 @@ from kubetrain.constructs.operator import TrainingOperator, TrainingOperatorProp
 from kubetrain.constructs.preflight import NcclPreflight, NcclPreflightProps
 from kubetrain.constructs.pytorch_job import PyTorchJob, PyTorchJobProps
 from kubetrain.constructs.tf_job import TFJob, TFJobProps
+from kubetrain.constructs.trainer_access import TrainerUserAccess, TrainerUserAccessProps
 from kubetrain.constructs.types import Image, Quantity, Resources
 
 __all__ = [
@@ -44,6 +45,8 @@ __all__ = [
     "TFJob",
     "TFJobProps",
     "Taint",
+    "TrainerUserAccess",
+    "TrainerUserAccessProps",
     "TrainingOperator",
     "TrainingOperatorProps",
 ]

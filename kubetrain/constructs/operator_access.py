@@ -7,7 +7,12 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kubetrain.constructs.objects import api_object
-from kubetrain.controller.rbac import PolicyRule, leader_election_rules, operator_rules
+from kubetrain.controller.rbac import (
+    PolicyRule,
+    cluster_rules,
+    leader_election_rules,
+    operator_rules,
+)
 
 if TYPE_CHECKING:
     from kubetrain.constructs.operator import TrainingOperator
@@ -53,19 +58,29 @@ def add_rbac(op: TrainingOperator) -> None:
     """The operator's ClusterRole and binding (or a Role and binding per watched
     namespace) from ``operator_rules``, and the Lease role with leader election."""
     rules = operator_rules(op.config)
+    cluster = cluster_rules(op.config)
     name = op.props.name
     if op.config.cluster_wide:
         _grant(
             op,
             ("ClusterRole", "ClusterRoleBinding"),
             "ClusterRole",
-            rules,
+            rules + cluster,
             name=name,
             namespace=None,
         )
     else:
         for ns in op.config.namespaces:
             _grant(op, (f"Role-{ns}", f"RoleBinding-{ns}"), "Role", rules, name=name, namespace=ns)
+        if cluster:
+            _grant(
+                op,
+                ("ClusterRole", "ClusterRoleBinding"),
+                "ClusterRole",
+                cluster,
+                name=name,
+                namespace=None,
+            )
     if op.config.leader_elect:
         _grant(
             op,

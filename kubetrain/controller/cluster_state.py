@@ -8,19 +8,16 @@ This is the only place the reconciler's small interfaces (``JobCache``,
 from __future__ import annotations
 
 import logging
-import queue
-import secrets
 import threading
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
 from kubetrain.api import keys as K
-from kubetrain.api.kinds import by_operator_name, kind_info
-from kubetrain.controller import reasons as R
-from kubetrain.controller.conditions import format_time
+from kubetrain.api.kinds import TRAINJOB, by_operator_name, kind_info
 from kubetrain.controller.decisions import ChildRef, Event
 from kubetrain.controller.errors import ApiError, ChildConflict, Deposed
+from kubetrain.controller.events import EventRecorder
 from kubetrain.controller.informer import (
     Informer,
     trim_batch_job,
@@ -32,10 +29,11 @@ from kubetrain.controller.kube import (
     CHILD_RESOURCES,
     JOB_RESOURCES,
     KubeApi,
-    TokenBucket,
 )
 from kubetrain.controller.ownership import Holder, holder
 from kubetrain.controller.plugins.base import Observed
+from kubetrain.controller.plugins.trainjob_plugin import runtime_ref
+from kubetrain.controller.runtimes import RuntimeCache, RuntimeKey
 
 log = logging.getLogger("kubetrain.operator")
 
@@ -106,6 +104,16 @@ class KubeCluster:
         self.child_informers: dict[tuple[str, str | None], Informer] = {}
         watched = sorted({c for k in kinds for c in self.child_kinds[k]})
         selector = K.operator_name_selector(kinds)
+        #: The runtimes TrainJobs reference (only when the operator serves TrainJobs).
+        self.runtimes: RuntimeCache | None = None
+        if TRAINJOB.kind in kinds:
+            self.runtimes = RuntimeCache(
+                api,
+                scopes,
+                users=self.runtime_users,
+                on_change=self._on_runtime,
+                field_selector=fields,
+            )
         for scope in scopes:
             for kind in kinds:
                 self.job_informers[(kind, scope)] = Informer(
@@ -115,6 +123,7 @@ class KubeCluster:
                     field_selector=fields,
                     transform=trim_training_job,
                     handler=lambda _t, obj, k=kind: self._on_job(k, obj),  # type: ignore[misc]
+                    index=runtime_ref if kind == TRAINJOB.kind else None,
                 )
             for child in watched:
                 self.child_informers[(child, scope)] = Informer(
@@ -129,27 +138,31 @@ class KubeCluster:
                     echo_handler=self._on_child_echo,
                     index=child_index,
                 )
-        self._events: queue.Queue[tuple[dict[str, Any], Event] | None] = queue.Queue(maxsize=10000)
-        #: Events have their own budget, below the API client's: a job's per-pod Events
-        #: wait their turn instead of taking the reconciles' requests.
-        self._event_limiter = TokenBucket(event_qps, max(1, int(event_qps * 10)))
-        self._event_thread: threading.Thread | None = None
+        self.events = EventRecorder(api, identity, may_write, event_qps)
 
     # -- lifecycle -----------------------------------------------------------------------
 
+    def _runtime_informers(self) -> list[Informer]:
+        return list(self.runtimes.informers.values()) if self.runtimes is not None else []
+
     def informers(self) -> list[Informer]:
         """Every informer, jobs first."""
-        return [*self.job_informers.values(), *self.child_informers.values()]
+        return [
+            *self.job_informers.values(),
+            *self.child_informers.values(),
+            *self._runtime_informers(),
+        ]
 
     def start(self) -> None:
         """Start the informers and the Event sender."""
-        # Children first, so a job's first reconcile sees the children that exist.
-        for informer in [*self.child_informers.values(), *self.job_informers.values()]:
+        # Children and runtimes first, so a job's first reconcile sees what exists.
+        for informer in [
+            *self.child_informers.values(),
+            *self._runtime_informers(),
+            *self.job_informers.values(),
+        ]:
             informer.start()
-        self._event_thread = threading.Thread(
-            target=self._send_events, name="event-recorder", daemon=True
-        )
-        self._event_thread.start()
+        self.events.start()
 
     def wait_synced(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for every informer's first list."""
@@ -163,11 +176,9 @@ class KubeCluster:
         """Stop the informers and flush the queued Events."""
         for informer in self.informers():
             informer.stop()
-        self._events.put(None)
         for informer in self.informers():
             informer.join(timeout=2)
-        if self._event_thread is not None:
-            self._event_thread.join(timeout=5)
+        self.events.stop()
 
     def job_keys(self) -> list[JobKey]:
         """The keys of every cached job."""
@@ -183,6 +194,39 @@ class KubeCluster:
     def _on_job(self, kind: str, obj: Mapping[str, Any]) -> None:
         meta = obj.get("metadata") or {}
         self._enqueue((kind, str(meta.get("namespace")), str(meta.get("name"))))
+        if kind == TRAINJOB.kind:
+            ref = runtime_ref(obj)
+            if ref is not None:
+                self._enqueue(ref)  # its runtime's in-use finalizer follows its users
+
+    def _on_runtime(self, key: RuntimeKey) -> None:
+        self._enqueue(key)
+        for raw in self.runtime_users(key):
+            meta = raw.get("metadata") or {}
+            self._enqueue((TRAINJOB.kind, str(meta.get("namespace")), str(meta.get("name"))))
+
+    def runtime_users(self, key: RuntimeKey) -> list[Mapping[str, Any]]:
+        """The cached TrainJobs that name runtime ``key`` (those being deleted aside)."""
+        out: list[Mapping[str, Any]] = []
+        for (kind, _scope), informer in self.job_informers.items():
+            if kind != TRAINJOB.kind:
+                continue
+            out += [
+                o
+                for o in informer.by_index(key)
+                if not (o.get("metadata") or {}).get("deletionTimestamp")
+            ]
+        return out
+
+    def runtime(self, key: RuntimeKey) -> dict[str, Any] | None:
+        """The cached runtime ``key``."""
+        return self.runtimes.get(key) if self.runtimes is not None else None
+
+    def set_runtime_in_use(self, key: RuntimeKey, runtime: Mapping[str, Any], in_use: bool) -> None:
+        """Add or remove runtime ``key``'s in-use finalizer."""
+        self._fence()
+        if self.runtimes is not None:
+            self.runtimes.set_in_use(key, runtime, in_use)
 
     def _on_child(self, _type: str, obj: Mapping[str, Any]) -> None:
         key = child_index(obj)
@@ -244,12 +288,14 @@ class KubeCluster:
             for name, pod in found["Pod"].items()
             if _controller_uid(pod) == uid or _controller_uid(pod) in job_uids
         }
+        raw = self.job(key) if kind == TRAINJOB.kind else None
         return Observed(
             pods=pods,
             services=found.get("Service", {}),
             config_maps=found.get("ConfigMap", {}),
             batch_jobs=found.get("Job", {}),
             now=now,
+            runtime=self.runtimes.for_trainjob(raw) if raw and self.runtimes else None,
         )
 
     # -- ClusterWriter -------------------------------------------------------------------
@@ -368,55 +414,5 @@ class KubeCluster:
         self.api.delete(JOB_RESOURCES[kind], namespace, name, uid=uid)
 
     def emit_event(self, raw: Mapping[str, Any], event: Event) -> None:
-        """Queue an Event (sent by a background thread; dropped when the queue is full)."""
-        try:
-            self._events.put_nowait((dict(raw), event))
-        except queue.Full:
-            log.warning("event queue full, dropping event", extra={"reason": event.reason})
-
-    def _send_events(self) -> None:
-        while True:
-            item = self._events.get()
-            if item is None:
-                return
-            raw, event = item
-            self._event_limiter.acquire()
-            if not self._may_write():
-                continue  # a deposed leader records nothing
-            try:
-                self.api.create(self._event_object(raw, event))
-            except ApiError as err:
-                if err.status == 409 and event.name:
-                    continue  # a once-only Event, recorded before
-                log.warning("could not record event", extra={"error": str(err)})
-
-    def _event_object(self, raw: Mapping[str, Any], event: Event) -> dict[str, Any]:
-        meta = raw.get("metadata") or {}
-        now = format_time(datetime.now().astimezone())
-        namespace = str(meta.get("namespace") or "default")
-        return {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {
-                # A named Event is recorded once per job, even across restarts.
-                "name": f"{meta.get('name')}.{event.name or secrets.token_hex(8)}",
-                "namespace": namespace,
-            },
-            "involvedObject": {
-                "apiVersion": raw.get("apiVersion"),
-                "kind": raw.get("kind"),
-                "name": meta.get("name"),
-                "namespace": namespace,
-                "uid": meta.get("uid"),
-                "resourceVersion": meta.get("resourceVersion"),
-            },
-            "reason": event.reason,
-            "message": R.truncate(event.message),
-            "type": event.type,
-            "source": {"component": "kubetrain-operator"},
-            "reportingComponent": K.MANAGED_BY_KUBETRAIN,
-            "reportingInstance": self.identity,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
+        """Record an Event about ``raw`` (queued; see :class:`EventRecorder`)."""
+        self.events.emit(raw, event)

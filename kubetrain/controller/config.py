@@ -10,9 +10,10 @@ import re
 from dataclasses import dataclass, fields
 from enum import StrEnum
 
-from kubetrain.api.kinds import JOB_KINDS as KINDS_SERVED
+from kubetrain.api.kinds import OPERATOR_KINDS
 
-JOB_KINDS = KINDS_SERVED
+#: The kinds the operator can reconcile: the Kubeflow v1 jobs and Trainer v2's TrainJob.
+JOB_KINDS = tuple(OPERATOR_KINDS)
 #: Namespaces a cluster-wide operator leaves alone unless told otherwise: no training job
 #: belongs there, and the operator must never write into them.
 SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
@@ -35,7 +36,8 @@ class OperatorConfig:
     """
 
     kinds: tuple[str, ...] = JOB_KINDS
-    """Job kinds to reconcile (and to request RBAC for). Default: all three."""
+    """Job kinds to reconcile (and to request RBAC for): PyTorchJob, TFJob, MPIJob,
+    TrainJob. Default: all four."""
     namespaces: tuple[str, ...] = ()
     """Namespaces to watch. Default: empty, meaning every namespace (ClusterRole)."""
     exclude_namespaces: tuple[str, ...] = SYSTEM_NAMESPACES

@@ -15,7 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from kubetrain.api.common import ConditionStatus, ConditionType
-from kubetrain.api.loader import Job
+from kubetrain.api.common import JobBase as Job
 from kubetrain.controller import podstate
 from kubetrain.controller.plugins.base import Outcome
 

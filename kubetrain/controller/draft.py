@@ -7,9 +7,8 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Mapping
+from datetime import datetime
 from typing import Any
-
-from pydantic import ValidationError
 
 from kubetrain.api.common import (
     ConditionStatus,
@@ -19,9 +18,7 @@ from kubetrain.api.common import (
     ReplicaStatus,
     RunPolicy,
 )
-from kubetrain.api.defaults import apply_defaults
-from kubetrain.api.errors import FieldError, JobValidationError
-from kubetrain.api.loader import Job, load_job
+from kubetrain.api.common import JobBase as Job
 from kubetrain.controller import conditions as C
 from kubetrain.controller import reasons as R
 from kubetrain.controller.decisions import (
@@ -38,31 +35,6 @@ from kubetrain.controller.policies.restart import RestartVerdict
 from kubetrain.controller.policies.startup import Gate
 
 
-def parse_status(raw: Mapping[str, Any]) -> JobStatus:
-    """The job's current status; an unreadable one counts as empty."""
-    try:
-        return JobStatus.model_validate(raw.get("status") or {})
-    except ValidationError:
-        return JobStatus()
-
-
-def parse_job(
-    raw: Mapping[str, Any], plugin: JobPlugin
-) -> tuple[Job | None, Job | None, list[FieldError]]:
-    """The job as written and defaulted, or the problems that make it invalid."""
-    body = {k: v for k, v in raw.items() if k != "status"}
-    meta = dict(body.get("metadata") or {})
-    meta.pop("managedFields", None)
-    body["metadata"] = meta
-    try:
-        declared = load_job(body)
-        job = apply_defaults(declared)
-    except JobValidationError as err:
-        return None, None, list(err.errors)
-    errors = plugin.validate(job)
-    return (None, None, errors) if errors else (job, declared, [])
-
-
 def with_restarts(
     statuses: Mapping[str, ReplicaStatus], restarts: Mapping[str, int]
 ) -> dict[str, ReplicaStatus]:
@@ -74,11 +46,29 @@ def with_restarts(
     return out
 
 
-def comparable(status: JobStatus) -> dict[str, Any]:
-    """A status without lastReconcileTime (what decides whether it changed)."""
-    wire = status.to_wire()
-    wire.pop("lastReconcileTime", None)
-    return wire
+def comparable(wire: Mapping[str, Any]) -> dict[str, Any]:
+    """A wire status without lastReconcileTime (what decides whether it changed)."""
+    out = dict(wire)
+    out.pop("lastReconcileTime", None)
+    return out
+
+
+def status_wire(
+    raw: Mapping[str, Any],
+    plugin: JobPlugin,
+    job: Job | None,
+    new: JobStatus,
+    observed: Observed,
+    now: datetime,
+) -> dict[str, Any] | None:
+    """The wire status to write for ``new``, or None when it says what the job's current
+    status says (lastReconcileTime aside)."""
+    codec = plugin.status_codec
+    wire = codec.write(job, new, observed)
+    if comparable(wire) == comparable(codec.normalized(raw.get("status"))):
+        return None
+    stamped = new.model_copy(update={"last_reconcile_time": C.format_time(now)})
+    return codec.write(job, stamped, observed)
 
 
 class Draft:
@@ -92,11 +82,13 @@ class Draft:
         self.ctx = ctx
         self.kind = plugin.kind
         self.name = str((raw.get("metadata") or {}).get("name", ""))
-        self.current = parse_status(raw)
+        self.current = plugin.status_codec.read(raw.get("status"))
         self.conditions: list[JobCondition] = list(self.current.conditions or [])
         self.status = self.current.model_copy()
         #: The defaulted job, and the job as written (what the user chose explicitly).
-        self.job, self.declared, self.errors = parse_job(raw, plugin)
+        self.loaded = plugin.load(raw, observed)
+        self.job, self.declared = self.loaded.job, self.loaded.declared
+        self.errors = list(self.loaded.errors)
         # The job's generated Secret is known from its status, not from a cache.
         secret = self.current.ssh_auth_secret_name
         self.observed = dataclasses.replace(
@@ -131,7 +123,7 @@ class Draft:
 
     @property
     def run_policy(self) -> RunPolicy | None:
-        return self.job.spec.run_policy if self.job is not None else None
+        return self.job.run_policy if self.job is not None else None
 
     def has(self, kind: ConditionType) -> bool:
         """Whether condition ``kind`` is True in the conditions drafted so far."""
@@ -241,7 +233,7 @@ class Draft:
     def done(self) -> Plan:
         """The plan, with the status only when it changed (lastReconcileTime aside)."""
         new = self.status.model_copy(update={"conditions": self.conditions or None})
-        if comparable(new) != comparable(self.current):
-            new = new.model_copy(update={"last_reconcile_time": C.format_time(self.ctx.now)})
-            self.plan.status = new.to_wire()
+        self.plan.status = status_wire(
+            self.raw, self.plugin, self.job, new, self.observed, self.ctx.now
+        )
         return self.plan

@@ -31,7 +31,7 @@ import urllib3
 from kubernetes import client
 
 from kubetrain import __version__
-from kubetrain.api.kinds import KINDS
+from kubetrain.api.kinds import CLUSTER_TRAINING_RUNTIME, OPERATOR_KINDS, TRAINING_RUNTIME
 from kubetrain.controller.credentials import auth_headers, credential_loader
 from kubetrain.controller.errors import ApiError
 
@@ -80,7 +80,13 @@ EVENTS = Resource("", "v1", "events", "Event")
 BATCH_JOBS = Resource("batch", "v1", "jobs", "Job")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 JOB_RESOURCES: Mapping[str, Resource] = {
-    kind: Resource(info.group, info.version, info.plural, kind) for kind, info in KINDS.items()
+    kind: Resource(info.group, info.version, info.plural, kind)
+    for kind, info in OPERATOR_KINDS.items()
+}
+#: The runtimes TrainJobs reference (a ClusterTrainingRuntime is cluster-scoped).
+RUNTIME_RESOURCES: Mapping[str, Resource] = {
+    info.kind: Resource(info.group, info.version, info.plural, info.kind, info.namespaced)
+    for info in (TRAINING_RUNTIME, CLUSTER_TRAINING_RUNTIME)
 }
 CHILD_RESOURCES: Mapping[str, Resource] = {
     r.kind: r for r in (PODS, SERVICES, CONFIG_MAPS, SECRETS, BATCH_JOBS)
@@ -90,7 +96,7 @@ CHILD_RESOURCES: Mapping[str, Resource] = {
 def resource_of(obj: Mapping[str, Any]) -> Resource:
     """The resource of an object by its kind (jobs, children, events, leases)."""
     kind = obj.get("kind")
-    for table in (JOB_RESOURCES, CHILD_RESOURCES):
+    for table in (JOB_RESOURCES, CHILD_RESOURCES, RUNTIME_RESOURCES):
         if kind in table:
             return table[str(kind)]
     for res in (EVENTS, LEASES):

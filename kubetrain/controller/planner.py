@@ -19,7 +19,7 @@ from kubetrain.api.common import ConditionStatus, ConditionType, JobStatus
 from kubetrain.controller import conditions as C
 from kubetrain.controller import desired
 from kubetrain.controller.decisions import Context, Decision, Event, Plan
-from kubetrain.controller.draft import Draft, comparable, parse_status
+from kubetrain.controller.draft import Draft, status_wire
 from kubetrain.controller.plugins.base import JobPlugin, Observed, Outcome
 from kubetrain.controller.policies import (
     cleanup,
@@ -71,28 +71,37 @@ def plan_failure(
     return draft.done()
 
 
-def _status_of(raw: Mapping[str, Any], plan: Plan) -> JobStatus:
+def _status_of(raw: Mapping[str, Any], plugin: JobPlugin, plan: Plan) -> JobStatus:
     """The status a plan writes, or the job's current one when it writes none."""
-    if plan.status is not None:
-        return JobStatus.model_validate(plan.status)
-    return parse_status(raw)
+    wire = plan.status if plan.status is not None else raw.get("status")
+    return plugin.status_codec.read(wire)
 
 
-def _with_status(raw: Mapping[str, Any], plan: Plan, new: JobStatus, ctx: Context) -> Plan:
-    current = parse_status(raw)
-    if comparable(new) != comparable(current):
-        new = new.model_copy(update={"last_reconcile_time": C.format_time(ctx.now)})
-        plan.status = new.to_wire()
+def _with_status(
+    raw: Mapping[str, Any],
+    plugin: JobPlugin,
+    observed: Observed,
+    plan: Plan,
+    new: JobStatus,
+    ctx: Context,
+) -> Plan:
+    plan.status = status_wire(raw, plugin, plan.job, new, observed, ctx.now)
     return plan
 
 
 def with_blocked_child(
-    raw: Mapping[str, Any], plan: Plan, ctx: Context, reason: str, message: str
+    raw: Mapping[str, Any],
+    plugin: JobPlugin,
+    observed: Observed,
+    plan: Plan,
+    ctx: Context,
+    reason: str,
+    message: str,
 ) -> Plan:
     """``plan`` after its child writes failed for a reason the job must show: the job's
     current state (Created, Running or Restarting) takes ``reason`` and ``message``, and
     a Warning Event says the same. Deletions, other Events and counters stand."""
-    status = _status_of(raw, plan)
+    status = _status_of(raw, plugin, plan)
     conditions = list(status.conditions or [])
     live = (ConditionType.CREATED, ConditionType.RUNNING, ConditionType.RESTARTING)
     current = next(
@@ -101,18 +110,25 @@ def with_blocked_child(
     )
     kind = current.type if current is not None else ConditionType.CREATED
     conditions = C.set_condition(conditions, kind, ConditionStatus.TRUE, reason, message, ctx.now)
-    plan = _with_status(raw, plan, status.model_copy(update={"conditions": conditions}), ctx)
+    plan = _with_status(
+        raw, plugin, observed, plan, status.model_copy(update={"conditions": conditions}), ctx
+    )
     plan.apply, plan.create, plan.generate = [], [], []
     plan.events.append(Event("Warning", reason, message, key=f"blocked/{message}"))
     return plan
 
 
 def record_generated(
-    raw: Mapping[str, Any], plan: Plan, ctx: Context, named: Mapping[str, str]
+    raw: Mapping[str, Any],
+    plugin: JobPlugin,
+    observed: Observed,
+    plan: Plan,
+    ctx: Context,
+    named: Mapping[str, str],
 ) -> Plan:
     """``plan`` with the names of the children created under generated names written
     into the status fields that record them."""
-    status = _status_of(raw, plan)
+    status = _status_of(raw, plugin, plan)
     wire = status.to_wire()
     wire.update(named)
-    return _with_status(raw, plan, JobStatus.model_validate(wire), ctx)
+    return _with_status(raw, plugin, observed, plan, JobStatus.model_validate(wire), ctx)

@@ -19,14 +19,14 @@ from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
 from kubetrain.api import keys as K
 from kubetrain.api.common import ConditionType
 from kubetrain.api.kinds import kind_info
 from kubetrain.controller import child_events, planner
 from kubetrain.controller import reasons as R
-from kubetrain.controller.decisions import ChildRef, Context, Event, Plan
+from kubetrain.controller.decisions import Context, Event, Plan
 from kubetrain.controller.errors import (
     ApiError,
     ChildConflict,
@@ -38,64 +38,10 @@ from kubetrain.controller.errors import (
 from kubetrain.controller.metrics import Metrics
 from kubetrain.controller.plugins.base import JobPlugin, Observed, Outcome
 from kubetrain.controller.policies import managed_by
+from kubetrain.controller.ports import ClusterWriter, JobCache, JobKey
+from kubetrain.controller.runtimes import RUNTIME_KINDS, guard_runtime
 
 log = logging.getLogger("kubetrain.reconciler")
-
-JobKey = tuple[str, str, str]
-
-
-class JobCache(Protocol):
-    """Reads: a job and its children, from the informer caches."""
-
-    def job(self, key: JobKey) -> dict[str, Any] | None:
-        """The job as last seen (None when it is gone)."""
-        ...
-
-    def observed(self, key: JobKey, uid: str, now: datetime) -> Observed:
-        """The job's children, as last seen, at time ``now``."""
-        ...
-
-    def set_awaited(self, key: JobKey, refs: frozenset[tuple[str, str]]) -> None:
-        """The children (kind, name) the job's startup gate waits for: any event about
-        one of them, even the echo of our own write, must wake the job."""
-        ...
-
-
-class ClusterWriter(Protocol):
-    """Writes: each raises ``ApiError`` on failure."""
-
-    def apply(self, obj: dict[str, Any]) -> None:
-        """Server-side apply a child (create it or update the fields kubetrain owns)."""
-        ...
-
-    def create(self, obj: dict[str, Any]) -> None:
-        """Create a child (POST). A taken name is fine only when the existing object is
-        controlled by this job; otherwise raise ``ChildConflict`` and leave it alone."""
-        ...
-
-    def create_generated(self, obj: dict[str, Any]) -> str:
-        """Create a child under ``metadata.generateName``; the name it was given."""
-        ...
-
-    def delete(self, namespace: str, ref: ChildRef) -> None:
-        """Delete a child, only if it still has ``ref.uid``."""
-        ...
-
-    def ungate(self, namespace: str, ref: ChildRef, gate: str) -> None:
-        """Remove scheduling gate ``gate`` from pod ``ref`` (if it still has it)."""
-        ...
-
-    def write_status(self, key: JobKey, raw: Mapping[str, Any], status: dict[str, Any]) -> None:
-        """Write the job's status (a stale resourceVersion raises a conflict)."""
-        ...
-
-    def delete_job(self, key: JobKey, uid: str) -> None:
-        """Delete the job itself (TTL), only if it still has ``uid``."""
-        ...
-
-    def emit_event(self, raw: Mapping[str, Any], event: Event) -> None:
-        """Record an Event about the job (best effort)."""
-        ...
 
 
 @dataclass
@@ -202,8 +148,20 @@ class Reconciler:
                 time.perf_counter() - started
             )
 
+    def _reconcile_runtime(self, key: JobKey) -> Result:
+        """A runtime's in-use finalizer follows the TrainJobs that name it."""
+        runtime = self.cache.runtime(key)
+        if runtime is None:
+            self.forget(key)
+            return Result()
+        memory = self.memory(key, str((runtime.get("metadata") or {}).get("uid") or ""))
+        guard_runtime(key, runtime, self.cache.runtime_users(key), self.writer, memory)
+        return Result()
+
     def _reconcile(self, key: JobKey) -> Result:
         kind, _namespace, _name = key
+        if kind in RUNTIME_KINDS:
+            return self._reconcile_runtime(key)
         raw = self.cache.job(key)
         if raw is None:
             self.forget(key)
@@ -238,7 +196,7 @@ class Reconciler:
             memory.refusals = 0
             plan.events.extend(child_events.created(plan.create))
             if named:
-                plan = planner.record_generated(raw, plan, ctx, named)
+                plan = planner.record_generated(raw, plugin, observed, plan, ctx, named)
             for pod in plan.ungate:
                 self.writer.ungate(key[1], pod, K.STARTUP_GATE)
         exits, memory.exited = child_events.exited(
@@ -284,7 +242,9 @@ class Reconciler:
         c = conflict
         if c.predecessor:
             message = R.waiting_for_predecessor(c.kind, c.namespace, c.name, c.holder)
-            blocked = planner.with_blocked_child(raw, plan, ctx, R.CHILD_NAME_CONFLICT, message)
+            blocked = planner.with_blocked_child(
+                raw, plugin, observed, plan, ctx, R.CHILD_NAME_CONFLICT, message
+            )
             blocked.requeue_after = 2.0
             return blocked
         message = R.child_name_conflict(c.kind, c.namespace, c.name, c.holder)
@@ -324,7 +284,9 @@ class Reconciler:
         if refusal is RefusalKind.POLICY and memory.refusals >= self.refusal_limit:
             failed = Outcome(ConditionType.FAILED, R.CHILD_REFUSED, message)
             return planner.plan_failure(raw, plugin, observed, ctx, failed)
-        blocked = planner.with_blocked_child(raw, plan, ctx, R.CHILD_REFUSED, message)
+        blocked = planner.with_blocked_child(
+            raw, plugin, observed, plan, ctx, R.CHILD_REFUSED, message
+        )
         blocked.requeue_after = min(self.refusal_backoff_seconds * 2 ** (memory.refusals - 1), 60.0)
         return blocked
 

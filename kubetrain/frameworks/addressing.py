@@ -48,6 +48,12 @@ def replica_name(job_name: str, replica_type: str, index: int) -> str:
     return f"{job_name}-{replica_type.lower()}-{index}"
 
 
+def trainjob_pod_name(job_name: str, replicated_job: str, index: int) -> str:
+    """``<trainjob>-<replicated job>-0-<index>``: a TrainJob pod's name and host name (what
+    JobSet names the pod's host, its one Job being index 0)."""
+    return f"{job_name}-{replicated_job}-0-{index}"
+
+
 class Addressing(Protocol):
     """Resolves replicas to the host names and ports their peers use to reach them."""
 
@@ -66,6 +72,11 @@ class Addressing(Protocol):
     def mpi_host(self, hostname: str, *, job_name: str, namespace: str) -> str:
         """An MPIJob pod's host as written in the hostfile and ``discover_hosts.sh``,
         given the pod's ``hostname`` (``<job>-worker-<i>``, or ``<job>-launcher``)."""
+        ...
+
+    def trainjob_host(self, job_name: str, replicated_job: str, index: int) -> str:
+        """The host of a TrainJob pod (``<pod>.<trainjob>``: its host name under the
+        TrainJob's headless Service, completed by the pod's DNS search path)."""
         ...
 
     @property
@@ -101,6 +112,9 @@ class ClusterAddressing:
         # Pods are reached through the job's headless Service (hostname + subdomain).
         return f"{hostname}.{job_name}.{namespace}.svc{self._suffix()}"
 
+    def trainjob_host(self, job_name: str, replicated_job: str, index: int) -> str:
+        return f"{trainjob_pod_name(job_name, replicated_job, index)}.{job_name}"
+
     def dns_search(self, job_name: str, namespace: str) -> str:
         """The search domain MPI workers get so that Hydra proxies (Intel MPI, MPICH)
         reach the launcher by its bare host name (``cluster.local`` when no domain is
@@ -131,3 +145,6 @@ class LocalAddressing:
 
     def mpi_host(self, hostname: str, *, job_name: str, namespace: str) -> str:
         return self.mpi_local_host
+
+    def trainjob_host(self, job_name: str, replicated_job: str, index: int) -> str:
+        return self.host

@@ -31,12 +31,14 @@ Done = Callable[[str, int], bool]
 @dataclass(frozen=True)
 class StartAfter:
     """The replicas of ``waiting`` start only once every replica in ``needed`` (type,
-    index) is Ready and reachable. The labels say it in words for messages."""
+    index) is Ready and reachable (``until="Complete"``: has succeeded, e.g. a TrainJob's
+    initializers). The labels say it in words for messages."""
 
     waiting: tuple[str, ...]
     needed: tuple[tuple[str, int], ...]
     waiting_label: str
     needed_label: str
+    until: str = "Ready"
 
 
 class Framework(Protocol):

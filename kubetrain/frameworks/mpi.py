@@ -21,9 +21,19 @@ from typing import Any
 from kubetrain.api.common import JobBase
 from kubetrain.api.kinds import MPI, KindInfo
 from kubetrain.api.mpi import MPIImplementation, MPIJob, MPIReplicaType
-from kubetrain.frameworks.addressing import Addressing, EnvVar, env_var, replica_name
+from kubetrain.api.trainer.resolve import LAUNCHER as TRAINJOB_LAUNCHER
+from kubetrain.api.trainer.resolve import NODE_JOB as TRAINJOB_NODE
+from kubetrain.api.trainer.resolve import ResolvedTrainJob
+from kubetrain.frameworks.addressing import (
+    Addressing,
+    EnvVar,
+    env_var,
+    replica_name,
+    trainjob_pod_name,
+)
 from kubetrain.frameworks.base import Done, StartAfter
 from kubetrain.frameworks.replicas import replicas_of
+from kubetrain.frameworks.trainjob_nodes import gpus_per_node
 
 LAUNCHER = MPIReplicaType.LAUNCHER.value
 WORKER = MPIReplicaType.WORKER.value
@@ -137,6 +147,48 @@ def replica_env(job: MPIJob, replica_type: str, index: int, addressing: Addressi
         f"replica type {replica_type!r} is not an MPIJob replica type: expected "
         f"{LAUNCHER!r} or {WORKER!r}"
     )
+
+
+# -- TrainJob (Kubeflow Trainer v2's MPI policy: OpenMPI only) --------------------------------
+
+
+def trainjob_slots(job: ResolvedTrainJob) -> int:
+    """Slots per node: ``spec.trainer.numProcPerNode``, else the runtime's
+    ``mpi.numProcPerNode``; a runtime value of 1 on multi-GPU nodes means one per GPU."""
+    if job.spec.num_proc_per_node is not None:
+        return job.spec.num_proc_per_node
+    runtime = (job.spec.mpi.num_proc_per_node if job.spec.mpi is not None else None) or 1
+    gpus = gpus_per_node(job)
+    return gpus if runtime == 1 and gpus > 1 else runtime
+
+
+def trainjob_hostfile(job: ResolvedTrainJob, addressing: Addressing) -> str:
+    """The hostfile: the launcher first when it runs ranks, then every ``node`` pod."""
+    namespace = job.metadata.namespace or "default"
+    names = []
+    if job.spec.mpi is not None and job.spec.mpi.run_launcher_as_node:
+        names.append(trainjob_pod_name(job.name, TRAINJOB_LAUNCHER, 0))
+    names += [
+        trainjob_pod_name(job.name, TRAINJOB_NODE, i) for i in range(job.pods_of(TRAINJOB_NODE))
+    ]
+    slots = trainjob_slots(job)
+    counts: dict[str, int] = {}
+    for name in names:
+        host = addressing.mpi_host(name, job_name=job.name, namespace=namespace)
+        counts[host] = counts.get(host, 0) + slots
+    return "".join(f"{host} slots={count}\n" for host, count in counts.items())
+
+
+def trainjob_launcher_env(
+    job: ResolvedTrainJob, hostfile_path: str = HOSTFILE_PATH
+) -> list[EnvVar]:
+    """The launcher's OpenMPI variables (upstream v2.3.0's)."""
+    return [
+        env_var("OMPI_MCA_orte_default_hostfile", hostfile_path or HOSTFILE_PATH),
+        env_var("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
+        env_var("OMPI_MCA_orte_set_default_slots", trainjob_slots(job)),
+        env_var("OMPI_MCA_plm_rsh_args", SSH_ARGS),
+    ]
 
 
 class Mpi:

@@ -20,6 +20,8 @@ from kubetrain.api.common import JobBase
 from kubetrain.api.defaults import default_nproc_per_node
 from kubetrain.api.kinds import PYTORCH, KindInfo
 from kubetrain.api.pytorch import PyTorchJob, PyTorchReplicaType
+from kubetrain.api.trainer.resolve import RENDEZVOUS_PORT, ResolvedTrainJob
+from kubetrain.frameworks import trainjob_nodes
 from kubetrain.frameworks.addressing import (
     Addressing,
     EnvVar,
@@ -207,3 +209,44 @@ class PyTorch:
 
 
 FRAMEWORK = PyTorch()
+
+
+# -- TrainJob (Kubeflow Trainer v2's torch policy) ------------------------------------------
+
+
+def trainjob_nproc_per_node(job: ResolvedTrainJob) -> str:
+    """``PET_NPROC_PER_NODE`` of a torch TrainJob: ``spec.trainer.numProcPerNode``, else
+    ``auto`` on GPU nodes, else the node's whole CPUs (torchrun's ``auto`` would take
+    every CPU of the host, not the pod's share)."""
+    if job.spec.num_proc_per_node is not None:
+        return str(job.spec.num_proc_per_node)
+    if trainjob_nodes.gpus_per_node(job) > 0:
+        return "auto"
+    return str(trainjob_nodes.cpus_per_node(job))
+
+
+def trainjob_env(job: ResolvedTrainJob, index: int, addressing: Addressing) -> list[EnvVar]:
+    """torchrun's variables for node ``index`` of a torch TrainJob (upstream v2.3.0's)."""
+    master = ReplicaRef(
+        job_name=job.name,
+        namespace=job.metadata.namespace or "default",
+        replica_type=job.spec.trainer_job,
+        index=0,
+    )
+    return [
+        env_var("PET_NNODES", job.spec.num_nodes),
+        env_var("PET_NPROC_PER_NODE", trainjob_nproc_per_node(job)),
+        env_var("PET_NODE_RANK", index),
+        env_var("PET_MASTER_ADDR", trainjob_nodes.rank_zero(job, addressing)),
+        env_var("PET_MASTER_PORT", addressing.replica_port(master, RENDEZVOUS_PORT)),
+    ]
+
+
+def is_injection_target(job: ResolvedTrainJob, replicated_job: str, container: str) -> bool:
+    """Whether the runtime's ``torch.envInjection`` names this container."""
+    policy = job.spec.torch
+    injection = policy.env_injection if policy is not None else None
+    return any(
+        target.job_name == replicated_job and container in (target.container_names or [])
+        for target in (injection.targets if injection is not None else None) or []
+    )

@@ -12,12 +12,14 @@ from typing import Any
 import cdk8s
 import constructs
 
+from kubetrain.api.kinds import TRAINJOB
 from kubetrain.constructs.crds import KubeflowCrds, KubeflowCrdsProps
 from kubetrain.constructs.job_common import NodePoolLike
 from kubetrain.constructs.node_pool import GpuNodePool, GpuNodePoolProps
 from kubetrain.constructs.objects import construct_errors
 from kubetrain.constructs.operator import TrainingOperator, TrainingOperatorProps
 from kubetrain.constructs.samples import HorovodSample, PyTorchDdpSample, TensorFlowMwmsSample
+from kubetrain.constructs.trainer_access import TrainerUserAccess
 from kubetrain.gitops.stack import Samples
 
 
@@ -32,12 +34,15 @@ class CrdsChart(cdk8s.Chart):
 
 
 class OperatorChart(cdk8s.Chart):
-    """The TrainingOperator and its RBAC."""
+    """The TrainingOperator and its RBAC; with TrainJobs, the Kubeflow SDK users' roles
+    and the public ConfigMap the SDK reads."""
 
     def __init__(self, scope: constructs.Construct, id: str, props: TrainingOperatorProps) -> None:
         super().__init__(scope, id, disable_resource_name_hashes=True)
         with construct_errors(self, "Operator"):
             self.operator = TrainingOperator(self, "Operator", props)
+        if TRAINJOB.kind in self.operator.config.kinds:
+            TrainerUserAccess(self, "TrainerUserAccess")
 
 
 class GpuNodesChart(cdk8s.Chart):

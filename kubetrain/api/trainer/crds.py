@@ -37,7 +37,7 @@ from kubetrain.api.trainer.trainjob import TrainJob, TrainJobStatus
 #: the progress the operator writes in kubetrain's status fields.
 TRAINJOB_COLUMNS = [
     {"name": "Runtime", "type": "string", "jsonPath": ".spec.runtimeRef.name"},
-    {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"},
+    {"name": "State", "type": "string", "jsonPath": ".status.state"},
     {
         "name": "Ready",
         "type": "integer",

@@ -29,7 +29,7 @@ from kubetrain.api.base import (
     SchemaFormat,
     Time,
 )
-from kubetrain.api.common import ObjectMeta
+from kubetrain.api.common import JobCondition, ObjectMeta, ReplicaStatus
 from kubetrain.api.trainer.constants import DEFAULT_RUNTIME_API_GROUP, MANAGED_BY_VALUES
 from kubetrain.api.trainer.jobset import EmbeddedObjectMeta
 from kubetrain.api.trainer.runtime import DNS1123_SUBDOMAIN_PATTERN
@@ -305,6 +305,19 @@ class TrainerStatus(KubeModel):
     last_updated_time: Time
 
 
+class Bookkeeping(KubeModel):
+    """kubetrain's own record of the TrainJob's lifecycle, which the Kubeflow SDK never
+    reads: the conditions it would have as a v1 job (Created, Running, Restarting,
+    Succeeded, ...), the counts per replicated job with the restarts made, and the SSH
+    Secret's generated name (MPI)."""
+
+    conditions: Annotated[list[JobCondition], ListType("atomic"), Field(max_length=16)] | None = (
+        None
+    )
+    replica_statuses: dict[str, ReplicaStatus] | None = None
+    ssh_auth_secret_name: StrictStr | None = Field(default=None, max_length=253)
+
+
 class TrainJobStatus(KubeModel):
     """Written by the operator (status subresource)."""
 
@@ -339,6 +352,15 @@ class TrainJobStatus(KubeModel):
     )
     completion_time: Time | None = Field(
         default=None, description="kubetrain: when the TrainJob completed or failed."
+    )
+    state: StrictStr | None = Field(
+        default=None,
+        max_length=32,
+        description="kubetrain: Created, Running, Restarting, Suspended, Complete or Failed "
+        "(what kubectl shows; conditions stay empty until the end, for the SDK).",
+    )
+    kubetrain: Bookkeeping | None = Field(
+        default=None, description="kubetrain's lifecycle record (the SDK does not read it)."
     )
 
 

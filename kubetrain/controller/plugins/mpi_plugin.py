@@ -25,13 +25,13 @@ Success and failure come from the launcher Job's Complete and Failed conditions.
 
 from __future__ import annotations
 
-import base64
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from kubetrain.api import keys as K
 from kubetrain.api.base import LabelSelector
+from kubetrain.api.common import JobBase as Job
 from kubetrain.api.common import (
     JobStatus,
     ReplicaSpec,
@@ -39,7 +39,6 @@ from kubetrain.api.common import (
     RestartPolicy,
 )
 from kubetrain.api.errors import FieldError
-from kubetrain.api.loader import Job
 from kubetrain.api.mpi import (
     DEFAULT_SSH_AUTH_MOUNT_PATH,
     LauncherCreationPolicy,
@@ -47,10 +46,18 @@ from kubetrain.api.mpi import (
     MPIReplicaType,
 )
 from kubetrain.controller import podstate
-from kubetrain.controller.plugins import children
-from kubetrain.controller.plugins.base import Obj, Observed, Outcome, Replica, StartupRule
+from kubetrain.controller.plugins import children, v1
+from kubetrain.controller.plugins.base import (
+    Loaded,
+    Obj,
+    Observed,
+    Outcome,
+    Replica,
+    StartupRule,
+    StatusCodec,
+)
 from kubetrain.controller.policies import startup, success
-from kubetrain.controller.sshkeys import SshKeyPair, generate_ssh_keys
+from kubetrain.controller.sshkeys import SshKeyPair, generate_ssh_keys, ssh_secret
 from kubetrain.frameworks import ClusterAddressing, mpi, replica_name
 from kubetrain.frameworks.replicas import replicas_of
 
@@ -129,11 +136,9 @@ class MPIPlugin:
     #: Secrets are never watched, listed or read: the operator may only create them, and
     #: knows its own from the job's status.
     child_kinds: tuple[str, ...] = ("Pod", "Service", "ConfigMap", "Job")
-    #: Workers run sshd for the launcher's mpirun: once it is done they have nothing
-    #: left to finish.
-    serving_replica_types: tuple[str, ...] = (WORKER,)
     #: As upstream: the TTL removes the launcher Job; the MPIJob and its status stay.
-    keeps_job_after_ttl = True
+    ttl_deletes = "launcher"
+    status_codec: StatusCodec = v1.V1_STATUS
 
     def __init__(
         self,
@@ -144,6 +149,14 @@ class MPIPlugin:
         self.keygen = keygen
 
     # -- capabilities ----------------------------------------------------------------
+
+    def serving_replica_types(self, job: Job) -> tuple[str, ...]:
+        """Workers run sshd for the launcher's mpirun: once it is done they have nothing
+        left to finish."""
+        return (WORKER,)
+
+    def load(self, raw: Mapping[str, Any], observed: Observed) -> Loaded:
+        return v1.load(raw, self.validate)
 
     def validate(self, job: Job) -> list[FieldError]:
         typed = _typed(job)
@@ -278,24 +291,8 @@ class MPIPlugin:
         }
 
     def _secret(self, job: MPIJob) -> dict[str, Any]:
-        keys = self.keygen()
-
-        def b64(text: str) -> str:
-            return base64.b64encode(text.encode()).decode()
-
         meta = children.metadata(job, "", child_labels(job))
-        del meta["name"]
-        meta["generateName"] = secret_prefix(job)
-        return {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "type": "kubernetes.io/ssh-auth",
-            "metadata": meta,
-            "data": {
-                "ssh-privatekey": b64(keys.private_pem),
-                "ssh-publickey": b64(keys.public_openssh),
-            },
-        }
+        return ssh_secret(meta, secret_prefix(job), self.keygen())
 
     def _ssh_volume(self, job: MPIJob, secret: str) -> dict[str, Any]:
         path = job.spec.ssh_auth_mount_path or DEFAULT_SSH_AUTH_MOUNT_PATH

@@ -6,17 +6,24 @@ them into children and counts."""
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kubetrain.api import keys as K
 from kubetrain.api.base import LabelSelector
+from kubetrain.api.common import JobBase as Job
 from kubetrain.api.common import JobStatus, ReplicaSpec, ReplicaStatus, RestartPolicy
 from kubetrain.api.errors import FieldError
-from kubetrain.api.loader import Job
 from kubetrain.controller import podstate
-from kubetrain.controller.plugins import children
-from kubetrain.controller.plugins.base import Observed, Outcome, Replica, StartupRule
+from kubetrain.controller.plugins import children, v1
+from kubetrain.controller.plugins.base import (
+    Loaded,
+    Observed,
+    Outcome,
+    Replica,
+    StartupRule,
+    StatusCodec,
+)
 from kubetrain.controller.policies import startup, success
 from kubetrain.frameworks import ClusterAddressing, Framework, replica_name
 from kubetrain.frameworks.replicas import replicas_of
@@ -26,8 +33,8 @@ class ReplicatedPlugin:
     """Reconciles the jobs of one framework whose replicas each get a Pod and a Service."""
 
     child_kinds: tuple[str, ...] = ("Pod", "Service")
-    serving_replica_types: tuple[str, ...] = ()
-    keeps_job_after_ttl = False
+    ttl_deletes = "job"
+    status_codec: StatusCodec = v1.V1_STATUS
 
     def __init__(self, framework: Framework, addressing: ClusterAddressing | None = None) -> None:
         self.framework = framework
@@ -37,6 +44,12 @@ class ReplicatedPlugin:
     def _check(self, job: Job) -> None:
         if job.kind != self.kind:
             raise TypeError(f"the {self.kind} plugin got a {job.kind}")
+
+    def serving_replica_types(self, job: Job) -> tuple[str, ...]:
+        return ()
+
+    def load(self, raw: Mapping[str, Any], observed: Observed) -> Loaded:
+        return v1.load(raw, self.validate)
 
     def validate(self, job: Job) -> list[FieldError]:
         self._check(job)

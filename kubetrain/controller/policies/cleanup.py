@@ -21,8 +21,9 @@ GPUs after its job ended (trainer#1982, kueue#1574, mpi-operator#647):
 Finished pods are kept (their logs can be read, mpi-operator#461) except under ``All``.
 After the end the status keeps counting the pods as what they are: a rank that exits by
 itself later is counted succeeded or failed then, and a rank stopped by the cleanup is
-never counted as succeeded. ``ttlSecondsAfterFinished`` deletes the job (an MPIJob's
-launcher Job, as upstream: the MPIJob and its status stay).
+never counted as succeeded. ``ttlSecondsAfterFinished`` deletes the job; as upstream, an
+MPIJob's TTL deletes its launcher Job and a TrainJob's its pods and Services, the job and
+its status staying.
 """
 
 from __future__ import annotations
@@ -49,7 +50,7 @@ Obj = Mapping[str, Any]
 def declared_policy(draft: Draft) -> CleanPodPolicy | None:
     """The job's ``cleanPodPolicy`` as written (None: unset, kubetrain's default)."""
     declared = draft.declared
-    policy = declared.spec.run_policy if declared is not None else None
+    policy = declared.run_policy if declared is not None else None
     return policy.clean_pod_policy if policy is not None else None
 
 
@@ -117,7 +118,7 @@ def _in_grace(draft: Draft, succeeded: bool) -> tuple[frozenset[str], float | No
     serving = {
         r.pod_name
         for r in draft.plugin.replicas(draft.job)
-        if r.replica_type in draft.plugin.serving_replica_types
+        if r.replica_type in draft.plugin.serving_replica_types(draft.job)
     }
     spare = frozenset(
         name
@@ -179,12 +180,15 @@ def decide_finished(draft: Draft) -> Decision | None:
             decision.status = {"replica_statuses": counts}
     ttl = deadlines.ttl_after_finished(draft.run_policy, draft.current, draft.ctx.now)
     if ttl.due:
-        if draft.plugin.keeps_job_after_ttl:
-            decision.delete += [
-                ref("Job", j)
-                for j in draft.observed.batch_jobs.values()
-                if not podstate.is_deleting(j) and ref("Job", j) not in decision.delete
-            ]
+        target = draft.plugin.ttl_deletes
+        if target != "job":
+            kept = {(r.kind, r.name) for r in decision.delete}
+            gone = (
+                children_to_delete(CleanPodPolicy.ALL, draft.observed)
+                if target == "children"
+                else [ref("Job", j) for j in draft.observed.batch_jobs.values()]
+            )
+            decision.delete += [r for r in gone if not r.deleting and (r.kind, r.name) not in kept]
         else:
             decision.delete_job = True
             decision.events.append(

@@ -47,10 +47,15 @@ class Gate:
     problems: tuple[str, ...] = field(default=())
 
 
+def _pod_done(rule: StartupRule, pod: Mapping[str, Any]) -> bool:
+    if rule.until == "Complete":
+        return podstate.is_succeeded(pod)
+    return podstate.is_ready(pod) or podstate.is_succeeded(pod)
+
+
 def _ready(rule: StartupRule, observed: Observed) -> bool:
     pods_ready = all(
-        name in observed.pods and podstate.is_ready(observed.pods[name])
-        for name in rule.needed_pods
+        name in observed.pods and _pod_done(rule, observed.pods[name]) for name in rule.needed_pods
     )
     return pods_ready and all(name in observed.services for name in rule.needed_services)
 
@@ -62,7 +67,7 @@ def _detail(rule: StartupRule, observed: Observed) -> str:
         if pod is None:
             parts.append(f"pod {name} does not exist")
             continue
-        if podstate.is_ready(pod):
+        if _pod_done(rule, pod):
             continue
         found = podstate.problems(pod)
         if found:

@@ -6,7 +6,7 @@ condition ends the job with the Job's reason and the last launcher pod's exit.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from kubetrain.api.common import ConditionType, JobBase
@@ -40,11 +40,17 @@ def _success(kind: str, name: str, detail: str, at: str | None = None) -> Outcom
     )
 
 
-def from_pods(framework: Framework, job: JobBase, observed: Observed) -> Outcome | None:
-    """Succeeded when the framework's rule holds for the pods that succeeded."""
+def from_pods(
+    framework: Framework,
+    job: JobBase,
+    observed: Observed,
+    pod_name: Callable[[str, str, int], str] = replica_name,
+) -> Outcome | None:
+    """Succeeded when the framework's rule holds for the pods that succeeded
+    (``pod_name(job, replica type, index)`` names them)."""
 
     def done(replica_type: str, index: int) -> bool:
-        pod = observed.pods.get(replica_name(job.name, replica_type, index))
+        pod = observed.pods.get(pod_name(job.name, replica_type, index))
         return pod is not None and podstate.is_succeeded(pod)
 
     detail = framework.succeeded(job, done)

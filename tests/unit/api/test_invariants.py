@@ -129,7 +129,11 @@ def test_custom_limits_reach_validate_and_the_crds_with_one_message() -> None:
     # The same limits, given to the CRD construct, make the same CEL rules.
     app = App()
     chart = Chart(app, "crds")
-    KubeflowCrds(chart, "Crds", KubeflowCrdsProps(replica_limits=SMALL))
+    KubeflowCrds(
+        chart,
+        "Crds",
+        KubeflowCrdsProps(kinds=("PyTorchJob", "TFJob", "MPIJob"), replica_limits=SMALL),
+    )
     crds = {o["spec"]["names"]["kind"]: o for o in chart.to_json()}
     for kind, crd in crds.items():
         rules = _cel_rules(crd, "root") + _cel_rules(crd, REPLICA)

@@ -152,7 +152,7 @@ def test_status_subresource_and_printer_columns() -> None:
     columns = {c["name"]: c["jsonPath"] for c in _version("TrainJob")["additionalPrinterColumns"]}
     assert columns == {
         "Runtime": ".spec.runtimeRef.name",
-        "State": ".status.conditions[-1:].type",
+        "State": ".status.state",
         "Ready": ".status.readyNodes",
         "Nodes": ".status.nodes",
         "Restarts": ".status.restarts",

@@ -78,10 +78,20 @@ def test_cluster_role_rules_exactly() -> None:
         # Secrets: create only. No read of any kind, no update, no delete (GC does it).
         (("",), ("secrets",)): ("create",),
         (("batch",), ("jobs",)): ("create", "delete", *watched),
+        # Kubeflow Trainer v2: TrainJobs as the v1 kinds, and their runtimes read and kept
+        # (the in-use finalizer is a JSON patch).
+        (("trainer.kubeflow.org",), ("trainjobs",)): (*watched, "delete"),
+        (("trainer.kubeflow.org",), ("trainjobs/status",)): ("patch",),
+        (("trainer.kubeflow.org",), ("trainjobs/finalizers",)): ("update",),
+        (("trainer.kubeflow.org",), ("trainingruntimes",)): (*watched, "patch"),
+        (("trainer.kubeflow.org",), ("clustertrainingruntimes",)): (*watched, "patch"),
     }
     # Nothing is ever PUT but the owner's finalizers (blockOwnerDeletion needs it).
     updated = [r["resources"] for r in rules if "update" in r["verbs"]]
-    assert updated == [["pytorchjobs/finalizers", "tfjobs/finalizers", "mpijobs/finalizers"]]
+    assert updated == [
+        ["pytorchjobs/finalizers", "tfjobs/finalizers", "mpijobs/finalizers"],
+        ["trainjobs/finalizers"],
+    ]
 
 
 @pytest.mark.parametrize(
@@ -115,7 +125,10 @@ def test_pytorch_only_needs_no_mpi_rights() -> None:
 
 def test_namespaced_mode_uses_a_role_per_namespace() -> None:
     objs = synth(watch_namespaces=("team-a", "team-b"))
-    assert not by_kind(objs, "ClusterRole") and not by_kind(objs, "ClusterRoleBinding")
+    # Only the cluster-scoped ClusterTrainingRuntimes need a ClusterRole.
+    (cluster_role,) = by_kind(objs, "ClusterRole")
+    assert [r["resources"] for r in cluster_role["rules"]] == [["clustertrainingruntimes"]]
+    assert len(by_kind(objs, "ClusterRoleBinding")) == 1
     assert [r["metadata"]["namespace"] for r in by_kind(objs, "Role")] == ["team-a", "team-b"]
     bindings = by_kind(objs, "RoleBinding")
     assert [b["metadata"]["namespace"] for b in bindings] == ["team-a", "team-b"]

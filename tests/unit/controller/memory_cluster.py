@@ -13,7 +13,7 @@ from kubetrain.controller.decisions import ChildRef, Event
 from kubetrain.controller.errors import ApiError, ChildConflict
 from kubetrain.controller.ownership import Holder, holder
 from kubetrain.controller.plugins.base import Observed
-from kubetrain.controller.reconciler import JobKey
+from kubetrain.controller.ports import JobKey
 
 KINDS = ("Pod", "Service", "ConfigMap", "Secret", "Job")
 
@@ -29,6 +29,8 @@ class MemoryCluster:
         #: Objects the job does not control that hold names (kind -> name -> object).
         self.foreign: dict[str, dict[str, dict[str, Any]]] = {k: {} for k in KINDS}
         self.awaited: dict[JobKey, frozenset[tuple[str, str]]] = {}
+        #: TrainingRuntimes / ClusterTrainingRuntimes by (kind, namespace or "", name).
+        self.runtimes: dict[JobKey, dict[str, Any]] = {}
         self._generated = 0
 
     def add_job(self, raw: dict[str, Any]) -> JobKey:
@@ -42,7 +44,12 @@ class MemoryCluster:
         return copy.deepcopy(self.jobs.get(key))
 
     def observed(self, key: JobKey, uid: str, now: datetime) -> Observed:
+        raw = self.jobs.get(key) or {}
+        ref = (raw.get("spec") or {}).get("runtimeRef") or {}
+        rkind = ref.get("kind") or "ClusterTrainingRuntime"
+        rkey = (str(rkind), key[1] if rkind == "TrainingRuntime" else "", str(ref.get("name")))
         return Observed(
+            runtime=copy.deepcopy(self.runtimes.get(rkey)) if key[0] == "TrainJob" else None,
             pods=dict(self.children["Pod"]),
             services=dict(self.children["Service"]),
             config_maps=dict(self.children["ConfigMap"]),
@@ -96,6 +103,26 @@ class MemoryCluster:
     def delete(self, namespace: str, ref: ChildRef) -> None:
         self.children[ref.kind].pop(ref.name, None)
         self.calls.append(("delete", f"{ref.kind}/{ref.name}"))
+
+    def runtime(self, key: JobKey) -> dict[str, Any] | None:
+        return self.runtimes.get(key)
+
+    def runtime_users(self, key: JobKey) -> list[Mapping[str, Any]]:
+        out: list[Mapping[str, Any]] = []
+        for (kind, namespace, _name), job in self.jobs.items():
+            ref = (job.get("spec") or {}).get("runtimeRef") or {}
+            rkind = ref.get("kind") or "ClusterTrainingRuntime"
+            rns = namespace if rkind == "TrainingRuntime" else ""
+            if kind == "TrainJob" and (rkind, rns, ref.get("name")) == key:
+                out.append(job)
+        return out
+
+    def set_runtime_in_use(self, key: JobKey, runtime: Mapping[str, Any], in_use: bool) -> None:
+        meta = self.runtimes[key].setdefault("metadata", {})
+        kept = meta.get("finalizers") or []
+        finalizers = [f for f in kept if f != "kubetrain.dev/runtime-in-use"]
+        meta["finalizers"] = [*finalizers, "kubetrain.dev/runtime-in-use"] if in_use else finalizers
+        self.calls.append(("runtime-in-use" if in_use else "runtime-free", key[2]))
 
     def ungate(self, namespace: str, ref: ChildRef, gate: str) -> None:
         pod = self.children["Pod"].get(ref.name)
