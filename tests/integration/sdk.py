@@ -6,6 +6,7 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -20,8 +21,11 @@ def sdk_python() -> str:
     return python
 
 
-def run_sdk(module: str, *args: str, timeout: float = 120.0) -> Any:
-    """Run ``python -m tests.sdk.<module> args...`` with the SDKs; its JSON output."""
+def run_sdk(
+    module: str, *args: str, timeout: float = 120.0, env: Mapping[str, str] | None = None
+) -> Any:
+    """Run ``python -m tests.sdk.<module> args...`` with the SDKs (``env`` added to this
+    process's environment); its JSON output."""
     done = subprocess.run(
         [sdk_python(), "-m", f"tests.sdk.{module}", *args],
         cwd=ROOT,
@@ -29,6 +33,7 @@ def run_sdk(module: str, *args: str, timeout: float = 120.0) -> Any:
         text=True,
         timeout=timeout,
         check=False,
+        env={**os.environ, **(env or {})},
     )
     if done.returncode != 0:
         sys.stderr.write(done.stderr)
