@@ -25,6 +25,12 @@ SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
 SECRETS = Resource("", "v1", "secrets", "Secret")
 ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role")
 ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
+CLUSTER_ROLES = Resource(
+    "rbac.authorization.k8s.io", "v1", "clusterroles", "ClusterRole", namespaced=False
+)
+CLUSTER_ROLE_BINDINGS = Resource(
+    "rbac.authorization.k8s.io", "v1", "clusterrolebindings", "ClusterRoleBinding", namespaced=False
+)
 #: Where a pod's ServiceAccount token, CA and namespace are mounted.
 SERVICE_ACCOUNT_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
 
@@ -34,8 +40,11 @@ def create_service_account(
     namespace: str,
     name: str,
     roles: Sequence[tuple[str, Sequence[PolicyRule]]] = (),
+    cluster_roles: Sequence[tuple[str, Sequence[PolicyRule]]] = (),
 ) -> str:
-    """A ServiceAccount bound to a Role per ``(role name, rules)``; its user name."""
+    """A ServiceAccount bound to a Role per ``(role name, rules)`` and to a ClusterRole
+    per ``cluster_roles`` entry (named ``<namespace>-<role>``: ClusterRoles outlive the
+    test's namespace); its user name."""
     admin.create(
         {
             "apiVersion": "v1",
@@ -64,6 +73,33 @@ def create_service_account(
                 "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
             },
             resource=ROLE_BINDINGS,
+        )
+    for role, rules in cluster_roles:
+        if not rules:
+            continue
+        cluster_meta = {"name": f"{namespace}-{role}"}
+        admin.create(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRole",
+                "metadata": cluster_meta,
+                "rules": [r.to_wire() for r in rules],
+            },
+            resource=CLUSTER_ROLES,
+        )
+        admin.create(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "ClusterRoleBinding",
+                "metadata": cluster_meta,
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": cluster_meta["name"],
+                },
+                "subjects": [{"kind": "ServiceAccount", "name": name, "namespace": namespace}],
+            },
+            resource=CLUSTER_ROLE_BINDINGS,
         )
     return f"system:serviceaccount:{namespace}:{name}"
 

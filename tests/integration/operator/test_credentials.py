@@ -19,7 +19,7 @@ import pytest
 from kubetrain.controller.config import OperatorConfig
 from kubetrain.controller.errors import ApiError
 from kubetrain.controller.kube import KubeApi
-from kubetrain.controller.rbac import leader_election_rules, operator_rules
+from kubetrain.controller.rbac import cluster_rules, leader_election_rules, operator_rules
 from tests.integration.credentials import (
     SECRETS,
     SERVICE_ACCOUNT_DIR,
@@ -58,6 +58,7 @@ def service_account(installed_crds: list[dict[str, Any]], admin: KubeApi, namesp
         namespace,
         SERVICE_ACCOUNT,
         [("operator", operator_rules(config)), ("operator-lease", leader_election_rules())],
+        cluster_roles=[("operator", cluster_rules(config))],
     )
 
 

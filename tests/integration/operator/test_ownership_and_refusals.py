@@ -27,7 +27,7 @@ from kubetrain.controller.config import OperatorConfig
 from kubetrain.controller.errors import ApiError
 from kubetrain.controller.informer import Informer
 from kubetrain.controller.kube import CONFIG_MAPS, KubeApi, Resource
-from kubetrain.controller.rbac import PolicyRule, operator_rules
+from kubetrain.controller.rbac import PolicyRule, cluster_rules, operator_rules
 from tests.integration.credentials import (
     ROLE_BINDINGS,
     SECRETS,
@@ -281,7 +281,13 @@ def test_the_operators_token_cannot_read_any_secret(
         client.V1Secret(metadata=client.V1ObjectMeta(name="db-password"), string_data={"p": "x"}),
     )
     config = OperatorConfig(namespaces=(namespace,))
-    create_service_account(admin, namespace, "operator", [("operator", operator_rules(config))])
+    create_service_account(
+        admin,
+        namespace,
+        "operator",
+        [("operator", operator_rules(config))],
+        cluster_roles=[("operator", cluster_rules(config))],
+    )
     token = request_token(admin, namespace, "operator")
     api = KubeApi.connect(str(write_token_kubeconfig(kubeconfig, token, tmp_path / "kc")))
     try:

@@ -15,7 +15,7 @@ from kubetrain.controller.config import OperatorConfig
 from kubetrain.controller.kube import KubeApi
 from kubetrain.controller.leader import LeaderElector
 from kubetrain.controller.operator import Operator
-from kubetrain.controller.rbac import leader_election_rules, operator_rules
+from kubetrain.controller.rbac import cluster_rules, leader_election_rules, operator_rules
 from tests.integration.credentials import (
     create_service_account,
     request_token,
@@ -37,6 +37,7 @@ def _service_account_api(
             namespace,
             "operator",
             [("operator", operator_rules(config)), ("operator-lease", leader_election_rules())],
+            cluster_roles=[("operator", cluster_rules(config))],
         )
         token = request_token(admin, namespace, "operator")
     finally:

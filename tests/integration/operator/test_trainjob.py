@@ -52,26 +52,64 @@ def _with_gpu_toleration(runtime: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def sdk_cluster(dyn: DynamicClient, installed_crds: list[dict[str, Any]]) -> Iterator[None]:
-    """The SDK users' roles and public ConfigMap (the construct, as a stack renders it),
-    and the runtimes the tests train on: upstream's torch-distributed (tolerating the GPU
-    taint) and a strict variant whose trainer may not restart."""
+def sdk_access(dyn: DynamicClient, installed_crds: list[dict[str, Any]]) -> None:
+    """The SDK users' roles and public ConfigMap (the construct, as a stack renders it)."""
     app = App()
     chart = Chart(app, "sdk-access")
     TrainerUserAccess(chart, "Access")
     for obj in chart.to_json():
         apply(dyn, obj)
-    torch = _with_gpu_toleration(_upstream("torch_distributed.yaml"))
+
+
+def _namespaced(runtime: dict[str, Any], namespace: str) -> dict[str, Any]:
+    """An upstream ClusterTrainingRuntime as a TrainingRuntime of the test's namespace (the
+    same spec; upstream's names stay free for the cluster-scoped tests)."""
+    out = copy.deepcopy(runtime)
+    out["kind"] = "TrainingRuntime"
+    out["metadata"]["namespace"] = namespace
+    return out
+
+
+@pytest.fixture
+def runtimes(
+    operator: RunningOperator, jobs: Jobs, dyn: DynamicClient, namespace: str
+) -> Iterator[None]:
+    """The runtimes the SDK tests train on, in the test's namespace: upstream's
+    torch-distributed (tolerating the GPU taint) and a strict variant whose trainer may
+    not restart. Torn down while the operator still runs: its TrainJobs go first, then
+    the runtimes lose the in-use finalizer."""
+    torch = _namespaced(_with_gpu_toleration(_upstream("torch_distributed.yaml")), namespace)
     strict = copy.deepcopy(torch)
     strict["metadata"]["name"] = "torch-strict"
     strict["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["backoffLimit"] = 0
     for runtime in (torch, strict):
         apply(dyn, runtime)
     yield
+    _release_runtimes(jobs)
+
+
+def _release_runtimes(jobs: Jobs) -> None:
+    group, version, plural = TRAINJOBS
+    jobs.custom.delete_collection_namespaced_custom_object(group, version, jobs.namespace, plural)
+
+    def held() -> list[str]:
+        found = jobs.custom.list_namespaced_custom_object(
+            group, version, jobs.namespace, "trainingruntimes"
+        )
+        assert isinstance(found, dict)
+        return [
+            r["metadata"]["name"]
+            for r in found["items"]
+            if K.RUNTIME_IN_USE_FINALIZER in (r["metadata"].get("finalizers") or [])
+        ]
+
+    wait_for(held, lambda names: not names, what="the runtimes released by the operator")
 
 
 @pytest.fixture
-def user_env(sdk_cluster: None, kubeconfig: Path, namespace: str, tmp_path: Path) -> dict[str, str]:
+def user_env(
+    sdk_access: None, runtimes: None, kubeconfig: Path, namespace: str, tmp_path: Path
+) -> dict[str, str]:
     """``KUBECONFIG`` of a data scientist: a ServiceAccount token, the namespace in the
     context, and only the SDK users' ClusterRole bound in that namespace."""
     admin = KubeApi.connect(str(kubeconfig))
@@ -237,7 +275,10 @@ def _create_trainjob(jobs: Jobs, name: str, runtime: str, nodes: int) -> None:
         "apiVersion": f"{group}/{version}",
         "kind": "TrainJob",
         "metadata": {"name": name},
-        "spec": {"runtimeRef": {"name": runtime}, "trainer": {"numNodes": nodes}},
+        "spec": {
+            "runtimeRef": {"name": runtime, "kind": "TrainingRuntime"},
+            "trainer": {"numNodes": nodes},
+        },
     }
     jobs.custom.create_namespaced_custom_object(group, version, jobs.namespace, plural, body)
 
@@ -258,11 +299,16 @@ def _state(jobs: Jobs, name: str) -> str | None:
     ids=["torch", "jax", "xgboost", "deepspeed-mpi"],
 )
 def test_upstream_runtimes_run_unchanged(
-    operator: RunningOperator, jobs: Jobs, dyn: DynamicClient, manifest: str, nodes: int
+    operator: RunningOperator,
+    jobs: Jobs,
+    dyn: DynamicClient,
+    namespace: str,
+    manifest: str,
+    nodes: int,
 ) -> None:
-    """Upstream v2.3.0's own runtimes, applied as they are: a TrainJob of each gets its
+    """Upstream v2.3.0's own runtimes, their spec as it is: a TrainJob of each gets its
     framework's environment, starts in the runtime's order and completes."""
-    runtime = _upstream(manifest)
+    runtime = _namespaced(_upstream(manifest), namespace)
     apply(dyn, runtime)
     name = f"up-{manifest.split('_')[0]}"
     _create_trainjob(jobs, name, runtime["metadata"]["name"], nodes)
@@ -302,22 +348,25 @@ def test_upstream_runtimes_run_unchanged(
     wait_for(lambda: _state(jobs, name), lambda s: s == "Complete", what="Complete")
     status = _trainjob(jobs.custom, jobs.namespace, name)["status"]
     assert [c["type"] for c in status["conditions"]] == ["Complete"]
+    _release_runtimes(jobs)
 
 
 def test_a_runtime_in_use_cannot_vanish(
-    operator: RunningOperator, jobs: Jobs, dyn: DynamicClient, sdk: Sdk
+    operator: RunningOperator, jobs: Jobs, dyn: DynamicClient, sdk: Sdk, namespace: str
 ) -> None:
     """kubeflow/sdk#797: deleting a runtime under a TrainJob would break the SDK's
-    list_jobs; kubetrain keeps it until the TrainJob is gone."""
+    list_jobs; kubetrain keeps it until the TrainJob is gone (a ClusterTrainingRuntime
+    here, named after the test's namespace)."""
+    held_name = f"held-{namespace[-6:]}"
     runtime = _with_gpu_toleration(_upstream("torch_distributed.yaml"))
-    runtime["metadata"]["name"] = "torch-held"
+    runtime["metadata"]["name"] = held_name
     apply(dyn, runtime)
-    name = sdk("train-on", "--runtime", "torch-held", "--num-nodes", "1")["name"]
+    name = sdk("train-on", "--runtime", held_name, "--num-nodes", "1")["name"]
     assert "job" in sdk("wait", "--name", name, "--status", "Running")
     group, version, plural = RUNTIMES
 
     def finalizers() -> list[str]:
-        obj = jobs.custom.get_cluster_custom_object(group, version, plural, "torch-held")
+        obj = jobs.custom.get_cluster_custom_object(group, version, plural, held_name)
         assert isinstance(obj, dict)
         return list(obj["metadata"].get("finalizers") or [])
 
@@ -326,15 +375,15 @@ def test_a_runtime_in_use_cannot_vanish(
         lambda f: K.RUNTIME_IN_USE_FINALIZER in f,
         what="the in-use finalizer on the runtime",
     )
-    jobs.custom.delete_cluster_custom_object(group, version, plural, "torch-held")
+    jobs.custom.delete_cluster_custom_object(group, version, plural, held_name)
     # Still there (Terminating), and the SDK still reads every job.
     assert name in {j["name"] for j in sdk("list-jobs")}
-    assert sdk("get-job", "--name", name)["runtime"] == "torch-held"
+    assert sdk("get-job", "--name", name)["runtime"] == held_name
     wait_for(
         lambda: [
             e
             for e in jobs.core.list_namespaced_event(
-                "default", field_selector="involvedObject.name=torch-held"
+                "default", field_selector=f"involvedObject.name={held_name}"
             ).items
             if e.reason == "RuntimeInUse"
         ],
@@ -345,7 +394,7 @@ def test_a_runtime_in_use_cannot_vanish(
 
     def gone() -> bool:
         try:
-            jobs.custom.get_cluster_custom_object(group, version, plural, "torch-held")
+            jobs.custom.get_cluster_custom_object(group, version, plural, held_name)
         except client.ApiException as err:
             return bool(err.status == 404)
         return False
