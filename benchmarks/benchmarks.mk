@@ -1,7 +1,7 @@
 # The operator's demo and benchmark (included by the top-level Makefile).
 #   make demo    local control plane + the `local` stack + the operator as a local
 #                process, driving one sample job per framework to Succeeded
-#   make bench   benchmarks/operator_scale.py: 150 jobs on 50 fake GPU nodes
+#   make bench   benchmarks/operator_scale.py: 250 jobs (PyTorchJob, MPIJob, TrainJob) on 50 fake GPU nodes
 .PHONY: demo bench
 
 demo: venv cluster-tools
