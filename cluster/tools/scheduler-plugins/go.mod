@@ -1,9 +1,9 @@
-// Builds the scheduler-plugins kube-scheduler (coscheduling and the other out-of-tree
-// plugins registered) and its PodGroup controller from the release of
-// sigs.k8s.io/scheduler-plugins that matches the pinned Kubernetes minor. The release
-// pins Kubernetes v1.34.7; the replace block below builds it against v1.34.4, the
-// control plane it runs beside, so that its scheduler framework is the one of the
-// kube-scheduler it replaces and the Go build cache of ../kubernetes is reused.
+// Builds the scheduler-plugins kube-scheduler (Coscheduling and the other out-of-tree
+// plugins registered) and its controller from the release of sigs.k8s.io/scheduler-plugins
+// that matches the pinned Kubernetes minor, v0.34.7. That release pins Kubernetes v1.34.7,
+// whose staging module k8s.io/csi-translation-lib v0.34.7 the Go module proxy does not
+// serve; the replace block builds it against v1.34.4 instead, the release the control
+// plane runs, so its scheduler framework is the one of the kube-scheduler it replaces.
 module kubetrain.dev/cluster/tools/scheduler-plugins
 
 go 1.24.0
