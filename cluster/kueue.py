@@ -9,7 +9,11 @@ controller manager as a local process instead of a Deployment:
    kustomization enables on some of them pointing at ``https://127.0.0.1:<port>/convert``;
 3. writes Kueue's configuration file and starts the controller manager (webhooks, metrics
    and health probes on 127.0.0.1 ports, leader election off, the on-demand visibility
-   API server off because it would listen on every interface) and waits until it is ready;
+   API server off because it would listen on every interface) and waits until it is ready.
+   Without internal certificate management Kueue reads its metrics serving certificate
+   from ``/etc/kueue/metrics/certs``, a fixed path its Deployment mounts a Secret at; the
+   process runs in a mount namespace of its own (``unshare``) where an overlay on ``/etc``
+   holds the work directory's certificate at that path, so nothing on the machine changes;
 4. installs Kueue's Mutating/ValidatingWebhookConfigurations, generated from the
    manifests and kustomize patches of its module with every webhook's service replaced
    by the URL of the local process and the CA bundle, and checks that the API server
@@ -29,6 +33,7 @@ import datetime
 import ipaddress
 import json
 import os
+import shutil
 import time
 import urllib.error
 import urllib.request
@@ -58,6 +63,15 @@ DEFAULT_INTEGRATIONS = (
 #: Kubeflow Trainer v2's TrainJob: enabled when its CRD is installed (see ``Kueue``).
 TRAINJOB_INTEGRATION = "trainer.kubeflow.org/trainjob"
 TRAINJOB_CRD = "trainjobs.trainer.kubeflow.org"
+#: What Kueue's TrainJob integration needs besides the TrainJob CRD: it indexes Trainer's
+#: runtimes at start (and exits without their CRDs), and its controller watches the
+#: JobSets upstream Trainer creates (and Kueue exits when that watch cannot sync, 2
+#: minutes later).
+TRAINER_RUNTIME_CRDS = (
+    "clustertrainingruntimes.trainer.kubeflow.org",
+    "trainingruntimes.trainer.kubeflow.org",
+)
+JOBSET_CRD = "jobsets.jobset.x-k8s.io"
 #: The label that puts a job into a LocalQueue.
 QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 #: Kueue features that are on by default but cannot run here as a local process:
@@ -65,6 +79,9 @@ QUEUE_NAME_LABEL = "kueue.x-k8s.io/queue-name"
 #: from /visibility (a path in Kueue's container image).
 DISABLED_FEATURES = {"VisibilityOnDemand": False}
 PROCESS_NAME = "kueue"
+#: Where Kueue's manager reads its metrics serving certificate when its internal
+#: certificate management is off (a path its Deployment mounts a Secret at).
+METRICS_CERT_DIR = Path("/etc/kueue/metrics/certs")
 
 
 class KueueError(ClusterError):
@@ -336,11 +353,13 @@ def kueue_config(
 class Kueue:
     """The Kueue controller manager running against ``cluster``.
 
-    ``integrations`` defaults to ``DEFAULT_INTEGRATIONS`` plus ``TRAINJOB_INTEGRATION``
-    when the TrainJob CRD is installed at start. (When Kueue is told to run an
-    integration whose CRD is missing it defers that integration's controller and starts
-    it once the CRD appears; its TrainJob controller also watches JobSets and reads
-    Trainer's runtimes, so it needs those CRDs too: ``Tools.kueue_dependency_crds``.)
+    ``integrations`` defaults to ``DEFAULT_INTEGRATIONS``, plus ``TRAINJOB_INTEGRATION``
+    when the TrainJob CRD is installed at start. For an integration whose kind is not
+    served yet Kueue registers the webhooks and defers the controller, polling for the
+    kind with a back-off of up to 2 minutes: install the job CRDs before ``start()``.
+    The TrainJob integration also needs Trainer's runtime CRDs (``start()`` fails
+    without them, as Kueue would) and the JobSet CRD (installed from the JobSet release
+    Kueue pins when missing; no JobSet controller runs).
     """
 
     def __init__(
@@ -393,12 +412,37 @@ class Kueue:
             return {}
         return state
 
-    def _resolve_integrations(self) -> tuple[str, ...]:
+    def _crd_exists(self, name: str) -> bool:
+        return self.cluster.kubectl("get", "crd", name, "-o", "name", check=False).returncode == 0
+
+    def _resolve_integrations(self, deadline: float) -> tuple[str, ...]:
         if self._integrations is not None:
-            return self._integrations
-        found = self.cluster.kubectl("get", "crd", TRAINJOB_CRD, "-o", "name", check=False)
-        trainjob = (TRAINJOB_INTEGRATION,) if found.returncode == 0 else ()
-        return DEFAULT_INTEGRATIONS + trainjob
+            integrations = self._integrations
+        elif self._crd_exists(TRAINJOB_CRD):
+            integrations = (*DEFAULT_INTEGRATIONS, TRAINJOB_INTEGRATION)
+        else:
+            integrations = DEFAULT_INTEGRATIONS
+        if TRAINJOB_INTEGRATION in integrations:
+            self._prepare_trainjob(deadline)
+        return integrations
+
+    def _prepare_trainjob(self, deadline: float) -> None:
+        missing = [
+            name for name in (TRAINJOB_CRD, *TRAINER_RUNTIME_CRDS) if not self._crd_exists(name)
+        ]
+        if missing:
+            raise KueueError(
+                f"Kueue's {TRAINJOB_INTEGRATION} integration needs the CRDs {TRAINJOB_CRD}, "
+                f"{', '.join(TRAINER_RUNTIME_CRDS)} installed (it indexes the runtimes at "
+                f"start and exits without them); missing: {', '.join(missing)}. Install "
+                "them first, or leave the integration out"
+            )
+        if not self._crd_exists(JOBSET_CRD):
+            # Nothing creates JobSets here; the CRD only lets Kueue's watch on them sync.
+            jobset = [
+                p for p in self.tools.kueue_dependency_crds if JOBSET_CRD.split(".")[0] in p.name
+            ]
+            self.cluster.install_crds(jobset, deadline=deadline)
 
     def start(self, *, timeout: float = 120.0) -> None:
         """Install Kueue into the cluster and run it; return once its webhooks admit.
@@ -417,6 +461,7 @@ class Kueue:
             )
         deadline = time.monotonic() + timeout
         tools = self.tools
+        integrations = self._resolve_integrations(deadline)
         namespace, name_prefix = release_layout(tools)
         ports = {"webhook": free_port(), "metrics": free_port(), "health": free_port()}
         base_url = f"https://127.0.0.1:{ports['webhook']}"
@@ -437,7 +482,6 @@ class Kueue:
             *[f"crd/{crd['metadata']['name']}" for crd in crds],
             f"--timeout={max(1, int(deadline - time.monotonic()))}s",
         )
-        integrations = self._resolve_integrations()
         config = kueue_config(
             namespace=namespace,
             webhook_port=ports["webhook"],
@@ -468,17 +512,44 @@ class Kueue:
             encoding="utf-8",
         )
         env = {**os.environ, "KUBECONFIG": str(self.cluster.kubeconfig)}
+        command = [str(tools.kueue), f"--config={self.config_path}"]
         try:
-            self.process.start(
-                [str(tools.kueue), f"--config={self.config_path}"],
-                env=env,
-            )
+            self.process.start(self._with_metrics_certificate(serving, command), env=env)
         except ProcessError as err:
             raise KueueError(str(err)) from err
         self._wait_ready(ports["health"], deadline)
         # Only now: the configurations fail closed, and Kueue is there to answer them.
         self._apply(webhooks)
         self._wait_admitting(deadline)
+
+    def _with_metrics_certificate(
+        self, serving: ServingCertificate, command: Sequence[str]
+    ) -> list[str]:
+        """``command`` run where ``/etc/kueue/metrics/certs`` holds ``serving``'s files.
+
+        A private mount namespace (a user namespace too when not root) with an overlay
+        on ``/etc`` whose upper layer, in the work directory, has the certificate at the
+        path Kueue reads; ``exec`` keeps the pid, so the pid file names Kueue itself.
+        """
+        overlay = self.workdir / "etc-overlay"
+        shutil.rmtree(overlay, ignore_errors=True)
+        certs = overlay / "upper" / METRICS_CERT_DIR.relative_to("/etc")
+        certs.mkdir(parents=True)
+        (overlay / "work").mkdir()
+        shutil.copyfile(serving.cert_file, certs / "tls.crt")
+        shutil.copyfile(serving.key_file, certs / "tls.key")
+        unshare = shutil.which("unshare")
+        if unshare is None:
+            raise KueueError(
+                "`unshare` (util-linux) is not on PATH: Kueue needs it to find its metrics "
+                f"certificate at {METRICS_CERT_DIR} without writing to /etc"
+            )
+        namespaces = ["--mount"] if os.geteuid() == 0 else ["--user", "--map-root-user", "--mount"]
+        mount = (
+            "mount -t overlay overlay "
+            f"-o lowerdir=/etc,upperdir={overlay / 'upper'},workdir={overlay / 'work'} /etc"
+        )
+        return [unshare, *namespaces, "--", "sh", "-c", f'{mount} && exec "$@"', "sh", *command]
 
     def _apply(self, objects: Sequence[dict[str, Any]]) -> None:
         self.cluster.kubectl(

@@ -256,8 +256,22 @@ def kueue_cluster(
 @pytest.fixture(scope="session")
 def kueue(kueue_cluster: LocalCluster) -> Iterator[Kueue]:
     """The real Kueue (CRDs, webhooks, controller manager) against ``kueue_cluster``,
-    with its default integrations: batch/job and Kubeflow's v1 jobs, and TrainJob when
-    its CRD is installed before this fixture first runs. Stopped at the end."""
+    with kubetrain's job CRDs installed first and Kueue's default integrations: batch/job
+    and Kubeflow's v1 jobs (TrainJob too once its CRD is served before this fixture first
+    runs). Stopped at the end of the session."""
+    from kubetrain.api.crds import generate_crds
+
+    # kubetrain's job CRDs first: Kueue sets a Kubeflow integration up at start when its
+    # kind is served, and otherwise only once it polls again (back-off up to 2 minutes).
+    crds = generate_crds()
+    clients = ClusterClients.connect(kueue_cluster)
+    try:
+        for crd in crds:
+            apply(clients.dyn, crd)
+        for crd in crds:
+            wait_for_established(clients.dyn, crd["metadata"]["name"])
+    finally:
+        clients.close()
     running = Kueue(kueue_cluster)
     try:
         running.start()

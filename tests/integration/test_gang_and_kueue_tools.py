@@ -18,7 +18,14 @@ import yaml
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
-from cluster.kueue import DEFAULT_INTEGRATIONS, QUEUE_NAME_LABEL, Kueue, webhook_configurations
+from cluster.kueue import (
+    DEFAULT_INTEGRATIONS,
+    QUEUE_NAME_LABEL,
+    TRAINJOB_INTEGRATION,
+    Kueue,
+    KueueError,
+    webhook_configurations,
+)
 from cluster.local import LocalCluster
 from cluster.tools import Tools, Versions, find_tools
 from cluster.topology import GPU_RESOURCE
@@ -284,10 +291,12 @@ def _queued_job(name: str, queue_name: str, *, pods: int, gpus: int) -> dict[str
     }
 
 
-def _workload_of(dyn: DynamicClient, namespace: str, job: str) -> dict[str, Any] | None:
+def _workload_of(
+    dyn: DynamicClient, namespace: str, job: str, *, kind: str = "Job"
+) -> dict[str, Any] | None:
     for workload in list_objects(dyn, KUEUE_API, "Workload", namespace=namespace):
         owners = workload["metadata"].get("ownerReferences") or []
-        if any(owner["kind"] == "Job" and owner["name"] == job for owner in owners):
+        if any(owner["kind"] == kind and owner["name"] == job for owner in owners):
             return workload
     return None
 
@@ -323,6 +332,53 @@ def test_kueue_admits_a_queued_job(
     )
 
 
+def test_kueue_queues_a_pytorchjob_of_kubetrains_crd(
+    kueue_clients: ClusterClients, kueue_namespace: str, queue: dict[str, str]
+) -> None:
+    # No operator runs here: this shows Kueue's kubeflow.org/pytorchjob integration is
+    # live against kubetrain's CRD (suspend on create, a Workload, admission, resume).
+    dyn, namespace = kueue_clients.dyn, kueue_namespace
+    replica = {
+        "replicas": 1,
+        "restartPolicy": "OnFailure",
+        "template": {
+            "spec": {
+                "tolerations": [GPU_TOLERATION],
+                "containers": [
+                    {
+                        "name": "pytorch",
+                        "image": "ghcr.io/kubetrain/pytorch-trainer:0.1.0",
+                        "resources": {"limits": {GPU_RESOURCE: "8"}},
+                    }
+                ],
+            }
+        },
+    }
+    job = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "ddp", "labels": {QUEUE_NAME_LABEL: queue["local_queue"]}},
+        "spec": {"pytorchReplicaSpecs": {"Master": replica, "Worker": replica}},
+    }
+    created = dyn.resources.get(api_version="kubeflow.org/v1", kind="PyTorchJob").create(
+        body=job, namespace=namespace
+    )
+    assert created.to_dict()["spec"]["runPolicy"]["suspend"] is True
+    workload = wait_for(
+        lambda: _workload_of(dyn, namespace, "ddp", kind="PyTorchJob"),
+        lambda wl: wl is not None and (condition(wl, "Admitted") or {}).get("status") == "True",
+        what="the PyTorchJob's Workload to be Admitted",
+    )
+    assert workload is not None
+    pod_sets = {ps["name"]: ps["count"] for ps in workload["spec"]["podSets"]}
+    assert pod_sets == {"master": 1, "worker": 1}, workload["spec"]["podSets"]
+    wait_for(
+        lambda: read(dyn, "kubeflow.org/v1", "PyTorchJob", "ddp", namespace),
+        lambda job: job["spec"]["runPolicy"].get("suspend") is False,
+        what="Kueue to resume the admitted PyTorchJob",
+    )
+
+
 def test_kueue_keeps_a_job_over_quota_suspended(
     kueue_clients: ClusterClients, kueue_namespace: str, queue: dict[str, str]
 ) -> None:
@@ -343,6 +399,8 @@ def test_kueue_keeps_a_job_over_quota_suspended(
 
 
 def test_kueue_webhook_rejects_an_invalid_cluster_queue(kueue_clients: ClusterClients) -> None:
+    # The quota names memory for a group that covers cpu: the CRD's CEL rules only count
+    # the resources, Kueue's validating webhook checks their names.
     invalid: dict[str, Any] = {
         "apiVersion": KUEUE_API,
         "kind": "ClusterQueue",
@@ -352,13 +410,7 @@ def test_kueue_webhook_rejects_an_invalid_cluster_queue(kueue_clients: ClusterCl
                 {
                     "coveredResources": ["cpu"],
                     "flavors": [
-                        {
-                            "name": "default",
-                            # A borrowing limit without a cohort to borrow from.
-                            "resources": [
-                                {"name": "cpu", "nominalQuota": "1", "borrowingLimit": "1"}
-                            ],
-                        }
+                        {"name": "default", "resources": [{"name": "memory", "nominalQuota": "1"}]}
                     ],
                 }
             ]
@@ -369,12 +421,11 @@ def test_kueue_webhook_rejects_an_invalid_cluster_queue(kueue_clients: ClusterCl
         resource.create(body=invalid, dry_run="All")
     message = api_error_message(raised.value)
     assert 'admission webhook "vclusterqueue.kb.io" denied the request' in message, message
-    assert "borrowingLimit" in message and "cohort" in message, message
-    # The same queue in a cohort is valid: the webhook judged the spec, not the request.
-    invalid["spec"]["cohortName"] = "research"
-    assert (
-        resource.create(body=invalid, dry_run="All").to_dict()["spec"]["cohortName"] == "research"
-    )
+    assert "must match the name in coveredResources" in message, message
+    # The same queue with the covered resource's name is valid.
+    invalid["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["name"] = "cpu"
+    created = resource.create(body=invalid, dry_run="All").to_dict()
+    assert created["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["name"] == "cpu"
 
 
 def test_kueue_runs_on_loopback_with_the_default_integrations(kueue: Kueue) -> None:
@@ -388,6 +439,17 @@ def test_kueue_runs_on_loopback_with_the_default_integrations(kueue: Kueue) -> N
     assert len(listening) == 1 and listening == {"127.0.0.1"}, listening
     log = kueue.log_file.read_text()
     assert "Starting webhook server" in log or "Serving webhook server" in log, log[-2000:]
+
+
+def test_kueue_refuses_trainjob_without_trainers_runtime_crds(local_cluster: LocalCluster) -> None:
+    # Kueue itself would exit at start; the helper says why instead.
+    kueue = Kueue(local_cluster, integrations=(*DEFAULT_INTEGRATIONS, TRAINJOB_INTEGRATION))
+    with pytest.raises(KueueError) as raised:
+        kueue.start()
+    message = str(raised.value)
+    assert f"{TRAINJOB_INTEGRATION} integration needs the CRDs" in message, message
+    assert "missing: trainjobs.trainer.kubeflow.org, clustertrainingruntimes" in message, message
+    assert not kueue.is_running()
 
 
 # helm ---------------------------------------------------------------------------------
