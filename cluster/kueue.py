@@ -517,10 +517,15 @@ class Kueue:
             self.process.start(self._with_metrics_certificate(serving, command), env=env)
         except ProcessError as err:
             raise KueueError(str(err)) from err
-        self._wait_ready(ports["health"], deadline)
-        # Only now: the configurations fail closed, and Kueue is there to answer them.
-        self._apply(webhooks)
-        self._wait_admitting(deadline)
+        try:
+            self._wait_ready(ports["health"], deadline)
+            # Only now: the configurations fail closed, and Kueue is there to answer them.
+            self._apply(webhooks)
+            self._wait_admitting(deadline)
+        except BaseException:
+            # Nothing half-started is left behind (make kueue-up exits with the error).
+            self.stop()
+            raise
 
     def _with_metrics_certificate(
         self, serving: ServingCertificate, command: Sequence[str]
