@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
+from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
@@ -97,6 +98,43 @@ def _bound(pods: list[dict[str, Any]]) -> list[str]:
     return sorted(pod["metadata"]["name"] for pod in pods if pod["spec"].get("nodeName"))
 
 
+def _gpu_pods_on_nodes(dyn: DynamicClient) -> list[str]:
+    """Pods of any namespace that hold GPUs on a node (bound and not finished)."""
+    held = []
+    for pod in list_objects(dyn, "v1", "Pod"):
+        if not pod["spec"].get("nodeName") or pod["status"].get("phase") in ("Succeeded", "Failed"):
+            continue
+        limits = [c.get("resources", {}).get("limits", {}) for c in pod["spec"]["containers"]]
+        if any(GPU_RESOURCE in limit for limit in limits):
+            held.append(f"{pod['metadata']['namespace']}/{pod['metadata']['name']}")
+    return held
+
+
+def _with_all_gpus_free(
+    core_v1: client.CoreV1Api, dyn: DynamicClient, namespace: str
+) -> Iterator[None]:
+    # Pods of earlier tests terminate asynchronously; these tests are about where 8-GPU
+    # pods fit on 4 nodes of 8, so they start with every GPU free and leave them free.
+    wait_for(lambda: _gpu_pods_on_nodes(dyn), lambda held: held == [], what="all GPUs free")
+    yield
+    core_v1.delete_collection_namespaced_pod(namespace, grace_period_seconds=0)
+    wait_for(lambda: _pods(dyn, namespace), lambda left: left == [], what="the test's pods gone")
+
+
+@pytest.fixture
+def all_gpus_free(core_v1: client.CoreV1Api, dyn: DynamicClient, namespace: str) -> Iterator[None]:
+    """Every GPU of the session's cluster free at the start, the test's pods gone after."""
+    yield from _with_all_gpus_free(core_v1, dyn, namespace)
+
+
+@pytest.fixture
+def all_coscheduling_gpus_free(
+    coscheduling: ClusterClients, coscheduling_namespace: str
+) -> Iterator[None]:
+    """Every GPU of the coscheduling cluster free at the start, the test's pods gone after."""
+    yield from _with_all_gpus_free(coscheduling.core_v1, coscheduling.dyn, coscheduling_namespace)
+
+
 def _assert_none_bound_while_tried(dyn: DynamicClient, namespace: str, count: int) -> None:
     """Wait until the scheduler has tried every pod, then watch that none gets a node."""
     pods = wait_for(
@@ -132,6 +170,7 @@ def test_coscheduling_cluster_runs_the_scheduler_plugins_binary(
     assert listening and all(address == "127.0.0.1" for address in listening), listening
 
 
+@pytest.mark.usefixtures("all_coscheduling_gpus_free")
 def test_gang_that_fits_is_bound_whole(
     coscheduling: ClusterClients, coscheduling_namespace: str
 ) -> None:
@@ -154,6 +193,7 @@ def test_gang_that_fits_is_bound_whole(
     assert group["status"]["running"] == 4, group["status"]
 
 
+@pytest.mark.usefixtures("all_coscheduling_gpus_free")
 def test_gang_that_cannot_fit_binds_no_pod(
     coscheduling: ClusterClients, coscheduling_namespace: str
 ) -> None:
@@ -163,6 +203,7 @@ def test_gang_that_cannot_fit_binds_no_pod(
     _assert_none_bound_while_tried(dyn, namespace, 5)
 
 
+@pytest.mark.usefixtures("all_coscheduling_gpus_free")
 def test_gang_with_fewer_pods_than_min_member_binds_no_pod(
     coscheduling: ClusterClients, coscheduling_namespace: str
 ) -> None:
@@ -173,6 +214,7 @@ def test_gang_with_fewer_pods_than_min_member_binds_no_pod(
     assert "incomplete" in message or "minMember" in message or "sibling" in message, message
 
 
+@pytest.mark.usefixtures("all_gpus_free")
 def test_kube_scheduler_binds_what_fits_of_the_same_pods(
     dyn: DynamicClient, namespace: str
 ) -> None:
