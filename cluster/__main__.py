@@ -98,12 +98,13 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
             print(f"running: KUBECONFIG={cluster.kubeconfig} server {cluster.server_url()}")
             rss = cluster.memory_rss_bytes()
+            width = max([len(name) for name in rss] + [24])
+            pids = cluster.pids()
             for component, value in sorted(rss.items()):
                 print(
-                    f"  {component:<24} pid {cluster.pids()[component]:<8} "
-                    f"RSS {value / 2**20:7.1f} MiB"
+                    f"  {component:<{width}} pid {pids[component]:<8} RSS {value / 2**20:7.1f} MiB"
                 )
-            print(f"  {'total':<37} RSS {sum(rss.values()) / 2**20:7.1f} MiB")
+            print(f"  {'total':<{width + 13}} RSS {sum(rss.values()) / 2**20:7.1f} MiB")
     except (ClusterError, ToolsMissingError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1

@@ -15,7 +15,8 @@
 # repository, named after what it is built from, so a fresh clone rebuilds nothing the
 # cache holds and changing one pin rebuilds only that tool. Every build shares Go's
 # module and build caches (GOMODCACHE, GOCACHE: Go's defaults unless set), so modules
-# are downloaded once and packages the tools have in common are compiled once.
+# are downloaded once and a package two tools compile identically is compiled once
+# (only modules they select at the same version: see the README).
 
 .PHONY: cluster-tools cluster-tool-dirs cluster-up cluster-down cluster-status kueue-up kueue-down
 
@@ -59,9 +60,9 @@ CLUSTER_GO_BUILD := go build -trimpath -buildvcs=false
 # the cache directory, and cluster/tools.py must find the same one): read-only modules.
 TOOL_GO_ENV := GOTOOLCHAIN=local GOFLAGS=-mod=readonly CGO_ENABLED=0
 
-# Shell snippet (run inside a tool module, with Go environment $(1)) that sets $ldflags to stamp Kubernetes'
-# version packages as upstream's release builds do: kwokctl reads a scheduler's version
-# from `--version`, and the components report it on /version.
+# Shell snippet (run inside a tool module, with Go environment $(1)) that sets $ldflags
+# to stamp Kubernetes' version packages as upstream's release builds do: kwokctl reads a
+# scheduler's version from `--version`, and the components report it on /version.
 cluster_k8s_ldflags = k8s=$(CLUSTER_K8S_VERSION); minor=$${k8s\#v*.}; minor=$${minor%%.*}; major=$${k8s\#v}; major=$${major%%.*}; \
   date=$$($(1) go list -m -f '{{with .Replace}}{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}{{else}}{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' k8s.io/kubernetes); \
   ldflags="-s -w"; \
@@ -85,8 +86,8 @@ endef
 # make test needs the binaries; the top-level Makefile makes test depend on TEST_PREREQS.
 TEST_PREREQS += cluster-tools
 
-# One step builds every Go tool, one after the other (each go build already uses every
-# core; two at once on a small machine only compete for memory).
+# One step builds every Go tool, one after the other without `make -j` (each go build
+# already uses every core; two at once on a small machine only compete for memory).
 cluster-tools: $(CLUSTER_TOOLS_DIR)/.done $(SCHEDULER_PLUGINS_DIR)/.done $(KUEUE_DIR)/.done \
   $(HELM_DIR)/.done $(VOLCANO_DIR)/.done
 
