@@ -2,7 +2,7 @@
 #   make synth   synthesize the default stack into dist/
 #   make test    set up everything the tests need (venv, Go tools, control plane
 #                binaries, training deps), lint, then run every test tier
-#   make lint    ruff + mypy --strict
+#   make lint    ruff + mypy --strict + the import contract (tests/layers.py)
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
@@ -27,7 +27,7 @@ export GOFLAGS := -mod=mod
 # jsii (under cdk8s) prints a Node.js end-of-life banner unless told the major version.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := $(shell node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 20)
 
-.PHONY: help venv synth lint test test-unit openapi schemas cdk8s-cli clean
+.PHONY: help venv synth lint test test-unit openapi schemas cdk8s-cli sdk-venv clean
 
 # Component makefiles add their targets and append to TEST_PREREQS (what `make test`
 # must build or install first: the control-plane binaries, torch, the Horovod wheel).
@@ -39,7 +39,7 @@ TEST_PREREQS :=
 help:
 	@echo "make synth          synthesize the local stack into dist/"
 	@echo "make test           install everything, lint, run every test tier"
-	@echo "make lint           ruff and mypy --strict"
+	@echo "make lint           ruff, mypy --strict and the import contract"
 	@echo "make demo           local control plane + operator; sample jobs to Succeeded"
 	@echo "make bench          operator scale benchmark (150 jobs, 50 fake GPU nodes)"
 	@echo "make cluster-up     start the local control plane (cluster-down stops it;"
@@ -83,6 +83,19 @@ $(KUBETRAIN_CDK8S_CLI):
 cdk8s-cli: $(KUBETRAIN_CDK8S_CLI)
 TEST_PREREQS += cdk8s-cli
 
+# Kubeflow's Python SDKs (v1 kubeflow-training, v2 kubeflow), unmodified, in their own
+# virtualenv: they pin an older kubernetes client than the operator's (tests/sdk/).
+SDK_VENV := .venv-sdk
+export KUBETRAIN_SDK_PYTHON := $(CURDIR)/$(SDK_VENV)/bin/python
+
+$(SDK_VENV)/.done: tests/sdk/requirements.txt
+	@test -x $(SDK_VENV)/bin/python || $(PYTHON) -m venv $(SDK_VENV)
+	$(SDK_VENV)/bin/python -m pip install --quiet -r tests/sdk/requirements.txt
+	@touch $@
+
+sdk-venv: $(SDK_VENV)/.done
+TEST_PREREQS += sdk-venv
+
 synth: venv
 	$(BIN)/kubetrain synth local
 
@@ -90,6 +103,7 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
+	$(BIN)/python -m tests.layers
 
 test-unit: venv openapi
 	$(BIN)/pytest tests/unit tests/snapshots
@@ -98,5 +112,5 @@ test: venv openapi $(TEST_PREREQS) lint
 	$(BIN)/pytest
 
 clean:
-	rm -rf $(VENV) dist cdk8s.out .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(SDK_VENV) dist cdk8s.out .mypy_cache .ruff_cache .pytest_cache
 

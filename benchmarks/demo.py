@@ -23,7 +23,7 @@ import yaml
 
 from cluster.fake_pods import EXIT_CODE_ANNOTATION, exit_patch
 from cluster.local import LocalCluster
-from kubetrain.controller import labels as L
+from kubetrain.api import keys as K
 from kubetrain.controller.errors import ApiError
 from kubetrain.controller.kube import JOB_RESOURCES, PODS, KubeApi
 from kubetrain.synth import render_stack
@@ -73,7 +73,7 @@ def state_of(job: dict[str, Any] | None) -> str:
 
 def pods_of(api: KubeApi, job: dict[str, Any]) -> list[dict[str, Any]]:
     meta = job["metadata"]
-    selector = f"{L.JOB_NAME}={meta['name']},{L.OPERATOR_NAME}={L.OPERATOR_NAMES[job['kind']]}"
+    selector = K.job_selector(job["kind"], meta["name"])
     items, _ = api.list(PODS, meta.get("namespace", "default"), label_selector=selector)
     return items
 
@@ -90,7 +90,7 @@ def finish_training(api: KubeApi, job: dict[str, Any], pods: list[dict[str, Any]
     """Make the job's programs exit 0 (an MPIJob's workers only serve sshd)."""
     for pod in pods:
         meta = pod["metadata"]
-        role = (meta.get("labels") or {}).get(L.JOB_ROLE)
+        role = (meta.get("labels") or {}).get(K.JOB_ROLE)
         if job["kind"] == "MPIJob" and role != "launcher":
             continue
         if (pod.get("status") or {}).get("phase") != "Running":
@@ -132,7 +132,9 @@ def main(argv: list[str] | None = None) -> int:
             f"--kubeconfig={cluster.kubeconfig}",
             "--log-format=text",
             "--metrics-port=18080",
+            "--metrics-bind-address=127.0.0.1",
             "--health-port=18081",
+            "--health-bind-address=127.0.0.1",
         ],
         stdout=log.open("wb"),
         stderr=subprocess.STDOUT,

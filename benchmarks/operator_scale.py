@@ -1,16 +1,20 @@
 """Operator scale benchmark on the local control plane.
 
 Starts a control plane with 50 fake GPU nodes (8 GPUs each), runs ``kubetrain operator``
-as its own process, submits 100 PyTorchJobs (1 Master + 3 Workers, a GPU per pod) and
-50 MPIJobs (2 workers, launcher), and reports, per job, the time from its create call
-to (a) every child the operator creates having appeared and (b) the Running condition;
-plus the total wall time and the operator's CPU seconds and peak RSS.
+as its own process, submits 100 PyTorchJobs (1 Master + 3 Workers, a GPU per pod), 50
+MPIJobs (2 workers, launcher) and 100 TrainJobs (4 nodes each, the shape the Kubeflow
+SDK's ``train(trainer=CustomTrainer(func, num_nodes=4))`` creates, on a torch runtime),
+and reports, per kind and per job, the time from its create call to (a) every child the
+operator creates having appeared and (b) Running (the Running condition; a TrainJob's
+``status.state``); plus the total wall time and the operator's CPU seconds and peak RSS.
 
 "All children" includes the children the startup gate holds back until the pods they
-need run (PyTorch workers wait for the Master, the MPI launcher for the workers), so it
-contains a pod start on the fake cluster. The two rows that separate the operator's own
-latency from that wait: "create -> ungated children" (everything not gated) and "gate
-open -> gated children" (from the gating pods' Running to the gated children).
+need run (PyTorch workers wait for the Master), so it contains a pod start on the fake
+cluster. The two rows that separate the operator's own latency from that wait: "create ->
+ungated children" (everything not gated) and "gate open -> gated children" (from the
+gating pods' Running to the gated children). An MPIJob's launcher Job is created at once
+(``launcherCreationPolicy: AtStartup``), its pod gated until the workers run; a
+TrainJob's nodes start together.
 
     .venv/bin/python -m benchmarks.operator_scale            # or: make bench
     .venv/bin/python -m benchmarks.operator_scale --cluster-dir build/cluster  # reuse one
@@ -35,14 +39,16 @@ from typing import Any
 
 from cluster.local import LocalCluster
 from cluster.topology import GPU_RESOURCE, default_topology
+from kubetrain.api import keys as K
 from kubetrain.api.crds import generate_crds
-from kubetrain.controller import labels as L
+from kubetrain.api.trainer import generate_trainer_crds
 from kubetrain.controller.errors import ApiError
 from kubetrain.controller.kube import (
     BATCH_JOBS,
     CONFIG_MAPS,
     JOB_RESOURCES,
     PODS,
+    RUNTIME_RESOURCES,
     SECRETS,
     SERVICES,
     KubeApi,
@@ -110,33 +116,104 @@ def mpi_job(name: str) -> dict[str, Any]:
     }
 
 
-#: Children the operator creates, per kind, by (resource kind, name suffix).
+TRAINJOB_NODES = 4
+RUNTIME = "bench-torch"
+
+
+def runtime() -> dict[str, Any]:
+    """A torch ClusterTrainingRuntime like upstream's torch-distributed, tolerating the
+    GPU taint."""
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "ClusterTrainingRuntime",
+        "metadata": {"name": RUNTIME, "labels": {K.TRAINER_FRAMEWORK_LABEL: "torch"}},
+        "spec": {
+            "mlPolicy": {"numNodes": 1, "torch": {}},
+            "template": {
+                "spec": {
+                    "replicatedJobs": [
+                        {
+                            "name": "node",
+                            "template": {
+                                "metadata": {"labels": {K.TRAINER_ANCESTOR_LABEL: "trainer"}},
+                                "spec": {
+                                    "template": {
+                                        "spec": {
+                                            "tolerations": [TOLERATION],
+                                            "containers": [
+                                                {
+                                                    "name": "node",
+                                                    "image": "registry.example/torch:1",
+                                                }
+                                            ],
+                                        }
+                                    }
+                                },
+                            },
+                        }
+                    ]
+                }
+            },
+        },
+    }
+
+
+def trainjob(name: str) -> dict[str, Any]:
+    """What the SDK's ``train(trainer=CustomTrainer(func, num_nodes=4))`` posts."""
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": name, "namespace": NAMESPACE},
+        "spec": {
+            "runtimeRef": {"name": RUNTIME, "kind": "ClusterTrainingRuntime"},
+            "trainer": {
+                "command": ["bash", "-c", "python train.py"],
+                "numNodes": TRAINJOB_NODES,
+            },
+        },
+    }
+
+
+#: Children the operator creates, per kind, by (resource kind, name); an MPIJob's SSH
+#: Secret has a generated name (``<job>-ssh-<random>``) and is matched by its prefix.
 def expected_children(kind: str, name: str) -> set[tuple[str, str]]:
     if kind == "PyTorchJob":
         pods = [f"{name}-master-0"] + [f"{name}-worker-{i}" for i in range(3)]
         return {("Pod", p) for p in pods} | {("Service", p) for p in pods}
+    if kind == "TrainJob":
+        nodes = {("Pod", f"{name}-node-0-{i}") for i in range(TRAINJOB_NODES)}
+        return nodes | {("Service", name)}
     workers = {("Pod", f"{name}-worker-{i}") for i in range(2)}
     return workers | {
         ("Service", name),
         ("ConfigMap", f"{name}-config"),
-        ("Secret", f"{name}-ssh"),
+        ("Secret", f"{name}-ssh-"),
         ("Job", f"{name}-launcher"),
     }
 
 
+def child_key(kind: str, name: str, job: str) -> tuple[str, str]:
+    """How a child is counted in ``expected_children``."""
+    if kind == "Secret" and name.startswith(f"{job}-ssh-"):
+        return (kind, f"{job}-ssh-")
+    return (kind, name)
+
+
 def gated_children(kind: str, name: str) -> set[tuple[str, str]]:
     """Children the operator creates only once the startup gate opens: PyTorch workers
-    wait for the Master to run, the MPI launcher for every worker."""
+    wait for the Master to run."""
     if kind == "PyTorchJob":
         return {("Pod", f"{name}-worker-{i}") for i in range(3)}
-    return {("Job", f"{name}-launcher")}
+    return set()
 
 
 def gate_pods(kind: str, name: str) -> set[str]:
     """The pods whose Running phase opens the job's startup gate."""
     if kind == "PyTorchJob":
         return {f"{name}-master-0"}
-    return {f"{name}-worker-{i}" for i in range(2)}
+    if kind == "MPIJob":
+        return {f"{name}-worker-{i}" for i in range(2)}
+    return set()
 
 
 @dataclass
@@ -164,7 +241,7 @@ class Observer:
         self.lock = threading.Lock()
         self.stop = threading.Event()
         self.threads: list[threading.Thread] = []
-        self.ready = threading.Barrier(9)
+        self.ready = threading.Barrier(1 + 5 + len(JOB_RESOURCES))
 
     def start(self) -> None:
         for resource in (PODS, SERVICES, CONFIG_MAPS, SECRETS, BATCH_JOBS):
@@ -195,7 +272,7 @@ class Observer:
     def _child(self, resource: Resource, obj: dict[str, Any]) -> None:
         now = time.monotonic()
         labels = obj.get("metadata", {}).get("labels") or {}
-        job = labels.get(L.JOB_NAME)
+        job = labels.get(K.JOB_NAME)
         name = str(obj["metadata"]["name"])
         with self.lock:
             if resource is PODS:
@@ -217,7 +294,7 @@ class Observer:
                 return
             if times.first_child_at is None:
                 times.first_child_at = now
-            times.seen.add((resource.kind, name))
+            times.seen.add(child_key(resource.kind, name, str(job)))
             expected = expected_children(times.kind, str(job))
             ungated = expected - gated_children(times.kind, str(job))
             if times.ungated_at is None and ungated <= times.seen:
@@ -227,8 +304,12 @@ class Observer:
 
     def _job(self, resource: Resource, obj: dict[str, Any]) -> None:
         now = time.monotonic()
-        conditions = (obj.get("status") or {}).get("conditions") or []
-        running = any(c.get("type") == "Running" and c.get("status") == "True" for c in conditions)
+        status = obj.get("status") or {}
+        conditions = status.get("conditions") or []
+        running = (
+            any(c.get("type") == "Running" and c.get("status") == "True" for c in conditions)
+            or status.get("state") == "Running"
+        )
         with self.lock:
             times = self.jobs.get(str(obj["metadata"]["name"]))
             if times is not None and running and times.running_at is None:
@@ -260,6 +341,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("--pytorch-jobs", type=int, default=100)
     parser.add_argument("--mpi-jobs", type=int, default=50)
+    parser.add_argument("--trainjobs", type=int, default=100)
     parser.add_argument("--gpu-nodes", type=int, default=50)
     parser.add_argument("--workers", type=int, default=16, help="operator --workers")
     parser.add_argument("--qps", type=float, default=500, help="operator --kube-api-qps")
@@ -288,7 +370,7 @@ def main(argv: list[str] | None = None) -> int:
             took = time.monotonic() - started
             print(f"control plane with {args.gpu_nodes} GPU nodes up in {took:.1f}s")
         api = KubeApi.connect(str(cluster.kubeconfig), qps=1000, burst=2000, pool_size=32)
-        for crd in generate_crds():
+        for crd in [*generate_crds(), *generate_trainer_crds()]:
             api.apply(crd, resource=CRDS)
         try:
             api.create(
@@ -299,6 +381,7 @@ def main(argv: list[str] | None = None) -> int:
             if err.status != 409:
                 raise
         wait_ready(api)
+        api.apply(runtime(), resource=RUNTIME_RESOURCES["ClusterTrainingRuntime"])
 
         log_path = workdir / "operator.log"
         operator = subprocess.Popen(
@@ -312,7 +395,9 @@ def main(argv: list[str] | None = None) -> int:
                 f"--kube-api-qps={args.qps:g}",
                 f"--kube-api-burst={args.burst}",
                 "--metrics-port=18480",
+                "--metrics-bind-address=127.0.0.1",
                 "--health-port=18481",
+                "--health-bind-address=127.0.0.1",
                 "--log-level=warning",
             ],
             stdout=log_path.open("wb"),
@@ -326,6 +411,7 @@ def main(argv: list[str] | None = None) -> int:
 
         names = [("PyTorchJob", f"pt-{i:03d}") for i in range(args.pytorch_jobs)]
         names += [("MPIJob", f"mpi-{i:03d}") for i in range(args.mpi_jobs)]
+        names += [("TrainJob", f"tj-{i:03d}") for i in range(args.trainjobs)]
         names.sort(key=lambda kn: kn[1].split("-")[1] + kn[0])  # interleave the kinds
         times = {name: JobTimes(kind) for kind, name in names}
         observer = Observer(api, times)
@@ -389,7 +475,8 @@ def submit(
                 if not pending:
                     return
                 kind, name = pending.pop()
-            body = pytorch_job(name) if kind == "PyTorchJob" else mpi_job(name)
+            build = {"PyTorchJob": pytorch_job, "MPIJob": mpi_job, "TrainJob": trainjob}[kind]
+            body = build(name)
             times[name].submitted = time.monotonic()
             api.create(body)
 
@@ -416,6 +503,37 @@ def wait_ready(api: KubeApi) -> None:
     raise SystemExit("the CRDs or the namespace did not become ready in 60s")
 
 
+def _rows(times: list[JobTimes], pod_start: list[float] | None) -> list[tuple[str, list[float]]]:
+    first = [t.first_child_at - t.submitted for t in times if t.first_child_at]
+    ungated = [t.ungated_at - t.submitted for t in times if t.ungated_at]
+    gated = [
+        t.children_at - t.gate_open_at
+        for t in times
+        if t.children_at and t.gate_open_at and t.children_at >= t.gate_open_at
+    ]
+    children = [t.children_at - t.submitted for t in times if t.children_at]
+    running = [t.running_at - t.submitted for t in times if t.running_at]
+    rows = [
+        ("create -> first child", first),
+        ("create -> ungated children", ungated),
+        ("gate open -> gated children", gated),
+        ("create -> all children", children),
+        ("create -> Running", running),
+    ]
+    if pod_start is not None:
+        rows.append(("pod created -> Running", pod_start))
+    return [(label, values) for label, values in rows if values]
+
+
+def _print_rows(rows: list[tuple[str, list[float]]]) -> None:
+    print(f"{'':30}{'p50':>9}{'p99':>9}{'max':>9}   samples")
+    for label, values in rows:
+        print(
+            f"  {label:28}{percentile(values, 50):8.2f}s{percentile(values, 99):8.2f}s"
+            f"{max(values, default=float('nan')):8.2f}s   {len(values)}"
+        )
+
+
 def report(
     args: argparse.Namespace,
     times: Mapping[str, JobTimes],
@@ -425,35 +543,26 @@ def report(
     peak_rss: float,
     pod_start: list[float],
 ) -> None:
-    first = [t.first_child_at - t.submitted for t in times.values() if t.first_child_at]
-    ungated = [t.ungated_at - t.submitted for t in times.values() if t.ungated_at]
-    gated = [
-        t.children_at - t.gate_open_at
-        for t in times.values()
-        if t.children_at and t.gate_open_at and t.children_at >= t.gate_open_at
-    ]
-    children = [t.children_at - t.submitted for t in times.values() if t.children_at]
-    running = [t.running_at - t.submitted for t in times.values() if t.running_at]
     flags = f"--workers={args.workers} --kube-api-qps={args.qps:g} --kube-api-burst={args.burst}"
     print(f"\noperator: {flags}")
     print(
         f"jobs: {args.pytorch_jobs} PyTorchJobs (1 Master + 3 Workers) + {args.mpi_jobs} MPIJobs "
-        f"(2 workers) on {args.gpu_nodes} fake GPU nodes; submitted in {submitted:.1f}s"
+        f"(2 workers) + {args.trainjobs} TrainJobs ({TRAINJOB_NODES} nodes) on "
+        f"{args.gpu_nodes} fake GPU nodes; submitted in {submitted:.1f}s"
     )
-    print(f"{'':28}{'p50':>9}{'p99':>9}{'max':>9}   samples")
-    rows = (
-        ("create -> first child", first),
-        ("create -> ungated children", ungated),
-        ("gate open -> gated children", gated),
-        ("create -> all children", children),
-        ("create -> Running", running),
-        ("pod created -> Running", pod_start),
-    )
-    for label, values in rows:
-        print(
-            f"{label:28}{percentile(values, 50):8.2f}s{percentile(values, 99):8.2f}s"
-            f"{max(values, default=float('nan')):8.2f}s   {len(values)}"
-        )
+    print("all jobs:")
+    _print_rows(_rows(list(times.values()), pod_start))
+    by_kind: dict[str, list[JobTimes]] = {}
+    for t in times.values():
+        by_kind.setdefault(t.kind, []).append(t)
+    for kind, kind_times in by_kind.items():
+        print(f"{kind} ({len(kind_times)}):")
+        _print_rows(_rows(kind_times, None))
+    pytorch = [t.children_at - t.submitted for t in by_kind.get("PyTorchJob", []) if t.children_at]
+    train = [t.children_at - t.submitted for t in by_kind.get("TrainJob", []) if t.children_at]
+    if pytorch and train:
+        ratio = percentile(train, 99) / percentile(pytorch, 99)
+        print(f"TrainJob / PyTorchJob, create -> all children p99: {ratio:.2f}x")
     print(f"total wall time (first create -> last Running): {wall:.1f}s")
     print(f"operator CPU: {cpu:.1f}s   operator peak RSS: {peak_rss:.0f} MiB")
 

@@ -319,6 +319,20 @@ def release_layout(tools: Tools) -> tuple[str, str]:
     return str(default["namespace"]), str(default.get("namePrefix", ""))
 
 
+def check_trainjob_crds(served: Iterable[str]) -> None:
+    """Raise ``KueueError`` unless the CRDs Kueue's TrainJob integration needs at start
+    (TrainJob, TrainingRuntime, ClusterTrainingRuntime) are among ``served``."""
+    names = set(served)
+    missing = [name for name in (TRAINJOB_CRD, *TRAINER_RUNTIME_CRDS) if name not in names]
+    if missing:
+        raise KueueError(
+            f"Kueue's {TRAINJOB_INTEGRATION} integration needs the CRDs {TRAINJOB_CRD}, "
+            f"{', '.join(TRAINER_RUNTIME_CRDS)} installed (it indexes the runtimes at start "
+            f"and exits without them); missing: {', '.join(missing)}. Install them first, "
+            "or leave the integration out"
+        )
+
+
 def kueue_config(
     *,
     namespace: str,
@@ -427,16 +441,9 @@ class Kueue:
         return integrations
 
     def _prepare_trainjob(self, deadline: float) -> None:
-        missing = [
-            name for name in (TRAINJOB_CRD, *TRAINER_RUNTIME_CRDS) if not self._crd_exists(name)
-        ]
-        if missing:
-            raise KueueError(
-                f"Kueue's {TRAINJOB_INTEGRATION} integration needs the CRDs {TRAINJOB_CRD}, "
-                f"{', '.join(TRAINER_RUNTIME_CRDS)} installed (it indexes the runtimes at "
-                f"start and exits without them); missing: {', '.join(missing)}. Install "
-                "them first, or leave the integration out"
-            )
+        check_trainjob_crds(
+            name for name in (TRAINJOB_CRD, *TRAINER_RUNTIME_CRDS) if self._crd_exists(name)
+        )
         if not self._crd_exists(JOBSET_CRD):
             # Nothing creates JobSets here; the CRD only lets Kueue's watch on them sync.
             jobset = [

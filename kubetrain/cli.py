@@ -13,11 +13,11 @@ from kubetrain import __version__
 
 # (command, module, one-line help), in the order `kubetrain --help` lists them.
 COMMANDS: tuple[tuple[str, str, str], ...] = (
-    ("validate", "kubetrain.commands.validate", "check job manifests against the typed API"),
+    ("validate", "kubetrain.commands.validate", "check manifests against the typed API"),
     ("crds", "kubetrain.commands.crds", "print the CRDs as YAML"),
     ("synth", "kubetrain.commands.synth", "render stacks into dist/<stack>/<version>/"),
     ("diff", "kubetrain.commands.diff", "object-level diff between two versions of a stack"),
-    ("run", "kubetrain.local_run", "run a job manifest on this machine (--local)"),
+    ("run", "kubetrain.commands.run", "run a job manifest on this machine (--local)"),
     ("operator", "kubetrain.commands.operator", "run the operator that reconciles training jobs"),
 )
 

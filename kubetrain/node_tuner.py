@@ -1,13 +1,19 @@
 """The GPU node tuner: ``python -m kubetrain.node_tuner``, run by a GpuNodePool's
-privileged DaemonSet on every node of the pool.
+DaemonSet on every node of the pool, in two steps with different privileges:
 
-It applies what a pod can change on its node (sysctls), checks what only the node's
-configuration can fix and reports it (locked-memory limit, systemd ``RemoveIPC``,
-``nvidia-peermem``), logs one line per check, and labels its node
-``kubetrain.dev/node-tuning=ok`` or with short failure reasons (``memlock-limited``,
-``removeipc-enabled``, ``peermem-missing``, ``sysctl-failed``) joined by ``.``. It then
-sleeps and checks again. Every check takes the host root and proc paths as parameters,
-so tests run them against directories holding real files.
+- ``--phase=apply`` (a privileged init container, root): writes the sysctls a pod can
+  change on its node, logs the result, and exits;
+- ``--phase=check`` (the unprivileged main container, non-root, nothing writable): reads
+  the sysctls back, checks what only the node's configuration can fix (locked-memory
+  limit, systemd ``RemoveIPC``, ``nvidia-peermem``), logs one line per check, and labels
+  its node ``kubetrain.dev/node-tuning=ok`` or with short failure reasons
+  (``memlock-limited``, ``removeipc-enabled``, ``peermem-missing``, ``sysctl-failed``)
+  joined by ``.``; then sleeps and checks again.
+
+``--phase=all`` (the default, for a run by hand) does both. Every check takes the host
+root and proc paths as parameters, so tests run them against directories holding real
+files. The pool's ValidatingAdmissionPolicy lets the tuner's ServiceAccount change only
+``kubetrain.dev/`` labels and annotations, and only on the node its pod runs on.
 """
 
 from __future__ import annotations
@@ -24,11 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-LABEL = "kubetrain.dev/node-tuning"
+from kubetrain.api import keys as K
+
+LABEL = K.NODE_TUNING_LABEL
 """Node label: ``ok`` or the failed checks' reasons joined by ``.``."""
-DETAIL_ANNOTATION = "kubetrain.dev/node-tuning-detail"
+DETAIL_ANNOTATION = K.NODE_TUNING_DETAIL_ANNOTATION
 """Node annotation: one line per check, for humans."""
-OK = "ok"
+OK = K.NODE_TUNING_OK
 
 REASON_MEMLOCK = "memlock-limited"
 REASON_REMOVE_IPC = "removeipc-enabled"
@@ -119,6 +127,32 @@ def apply_sysctls(sysctls: Mapping[str, str], *, proc_root: Path) -> list[CheckR
 
 
 # --- memlock ------------------------------------------------------------------------
+
+
+def verify_sysctls(sysctls: Mapping[str, str], *, proc_root: Path) -> list[CheckResult]:
+    """Read each sysctl back without writing it (the unprivileged check step)."""
+    results = []
+    for name, wanted in sorted(sysctls.items()):
+        path = proc_root / "sys" / name.replace(".", "/")
+        check = f"sysctl:{name}"
+        try:
+            current = _normalize(path.read_text())
+        except OSError as err:
+            results.append(CheckResult(check, False, f"cannot read {name}: {err}", REASON_SYSCTL))
+            continue
+        if current == _normalize(wanted):
+            results.append(CheckResult(check, True, f"{name}={current}"))
+        else:
+            results.append(
+                CheckResult(
+                    check,
+                    False,
+                    f"{name} is {current!r}, expected {wanted!r} (the tuner's init step sets "
+                    "it when its pod starts: restart the pod to set it again)",
+                    REASON_SYSCTL,
+                )
+            )
+    return results
 
 
 def check_memlock(*, proc_root: Path) -> CheckResult:
@@ -228,6 +262,9 @@ def check_peermem(*, host_root: Path, required: bool) -> CheckResult:
 # --- all checks, label --------------------------------------------------------------
 
 
+PHASES = ("all", "apply", "check")
+
+
 @dataclass(frozen=True, kw_only=True)
 class TunerConfig:
     """What one round of the tuner does."""
@@ -236,11 +273,17 @@ class TunerConfig:
     proc_root: Path = Path("/proc")
     sysctls: Mapping[str, str] | None = None
     require_peermem: bool = False
+    #: ``all``: set the sysctls, then check; ``check``: only read them back.
+    phase: str = "all"
 
 
 def run_checks(config: TunerConfig) -> list[CheckResult]:
-    """Apply the sysctls and run every check; one result per sysctl and per check."""
-    results = apply_sysctls(config.sysctls or {}, proc_root=config.proc_root)
+    """Set (phase ``all``) or read back (``check``) the sysctls and run every check; one
+    result per sysctl and per check."""
+    if config.phase == "check":
+        results = verify_sysctls(config.sysctls or {}, proc_root=config.proc_root)
+    else:
+        results = apply_sysctls(config.sysctls or {}, proc_root=config.proc_root)
     results.append(check_memlock(proc_root=config.proc_root))
     results.append(check_remove_ipc(host_root=config.host_root))
     results.append(check_peermem(host_root=config.host_root, required=config.require_peermem))
@@ -317,6 +360,13 @@ def build_parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--require-peermem", action="store_true")
     parser.add_argument(
+        "--phase",
+        choices=PHASES,
+        default="all",
+        help="apply: set the sysctls and exit (privileged init step); check: read them "
+        "back, run the checks and label the node (unprivileged); all: both (default)",
+    )
+    parser.add_argument(
         "--interval",
         type=int,
         default=DEFAULT_INTERVAL_S,
@@ -345,7 +395,14 @@ def main(argv: Sequence[str] | None = None, *, api: NodeApi | None = None) -> in
         proc_root=args.proc_root,
         sysctls=sysctls,
         require_peermem=args.require_peermem,
+        phase=args.phase,
     )
+    if args.phase == "apply":
+        # The init step: set what needs privileges, report, and let the checker judge
+        # (a non-zero exit here would only crash-loop the pod and hide the report).
+        for result in apply_sysctls(sysctls, proc_root=args.proc_root):
+            log.info("node-tuner %s", result.line())
+        return 0
     node_name = os.environ.get("NODE_NAME", "")
     if not args.no_label and not node_name:
         log.error("node-tuner: NODE_NAME is not set (give it from spec.nodeName)")

@@ -1,8 +1,8 @@
 """``h100-infiniband``: CoreWeave-style HGX H100 nodes on an InfiniBand fabric."""
 
-from kubetrain.constructs.gpu import GpuNodePoolProps
 from kubetrain.constructs.job_common import Placement
 from kubetrain.constructs.nccl import NcclProfile
+from kubetrain.constructs.node_pool import GpuNodePoolProps
 from kubetrain.constructs.operator import TrainingOperatorProps
 from kubetrain.constructs.samples import LinearScaling, PyTorchDdpSampleProps
 from kubetrain.gitops.stack import Samples, Stack

@@ -1,7 +1,7 @@
 """``p5-efa``: AWS p5.48xlarge (8x H100) with 32 EFA interfaces."""
 
-from kubetrain.constructs.gpu import GpuNodePoolProps
 from kubetrain.constructs.nccl import NcclProfile
+from kubetrain.constructs.node_pool import GpuNodePoolProps
 from kubetrain.constructs.operator import TrainingOperatorProps
 from kubetrain.constructs.samples import HorovodSampleProps, LinearScaling, PyTorchDdpSampleProps
 from kubetrain.constructs.types import Quantity, Resources

@@ -17,6 +17,7 @@ from kubetrain.api.common import (
 from kubetrain.api.crds import crd_schema, generate_crds
 from kubetrain.api.defaults import apply_defaults
 from kubetrain.api.errors import FieldError, JobValidationError
+from kubetrain.api.limits import ReplicaLimits
 from kubetrain.api.loader import Job, load_job, load_job_file, load_jobs_from_yaml
 from kubetrain.api.mpi import MPIImplementation, MPIJob, MPIJobSpec, MPIReplicaType
 from kubetrain.api.pytorch import ElasticPolicy, PyTorchJob, PyTorchJobSpec, PyTorchReplicaType
@@ -41,6 +42,7 @@ __all__ = [
     "PyTorchJob",
     "PyTorchJobSpec",
     "PyTorchReplicaType",
+    "ReplicaLimits",
     "ReplicaSpec",
     "ReplicaStatus",
     "RestartPolicy",

@@ -30,6 +30,17 @@ class SchemaPattern:
 
 
 @dataclass(frozen=True)
+class ListType:
+    """``x-kubernetes-list-type`` of a list field: ``atomic``, ``set`` or ``map``; a map
+    list names its ``keys`` (unique together, as the API server requires) and the
+    defaults of keys its items do not require (the server needs one for each)."""
+
+    kind: str
+    keys: tuple[str, ...] = ()
+    key_defaults: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
 class K8sSchema:
     """Marks a free-form dict whose schema is a type of the pinned Kubernetes OpenAPI."""
 
@@ -92,7 +103,8 @@ _QUANTITY_RE = re.compile(QUANTITY_PATTERN)
 
 
 def _check_quantity(value: int | str) -> int | str:
-    if isinstance(value, str) and not _QUANTITY_RE.match(value):
+    # fullmatch: the API server's (Go) ``$`` does not match before a trailing newline.
+    if isinstance(value, str) and not _QUANTITY_RE.fullmatch(value):
         raise ValueError("must be a Kubernetes quantity such as 8, 500m, 16Gi or 1e3")
     return value
 
@@ -102,9 +114,17 @@ Quantity = Annotated[
 ]
 
 
+_RFC3339 = re.compile(
+    r"[0-9]{4}-[0-9]{2}-[0-9]{2}[Tt][0-9]{2}:[0-9]{2}:[0-9]{2}(\.[0-9]+)?([Zz]|[+-][0-9]{2}:[0-9]{2})"
+)
+
+
 def _check_time(value: str) -> str:
+    # The API server parses times as RFC 3339 (a date alone, or no zone, is refused).
     try:
-        datetime.fromisoformat(value.replace("Z", "+00:00"))
+        if not _RFC3339.fullmatch(value):
+            raise ValueError(value)
+        datetime.fromisoformat(value.upper().replace("Z", "+00:00"))
     except ValueError:
         raise ValueError("must be an RFC 3339 time such as 2026-01-02T15:04:05Z") from None
     return value

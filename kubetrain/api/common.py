@@ -57,8 +57,10 @@ class ConditionStatus(StrEnum):
 
 
 class ObjectMeta(KubeModel):
-    """Object metadata. Only ``name`` is checked here; the API server owns the rest, so
-    fields it adds (uid, resourceVersion, managedFields, ...) are accepted as they are."""
+    """Object metadata. Only ``name`` is typed here; fields the API server adds (uid,
+    resourceVersion, managedFields, ...) are kept as extra fields, as they are, and
+    ``kubetrain.api.meta`` refuses any name ObjectMeta does not have and checks labels,
+    annotations and the other rules the server applies."""
 
     model_config = ConfigDict(extra="allow")
 
@@ -155,6 +157,11 @@ class JobStatus(KubeModel):
     start_time: Time | None = None
     completion_time: Time | None = None
     last_reconcile_time: Time | None = None
+    ssh_auth_secret_name: StrictStr | None = Field(
+        default=None,
+        description="MPIJob: the Secret holding the job's SSH key pair, which the operator "
+        "created under a generated name (kubetrain; it never reads or adopts Secrets).",
+    )
 
 
 class JobBase(KubeModel):
@@ -176,6 +183,12 @@ class JobBase(KubeModel):
     @property
     def name(self) -> str:
         return self.metadata.name or ""
+
+    @property
+    def run_policy(self) -> RunPolicy | None:
+        """The job's run policy (every kind has one, under its spec)."""
+        policy = getattr(getattr(self, "spec", None), "run_policy", None)
+        return policy if isinstance(policy, RunPolicy) else None
 
     def summary(self) -> dict[str, Any]:
         """Replica counts by type (after defaulting semantics: missing replicas = 1)."""

@@ -3,7 +3,9 @@
 Each CRD is ``apiextensions.k8s.io/v1`` with one served and stored version, a structural
 schema (full PodTemplateSpec of the pinned Kubernetes release, descriptions trimmed), the
 status subresource, printer columns, CEL rules for the invariants upstream only checks in
-webhooks, and no ``status`` block or empty fields, so apply-then-diff is empty.
+webhooks (and the platform's replica limits, ``ReplicaLimits``), a CEL transition rule
+keeping ``runPolicy.managedBy`` immutable, and no ``status`` block or empty fields, so
+apply-then-diff is empty.
 """
 
 from __future__ import annotations
@@ -14,13 +16,15 @@ from typing import Any
 
 from kubetrain.api.base import DNS1035_PATTERN
 from kubetrain.api.common import JobBase, JobStatus
-from kubetrain.api.invariants import invariants_for
+from kubetrain.api.invariants import invariants_for, transitions_for
+from kubetrain.api.kinds import MPI, PYTORCH, TENSORFLOW, KindInfo
+from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, ReplicaLimits
 from kubetrain.api.mpi import MPIJob
 from kubetrain.api.pytorch import PyTorchJob
+from kubetrain.api.rules import REPLICA, REPLICA_FIELDS, ROOT
 from kubetrain.api.schema import model_schema
 from kubetrain.api.tensorflow import TFJob
 
-GROUP = "kubeflow.org"
 # Argo CD and client-side apply keep the last-applied copy in an annotation capped at
 # 256 KiB; every CRD must serialize below it.
 MAX_CRD_BYTES = 256 * 1024
@@ -29,17 +33,32 @@ PART_OF_LABEL = {"app.kubernetes.io/part-of": "kubetrain"}
 
 @dataclass(frozen=True)
 class CrdInfo:
+    """A kind's model and its row of the kinds table."""
+
     model: type[JobBase]
-    plural: str
-    singular: str
-    version: str
-    scale_replica_type: str | None = None
+    kind: KindInfo
+
+    @property
+    def plural(self) -> str:
+        return self.kind.plural
+
+    @property
+    def singular(self) -> str:
+        return self.kind.singular
+
+    @property
+    def version(self) -> str:
+        return self.kind.version
+
+    @property
+    def scale_replica_type(self) -> str | None:
+        return self.kind.scale_replica_type
 
 
 CRD_INFOS: tuple[CrdInfo, ...] = (
-    CrdInfo(PyTorchJob, "pytorchjobs", "pytorchjob", "v1", scale_replica_type="Worker"),
-    CrdInfo(TFJob, "tfjobs", "tfjob", "v1"),
-    CrdInfo(MPIJob, "mpijobs", "mpijob", "v2beta1"),
+    CrdInfo(PyTorchJob, PYTORCH),
+    CrdInfo(TFJob, TENSORFLOW),
+    CrdInfo(MPIJob, MPI),
 )
 
 PRINTER_COLUMNS = [
@@ -49,14 +68,20 @@ PRINTER_COLUMNS = [
 
 
 def _kind(info: CrdInfo) -> str:
-    return str(info.model.model_fields["kind"].default)
+    return info.kind.kind
 
 
-def openapi_schema(info: CrdInfo) -> dict[str, Any]:
-    """The root structural schema of one kind."""
+def openapi_schema(info: CrdInfo, limits: ReplicaLimits = DEFAULT_REPLICA_LIMITS) -> dict[str, Any]:
+    """The root structural schema of one kind, enforcing ``limits``."""
     kind = _kind(info)
     spec_model = info.model.model_fields["spec"].annotation
     assert isinstance(spec_model, type)
+    rules = invariants_for(kind, limits)
+    spec = model_schema(spec_model)
+    replica_spec = spec["properties"][REPLICA_FIELDS[kind]]["additionalProperties"]
+    replica_spec["x-kubernetes-validations"] = [
+        i.cel_rule().to_schema() for i in rules if i.scope == REPLICA
+    ]
     return {
         "type": "object",
         "description": f"{kind}: {info.model.__doc__ or ''}".strip(),
@@ -69,15 +94,19 @@ def openapi_schema(info: CrdInfo) -> dict[str, Any]:
                     "name": {"type": "string", "maxLength": 63, "pattern": DNS1035_PATTERN},
                 },
             },
-            "spec": model_schema(spec_model),
+            "spec": spec,
             "status": model_schema(JobStatus),
         },
         "required": ["spec"],
-        "x-kubernetes-validations": [i.cel_rule().to_schema() for i in invariants_for(kind)],
+        "x-kubernetes-validations": [
+            *(i.cel_rule().to_schema() for i in rules if i.scope == ROOT),
+            *(t.cel_rule().to_schema() for t in transitions_for(kind)),
+        ],
     }
 
 
-def generate_crd(info: CrdInfo) -> dict[str, Any]:
+def generate_crd(info: CrdInfo, limits: ReplicaLimits = DEFAULT_REPLICA_LIMITS) -> dict[str, Any]:
+    """The CRD of one kind; ``limits`` are the replica limits its CEL rules enforce."""
     kind = _kind(info)
     subresources: dict[str, Any] = {"status": {}}
     if info.scale_replica_type:
@@ -95,9 +124,9 @@ def generate_crd(info: CrdInfo) -> dict[str, Any]:
     return {
         "apiVersion": "apiextensions.k8s.io/v1",
         "kind": "CustomResourceDefinition",
-        "metadata": {"name": f"{info.plural}.{GROUP}", "labels": dict(PART_OF_LABEL)},
+        "metadata": {"name": info.kind.crd_name, "labels": dict(PART_OF_LABEL)},
         "spec": {
-            "group": GROUP,
+            "group": info.kind.group,
             "names": {
                 "kind": kind,
                 "listKind": f"{kind}List",
@@ -110,7 +139,7 @@ def generate_crd(info: CrdInfo) -> dict[str, Any]:
                     "name": info.version,
                     "served": True,
                     "storage": True,
-                    "schema": {"openAPIV3Schema": openapi_schema(info)},
+                    "schema": {"openAPIV3Schema": openapi_schema(info, limits)},
                     "subresources": subresources,
                     "additionalPrinterColumns": PRINTER_COLUMNS,
                 }
@@ -119,16 +148,16 @@ def generate_crd(info: CrdInfo) -> dict[str, Any]:
     }
 
 
-def generate_crds() -> list[dict[str, Any]]:
+def generate_crds(limits: ReplicaLimits = DEFAULT_REPLICA_LIMITS) -> list[dict[str, Any]]:
     """The CRDs for PyTorchJob, TFJob and MPIJob, in a stable order."""
-    return [generate_crd(info) for info in CRD_INFOS]
+    return [generate_crd(info, limits) for info in CRD_INFOS]
 
 
-def crd_schema(kind: str) -> dict[str, Any]:
+def crd_schema(kind: str, limits: ReplicaLimits = DEFAULT_REPLICA_LIMITS) -> dict[str, Any]:
     """The openAPIV3Schema of ``kind`` (for validating custom resources in tests and tools)."""
     for info in CRD_INFOS:
         if _kind(info) == kind:
-            return openapi_schema(info)
+            return openapi_schema(info, limits)
     raise KeyError(f"no CRD for kind {kind!r}: expected one of {[_kind(i) for i in CRD_INFOS]}")
 
 

@@ -24,8 +24,9 @@ from __future__ import annotations
 import copy
 from typing import Any, TypeVar
 
-from kubetrain.api import mpi, pytorch, tensorflow
+from kubetrain.api import mpi
 from kubetrain.api.common import JobBase
+from kubetrain.api.kinds import MPI, PYTORCH, TENSORFLOW, KindInfo
 
 J = TypeVar("J", bound=JobBase)
 
@@ -40,10 +41,25 @@ def _ensure_port(template: dict[str, Any], container_name: str, port_name: str, 
         ports.append({"name": port_name, "containerPort": port, "protocol": "TCP"})
 
 
-def _default_replicas(specs: dict[str, Any], restart: dict[str, str]) -> None:
+def _default_replicas(specs: dict[str, Any], kind: KindInfo) -> None:
     for rtype, rspec in specs.items():
         rspec.setdefault("replicas", 1)
-        rspec.setdefault("restartPolicy", restart.get(rtype, restart.get("*", "Never")))
+        rspec.setdefault("restartPolicy", kind.default_restart_policy(rtype))
+
+
+def _ensure_main_port(specs: dict[str, Any], kind: KindInfo) -> None:
+    assert kind.main_container and kind.port_name and kind.default_port
+    for rspec in specs.values():
+        _ensure_port(rspec["template"], kind.main_container, kind.port_name, kind.default_port)
+
+
+def default_nproc_per_node(spec: dict[str, Any]) -> str | None:
+    """A PyTorchJob's ``nprocPerNode`` default (wire form): ``auto``, unless the deprecated
+    ``elasticPolicy.nProcPerNode`` says it (then none is set). The one place it is decided."""
+    elastic = spec.get("elasticPolicy")
+    if elastic is not None and elastic.get("nProcPerNode") is not None:
+        return None
+    return "auto"
 
 
 def _default_run_policy(spec: dict[str, Any]) -> None:
@@ -58,12 +74,13 @@ def default_wire(obj: dict[str, Any]) -> dict[str, Any]:
     spec = out["spec"]
     kind = out["kind"]
     _default_run_policy(spec)
-    if kind == pytorch.KIND:
-        specs = spec["pytorchReplicaSpecs"]
-        _default_replicas(specs, {"*": pytorch.DEFAULT_RESTART_POLICY})
+    if kind == PYTORCH.kind:
+        specs = spec[PYTORCH.replica_specs_field]
+        _default_replicas(specs, PYTORCH)
+        nproc = default_nproc_per_node(spec)
+        if nproc is not None:
+            spec.setdefault("nprocPerNode", nproc)
         elastic = spec.get("elasticPolicy")
-        if elastic is None or "nProcPerNode" not in elastic:
-            spec.setdefault("nprocPerNode", "auto")
         if elastic is not None:
             workers = specs.get("Worker", {}).get("replicas", 1)
             low, high = elastic.get("minReplicas"), elastic.get("maxReplicas")
@@ -72,25 +89,13 @@ def default_wire(obj: dict[str, Any]) -> dict[str, Any]:
             )
             elastic["maxReplicas"] = high if high is not None else elastic["minReplicas"]
             elastic.setdefault("rdzvBackend", "c10d")
-        for rspec in specs.values():
-            _ensure_port(
-                rspec["template"],
-                pytorch.DEFAULT_CONTAINER,
-                pytorch.PORT_NAME,
-                pytorch.DEFAULT_PORT,
-            )
-    elif kind == tensorflow.KIND:
-        specs = spec["tfReplicaSpecs"]
-        _default_replicas(specs, {"*": tensorflow.DEFAULT_RESTART_POLICY})
-        for rspec in specs.values():
-            _ensure_port(
-                rspec["template"],
-                tensorflow.DEFAULT_CONTAINER,
-                tensorflow.PORT_NAME,
-                tensorflow.DEFAULT_PORT,
-            )
-    elif kind == mpi.KIND:
-        _default_replicas(spec["mpiReplicaSpecs"], {"Launcher": "OnFailure", "Worker": "Never"})
+        _ensure_main_port(specs, PYTORCH)
+    elif kind == TENSORFLOW.kind:
+        specs = spec[TENSORFLOW.replica_specs_field]
+        _default_replicas(specs, TENSORFLOW)
+        _ensure_main_port(specs, TENSORFLOW)
+    elif kind == MPI.kind:
+        _default_replicas(spec[MPI.replica_specs_field], MPI)
         spec.setdefault("slotsPerWorker", 1)
         spec.setdefault("runLauncherAsWorker", False)
         spec.setdefault("sshAuthMountPath", mpi.DEFAULT_SSH_AUTH_MOUNT_PATH)

@@ -1,159 +1,128 @@
 """Cross-field invariants, each stated twice: as a CEL rule the API server enforces and as
 a Python check ``kubetrain validate`` runs offline, with one shared message.
 
-Upstream Kubeflow checks these only in admission webhooks (which MPIJob lacks); here the
-CRD itself rejects a bad job. Python checks work on the raw wire dict so they can run, and
+Upstream Kubeflow checks most of these only in admission webhooks (which MPIJob lacks);
+here the CRD itself rejects a bad job, so a manifest kubetrain admits is one upstream's
+operators would admit too. Python checks work on the raw wire dict so they can run, and
 report, even when other fields of the same document are invalid.
+
+Two rules depend on the platform's :class:`~kubetrain.api.limits.ReplicaLimits` (the most
+replicas per replica type and pods per job); they are generated for the limits given to
+:func:`invariants_for`, for the CRDs and ``kubetrain validate`` alike.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-from kubetrain.api.base import CelRule
 from kubetrain.api.errors import FieldError
+from kubetrain.api.keys import MANAGED_BY_VALUES
+from kubetrain.api.kind_invariants import (
+    _HAS_CONTAINERS,
+    NEEDS_CONTAINERS,
+    NEEDS_IMAGE,
+    _containers_check,
+    _images_check,
+    _replica_type_invariant,
+    kind_specific,
+)
+from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, ReplicaLimits
+from kubetrain.api.rules import (
+    MAX_NAME,
+    REPLICA,
+    REPLICA_FIELDS,
+    Invariant,
+    Transition,
+    cel_replicas,
+    replicas_of,
+    rule_prefix,
+    spec_of,
+    specs_of,
+)
 
-MAX_NAME = 63
+# --- every kind: runPolicy.managedBy ---------------------------------------------------------
 
-
-@dataclass(frozen=True)
-class Invariant:
-    """One rule: ``cel`` is evaluated at the CRD root (``self`` is the whole object)."""
-
-    name: str
-    kind: str
-    message: str
-    cel: str
-    field_path: str
-    check: Callable[[dict[str, Any]], list[FieldError]]
-
-    def cel_rule(self) -> CelRule:
-        return CelRule(rule=self.cel, message=self.message, field_path=self.field_path)
-
-
-def _specs(obj: dict[str, Any], field: str) -> dict[str, Any]:
-    spec = obj.get("spec")
-    if not isinstance(spec, dict):
-        return {}
-    specs = spec.get(field)
-    return specs if isinstance(specs, dict) else {}
-
-
-def _replicas(replica_spec: Any, default: int = 1) -> int | None:
-    """The replica count, ``default`` when absent, None when not an int (reported elsewhere)."""
-    if not isinstance(replica_spec, dict):
-        return None
-    value = replica_spec.get("replicas", default)
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _cel_replicas(field: str, rtype: str) -> str:
-    ref = f"self.spec.{field}['{rtype}']"
-    return f"(has({ref}.replicas) ? {ref}.replicas : 1)"
+MANAGED_BY = (
+    f"runPolicy.managedBy must be one of: {', '.join(MANAGED_BY_VALUES)} "
+    "(or left out: kubetrain then reconciles the job)"
+)
+MANAGED_BY_IMMUTABLE = (
+    "runPolicy.managedBy is immutable: it cannot be set, changed or removed once the job exists"
+)
 
 
-# --- PyTorchJob -------------------------------------------------------------------------
+def _managed_by(obj: dict[str, Any]) -> Any:
+    policy = spec_of(obj).get("runPolicy")
+    return policy.get("managedBy") if isinstance(policy, dict) else None
 
-_PT = "pytorchReplicaSpecs"
-PYTORCH_MASTER_AT_MOST_ONE = "a PyTorchJob has at most one Master replica"
 
-
-def _check_pytorch_master(obj: dict[str, Any]) -> list[FieldError]:
-    master = _specs(obj, _PT).get("Master")
-    count = _replicas(master)
-    if count is not None and count > 1:
-        return [FieldError(f"spec.{_PT}.Master.replicas", PYTORCH_MASTER_AT_MOST_ONE, count)]
+def _check_managed_by(obj: dict[str, Any]) -> list[FieldError]:
+    value = _managed_by(obj)
+    if value is not None and value not in MANAGED_BY_VALUES:
+        return [FieldError("spec.runPolicy.managedBy", MANAGED_BY, value)]
     return []
 
 
-PYTORCH_ELASTIC_NEEDS_WORKER = "elasticPolicy needs a Worker replica spec"
-
-
-def _check_pytorch_elastic_worker(obj: dict[str, Any]) -> list[FieldError]:
-    spec = obj.get("spec")
-    has_elastic = isinstance(spec, dict) and spec.get("elasticPolicy") is not None
-    if has_elastic and "Worker" not in _specs(obj, _PT):
-        return [FieldError(f"spec.{_PT}", PYTORCH_ELASTIC_NEEDS_WORKER, kind="required")]
+def _check_managed_by_unchanged(old: dict[str, Any], new: dict[str, Any]) -> list[FieldError]:
+    before, after = _managed_by(old), _managed_by(new)
+    if before != after:
+        return [FieldError("spec.runPolicy.managedBy", MANAGED_BY_IMMUTABLE, after)]
     return []
 
 
-PYTORCH_ELASTIC_BOUNDS = "elasticPolicy.minReplicas must be <= elasticPolicy.maxReplicas"
+_MANAGED_BY_CEL = (
+    "!has(self.spec.runPolicy) || !has(self.spec.runPolicy.managedBy) || "
+    f"self.spec.runPolicy.managedBy in [{', '.join(repr(v) for v in MANAGED_BY_VALUES)}]"
+)
 
 
-def _check_pytorch_elastic_bounds(obj: dict[str, Any]) -> list[FieldError]:
-    spec = obj.get("spec")
-    policy = spec.get("elasticPolicy") if isinstance(spec, dict) else None
-    if isinstance(policy, dict):
-        low, high = policy.get("minReplicas"), policy.get("maxReplicas")
-        if isinstance(low, int) and isinstance(high, int) and low > high:
-            return [FieldError("spec.elasticPolicy.minReplicas", PYTORCH_ELASTIC_BOUNDS, low)]
-    return []
+def _managed_by_of(root: str) -> str:
+    # An absent value reads as '', which is never an admitted value.
+    policy = f"{root}.spec.runPolicy"
+    return f"(has({policy}) && has({policy}.managedBy) ? {policy}.managedBy : '')"
 
 
-PYTORCH_NPROC_ONCE = "set spec.nprocPerNode or the deprecated elasticPolicy.nProcPerNode, not both"
+_MANAGED_BY_UNCHANGED_CEL = f"{_managed_by_of('self')} == {_managed_by_of('oldSelf')}"
 
 
-def _check_pytorch_nproc(obj: dict[str, Any]) -> list[FieldError]:
-    spec = obj.get("spec")
-    if not isinstance(spec, dict):
+# --- every kind: replica limits --------------------------------------------------------------
+
+
+def _per_type_check(
+    field: str, limits: ReplicaLimits
+) -> Callable[[dict[str, Any]], list[FieldError]]:
+    def check(obj: dict[str, Any]) -> list[FieldError]:
+        errors = []
+        for rtype, rspec in specs_of(obj, field).items():
+            count = replicas_of(rspec)
+            if count is not None and count > limits.max_replicas_per_type:
+                path = f"spec.{field}.{rtype}.replicas"
+                errors.append(FieldError(path, limits.per_type_message(), count))
+        return errors
+
+    return check
+
+
+def _per_job_check(
+    field: str, limits: ReplicaLimits
+) -> Callable[[dict[str, Any]], list[FieldError]]:
+    def check(obj: dict[str, Any]) -> list[FieldError]:
+        counts = [replicas_of(rspec) for rspec in specs_of(obj, field).values()]
+        total = sum(count for count in counts if count is not None)
+        if total > limits.max_pods_per_job:
+            return [FieldError(f"spec.{field}", limits.per_job_message(), total)]
         return []
-    policy = spec.get("elasticPolicy")
-    if isinstance(policy, dict) and "nProcPerNode" in policy and "nprocPerNode" in spec:
-        return [
-            FieldError(
-                "spec.elasticPolicy.nProcPerNode", PYTORCH_NPROC_ONCE, policy["nProcPerNode"]
-            )
-        ]
-    return []
+
+    return check
 
 
-# --- TFJob ------------------------------------------------------------------------------
-
-_TF = "tfReplicaSpecs"
-TF_ONE_CHIEF = "a TFJob has at most one Chief or Master replica in total"
-
-
-def _check_tf_chief(obj: dict[str, Any]) -> list[FieldError]:
-    specs = _specs(obj, _TF)
-    total = sum(_replicas(specs[t]) or 0 for t in ("Chief", "Master") if t in specs)
-    if total > 1:
-        return [
-            FieldError(
-                f"spec.{_TF}",
-                TF_ONE_CHIEF,
-                {t: _replicas(specs[t]) for t in ("Chief", "Master") if t in specs},
-            )
-        ]
-    return []
-
-
-# --- MPIJob -----------------------------------------------------------------------------
-
-_MPI = "mpiReplicaSpecs"
-MPI_ONE_LAUNCHER = "an MPIJob needs exactly one Launcher replica"
-MPI_NEEDS_WORKER = "an MPIJob needs a Worker replica spec with at least one replica"
-
-
-def _check_mpi_launcher(obj: dict[str, Any]) -> list[FieldError]:
-    specs = _specs(obj, _MPI)
-    if "Launcher" not in specs:
-        return [FieldError(f"spec.{_MPI}.Launcher", MPI_ONE_LAUNCHER, kind="required")]
-    count = _replicas(specs["Launcher"])
-    if count is not None and count != 1:
-        return [FieldError(f"spec.{_MPI}.Launcher.replicas", MPI_ONE_LAUNCHER, count)]
-    return []
-
-
-def _check_mpi_worker(obj: dict[str, Any]) -> list[FieldError]:
-    specs = _specs(obj, _MPI)
-    if "Worker" not in specs:
-        return [FieldError(f"spec.{_MPI}.Worker", MPI_NEEDS_WORKER, kind="required")]
-    count = _replicas(specs["Worker"])
-    if count is not None and count < 1:
-        return [FieldError(f"spec.{_MPI}.Worker.replicas", MPI_NEEDS_WORKER, count)]
-    return []
+def _per_job_cel(field: str, limits: ReplicaLimits) -> str:
+    specs = f"self.spec.{field}"
+    return (
+        f"!has({specs}) || {specs}.map(rt, {cel_replicas(specs, 'rt')}).sum() <= "
+        f"{limits.max_pods_per_job}"
+    )
 
 
 # --- every kind: child names must be DNS-1035 labels --------------------------------------
@@ -162,17 +131,32 @@ NAME_FITS = (
     "job name too long: every child '<name>-<replica type>-<index>' must fit a "
     f"{MAX_NAME}-character DNS-1035 label"
 )
+# The API server names a job with only generateName with at most 58 characters of it and 5
+# random ones.
+_GENERATED_PREFIX = 58
+_GENERATED_SUFFIX = 5
+
+
+def _job_name(obj: dict[str, Any]) -> str | None:
+    meta = obj.get("metadata")
+    if not isinstance(meta, dict):
+        return None
+    name, prefix = meta.get("name"), meta.get("generateName")
+    if isinstance(name, str) and name:
+        return name
+    if isinstance(prefix, str) and prefix:
+        return prefix[:_GENERATED_PREFIX] + "x" * _GENERATED_SUFFIX
+    return None
 
 
 def _name_check(field: str) -> Callable[[dict[str, Any]], list[FieldError]]:
     def check(obj: dict[str, Any]) -> list[FieldError]:
-        meta = obj.get("metadata")
-        name = meta.get("name") if isinstance(meta, dict) else None
-        if not isinstance(name, str):
+        name = _job_name(obj)
+        if name is None:
             return []
         longest = ""
-        for rtype, rspec in _specs(obj, field).items():
-            count = _replicas(rspec)
+        for rtype, rspec in specs_of(obj, field).items():
+            count = replicas_of(rspec)
             if count is None:
                 continue
             child = f"{name}-{str(rtype).lower()}-{max(count - 1, 0)}"
@@ -182,7 +166,8 @@ def _name_check(field: str) -> Callable[[dict[str, Any]], list[FieldError]]:
             return [
                 FieldError(
                     "metadata.name",
-                    f"{NAME_FITS} ({longest!r} has {len(longest)}); use at most {room} characters",
+                    f"{NAME_FITS} ({longest[:80]!r} has {len(longest)}); use at most "
+                    f"{max(room, 0)} characters",
                     name,
                 )
             ]
@@ -202,105 +187,113 @@ def _name_cel(field: str) -> str:
     )
 
 
-def _present(field: str, rtype: str) -> str:
-    return f"has(self.spec.{field}) && '{rtype}' in self.spec.{field}"
+# --- the tables ----------------------------------------------------------------------------
 
 
-INVARIANTS: tuple[Invariant, ...] = (
-    Invariant(
-        "pytorch-master-at-most-one",
-        "PyTorchJob",
-        PYTORCH_MASTER_AT_MOST_ONE,
-        f"!({_present(_PT, 'Master')}) || {_cel_replicas(_PT, 'Master')} <= 1",
-        f".spec.{_PT}",
-        _check_pytorch_master,
-    ),
-    Invariant(
-        "pytorch-elastic-needs-worker",
-        "PyTorchJob",
-        PYTORCH_ELASTIC_NEEDS_WORKER,
-        f"!has(self.spec.elasticPolicy) || ({_present(_PT, 'Worker')})",
-        f".spec.{_PT}",
-        _check_pytorch_elastic_worker,
-    ),
-    Invariant(
-        "pytorch-elastic-bounds",
-        "PyTorchJob",
-        PYTORCH_ELASTIC_BOUNDS,
-        "!has(self.spec.elasticPolicy) || !has(self.spec.elasticPolicy.minReplicas) || "
-        "!has(self.spec.elasticPolicy.maxReplicas) || "
-        "self.spec.elasticPolicy.minReplicas <= self.spec.elasticPolicy.maxReplicas",
-        ".spec.elasticPolicy.minReplicas",
-        _check_pytorch_elastic_bounds,
-    ),
-    Invariant(
-        "pytorch-nproc-once",
-        "PyTorchJob",
-        PYTORCH_NPROC_ONCE,
-        "!has(self.spec.elasticPolicy) || !has(self.spec.elasticPolicy.nProcPerNode) || "
-        "!has(self.spec.nprocPerNode)",
-        ".spec.elasticPolicy.nProcPerNode",
-        _check_pytorch_nproc,
-    ),
-    Invariant(
-        "pytorch-name-fits",
-        "PyTorchJob",
-        NAME_FITS,
-        _name_cel(_PT),
-        ".metadata.name",
-        _name_check(_PT),
-    ),
-    Invariant(
-        "tf-one-chief",
-        "TFJob",
-        TF_ONE_CHIEF,
-        f"({_present(_TF, 'Chief')} ? {_cel_replicas(_TF, 'Chief')} : 0) + "
-        f"({_present(_TF, 'Master')} ? {_cel_replicas(_TF, 'Master')} : 0) <= 1",
-        f".spec.{_TF}",
-        _check_tf_chief,
-    ),
-    Invariant(
-        "tf-name-fits",
-        "TFJob",
-        NAME_FITS,
-        _name_cel(_TF),
-        ".metadata.name",
-        _name_check(_TF),
-    ),
-    Invariant(
-        "mpi-one-launcher",
-        "MPIJob",
-        MPI_ONE_LAUNCHER,
-        f"({_present(_MPI, 'Launcher')}) && {_cel_replicas(_MPI, 'Launcher')} == 1",
-        f".spec.{_MPI}",
-        _check_mpi_launcher,
-    ),
-    Invariant(
-        "mpi-needs-worker",
-        "MPIJob",
-        MPI_NEEDS_WORKER,
-        f"({_present(_MPI, 'Worker')}) && {_cel_replicas(_MPI, 'Worker')} >= 1",
-        f".spec.{_MPI}",
-        _check_mpi_worker,
-    ),
-    Invariant(
-        "mpi-name-fits",
-        "MPIJob",
-        NAME_FITS,
-        _name_cel(_MPI),
-        ".metadata.name",
-        _name_check(_MPI),
-    ),
+def _every_kind(kind: str, limits: ReplicaLimits) -> list[Invariant]:
+    field, prefix = REPLICA_FIELDS[kind], rule_prefix(kind)
+    return [
+        _replica_type_invariant(kind),
+        Invariant(
+            f"{prefix}-containers",
+            kind,
+            NEEDS_CONTAINERS,
+            f"{_HAS_CONTAINERS} && size(self.template.spec.containers) > 0",
+            ".template",
+            _containers_check(field),
+            REPLICA,
+        ),
+        Invariant(
+            f"{prefix}-images",
+            kind,
+            NEEDS_IMAGE,
+            f"!({_HAS_CONTAINERS}) || "
+            "self.template.spec.containers.all(c, has(c.image) && size(c.image) > 0)",
+            ".template.spec.containers",
+            _images_check(field),
+            REPLICA,
+        ),
+        Invariant(
+            f"{prefix}-managed-by",
+            kind,
+            MANAGED_BY,
+            _MANAGED_BY_CEL,
+            ".spec.runPolicy.managedBy",
+            _check_managed_by,
+        ),
+        Invariant(
+            f"{prefix}-replicas-per-type",
+            kind,
+            limits.per_type_message(),
+            f"!has(self.replicas) || self.replicas <= {limits.max_replicas_per_type}",
+            ".replicas",
+            _per_type_check(field, limits),
+            REPLICA,
+        ),
+        Invariant(
+            f"{prefix}-pods-per-job",
+            kind,
+            limits.per_job_message(),
+            _per_job_cel(field, limits),
+            f".spec.{field}",
+            _per_job_check(field, limits),
+        ),
+        Invariant(
+            f"{prefix}-name-fits",
+            kind,
+            NAME_FITS,
+            _name_cel(field),
+            ".metadata.name",
+            _name_check(field),
+        ),
+    ]
+
+
+def invariants_for(
+    kind: str, limits: ReplicaLimits = DEFAULT_REPLICA_LIMITS
+) -> tuple[Invariant, ...]:
+    """Every invariant of ``kind``, the replica limits being ``limits``."""
+    rules = [*kind_specific(), *_every_kind(kind, limits)]
+    return tuple(rule for rule in rules if rule.kind == kind)
+
+
+def transitions_for(kind: str) -> tuple[Transition, ...]:
+    """The update rules of ``kind``."""
+    return (
+        Transition(
+            f"{rule_prefix(kind)}-managed-by-immutable",
+            kind,
+            MANAGED_BY_IMMUTABLE,
+            _MANAGED_BY_UNCHANGED_CEL,
+            ".spec.runPolicy.managedBy",
+            _check_managed_by_unchanged,
+        ),
+    )
+
+
+#: Every invariant of every kind, with the default replica limits.
+INVARIANTS: tuple[Invariant, ...] = tuple(
+    rule for kind in REPLICA_FIELDS for rule in invariants_for(kind)
+)
+#: Every update rule of every kind.
+TRANSITIONS: tuple[Transition, ...] = tuple(
+    rule for kind in REPLICA_FIELDS for rule in transitions_for(kind)
 )
 
 
-def invariants_for(kind: str) -> tuple[Invariant, ...]:
-    return tuple(i for i in INVARIANTS if i.kind == kind)
-
-
-def check_invariants(kind: str, obj: dict[str, Any]) -> list[FieldError]:
+def check_invariants(
+    kind: str, obj: dict[str, Any], limits: ReplicaLimits = DEFAULT_REPLICA_LIMITS
+) -> list[FieldError]:
     """Run the Python side of every invariant of ``kind`` on a raw wire object."""
     errors: list[FieldError] = []
-    for invariant in invariants_for(kind):
+    for invariant in invariants_for(kind, limits):
         errors.extend(invariant.check(obj))
+    return errors
+
+
+def check_update(kind: str, old: dict[str, Any], new: dict[str, Any]) -> list[FieldError]:
+    """Run the Python side of every update rule of ``kind`` (``old`` is the stored job)."""
+    errors: list[FieldError] = []
+    for rule in transitions_for(kind):
+        errors.extend(rule.check(old, new))
     return errors

@@ -33,6 +33,21 @@ EMBEDDED: dict[str, str] = {
     "io.k8s.api.core.v1.PodTemplateSpec": "api__v1_openapi.json",
     "io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector": "api__v1_openapi.json",
     "io.k8s.api.autoscaling.v2.MetricSpec": "apis__autoscaling__v2_openapi.json",
+    # Kubeflow Trainer v2 (kubetrain.api.trainer): the JobSet-shaped runtime template and
+    # the core types a TrainJob's trainer, initializers and runtime patches carry.
+    "io.k8s.api.batch.v1.JobTemplateSpec": "apis__batch__v1_openapi.json",
+    "io.k8s.api.core.v1.PersistentVolumeClaim": "api__v1_openapi.json",
+    "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta": "api__v1_openapi.json",
+    "io.k8s.api.core.v1.EnvVar": "api__v1_openapi.json",
+    "io.k8s.api.core.v1.ResourceRequirements": "api__v1_openapi.json",
+    "io.k8s.api.core.v1.LocalObjectReference": "api__v1_openapi.json",
+    "io.k8s.api.core.v1.Volume": "api__v1_openapi.json",
+    "io.k8s.api.core.v1.VolumeMount": "api__v1_openapi.json",
+    "io.k8s.api.core.v1.SecurityContext": "api__v1_openapi.json",
+    "io.k8s.api.core.v1.PodSecurityContext": "api__v1_openapi.json",
+    "io.k8s.api.core.v1.Affinity": "api__v1_openapi.json",
+    "io.k8s.api.core.v1.Toleration": "api__v1_openapi.json",
+    "io.k8s.api.core.v1.PodSchedulingGate": "api__v1_openapi.json",
 }
 
 _OBJECT_META = "io.k8s.apimachinery.pkg.apis.meta.v1.ObjectMeta"

@@ -9,9 +9,9 @@ from pydantic import Field, StrictBool, StrictStr
 
 from kubetrain.api.base import KubeModel, NonNegInt32
 from kubetrain.api.common import JobBase, ReplicaSpec, RunPolicy
+from kubetrain.api.kinds import MPI
 
-API_VERSION = "kubeflow.org/v2beta1"
-KIND = "MPIJob"
+KIND = MPI.kind
 DEFAULT_SSH_AUTH_MOUNT_PATH = "/root/.ssh"
 
 
@@ -40,7 +40,8 @@ class MPIJobSpec(KubeModel):
     )
     run_policy: RunPolicy | None = None
     mpi_replica_specs: dict[MPIReplicaType, ReplicaSpec] = Field(
-        min_length=1, description="Launcher (exactly one) and Worker (at least one)."
+        min_length=1,
+        description="Launcher (exactly one) and Worker (none with runLauncherAsWorker).",
     )
     ssh_auth_mount_path: StrictStr | None = Field(
         default=None,

@@ -9,13 +9,9 @@ from pydantic import Field, StrictBool, StrictStr
 
 from kubetrain.api.base import KubeModel, MetricSpec, NonNegInt32, Port, PositiveInt32
 from kubetrain.api.common import JobBase, ReplicaSpec, RunPolicy
+from kubetrain.api.kinds import PYTORCH
 
-API_VERSION = "kubeflow.org/v1"
-KIND = "PyTorchJob"
-DEFAULT_PORT = 23456
-PORT_NAME = "pytorchjob-port"
-DEFAULT_CONTAINER = "pytorch"
-DEFAULT_RESTART_POLICY = "OnFailure"
+KIND = PYTORCH.kind
 NPROC_PATTERN = r"^(auto|cpu|gpu|[1-9][0-9]*)$"
 
 
@@ -70,7 +66,8 @@ class PyTorchJobSpec(KubeModel):
         description="Processes per node: auto, cpu, gpu or a positive integer. Default: auto.",
     )
     pytorch_replica_specs: dict[PyTorchReplicaType, ReplicaSpec] = Field(
-        min_length=1, description="Master (at most one) and Worker replica specs."
+        min_length=1,
+        description="Master (exactly one replica) and Worker (at least one) replica specs.",
     )
 
 

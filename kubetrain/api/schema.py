@@ -17,15 +17,20 @@ from pydantic import BaseModel
 from pydantic.fields import FieldInfo
 
 from kubetrain.api.base import (
-    INT32_MAX,
     INT64_MAX,
     CelRule,
     K8sSchema,
     KubeModel,
+    ListType,
     SchemaFormat,
     SchemaPattern,
 )
 from kubetrain.api.k8s_openapi import embedded_schema
+
+#: Most replica types a job's map of replica specs may hold in the CRD schema: the five of
+#: a TFJob. More would push the estimated cost of the rules over each replica's containers
+#: past the API server's budget.
+MAX_REPLICA_TYPES = 5
 
 
 def model_schema(model: type[BaseModel]) -> dict[str, Any]:
@@ -37,7 +42,11 @@ def model_schema(model: type[BaseModel]) -> dict[str, Any]:
         properties[wire] = field_schema(field)
         if field.is_required():
             required.append(wire)
-    out: dict[str, Any] = {"type": "object", "properties": dict(sorted(properties.items()))}
+    out: dict[str, Any] = {"type": "object"}
+    if properties:
+        # A model without fields (Trainer's ``jax: {}``) is an object with none: an empty
+        # ``properties`` would not survive the API server's round trip (apply then diff).
+        out["properties"] = dict(sorted(properties.items()))
     if required:
         out["required"] = sorted(required)
     rules: tuple[CelRule, ...] = getattr(model, "cel_rules", ())
@@ -91,15 +100,11 @@ def type_schema(annotation: Any, metadata: list[Any]) -> dict[str, Any]:
         key_type, value_type = get_args(annotation)
         schema = {"type": "object", "additionalProperties": type_schema(value_type, [])}
         if isinstance(key_type, type) and issubclass(key_type, Enum):
-            allowed = [str(m.value) for m in key_type]
-            schema["maxProperties"] = len(allowed)
-            listed = ", ".join(f"'{v}'" for v in allowed)
-            schema["x-kubernetes-validations"] = [
-                {
-                    "rule": f"self.all(k, k in [{listed}])",
-                    "message": f"replica type must be one of: {', '.join(allowed)}",
-                }
-            ]
+            # Which keys are allowed is a root CEL rule (kubetrain.api.invariants, with the
+            # same message as kubetrain validate). A bound keeps CEL's cost estimates
+            # finite; it leaves room for a few unknown types, so that one of them still
+            # gets the rule's message rather than "Too many".
+            schema["maxProperties"] = MAX_REPLICA_TYPES
         elif value_type is Any:
             schema = {"type": "object", "x-kubernetes-preserve-unknown-fields": True}
     elif origin is list:
@@ -138,15 +143,27 @@ def _apply_constraints(schema: dict[str, Any], metadata: list[Any]) -> None:
         elif isinstance(marker, SchemaPattern):
             schema["pattern"] = marker.regex
         elif isinstance(marker, annotated_types.Ge):
-            if marker.ge != -(2**31):  # implied by format int32
-                schema["minimum"] = marker.ge
+            # The API server does not enforce ``format: int32``: the bounds are explicit.
+            schema["minimum"] = marker.ge
         elif isinstance(marker, annotated_types.Le):
-            if marker.le not in (INT32_MAX, INT64_MAX):  # implied by the format
+            # An int64 bound is implied: the server reads larger numbers as floats, which
+            # an integer field refuses.
+            if marker.le != INT64_MAX:
                 schema["maximum"] = marker.le
         elif isinstance(marker, annotated_types.MinLen):
             key = "minItems" if schema.get("type") == "array" else "minProperties"
             schema[key if is_array_or_object else "minLength"] = marker.min_length
         elif isinstance(marker, annotated_types.MaxLen):
             schema["maxItems" if schema.get("type") == "array" else "maxLength"] = marker.max_length
+        elif isinstance(marker, ListType):
+            schema["x-kubernetes-list-type"] = marker.kind
+            if marker.keys:
+                schema["x-kubernetes-list-map-keys"] = list(marker.keys)
+            for key, default in marker.key_defaults:
+                # Copies: the items' schema may be a shared embedded Kubernetes schema.
+                items = schema["items"]
+                properties = {**items["properties"], key: {**items["properties"][key]}}
+                properties[key]["default"] = default
+                schema["items"] = {**items, "properties": properties}
         elif hasattr(marker, "pattern") and getattr(marker, "pattern", None):
             schema["pattern"] = marker.pattern

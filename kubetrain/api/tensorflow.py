@@ -9,13 +9,9 @@ from pydantic import Field, StrictBool
 
 from kubetrain.api.base import KubeModel
 from kubetrain.api.common import JobBase, ReplicaSpec, RunPolicy
+from kubetrain.api.kinds import TENSORFLOW
 
-API_VERSION = "kubeflow.org/v1"
-KIND = "TFJob"
-DEFAULT_PORT = 2222
-PORT_NAME = "tfjob-port"
-DEFAULT_CONTAINER = "tensorflow"
-DEFAULT_RESTART_POLICY = "Never"
+KIND = TENSORFLOW.kind
 
 
 class TFReplicaType(StrEnum):
@@ -42,7 +38,8 @@ class TFJobSpec(KubeModel):
         default=None, description="Sparse TF_CONFIG; Worker failures do not fail the job."
     )
     tf_replica_specs: dict[TFReplicaType, ReplicaSpec] = Field(
-        min_length=1, description="Chief/Master (at most one), PS, Worker, Evaluator."
+        min_length=1,
+        description="Chief/Master (at most one), PS, Worker, Evaluator; any letter case.",
     )
 
 

@@ -6,19 +6,27 @@ import argparse
 import sys
 
 from kubetrain.api import generate_crds
+from kubetrain.api.kinds import JOB_KINDS, TRAINER_KINDS
+from kubetrain.api.trainer.crds import generate_trainer_crds
 from kubetrain.manifest import dump_all
+
+KINDS = (*JOB_KINDS, *TRAINER_KINDS)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--kind",
         action="append",
-        choices=("PyTorchJob", "TFJob", "MPIJob"),
+        choices=KINDS,
         help="only this kind (repeatable; default: all)",
     )
 
 
 def run(args: argparse.Namespace) -> int:
-    crds = [c for c in generate_crds() if not args.kind or c["spec"]["names"]["kind"] in args.kind]
+    crds = [
+        c
+        for c in [*generate_crds(), *generate_trainer_crds()]
+        if not args.kind or c["spec"]["names"]["kind"] in args.kind
+    ]
     sys.stdout.write(dump_all(crds))
     return 0

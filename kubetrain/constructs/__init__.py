@@ -1,4 +1,5 @@
-"""cdk8s constructs: reusable building blocks of kubetrain stacks."""
+"""cdk8s constructs: reusable building blocks of kubetrain stacks (every public construct
+and its props, the way cdk8s-plus's index exports them)."""
 
 from kubetrain._jsii import quiet_jsii
 
@@ -8,9 +9,16 @@ quiet_jsii()
 from cdk8s import App, Chart
 
 from kubetrain.constructs.crds import KubeflowCrds, KubeflowCrdsProps
-from kubetrain.constructs.gpu import GpuNodePool, GpuNodePoolProps, Taint
+from kubetrain.constructs.job_common import Placement
+from kubetrain.constructs.mpi_job import MPIJob, MPIJobProps
 from kubetrain.constructs.nccl import NcclDebug, NcclProfile
+from kubetrain.constructs.node_pool import GpuNodePool, GpuNodePoolProps, Taint
+from kubetrain.constructs.node_tuning import NodeTuner, NodeTunerProps
 from kubetrain.constructs.operator import TrainingOperator, TrainingOperatorProps
+from kubetrain.constructs.preflight import NcclPreflight, NcclPreflightProps
+from kubetrain.constructs.pytorch_job import PyTorchJob, PyTorchJobProps
+from kubetrain.constructs.tf_job import TFJob, TFJobProps
+from kubetrain.constructs.trainer_access import TrainerUserAccess, TrainerUserAccessProps
 from kubetrain.constructs.types import Image, Quantity, Resources
 
 __all__ = [
@@ -21,11 +29,24 @@ __all__ = [
     "Image",
     "KubeflowCrds",
     "KubeflowCrdsProps",
+    "MPIJob",
+    "MPIJobProps",
     "NcclDebug",
+    "NcclPreflight",
+    "NcclPreflightProps",
     "NcclProfile",
+    "NodeTuner",
+    "NodeTunerProps",
+    "Placement",
+    "PyTorchJob",
+    "PyTorchJobProps",
     "Quantity",
     "Resources",
+    "TFJob",
+    "TFJobProps",
     "Taint",
+    "TrainerUserAccess",
+    "TrainerUserAccessProps",
     "TrainingOperator",
     "TrainingOperatorProps",
 ]

@@ -1,4 +1,5 @@
-"""``KubeflowCrds``: the PyTorchJob, TFJob and MPIJob CRDs generated from ``kubetrain.api``."""
+"""``KubeflowCrds``: the CRDs generated from ``kubetrain.api``: Kubeflow v1's PyTorchJob,
+TFJob and MPIJob, and Trainer v2's TrainJob, TrainingRuntime and ClusterTrainingRuntime."""
 
 from __future__ import annotations
 
@@ -7,9 +8,14 @@ from dataclasses import dataclass, field
 import constructs
 
 from kubetrain.api.crds import CRD_INFOS, generate_crd
+from kubetrain.api.kinds import CLUSTER_TRAINING_RUNTIME, TRAINING_RUNTIME, TRAINJOB
+from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, ReplicaLimits
+from kubetrain.api.trainer.crds import TRAINER_CRD_INFOS, generate_trainer_crd
 from kubetrain.constructs.objects import api_object
 
-_KINDS = tuple(str(info.model.model_fields["kind"].default) for info in CRD_INFOS)
+_V1_KINDS = tuple(str(info.model.model_fields["kind"].default) for info in CRD_INFOS)
+_TRAINER_KINDS = tuple(info.kind.kind for info in TRAINER_CRD_INFOS)
+_KINDS = (*_V1_KINDS, *_TRAINER_KINDS)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -17,9 +23,15 @@ class KubeflowCrdsProps:
     """Props of :class:`KubeflowCrds`."""
 
     kinds: tuple[str, ...] = _KINDS
-    """Job kinds whose CRD is emitted. Default: PyTorchJob, TFJob and MPIJob."""
+    """Kinds whose CRD is emitted. Default: PyTorchJob, TFJob, MPIJob, TrainJob,
+    TrainingRuntime and ClusterTrainingRuntime (a TrainJob needs both runtime kinds)."""
     annotations: dict[str, str] = field(default_factory=dict)
     """Annotations on every CRD (e.g. Argo CD sync options). Default: none."""
+    replica_limits: ReplicaLimits = DEFAULT_REPLICA_LIMITS
+    """The most replicas per replica type and pods per job the CRDs admit (CEL rules; give
+    ``kubetrain validate`` the same with ``--max-replicas-per-type``/``--max-pods-per-job``).
+    Default: 1,000 per replica type and 2,000 per job, e.g.
+    ``ReplicaLimits(max_replicas_per_type=2048, max_pods_per_job=2049)`` for larger jobs."""
 
     def __post_init__(self) -> None:
         unknown = [k for k in self.kinds if k not in _KINDS]
@@ -29,13 +41,19 @@ class KubeflowCrdsProps:
             )
         if not self.kinds:
             raise ValueError("kinds (empty) must name at least one job kind")
+        runtimes = (TRAINING_RUNTIME.kind, CLUSTER_TRAINING_RUNTIME.kind)
+        if TRAINJOB.kind in self.kinds and not all(r in self.kinds for r in runtimes):
+            raise ValueError(
+                f"kinds ({', '.join(self.kinds)}) has TrainJob without its runtimes: add "
+                f"{' and '.join(r for r in runtimes if r not in self.kinds)}"
+            )
 
 
 class KubeflowCrds(constructs.Construct):
     """The CRDs of the enabled job kinds.
 
-    Child ids are the kinds (``PyTorchJob``, ``TFJob``, ``MPIJob``); object names are the
-    CRD names (``pytorchjobs.kubeflow.org``).
+    Child ids are the kinds (``PyTorchJob``, ``TrainJob``, ...); object names are the CRD
+    names (``pytorchjobs.kubeflow.org``, ``trainjobs.trainer.kubeflow.org``).
     """
 
     def __init__(
@@ -47,8 +65,12 @@ class KubeflowCrds(constructs.Construct):
         super().__init__(scope, id)
         props = props or KubeflowCrdsProps()
         infos = {str(info.model.model_fields["kind"].default): info for info in CRD_INFOS}
+        trainer = {info.kind.kind: info for info in TRAINER_CRD_INFOS}
         for kind in props.kinds:
-            crd = generate_crd(infos[kind])
+            if kind in trainer:
+                crd = generate_trainer_crd(trainer[kind], props.replica_limits)
+            else:
+                crd = generate_crd(infos[kind], props.replica_limits)
             if props.annotations:
                 crd["metadata"]["annotations"] = dict(props.annotations)
             api_object(self, kind, crd)

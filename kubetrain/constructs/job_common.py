@@ -12,12 +12,13 @@ from typing import Any, Protocol
 import constructs
 
 from kubetrain.api import JobValidationError, RunPolicy, load_job
+from kubetrain.api import keys as K
 from kubetrain.api.base import DNS1035_PATTERN
 from kubetrain.api.loader import Job
 from kubetrain.constructs.objects import api_object
 from kubetrain.constructs.types import Image, Resources, check_dns_label, check_labels
 
-JOB_NAME_LABEL = "training.kubeflow.org/job-name"
+JOB_NAME_LABEL = K.JOB_NAME
 DEFAULT_TOPOLOGY_KEY = "topology.kubernetes.io/zone"
 
 
@@ -31,7 +32,7 @@ class NcclProfileLike(Protocol):
 
 
 class NodePoolLike(Protocol):
-    """What a job needs from a GPU node pool (``kubetrain.constructs.gpu``)."""
+    """What a job needs from a GPU node pool (``kubetrain.constructs.node_pool``)."""
 
     @property
     def gpus_per_node(self) -> int: ...
@@ -93,11 +94,17 @@ class JobProps:
     """Run policy (cleanup, TTL, deadline, backoff, scheduling, suspend). Default: none."""
     labels: dict[str, str] = field(default_factory=dict)
     """Labels on the job and its pods. Default: none."""
+    pod_labels: dict[str, str] = field(default_factory=dict)
+    """Labels on the pods only, besides ``labels``. Default: none."""
     annotations: dict[str, str] = field(default_factory=dict)
     """Annotations on the job object. Default: none."""
     patch_pod_template: PodTemplatePatch | None = None
     """Escape hatch: called with (replica type, pod template), returns the template to
     use; the result is still validated against the pinned Kubernetes schema."""
+    service_account_token: bool = False
+    """Mount the ServiceAccount token into the pods. Default: no
+    (``automountServiceAccountToken: false``): training code does not call the Kubernetes
+    API, and a mounted token is a credential a compromised job could use."""
 
     def __post_init__(self) -> None:
         if self.name is not None:
@@ -125,6 +132,7 @@ class JobProps:
                 f"{self.node_pool.gpus_per_node} GPUs per node"
             )
         check_labels("labels", self.labels)
+        check_labels("pod_labels", self.pod_labels)
         for key in self.env:
             if (
                 not key
@@ -176,9 +184,11 @@ def pod_template(
     gpus: int | None = None,
     resources: Resources | None = None,
     bind_pool: bool = True,
+    place: bool = True,
 ) -> dict[str, Any]:
-    """A replica's PodTemplateSpec: one container, the profile/pool applied, placement,
-    then the escape hatch."""
+    """A replica's PodTemplateSpec: one container, the profile/pool applied, placement
+    (unless ``place`` is False: an MPI launcher need not share the workers' block), then
+    the escape hatch."""
     gpu_count = props.gpus if gpus is None else gpus
     res = resources if resources is not None else props.resources
     wire_resources = Resources(
@@ -202,19 +212,22 @@ def pod_template(
         main["resources"] = wire_resources
     template: dict[str, Any] = {
         "metadata": {
-            "labels": {**props.labels},
+            "labels": {**props.labels, **props.pod_labels},
             # An injected sidecar never exits, so the pod (and the job) never completes.
-            "annotations": {"sidecar.istio.io/inject": "false"},
+            "annotations": {K.ISTIO_INJECT_ANNOTATION: "false"},
         },
         "spec": {"containers": [main]},
     }
+    if not props.service_account_token:
+        template["spec"]["automountServiceAccountToken"] = False
     if not template["metadata"]["labels"]:
         del template["metadata"]["labels"]
     if bind_pool and props.node_pool is not None:
         template = props.node_pool.bind(template, gpus_per_node=gpu_count)
     elif bind_pool and props.profile is not None:
         template = props.profile.apply(template, gpus_per_node=gpu_count)
-    template = _place(props, template, name)
+    if place:
+        template = _place(props, template, name)
     if props.patch_pod_template is not None:
         template = props.patch_pod_template(replica_type, copy.deepcopy(template))
         if not isinstance(template, dict):

@@ -13,6 +13,7 @@ from typing import Any
 import constructs
 
 from kubetrain.api import MPIJob as MPIJobModel
+from kubetrain.api.kinds import MPI
 from kubetrain.constructs.job_common import (
     JobProps,
     emit_job,
@@ -22,6 +23,7 @@ from kubetrain.constructs.job_common import (
     run_policy_wire,
 )
 from kubetrain.constructs.types import Quantity, Resources
+from kubetrain.frameworks import mpi
 
 
 def _launcher_resources() -> Resources:
@@ -46,6 +48,21 @@ class MPIJobProps(JobProps):
     wait_for_workers: bool = True
     """Create the launcher only once every worker is Ready (launcherCreationPolicy
     WaitForWorkersReady), avoiding the launcher-before-workers race."""
+    launcher_command: tuple[str, ...] | None = None
+    """Run this in the launcher instead of ``mpirun`` wrapping ``command`` (a script that
+    runs mpirun itself and judges its output, as the NCCL preflight does). Default: none."""
+    worker_command: tuple[str, ...] = ("/usr/sbin/sshd", "-De")
+    """The workers' command: sshd in the foreground for the launcher's mpirun."""
+    launcher_restart_policy: str = "OnFailure"
+    """Restart policy of the launcher (OnFailure or Never: it is a batch Job)."""
+    worker_restart_policy: str = "Never"
+    """Restart policy of the workers (OnFailure or Never)."""
+    ssh_auth_mount_path: str | None = None
+    """Where the SSH key pair is mounted. Default: the API's (``/root/.ssh``)."""
+    launcher_on_node_pool: bool = False
+    """Bind the launcher to the node pool too (its selector, tolerations and the profile's
+    environment, no GPU), e.g. when the launcher must reach host-network workers.
+    Default: the launcher runs anywhere and gets the workers' NCCL environment."""
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -67,8 +84,17 @@ class MPIJobProps(JobProps):
             raise ValueError(
                 f"mpi_implementation ({self.mpi_implementation!r}) must be OpenMPI, Intel or MPICH"
             )
-        if not self.command:
+        if not self.command and self.launcher_command is None:
             raise ValueError("command (empty) must name the program mpirun runs on every rank")
+        for prop in ("launcher_restart_policy", "worker_restart_policy"):
+            value = getattr(self, prop)
+            if value not in ("OnFailure", "Never"):
+                raise ValueError(
+                    f"{prop} ({value!r}) must be OnFailure or Never (an MPIJob's launcher is a "
+                    "batch Job and mpi-operator accepts no other policy)"
+                )
+        if self.launcher_on_node_pool and self.node_pool is None:
+            raise ValueError("launcher_on_node_pool (True) needs node_pool")
 
     @property
     def slots(self) -> int:
@@ -78,7 +104,8 @@ class MPIJobProps(JobProps):
 
     @property
     def world_size(self) -> int:
-        return self.workers * self.slots
+        """MPI ranks (the MPI framework's count)."""
+        return mpi.ranks_of(self.workers, self.slots)
 
 
 def _exported_env(template: dict[str, Any]) -> list[str]:
@@ -106,7 +133,7 @@ class MPIJob(constructs.Construct):
             name=self.name,
             replica_type="Worker",
             container="worker",
-            command=("/usr/sbin/sshd", "-De"),
+            command=props.worker_command,
             args=(),
         )
         program = [*props.command, *props.args]
@@ -128,21 +155,27 @@ class MPIJob(constructs.Construct):
             exported = _exported_env(worker)
             if exported:
                 mpirun += ["-genvlist", ",".join(exported)]
+        if props.launcher_command is not None:
+            launcher_command = props.launcher_command
+        else:
+            launcher_command = tuple([*mpirun, *props.mpirun_args, *program])
         launcher = pod_template(
             props,
             name=self.name,
             replica_type="Launcher",
             container="launcher",
-            command=tuple([*mpirun, *props.mpirun_args, *program]),
+            command=launcher_command,
             args=(),
             gpus=0,
             resources=props.launcher_resources,
-            bind_pool=False,
+            bind_pool=props.launcher_on_node_pool,
+            place=False,
         )
-        # The ranks' NCCL settings are exported from the launcher's environment.
-        worker_env = copy.deepcopy(worker["spec"]["containers"][0].get("env", []))
-        if worker_env:
-            launcher["spec"]["containers"][0]["env"] = worker_env
+        if not props.launcher_on_node_pool:
+            # The ranks' NCCL settings are exported from the launcher's environment.
+            worker_env = copy.deepcopy(worker["spec"]["containers"][0].get("env", []))
+            if worker_env:
+                launcher["spec"]["containers"][0]["env"] = worker_env
         spec: dict[str, Any] = {
             "slotsPerWorker": props.slots,
             "mpiImplementation": props.mpi_implementation,
@@ -150,17 +183,27 @@ class MPIJob(constructs.Construct):
             if props.wait_for_workers
             else "AtStartup",
             "mpiReplicaSpecs": {
-                "Launcher": {"replicas": 1, "restartPolicy": "OnFailure", "template": launcher},
-                "Worker": {"replicas": props.workers, "restartPolicy": "Never", "template": worker},
+                "Launcher": {
+                    "replicas": 1,
+                    "restartPolicy": props.launcher_restart_policy,
+                    "template": launcher,
+                },
+                "Worker": {
+                    "replicas": props.workers,
+                    "restartPolicy": props.worker_restart_policy,
+                    "template": worker,
+                },
             },
         }
+        if props.ssh_auth_mount_path is not None:
+            spec["sshAuthMountPath"] = props.ssh_auth_mount_path
         if props.run_policy is not None:
             spec["runPolicy"] = run_policy_wire(props)
         job = emit_job(
             self,
             {
-                "apiVersion": "kubeflow.org/v2beta1",
-                "kind": "MPIJob",
+                "apiVersion": MPI.api_version,
+                "kind": MPI.kind,
                 "metadata": metadata(props, self.name),
                 "spec": spec,
             },
@@ -171,3 +214,8 @@ class MPIJob(constructs.Construct):
     @property
     def world_size(self) -> int:
         return self.props.world_size
+
+    @property
+    def manifest(self) -> dict[str, Any]:
+        """The job as emitted (wire form)."""
+        return self.job.to_wire()

@@ -1,5 +1,6 @@
 """``TrainingOperator``: the operator's Deployment with least-privilege RBAC, metrics
-Service, PodDisruptionBudget and NetworkPolicy.
+Service, PodDisruptionBudget, NetworkPolicies and, cluster-wide, a
+ValidatingAdmissionPolicy that keeps the operator out of the excluded namespaces.
 
 The operator's flags are rendered from :class:`kubetrain.controller.config.OperatorConfig`
 and its RBAC from :func:`kubetrain.controller.rbac.operator_rules`, the same code the
@@ -9,15 +10,17 @@ operator runs with, so the manifests and the binary cannot drift.
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 from dataclasses import dataclass, field
 from typing import Any
 
 import constructs
 
+from kubetrain.api import keys as K
 from kubetrain.constructs.objects import api_object
+from kubetrain.constructs.operator_access import add_exclusion_policy, add_rbac
 from kubetrain.constructs.types import Image, Quantity, Resources, check_dns_label, check_labels
 from kubetrain.controller.config import OperatorConfig
-from kubetrain.controller.rbac import PolicyRule, leader_election_rules, operator_rules
 
 # A non-root UID/GID that exists in distroless and slim images alike.
 OPERATOR_UID = 65532
@@ -53,6 +56,15 @@ class TrainingOperatorProps:
     """Node selector for the operator pods. Default: none."""
     labels: dict[str, str] = field(default_factory=dict)
     """Extra labels on every object. Default: none."""
+    monitoring_namespace: str | None = "monitoring"
+    """The namespace whose pods (Prometheus) may scrape the metrics port; None closes it
+    to every pod. The health port stays open for the kubelet's probes."""
+    api_server_cidrs: tuple[str, ...] = ("0.0.0.0/0",)
+    """Addresses the operator may connect to (egress), on ``api_server_ports`` only.
+    Default: any address, since the control plane's addresses differ per cluster; set the
+    API server's endpoints (``kubectl get endpoints kubernetes``) to close it further."""
+    api_server_ports: tuple[int, ...] = (443, 6443)
+    """Ports of the API server (the ``kubernetes`` Service's and its endpoints')."""
 
     def __post_init__(self) -> None:
         check_dns_label("namespace", self.namespace)
@@ -65,6 +77,23 @@ class TrainingOperatorProps:
             )
         check_labels("node_selector", self.node_selector)
         check_labels("labels", self.labels)
+        if self.monitoring_namespace is not None:
+            check_dns_label("monitoring_namespace", self.monitoring_namespace)
+        if not self.api_server_cidrs:
+            raise ValueError("api_server_cidrs is empty: the operator must reach the API server")
+        for cidr in self.api_server_cidrs:
+            try:
+                ipaddress.ip_network(cidr)
+            except ValueError:
+                raise ValueError(
+                    f"api_server_cidrs ({cidr!r}) must be CIDRs, e.g. 10.0.0.1/32"
+                ) from None
+        bad = [p for p in self.api_server_ports if not 1 <= p <= 65535]
+        if bad or not self.api_server_ports:
+            raise ValueError(
+                f"api_server_ports ({', '.join(map(str, self.api_server_ports)) or 'empty'}) "
+                "must be ports between 1 and 65535, e.g. (443, 6443)"
+            )
         if (
             self.watch_namespaces
             and self.config.namespaces
@@ -83,6 +112,11 @@ class TrainingOperatorProps:
             config = dataclasses.replace(config, namespaces=tuple(self.watch_namespaces))
         if self.replicas > 1 and not config.leader_elect:
             config = dataclasses.replace(config, leader_elect=True)
+        if config.cluster_wide and self.namespace not in config.exclude_namespaces:
+            # The operator's own namespace holds its token and Lease, never a job.
+            config = dataclasses.replace(
+                config, exclude_namespaces=(*config.exclude_namespaces, self.namespace)
+            )
         return config
 
 
@@ -91,8 +125,10 @@ class TrainingOperator(constructs.Construct):
 
     Child ids: ``Namespace``, ``ServiceAccount``, ``ClusterRole``/``ClusterRoleBinding``
     (or ``Role-<ns>``/``RoleBinding-<ns>`` per watched namespace), ``LeaderElectionRole``
-    and ``LeaderElectionRoleBinding`` (with leader election), ``Resource`` (the
-    Deployment), ``MetricsService``, ``DisruptionBudget``, ``NetworkPolicy``.
+    and ``LeaderElectionRoleBinding`` (with leader election), ``ExclusionPolicy`` and
+    ``ExclusionPolicyBinding`` (cluster-wide, with excluded namespaces), ``Resource`` (the
+    Deployment), ``MetricsService``, ``DisruptionBudget``, ``NetworkPolicy`` (ingress) and
+    ``EgressPolicy``.
     """
 
     def __init__(self, scope: constructs.Construct, id: str, props: TrainingOperatorProps) -> None:
@@ -106,122 +142,45 @@ class TrainingOperator(constructs.Construct):
         self.labels = {**props.labels, **self.selector, "app.kubernetes.io/part-of": "kubetrain"}
         if props.create_namespace:
             api_object(self, "Namespace", self._namespace())
-        api_object(self, "ServiceAccount", self._object("v1", "ServiceAccount", {}))
-        self._rbac()
+        api_object(self, "ServiceAccount", self.manifest("v1", "ServiceAccount", {}))
+        add_rbac(self)
+        if self.config.cluster_wide and self.config.exclude_namespaces:
+            add_exclusion_policy(self)
         api_object(self, "Resource", self._deployment())
         api_object(self, "MetricsService", self._service())
         api_object(self, "DisruptionBudget", self._pdb())
         api_object(self, "NetworkPolicy", self._network_policy())
+        api_object(self, "EgressPolicy", self._egress_policy())
+
+    @property
+    def service_account_user(self) -> str:
+        """The user name the API server gives the operator's ServiceAccount token."""
+        return f"system:serviceaccount:{self.props.namespace}:{self.props.name}"
 
     # --- objects -------------------------------------------------------------------
 
-    def _meta(self, name: str | None = None, namespace: str | None = "") -> dict[str, Any]:
+    def meta(self, name: str | None = None, namespace: str | None = "") -> dict[str, Any]:
         meta: dict[str, Any] = {"name": name or self.props.name, "labels": dict(self.labels)}
         ns = self.props.namespace if namespace == "" else namespace
         if ns is not None:
             meta["namespace"] = ns
         return meta
 
-    def _object(
+    def manifest(
         self, api_version: str, kind: str, body: dict[str, Any], **meta: Any
     ) -> dict[str, Any]:
-        return {"apiVersion": api_version, "kind": kind, "metadata": self._meta(**meta), **body}
+        return {"apiVersion": api_version, "kind": kind, "metadata": self.meta(**meta), **body}
 
     def _namespace(self) -> dict[str, Any]:
-        obj = self._object("v1", "Namespace", {}, name=self.props.namespace, namespace=None)
+        obj = self.manifest("v1", "Namespace", {}, name=self.props.namespace, namespace=None)
         for mode in ("enforce", "audit", "warn"):
             obj["metadata"]["labels"][f"pod-security.kubernetes.io/{mode}"] = "restricted"
         return obj
 
-    def _subject(self) -> list[dict[str, str]]:
+    def subject(self) -> list[dict[str, str]]:
         return [
             {"kind": "ServiceAccount", "name": self.props.name, "namespace": self.props.namespace}
         ]
-
-    def _rbac(self) -> None:
-        rules = [r.to_wire() for r in operator_rules(self.config)]
-        name = self.props.name
-        if self.config.cluster_wide:
-            api_object(
-                self,
-                "ClusterRole",
-                self._object(
-                    "rbac.authorization.k8s.io/v1", "ClusterRole", {"rules": rules}, namespace=None
-                ),
-            )
-            api_object(
-                self,
-                "ClusterRoleBinding",
-                self._object(
-                    "rbac.authorization.k8s.io/v1",
-                    "ClusterRoleBinding",
-                    {
-                        "roleRef": {
-                            "apiGroup": "rbac.authorization.k8s.io",
-                            "kind": "ClusterRole",
-                            "name": name,
-                        },
-                        "subjects": self._subject(),
-                    },
-                    namespace=None,
-                ),
-            )
-        else:
-            for ns in self.config.namespaces:
-                api_object(
-                    self,
-                    f"Role-{ns}",
-                    self._object(
-                        "rbac.authorization.k8s.io/v1", "Role", {"rules": rules}, namespace=ns
-                    ),
-                )
-                api_object(
-                    self,
-                    f"RoleBinding-{ns}",
-                    self._object(
-                        "rbac.authorization.k8s.io/v1",
-                        "RoleBinding",
-                        {
-                            "roleRef": {
-                                "apiGroup": "rbac.authorization.k8s.io",
-                                "kind": "Role",
-                                "name": name,
-                            },
-                            "subjects": self._subject(),
-                        },
-                        namespace=ns,
-                    ),
-                )
-        if self.config.leader_elect:
-            lease_rules: list[PolicyRule] = leader_election_rules()
-            role_name = f"{name}-leader-election"
-            api_object(
-                self,
-                "LeaderElectionRole",
-                self._object(
-                    "rbac.authorization.k8s.io/v1",
-                    "Role",
-                    {"rules": [r.to_wire() for r in lease_rules]},
-                    name=role_name,
-                ),
-            )
-            api_object(
-                self,
-                "LeaderElectionRoleBinding",
-                self._object(
-                    "rbac.authorization.k8s.io/v1",
-                    "RoleBinding",
-                    {
-                        "roleRef": {
-                            "apiGroup": "rbac.authorization.k8s.io",
-                            "kind": "Role",
-                            "name": role_name,
-                        },
-                        "subjects": self._subject(),
-                    },
-                    name=role_name,
-                ),
-            )
 
     def _container(self) -> dict[str, Any]:
         config = self.config
@@ -289,7 +248,7 @@ class TrainingOperator(constructs.Construct):
                     "labelSelector": {"matchLabels": dict(self.selector)},
                 }
             ]
-        return self._object(
+        return self.manifest(
             "apps/v1",
             "Deployment",
             {
@@ -300,7 +259,7 @@ class TrainingOperator(constructs.Construct):
                         "metadata": {
                             "labels": dict(self.labels),
                             # Sidecars keep pods from completing and intercept the API traffic.
-                            "annotations": {"sidecar.istio.io/inject": "false"},
+                            "annotations": {K.ISTIO_INJECT_ANNOTATION: "false"},
                         },
                         "spec": pod_spec,
                     },
@@ -309,7 +268,7 @@ class TrainingOperator(constructs.Construct):
         )
 
     def _service(self) -> dict[str, Any]:
-        return self._object(
+        return self.manifest(
             "v1",
             "Service",
             {
@@ -332,28 +291,64 @@ class TrainingOperator(constructs.Construct):
     def _pdb(self) -> dict[str, Any]:
         # One replica: allow the eviction (a drain must not hang); more: keep one up.
         budget = {"minAvailable": 1} if self.props.replicas > 1 else {"maxUnavailable": 1}
-        return self._object(
+        return self.manifest(
             "policy/v1",
             "PodDisruptionBudget",
             {"spec": {"selector": {"matchLabels": dict(self.selector)}, **budget}},
         )
 
     def _network_policy(self) -> dict[str, Any]:
-        return self._object(
+        """Ingress: the health port from anywhere (the kubelet probes it), the metrics
+        port from the monitoring namespace only, nothing else."""
+        ingress: list[dict[str, Any]] = [
+            {"ports": [{"port": self.config.health_port, "protocol": "TCP"}]}
+        ]
+        if self.props.monitoring_namespace is not None:
+            ingress.append(
+                {
+                    "from": [
+                        {
+                            "namespaceSelector": {
+                                "matchLabels": {
+                                    "kubernetes.io/metadata.name": self.props.monitoring_namespace
+                                }
+                            }
+                        }
+                    ],
+                    "ports": [{"port": self.config.metrics_port, "protocol": "TCP"}],
+                }
+            )
+        return self.manifest(
             "networking.k8s.io/v1",
             "NetworkPolicy",
             {
                 "spec": {
                     "podSelector": {"matchLabels": dict(self.selector)},
                     "policyTypes": ["Ingress"],
-                    "ingress": [
+                    "ingress": ingress,
+                }
+            },
+        )
+
+    def _egress_policy(self) -> dict[str, Any]:
+        """Egress: the API server's ports only (the operator talks to nothing else; it
+        reaches the API server by the IP in KUBERNETES_SERVICE_HOST, so no DNS)."""
+        return self.manifest(
+            "networking.k8s.io/v1",
+            "NetworkPolicy",
+            {
+                "spec": {
+                    "podSelector": {"matchLabels": dict(self.selector)},
+                    "policyTypes": ["Egress"],
+                    "egress": [
                         {
+                            "to": [{"ipBlock": {"cidr": c}} for c in self.props.api_server_cidrs],
                             "ports": [
-                                {"port": self.config.metrics_port, "protocol": "TCP"},
-                                {"port": self.config.health_port, "protocol": "TCP"},
-                            ]
+                                {"port": p, "protocol": "TCP"} for p in self.props.api_server_ports
+                            ],
                         }
                     ],
                 }
             },
+            name=f"{self.props.name}-egress",
         )

@@ -9,6 +9,7 @@ import constructs
 
 from kubetrain.api import ElasticPolicy
 from kubetrain.api import PyTorchJob as PyTorchJobModel
+from kubetrain.api.kinds import PYTORCH
 from kubetrain.constructs.job_common import (
     JobProps,
     check_restart_policy,
@@ -18,6 +19,7 @@ from kubetrain.constructs.job_common import (
     pod_template,
     run_policy_wire,
 )
+from kubetrain.frameworks import pytorch
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,8 +71,8 @@ class PyTorchJobProps(JobProps):
 
     @property
     def world_size(self) -> int:
-        """Processes in the job."""
-        return self.nodes * self.processes_per_node
+        """Processes in the job (the PyTorch framework's rule)."""
+        return pytorch.world_size_of(self.nodes, self.processes_per_node)
 
 
 class PyTorchJob(constructs.Construct):
@@ -94,8 +96,8 @@ class PyTorchJob(constructs.Construct):
         if props.run_policy is not None:
             spec["runPolicy"] = run_policy_wire(props)
         manifest = {
-            "apiVersion": "kubeflow.org/v1",
-            "kind": "PyTorchJob",
+            "apiVersion": PYTORCH.api_version,
+            "kind": PYTORCH.kind,
             "metadata": metadata(props, self.name),
             "spec": spec,
         }
@@ -105,7 +107,8 @@ class PyTorchJob(constructs.Construct):
 
     @property
     def world_size(self) -> int:
-        return self.props.world_size
+        """Processes in the job, as the operator counts them for ``WORLD_SIZE``."""
+        return pytorch.world_size(self.job)
 
     def _replica(self, replica_type: str, replicas: int) -> dict[str, Any]:
         return {

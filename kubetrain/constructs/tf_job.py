@@ -8,6 +8,7 @@ from typing import Any
 import constructs
 
 from kubetrain.api import TFJob as TFJobModel
+from kubetrain.api.kinds import TENSORFLOW
 from kubetrain.constructs.job_common import (
     JobProps,
     check_restart_policy,
@@ -82,8 +83,8 @@ class TFJob(constructs.Construct):
         job = emit_job(
             self,
             {
-                "apiVersion": "kubeflow.org/v1",
-                "kind": "TFJob",
+                "apiVersion": TENSORFLOW.api_version,
+                "kind": TENSORFLOW.kind,
                 "metadata": metadata(props, self.name),
                 "spec": spec,
             },

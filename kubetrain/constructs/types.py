@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
+from kubetrain.api import keys as K
 from kubetrain.api.base import QUANTITY_PATTERN
 
 _QUANTITY = re.compile(QUANTITY_PATTERN)
@@ -146,7 +147,7 @@ class Resources:
         if memory_limit is not None:
             limits["memory"] = str(memory_limit)
         if self.gpus:
-            limits["nvidia.com/gpu"] = self.gpus
+            limits[K.GPU_RESOURCE] = self.gpus
         for name, count in sorted(self.extended.items()):
             if count:
                 limits[name] = count

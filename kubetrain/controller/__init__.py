@@ -1,11 +1,6 @@
-"""The operator's run-time half. Its framework plugins compute each replica's environment."""
+"""The operator: the run-time half of kubetrain (``kubetrain operator``).
 
-from kubetrain.controller.plugins import (
-    Addressing,
-    ClusterAddressing,
-    EnvVar,
-    LocalAddressing,
-    ReplicaRef,
-)
-
-__all__ = ["Addressing", "ClusterAddressing", "EnvVar", "LocalAddressing", "ReplicaRef"]
+Importing this package loads nothing else: the operator's configuration and RBAC
+(:mod:`kubetrain.controller.config`, :mod:`kubetrain.controller.rbac`), which the
+constructs render, can be imported without loading the plugins or the Kubernetes client.
+"""

@@ -8,17 +8,16 @@ This is the only place the reconciler's small interfaces (``JobCache``,
 from __future__ import annotations
 
 import logging
-import queue
-import secrets
 import threading
 from collections.abc import Callable, Mapping
 from datetime import datetime
 from typing import Any
 
-from kubetrain.controller import labels as L
-from kubetrain.controller import reasons as R
-from kubetrain.controller.conditions import format_time
-from kubetrain.controller.errors import ApiError
+from kubetrain.api import keys as K
+from kubetrain.api.kinds import TRAINJOB, by_operator_name, kind_info
+from kubetrain.controller.decisions import ChildRef, Event
+from kubetrain.controller.errors import ApiError, ChildConflict, Deposed
+from kubetrain.controller.events import EventRecorder
 from kubetrain.controller.informer import (
     Informer,
     trim_batch_job,
@@ -31,38 +30,36 @@ from kubetrain.controller.kube import (
     JOB_RESOURCES,
     KubeApi,
 )
-from kubetrain.controller.planner import Event
+from kubetrain.controller.ownership import Holder, holder
 from kubetrain.controller.plugins.base import Observed
-from kubetrain.controller.plugins.children import API_VERSIONS
-from kubetrain.controller.policies.cleanup import ChildRef
+from kubetrain.controller.plugins.trainjob_plugin import runtime_ref
+from kubetrain.controller.runtimes import RuntimeCache, RuntimeKey
 
 log = logging.getLogger("kubetrain.operator")
 
 JobKey = tuple[str, str, str]
-#: Children each job kind has (MPI's extra kinds are watched only when MPIJob is on).
-CHILD_KINDS: Mapping[str, tuple[str, ...]] = {
-    "PyTorchJob": ("Pod", "Service"),
-    "TFJob": ("Pod", "Service"),
-    "MPIJob": ("Pod", "Service", "ConfigMap", "Secret", "Job"),
-}
 _TRANSFORMS: Mapping[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
     "Pod": trim_pod,
     "Service": trim_metadata_only,
     "ConfigMap": trim_metadata_only,
-    "Secret": trim_metadata_only,
     "Job": trim_batch_job,
 }
+
+
+def namespace_field_selector(excluded: tuple[str, ...]) -> str | None:
+    """``metadata.namespace!=a,metadata.namespace!=b``: what the informers leave out."""
+    return ",".join(f"metadata.namespace!={n}" for n in excluded) or None
 
 
 def child_index(obj: Mapping[str, Any]) -> JobKey | None:
     """(kind of the owning job, namespace, job name) from a child's labels."""
     meta = obj.get("metadata") or {}
     labels = meta.get("labels") or {}
-    kind = L.KIND_BY_OPERATOR_NAME.get(str(labels.get(L.OPERATOR_NAME, "")))
-    job = labels.get(L.JOB_NAME)
-    if kind is None or not job:
+    info = by_operator_name(str(labels.get(K.OPERATOR_NAME, "")))
+    job = labels.get(K.JOB_NAME)
+    if info is None or not job:
         return None
-    return (kind, str(meta.get("namespace") or ""), str(job))
+    return (info.kind, str(meta.get("namespace") or ""), str(job))
 
 
 def _controller_uid(obj: Mapping[str, Any]) -> str:
@@ -78,59 +75,94 @@ class KubeCluster:
     def __init__(
         self,
         api: KubeApi,
-        kinds: tuple[str, ...],
+        child_kinds: Mapping[str, tuple[str, ...]],
         namespaces: tuple[str, ...],
         enqueue: Callable[[JobKey], None],
         *,
         identity: str = "kubetrain",
+        exclude_namespaces: tuple[str, ...] = (),
+        may_write: Callable[[], bool] = lambda: True,
+        event_qps: float = 10.0,
     ) -> None:
         self.api = api
+        #: Job kind -> the child kinds the operator watches for it (its plugin's).
+        self.child_kinds = dict(child_kinds)
+        kinds = tuple(child_kinds)
         self.kinds = kinds
         self.identity = identity
         self._enqueue = enqueue
+        #: False while this replica cannot prove it still leads: every write refuses.
+        self._may_write = may_write
+        #: (kind, namespace, name) of children a job's startup gate waits for -> the job.
+        self._awaited: dict[tuple[str, str, str], JobKey] = {}
+        self._awaited_by: dict[JobKey, set[tuple[str, str, str]]] = {}
+        self._awaited_lock = threading.Lock()
         scopes: tuple[str | None, ...] = namespaces or (None,)
+        # Cluster-wide informers leave the excluded namespaces out on the server side.
+        fields = namespace_field_selector(exclude_namespaces) if not namespaces else None
         self.job_informers: dict[tuple[str, str | None], Informer] = {}
         self.child_informers: dict[tuple[str, str | None], Informer] = {}
-        child_kinds = sorted({c for k in kinds for c in CHILD_KINDS[k]})
-        selector = L.operator_name_selector(kinds)
+        watched = sorted({c for k in kinds for c in self.child_kinds[k]})
+        selector = K.operator_name_selector(kinds)
+        #: The runtimes TrainJobs reference (only when the operator serves TrainJobs).
+        self.runtimes: RuntimeCache | None = None
+        if TRAINJOB.kind in kinds:
+            self.runtimes = RuntimeCache(
+                api,
+                scopes,
+                users=self.runtime_users,
+                on_change=self._on_runtime,
+                field_selector=fields,
+            )
         for scope in scopes:
             for kind in kinds:
                 self.job_informers[(kind, scope)] = Informer(
                     api,
                     JOB_RESOURCES[kind],
                     namespace=scope,
+                    field_selector=fields,
                     transform=trim_training_job,
                     handler=lambda _t, obj, k=kind: self._on_job(k, obj),  # type: ignore[misc]
+                    index=runtime_ref if kind == TRAINJOB.kind else None,
                 )
-            for child in child_kinds:
+            for child in watched:
                 self.child_informers[(child, scope)] = Informer(
                     api,
                     CHILD_RESOURCES[child],
                     namespace=scope,
                     label_selector=selector,
-                    metadata_only=child in ("Service", "ConfigMap", "Secret"),
+                    field_selector=fields,
+                    metadata_only=child in ("Service", "ConfigMap"),
                     transform=_TRANSFORMS[child],
                     handler=self._on_child,
+                    echo_handler=self._on_child_echo,
                     index=child_index,
                 )
-        self._events: queue.Queue[tuple[dict[str, Any], Event] | None] = queue.Queue(maxsize=10000)
-        self._event_thread: threading.Thread | None = None
+        self.events = EventRecorder(api, identity, may_write, event_qps)
 
     # -- lifecycle -----------------------------------------------------------------------
 
+    def _runtime_informers(self) -> list[Informer]:
+        return list(self.runtimes.informers.values()) if self.runtimes is not None else []
+
     def informers(self) -> list[Informer]:
         """Every informer, jobs first."""
-        return [*self.job_informers.values(), *self.child_informers.values()]
+        return [
+            *self.job_informers.values(),
+            *self.child_informers.values(),
+            *self._runtime_informers(),
+        ]
 
     def start(self) -> None:
         """Start the informers and the Event sender."""
-        # Children first, so a job's first reconcile sees the children that exist.
-        for informer in [*self.child_informers.values(), *self.job_informers.values()]:
+        # Children and runtimes first, so a job's first reconcile sees what exists.
+        for informer in [
+            *self.child_informers.values(),
+            *self._runtime_informers(),
+            *self.job_informers.values(),
+        ]:
             informer.start()
-        self._event_thread = threading.Thread(
-            target=self._send_events, name="event-recorder", daemon=True
-        )
-        self._event_thread.start()
+        self.events.start()
 
     def wait_synced(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for every informer's first list."""
@@ -144,11 +176,9 @@ class KubeCluster:
         """Stop the informers and flush the queued Events."""
         for informer in self.informers():
             informer.stop()
-        self._events.put(None)
         for informer in self.informers():
             informer.join(timeout=2)
-        if self._event_thread is not None:
-            self._event_thread.join(timeout=5)
+        self.events.stop()
 
     def job_keys(self) -> list[JobKey]:
         """The keys of every cached job."""
@@ -164,11 +194,64 @@ class KubeCluster:
     def _on_job(self, kind: str, obj: Mapping[str, Any]) -> None:
         meta = obj.get("metadata") or {}
         self._enqueue((kind, str(meta.get("namespace")), str(meta.get("name"))))
+        if kind == TRAINJOB.kind:
+            ref = runtime_ref(obj)
+            if ref is not None:
+                self._enqueue(ref)  # its runtime's in-use finalizer follows its users
+
+    def _on_runtime(self, key: RuntimeKey) -> None:
+        self._enqueue(key)
+        for raw in self.runtime_users(key):
+            meta = raw.get("metadata") or {}
+            self._enqueue((TRAINJOB.kind, str(meta.get("namespace")), str(meta.get("name"))))
+
+    def runtime_users(self, key: RuntimeKey) -> list[Mapping[str, Any]]:
+        """The cached TrainJobs that name runtime ``key`` (those being deleted aside)."""
+        out: list[Mapping[str, Any]] = []
+        for (kind, _scope), informer in self.job_informers.items():
+            if kind != TRAINJOB.kind:
+                continue
+            out += [
+                o
+                for o in informer.by_index(key)
+                if not (o.get("metadata") or {}).get("deletionTimestamp")
+            ]
+        return out
+
+    def runtime(self, key: RuntimeKey) -> dict[str, Any] | None:
+        """The cached runtime ``key``."""
+        return self.runtimes.get(key) if self.runtimes is not None else None
+
+    def set_runtime_in_use(self, key: RuntimeKey, runtime: Mapping[str, Any], in_use: bool) -> None:
+        """Add or remove runtime ``key``'s in-use finalizer."""
+        self._fence()
+        if self.runtimes is not None:
+            self.runtimes.set_in_use(key, runtime, in_use)
 
     def _on_child(self, _type: str, obj: Mapping[str, Any]) -> None:
         key = child_index(obj)
         if key is not None:
             self._enqueue(key)
+
+    def _on_child_echo(self, _type: str, obj: Mapping[str, Any]) -> None:
+        """The echo of our own write wakes a job only if its startup gate waits for it."""
+        meta = obj.get("metadata") or {}
+        ref = (str(obj.get("kind")), str(meta.get("namespace") or ""), str(meta.get("name")))
+        with self._awaited_lock:
+            job = self._awaited.get(ref)
+        if job is not None:
+            self._enqueue(job)
+
+    def set_awaited(self, key: JobKey, refs: frozenset[tuple[str, str]]) -> None:
+        """Record the children (kind, name) job ``key``'s startup gate waits for."""
+        wanted = {(kind, key[1], name) for kind, name in refs}
+        with self._awaited_lock:
+            for ref in self._awaited_by.pop(key, set()) - wanted:
+                self._awaited.pop(ref, None)
+            for ref in wanted:
+                self._awaited[ref] = key
+            if wanted:
+                self._awaited_by[key] = wanted
 
     # -- JobCache ------------------------------------------------------------------------
 
@@ -191,7 +274,7 @@ class KubeCluster:
         leftovers are not), and the pods of its launcher Job."""
         kind = key[0]
         found: dict[str, dict[str, Any]] = {}
-        for child in CHILD_KINDS[kind]:
+        for child in self.child_kinds[kind]:
             informer = self._child_informer(child, key[1])
             objs = informer.by_index(key) if informer else []
             found[child] = {
@@ -205,31 +288,61 @@ class KubeCluster:
             for name, pod in found["Pod"].items()
             if _controller_uid(pod) == uid or _controller_uid(pod) in job_uids
         }
+        raw = self.job(key) if kind == TRAINJOB.kind else None
         return Observed(
             pods=pods,
             services=found.get("Service", {}),
             config_maps=found.get("ConfigMap", {}),
-            secrets=found.get("Secret", {}),
             batch_jobs=found.get("Job", {}),
             now=now,
+            runtime=self.runtimes.for_trainjob(raw) if raw and self.runtimes else None,
         )
 
     # -- ClusterWriter -------------------------------------------------------------------
 
+    def _fence(self) -> None:
+        if not self._may_write():
+            raise Deposed("this replica cannot prove it still holds the leader lease")
+
     def apply(self, obj: dict[str, Any]) -> None:
-        """Server-side apply a child and cache the answer."""
+        """Server-side apply a child this job already controls and cache the answer."""
+        self._fence()
         result = self.api.apply(obj)
         self._write_through(obj["kind"], result)
 
     def create(self, obj: dict[str, Any]) -> None:
-        """Create a child (409 means it exists: fine) and cache the answer."""
+        """Create a child. A name already taken is this job's only if the existing object
+        is controlled by this job (a stale cache); otherwise ``ChildConflict``, and the
+        object is left untouched."""
+        self._fence()
+        kind = str(obj["kind"])
+        meta = obj["metadata"]
         try:
             result = self.api.create(obj)
         except ApiError as err:
-            if err.status == 409:
-                return  # created before (stale cache): never overwrite it
-            raise
-        self._write_through(obj["kind"], result)
+            if err.status != 409:
+                raise
+            existing = self.api.get(CHILD_RESOURCES[kind], meta.get("namespace"), meta["name"])
+            if existing is None:
+                raise  # deleted in between: a retry creates it
+            verdict = holder(existing, obj)
+            if verdict.holder is Holder.THIS_JOB:
+                self._write_through(kind, existing)
+                return
+            raise ChildConflict(
+                kind,
+                str(meta.get("namespace")),
+                str(meta["name"]),
+                verdict.description,
+                predecessor=verdict.holder is Holder.PREDECESSOR,
+            ) from err
+        self._write_through(kind, result)
+
+    def create_generated(self, obj: dict[str, Any]) -> str:
+        """Create a child under a generated name (``metadata.generateName``); its name."""
+        self._fence()
+        result = self.api.create(obj)
+        return str((result.get("metadata") or {}).get("name"))
 
     def _write_through(self, kind: str, result: Mapping[str, Any]) -> None:
         namespace = str((result.get("metadata") or {}).get("namespace") or "")
@@ -239,18 +352,48 @@ class KubeCluster:
 
     def delete(self, namespace: str, ref: ChildRef) -> None:
         """Delete a child with a uid precondition; the cache shows it as being deleted."""
+        self._fence()
         resource = CHILD_RESOURCES[ref.kind]
         self.api.delete(resource, namespace, ref.name, uid=ref.uid or None)
         informer = self._child_informer(ref.kind, namespace)
         if informer is not None:
             informer.mark_deleted(namespace, ref.name, ref.uid)
 
+    def ungate(self, namespace: str, ref: ChildRef, gate: str) -> None:
+        """Remove scheduling gate ``gate`` from pod ``ref`` (uid and gate position are
+        preconditions: a pod that changed meanwhile is looked at again)."""
+        self._fence()
+        cached = self._child_informer("Pod", namespace)
+        pod = cached.get(namespace, ref.name) if cached is not None else None
+        gates = ((pod or {}).get("spec") or {}).get("schedulingGates") or []
+        names = [g.get("name") for g in gates]
+        if gate not in names:
+            return
+        index = names.index(gate)
+        try:
+            result = self.api.json_patch(
+                CHILD_RESOURCES["Pod"],
+                namespace,
+                ref.name,
+                [
+                    {"op": "test", "path": "/metadata/uid", "value": ref.uid},
+                    {"op": "test", "path": f"/spec/schedulingGates/{index}/name", "value": gate},
+                    {"op": "remove", "path": f"/spec/schedulingGates/{index}"},
+                ],
+            )
+        except ApiError as err:
+            if err.status in (404, 409, 422):
+                return  # gone, replaced or changed: its watch event brings the job back
+            raise
+        self._write_through("Pod", result)
+
     def write_status(self, key: JobKey, raw: Mapping[str, Any], status: dict[str, Any]) -> None:
         """Server-side apply the status with a resourceVersion precondition."""
+        self._fence()
         kind, namespace, name = key
         meta = raw.get("metadata") or {}
         body = {
-            "apiVersion": raw.get("apiVersion", API_VERSIONS[kind]),
+            "apiVersion": raw.get("apiVersion", kind_info(kind).api_version),
             "kind": kind,
             "metadata": {
                 "name": name,
@@ -266,53 +409,10 @@ class KubeCluster:
 
     def delete_job(self, key: JobKey, uid: str) -> None:
         """Delete the job (uid precondition); its children go by garbage collection."""
+        self._fence()
         kind, namespace, name = key
         self.api.delete(JOB_RESOURCES[kind], namespace, name, uid=uid)
 
     def emit_event(self, raw: Mapping[str, Any], event: Event) -> None:
-        """Queue an Event (sent by a background thread; dropped when the queue is full)."""
-        try:
-            self._events.put_nowait((dict(raw), event))
-        except queue.Full:
-            log.warning("event queue full, dropping event", extra={"reason": event.reason})
-
-    def _send_events(self) -> None:
-        while True:
-            item = self._events.get()
-            if item is None:
-                return
-            raw, event = item
-            try:
-                self.api.create(self._event_object(raw, event))
-            except ApiError as err:
-                log.warning("could not record event", extra={"error": str(err)})
-
-    def _event_object(self, raw: Mapping[str, Any], event: Event) -> dict[str, Any]:
-        meta = raw.get("metadata") or {}
-        now = format_time(datetime.now().astimezone())
-        namespace = str(meta.get("namespace") or "default")
-        return {
-            "apiVersion": "v1",
-            "kind": "Event",
-            "metadata": {
-                "name": f"{meta.get('name')}.{secrets.token_hex(8)}",
-                "namespace": namespace,
-            },
-            "involvedObject": {
-                "apiVersion": raw.get("apiVersion"),
-                "kind": raw.get("kind"),
-                "name": meta.get("name"),
-                "namespace": namespace,
-                "uid": meta.get("uid"),
-                "resourceVersion": meta.get("resourceVersion"),
-            },
-            "reason": event.reason,
-            "message": R.truncate(event.message),
-            "type": event.type,
-            "source": {"component": "kubetrain-operator"},
-            "reportingComponent": "kubetrain.dev/operator",
-            "reportingInstance": self.identity,
-            "firstTimestamp": now,
-            "lastTimestamp": now,
-            "count": 1,
-        }
+        """Record an Event about ``raw`` (queued; see :class:`EventRecorder`)."""
+        self.events.emit(raw, event)

@@ -5,11 +5,18 @@ cannot drift (a test round-trips every field through the flags)."""
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import re
 from dataclasses import dataclass, fields
 from enum import StrEnum
 
-JOB_KINDS = ("PyTorchJob", "TFJob", "MPIJob")
+from kubetrain.api.kinds import OPERATOR_KINDS
+
+#: The kinds the operator can reconcile: the Kubeflow v1 jobs and Trainer v2's TrainJob.
+JOB_KINDS = tuple(OPERATOR_KINDS)
+#: Namespaces a cluster-wide operator leaves alone unless told otherwise: no training job
+#: belongs there, and the operator must never write into them.
+SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
@@ -29,9 +36,15 @@ class OperatorConfig:
     """
 
     kinds: tuple[str, ...] = JOB_KINDS
-    """Job kinds to reconcile (and to request RBAC for). Default: all three."""
+    """Job kinds to reconcile (and to request RBAC for): PyTorchJob, TFJob, MPIJob,
+    TrainJob. Default: all four."""
     namespaces: tuple[str, ...] = ()
     """Namespaces to watch. Default: empty, meaning every namespace (ClusterRole)."""
+    exclude_namespaces: tuple[str, ...] = SYSTEM_NAMESPACES
+    """Namespaces a cluster-wide operator never watches or writes to (its informers
+    leave them out on the server side; the ``TrainingOperator`` construct adds its own
+    namespace and a ValidatingAdmissionPolicy that denies the operator's writes there).
+    Default: kube-system, kube-public, kube-node-lease."""
     workers: int = 4
     """Reconcile worker threads."""
     kube_api_qps: float = 20.0
@@ -44,12 +57,23 @@ class OperatorConfig:
     """Name of the Lease."""
     metrics_port: int = 8080
     """Port of the Prometheus ``/metrics`` endpoint."""
+    metrics_bind_address: str = "0.0.0.0"
+    """Address ``/metrics`` listens on. Default: every address (the pod's IP); use
+    127.0.0.1 for a process on a workstation."""
     health_port: int = 8081
     """Port of ``/healthz`` and ``/readyz``."""
+    health_bind_address: str = "0.0.0.0"
+    """Address the health endpoints listen on (the kubelet probes the pod's IP)."""
     gang_scheduler: GangScheduler = GangScheduler.NONE
     """Gang scheduler whose PodGroups the operator creates."""
     startup_timeout_seconds: int = 600
     """How long a launcher/master waits for its workers to be Ready before the job fails."""
+    success_grace_seconds: int = 60
+    """With ``cleanPodPolicy`` unset: how long ranks still running after their job
+    succeeded may take to exit by themselves before they are deleted."""
+    event_qps: float = 10.0
+    """Events per second the operator records at most (bursts of 10x); the rest wait in
+    a bounded queue, so a large job's per-pod Events never crowd out its reconciles."""
 
     def __post_init__(self) -> None:
         unknown = [k for k in self.kinds if k not in JOB_KINDS]
@@ -65,6 +89,24 @@ class OperatorConfig:
             raise ValueError(f"namespaces ({', '.join(bad)}) must be DNS-1123 labels")
         if len(set(self.namespaces)) != len(self.namespaces):
             raise ValueError(f"namespaces ({', '.join(self.namespaces)}) lists one twice")
+        bad = [n for n in self.exclude_namespaces if not _DNS1123.match(n) or len(n) > 63]
+        if bad:
+            raise ValueError(f"exclude_namespaces ({', '.join(bad)}) must be DNS-1123 labels")
+        both = sorted(set(self.namespaces) & set(self.exclude_namespaces))
+        if both:
+            raise ValueError(
+                f"namespaces and exclude_namespaces both name {', '.join(both)}: a watched "
+                "namespace cannot be excluded (drop it from one of them)"
+            )
+        for name in ("metrics_bind_address", "health_bind_address"):
+            address = getattr(self, name)
+            try:
+                ipaddress.ip_address(address)
+            except ValueError:
+                raise ValueError(
+                    f"{name} ({address!r}) must be an IP address, e.g. 0.0.0.0 (every "
+                    "address) or 127.0.0.1 (this machine only)"
+                ) from None
         if not 1 <= self.workers <= 64:
             raise ValueError(f"workers ({self.workers}) must be between 1 and 64")
         if self.kube_api_qps <= 0:
@@ -92,6 +134,13 @@ class OperatorConfig:
             raise ValueError(
                 f"startup_timeout_seconds ({self.startup_timeout_seconds}) must be >= 1"
             )
+        if self.success_grace_seconds < 0:
+            raise ValueError(
+                f"success_grace_seconds ({self.success_grace_seconds}) must be >= 0 "
+                "(0 deletes ranks still running as soon as the job succeeded)"
+            )
+        if self.event_qps <= 0:
+            raise ValueError(f"event_qps ({self.event_qps}) must be > 0")
 
     @property
     def cluster_wide(self) -> bool:
@@ -102,15 +151,20 @@ class OperatorConfig:
         args = [f"--kinds={','.join(self.kinds)}"]
         args += [f"--namespace={n}" for n in self.namespaces]
         args += [
+            f"--exclude-namespaces={','.join(self.exclude_namespaces)}",
             f"--workers={self.workers}",
             f"--kube-api-qps={self.kube_api_qps:g}",
             f"--kube-api-burst={self.kube_api_burst}",
             f"--leader-elect={'true' if self.leader_elect else 'false'}",
             f"--leader-election-id={self.leader_election_id}",
             f"--metrics-port={self.metrics_port}",
+            f"--metrics-bind-address={self.metrics_bind_address}",
             f"--health-port={self.health_port}",
+            f"--health-bind-address={self.health_bind_address}",
             f"--gang-scheduler={self.gang_scheduler.value}",
             f"--startup-timeout-seconds={self.startup_timeout_seconds}",
+            f"--success-grace-seconds={self.success_grace_seconds}",
+            f"--event-qps={self.event_qps:g}",
         ]
         return args
 
@@ -130,6 +184,12 @@ class OperatorConfig:
             default=[],
             help="namespace to watch (repeatable; default: all namespaces)",
         )
+        parser.add_argument(
+            "--exclude-namespaces",
+            default=",".join(d.exclude_namespaces),
+            help="comma-separated namespaces a cluster-wide operator leaves alone "
+            f"(default: {','.join(d.exclude_namespaces)}; empty for none)",
+        )
         parser.add_argument("--workers", type=int, default=d.workers)
         parser.add_argument("--kube-api-qps", type=float, default=d.kube_api_qps)
         parser.add_argument("--kube-api-burst", type=int, default=d.kube_api_burst)
@@ -138,7 +198,9 @@ class OperatorConfig:
         )
         parser.add_argument("--leader-election-id", default=d.leader_election_id)
         parser.add_argument("--metrics-port", type=int, default=d.metrics_port)
+        parser.add_argument("--metrics-bind-address", default=d.metrics_bind_address)
         parser.add_argument("--health-port", type=int, default=d.health_port)
+        parser.add_argument("--health-bind-address", default=d.health_bind_address)
         parser.add_argument(
             "--gang-scheduler",
             default=d.gang_scheduler.value,
@@ -147,6 +209,8 @@ class OperatorConfig:
         parser.add_argument(
             "--startup-timeout-seconds", type=int, default=d.startup_timeout_seconds
         )
+        parser.add_argument("--success-grace-seconds", type=int, default=d.success_grace_seconds)
+        parser.add_argument("--event-qps", type=float, default=d.event_qps)
 
     @classmethod
     def from_namespace(cls, args: argparse.Namespace) -> OperatorConfig:
@@ -154,15 +218,22 @@ class OperatorConfig:
         return cls(
             kinds=tuple(k.strip() for k in args.kinds.split(",") if k.strip()),
             namespaces=tuple(args.namespaces),
+            exclude_namespaces=tuple(
+                n.strip() for n in args.exclude_namespaces.split(",") if n.strip()
+            ),
             workers=args.workers,
             kube_api_qps=args.kube_api_qps,
             kube_api_burst=args.kube_api_burst,
             leader_elect=args.leader_elect,
             leader_election_id=args.leader_election_id,
             metrics_port=args.metrics_port,
+            metrics_bind_address=args.metrics_bind_address,
             health_port=args.health_port,
+            health_bind_address=args.health_bind_address,
             gang_scheduler=GangScheduler(args.gang_scheduler),
             startup_timeout_seconds=args.startup_timeout_seconds,
+            success_grace_seconds=args.success_grace_seconds,
+            event_qps=args.event_qps,
         )
 
     @classmethod

@@ -42,14 +42,15 @@ class HttpServers:
         registry: CollectorRegistry,
         healthz: Callable[[], tuple[bool, str]],
         readyz: Callable[[], tuple[bool, str]],
-        address: str = "0.0.0.0",
+        health_address: str = "0.0.0.0",
+        metrics_address: str = "0.0.0.0",
     ) -> None:
         handler = type(
             "HealthHandler", (_HealthHandler,), {"checks": {"/healthz": healthz, "/readyz": readyz}}
         )
-        self.health = ThreadingHTTPServer((address, health_port), handler)
+        self.health = ThreadingHTTPServer((health_address, health_port), handler)
         self.metrics = ThreadingHTTPServer(
-            (address, metrics_port), MetricsHandler.factory(registry)
+            (metrics_address, metrics_port), MetricsHandler.factory(registry)
         )
         self._threads = [
             threading.Thread(target=s.serve_forever, name=f"http-{s.server_port}", daemon=True)

@@ -20,6 +20,7 @@ import threading
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping
 from typing import Any, Protocol
 
+from kubetrain.api import keys as K
 from kubetrain.controller.errors import ApiError
 from kubetrain.controller.kube import Resource, WatchEvent
 
@@ -58,6 +59,7 @@ class ListWatch(Protocol):
         namespace: str | None = None,
         *,
         label_selector: str | None = None,
+        field_selector: str | None = None,
         metadata_only: bool = False,
     ) -> tuple[list[dict[str, Any]], str]: ...
 
@@ -68,6 +70,7 @@ class ListWatch(Protocol):
         *,
         resource_version: str,
         label_selector: str | None = None,
+        field_selector: str | None = None,
         metadata_only: bool = False,
         timeout_seconds: int = 300,
         on_open: Any = None,
@@ -97,7 +100,7 @@ def _trim_meta(meta: Mapping[str, Any], annotations: Iterable[str] = ()) -> dict
     return out
 
 
-KEPT_ANNOTATIONS = ("kubetrain.dev/spec-hash",)
+KEPT_ANNOTATIONS = (K.SPEC_HASH_ANNOTATION,)
 
 
 def trim_metadata_only(obj: Mapping[str, Any]) -> Obj:
@@ -114,7 +117,8 @@ def _trim_container_status(cs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def trim_pod(obj: Mapping[str, Any]) -> Obj:
-    """Pods: identity, restartPolicy and the status fields the policies read."""
+    """Pods: identity, restartPolicy, scheduling gates and the status fields the policies
+    read."""
     status = obj.get("status") or {}
     trimmed_status: dict[str, Any] = {
         k: status[k] for k in ("phase", "reason", "message", "startTime") if k in status
@@ -131,7 +135,7 @@ def trim_pod(obj: Mapping[str, Any]) -> Obj:
     return {
         "kind": "Pod",
         "metadata": _trim_meta(obj.get("metadata") or {}, KEPT_ANNOTATIONS),
-        "spec": {k: spec[k] for k in ("restartPolicy", "nodeName") if k in spec},
+        "spec": {k: spec[k] for k in ("restartPolicy", "nodeName", "schedulingGates") if k in spec},
         "status": trimmed_status,
     }
 
@@ -177,9 +181,11 @@ class Informer:
         *,
         namespace: str | None = None,
         label_selector: str | None = None,
+        field_selector: str | None = None,
         metadata_only: bool = False,
         transform: Callable[[Mapping[str, Any]], Obj] = dict,
         handler: Handler | None = None,
+        echo_handler: Handler | None = None,
         index: IndexFn | None = None,
         watch_timeout: int = 300,
     ) -> None:
@@ -187,6 +193,12 @@ class Informer:
         self.resource = resource
         self.namespace = namespace
         self.label_selector = label_selector
+        self.field_selector = field_selector
+        #: Called for the echo of our own write (a watch event whose resourceVersion the
+        #: cache already holds), which ``handler`` does not see: a job waiting for that
+        #: very object must still be woken (its reconcile may have run before the write
+        #: reached the cache).
+        self.echo_handler = echo_handler
         self.metadata_only = metadata_only
         self.transform = transform
         self.handler = handler
@@ -295,6 +307,7 @@ class Informer:
             self.resource,
             self.namespace,
             label_selector=self.label_selector,
+            field_selector=self.field_selector,
             metadata_only=self.metadata_only,
         )
         fresh = {}
@@ -323,6 +336,7 @@ class Informer:
             self.namespace,
             resource_version=self._rv,
             label_selector=self.label_selector,
+            field_selector=self.field_selector,
             metadata_only=self.metadata_only,
             timeout_seconds=timeout,
             on_open=opened,
@@ -348,6 +362,7 @@ class Informer:
 
     def _apply(self, kind: str, obj: Obj, *, notify: bool = True) -> None:
         key = _key(obj)
+        echo = False
         with self._lock:
             current = self._store.get(key)
             if kind == "DELETED":
@@ -366,11 +381,16 @@ class Informer:
                     if is_older(_rv(obj), _rv(current)):
                         return
                     if _rv(obj) == _rv(current) and notify:
-                        return  # the echo of our own write: already cached and handled
-                if current is not None:
-                    self._unindex(key, current)
-                self._store[key] = obj
-                self._reindex(key, obj)
+                        echo = True  # our own write, already cached: no change to report
+                if not echo:
+                    if current is not None:
+                        self._unindex(key, current)
+                    self._store[key] = obj
+                    self._reindex(key, obj)
+        if echo:
+            if self.echo_handler is not None:
+                self.echo_handler(kind, obj)
+            return
         if notify and self.handler is not None:
             self.handler(kind, obj)
 

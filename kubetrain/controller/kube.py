@@ -1,28 +1,41 @@
 """The one module that talks to the Kubernetes API.
 
 A thin JSON client on the official ``kubernetes`` package's configuration and connection
-pool (kubeconfig or in-cluster credentials, TLS, token refresh): list, watch, get,
-server-side apply (field manager ``kubetrain``), create, delete and update, on plain
-dicts. It skips the generated model classes on purpose: the operator reads camelCase JSON
-and keeps only the fields it needs, which keeps CPU and memory low. Requests are
-client-side rate limited (``--kube-api-qps`` / ``--kube-api-burst``); watches are not.
+pool: list, watch, get, server-side apply (field manager ``kubetrain``), create, delete
+and update, on plain dicts. It skips the generated model classes on purpose: the operator
+reads camelCase JSON and keeps only the fields it needs, which keeps CPU and memory low.
+Requests are client-side rate limited (``--kube-api-qps`` / ``--kube-api-burst``);
+watches are not.
+
+Credentials come only from the official client's loaders (``load_incluster_config``,
+``load_kube_config``): client certificates are in the connection pool's TLS settings, and
+every request asks the configuration for its auth headers (``auth_settings()``), which runs
+the loaders' refresh hooks, so a projected ServiceAccount token rotated on disk and tokens
+from exec plugins are picked up the way the official client picks them up. A 401 makes the
+adapter run the loader again at once (at most every few seconds) and retry the request
+once, so a rotated token does not wait for the loader's one-minute refresh.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
 import urllib3
-from kubernetes import client, config
+from kubernetes import client
 
 from kubetrain import __version__
+from kubetrain.api.kinds import CLUSTER_TRAINING_RUNTIME, OPERATOR_KINDS, TRAINING_RUNTIME
+from kubetrain.controller.credentials import auth_headers, credential_loader
 from kubetrain.controller.errors import ApiError
+
+log = logging.getLogger("kubetrain.kube")
 
 FIELD_MANAGER = "kubetrain"
 USER_AGENT = f"kubetrain-operator/{__version__}"
@@ -67,9 +80,13 @@ EVENTS = Resource("", "v1", "events", "Event")
 BATCH_JOBS = Resource("batch", "v1", "jobs", "Job")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
 JOB_RESOURCES: Mapping[str, Resource] = {
-    "PyTorchJob": Resource("kubeflow.org", "v1", "pytorchjobs", "PyTorchJob"),
-    "TFJob": Resource("kubeflow.org", "v1", "tfjobs", "TFJob"),
-    "MPIJob": Resource("kubeflow.org", "v2beta1", "mpijobs", "MPIJob"),
+    kind: Resource(info.group, info.version, info.plural, kind)
+    for kind, info in OPERATOR_KINDS.items()
+}
+#: The runtimes TrainJobs reference (a ClusterTrainingRuntime is cluster-scoped).
+RUNTIME_RESOURCES: Mapping[str, Resource] = {
+    info.kind: Resource(info.group, info.version, info.plural, info.kind, info.namespaced)
+    for info in (TRAINING_RUNTIME, CLUSTER_TRAINING_RUNTIME)
 }
 CHILD_RESOURCES: Mapping[str, Resource] = {
     r.kind: r for r in (PODS, SERVICES, CONFIG_MAPS, SECRETS, BATCH_JOBS)
@@ -79,7 +96,7 @@ CHILD_RESOURCES: Mapping[str, Resource] = {
 def resource_of(obj: Mapping[str, Any]) -> Resource:
     """The resource of an object by its kind (jobs, children, events, leases)."""
     kind = obj.get("kind")
-    for table in (JOB_RESOURCES, CHILD_RESOURCES):
+    for table in (JOB_RESOURCES, CHILD_RESOURCES, RUNTIME_RESOURCES):
         if kind in table:
             return table[str(kind)]
     for res in (EVENTS, LEASES):
@@ -91,23 +108,32 @@ def resource_of(obj: Mapping[str, Any]) -> Resource:
 class TokenBucket:
     """Allows ``qps`` calls per second on average and ``burst`` at once."""
 
-    def __init__(self, qps: float, burst: int) -> None:
+    def __init__(
+        self,
+        qps: float,
+        burst: int,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.qps = qps
         self.burst = burst
+        self._clock = clock
+        self._sleep = sleep
         self._tokens = float(burst)
-        self._stamp = time.monotonic()
+        self._stamp = clock()
         self._lock = threading.Lock()
 
     def acquire(self) -> float:
         """Take a token, sleeping until one is free; returns the seconds waited."""
         with self._lock:
-            now = time.monotonic()
+            now = self._clock()
             self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.qps)
             self._stamp = now
             self._tokens -= 1
             wait = -self._tokens / self.qps if self._tokens < 0 else 0.0
         if wait > 0:
-            time.sleep(wait)
+            self._sleep(wait)
         return wait
 
 
@@ -129,13 +155,19 @@ class KubeApi:
         qps: float = 20.0,
         burst: int = 40,
         pool_size: int = 32,
+        reload: Callable[[], client.Configuration] | None = None,
     ) -> None:
         configuration.connection_pool_maxsize = pool_size
         self._configuration = configuration
         self._rest = client.rest.RESTClientObject(configuration)
         self._host = configuration.host.rstrip("/")
+        self._reload = reload
+        self._reload_lock = threading.Lock()
+        self._reloaded_at = float("-inf")
         self.limiter = TokenBucket(qps, burst)
         self.requests = 0
+        #: Writes (POST, PATCH, PUT, DELETE) sent, for the fencing tests and metrics.
+        self.writes = 0
 
     @classmethod
     def connect(
@@ -147,18 +179,12 @@ class KubeApi:
         burst: int = 40,
         pool_size: int = 32,
     ) -> KubeApi:
-        """From a kubeconfig file (or $KUBECONFIG / ~/.kube/config), else in-cluster."""
-        configuration = client.Configuration()
-        if kubeconfig or context:
-            config.load_kube_config(  # type: ignore[no-untyped-call]
-                config_file=kubeconfig, context=context, client_configuration=configuration
-            )
-        else:
-            try:
-                config.load_incluster_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-            except config.ConfigException:
-                config.load_kube_config(client_configuration=configuration)  # type: ignore[no-untyped-call]
-        return cls(configuration, qps=qps, burst=burst, pool_size=pool_size)
+        """Credentials as the official client loads them: the kubeconfig given (or
+        ``$KUBECONFIG`` / ``~/.kube/config`` with only a context), else in-cluster (the
+        pod's ServiceAccount token and CA, ``KUBERNETES_SERVICE_HOST``/``PORT``), else
+        the default kubeconfig. Raises ``config.ConfigException`` when none is usable."""
+        load = credential_loader(kubeconfig, context)
+        return cls(load(), qps=qps, burst=burst, pool_size=pool_size, reload=load)
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -170,10 +196,30 @@ class KubeApi:
         headers = {"Accept": accept, "User-Agent": USER_AGENT}
         if content_type:
             headers["Content-Type"] = content_type
-        token = self._configuration.get_api_key_with_prefix("authorization")
-        if token:
-            headers["Authorization"] = token
+        headers.update(auth_headers(self._configuration))
         return headers
+
+    def reload_credentials(self, *, min_interval: float = 5.0) -> bool:
+        """Run the credential loader again (after a 401: the token may have rotated).
+        At most once every ``min_interval`` seconds; True when it reloaded."""
+        if self._reload is None:
+            return False
+        with self._reload_lock:
+            if time.monotonic() - self._reloaded_at < min_interval:
+                return False
+            self._reloaded_at = time.monotonic()
+            try:
+                fresh = self._reload()
+            except Exception as err:  # the loader's own exceptions vary by source
+                log.warning("could not reload credentials", extra={"error": str(err)})
+                return False
+            # Headers are read per request; the pool keeps its TLS settings (a client
+            # certificate does not rotate under a running process).
+            self._configuration.api_key = dict(fresh.api_key)
+            self._configuration.api_key_prefix = dict(fresh.api_key_prefix)
+            self._configuration.refresh_api_key_hook = fresh.refresh_api_key_hook
+            log.info("reloaded credentials after a 401")
+            return True
 
     def request(
         self,
@@ -186,24 +232,31 @@ class KubeApi:
         accept: str = "application/json",
         timeout: float = 30.0,
     ) -> dict[str, Any]:
-        """One rate-limited call; the decoded JSON body, or ApiError."""
-        self.limiter.acquire()
+        """One rate-limited call; the decoded JSON body, or ApiError. A 401 reloads the
+        credentials and retries once."""
         url = self._host + path + (f"?{urlencode(query)}" if query else "")
         data = json.dumps(body).encode() if body is not None else None
         call = f"{method} {path}"
-        self.requests += 1
-        try:
-            response = self._rest.pool_manager.request(
-                method,
-                url,
-                body=data,
-                headers=self._headers(accept, content_type if data is not None else ""),
-                timeout=urllib3.Timeout(connect=10.0, read=timeout),
-                preload_content=True,
-                retries=False,
-            )
-        except urllib3.exceptions.HTTPError as err:
-            raise ApiError(0, type(err).__name__, str(err), call) from err
+        for attempt in (1, 2):
+            self.limiter.acquire()
+            self.requests += 1
+            if method != "GET":
+                self.writes += 1
+            try:
+                response = self._rest.pool_manager.request(
+                    method,
+                    url,
+                    body=data,
+                    headers=self._headers(accept, content_type if data is not None else ""),
+                    timeout=urllib3.Timeout(connect=10.0, read=timeout),
+                    preload_content=True,
+                    retries=False,
+                )
+            except urllib3.exceptions.HTTPError as err:
+                raise ApiError(0, type(err).__name__, str(err), call) from err
+            if response.status == 401 and attempt == 1 and self.reload_credentials():
+                continue
+            break
         if not 200 <= response.status < 300:
             raise ApiError.from_body(response.status, response.data, call)
         result: dict[str, Any] = json.loads(response.data or b"{}")
@@ -217,6 +270,7 @@ class KubeApi:
         namespace: str | None = None,
         *,
         label_selector: str | None = None,
+        field_selector: str | None = None,
         metadata_only: bool = False,
     ) -> tuple[list[dict[str, Any]], str]:
         """Every object (following ``continue`` pages) and the list's resourceVersion."""
@@ -224,6 +278,8 @@ class KubeApi:
         query: dict[str, str] = {"limit": "500"}
         if label_selector:
             query["labelSelector"] = label_selector
+        if field_selector:
+            query["fieldSelector"] = field_selector
         accept = _META_ONLY.format(list="List") if metadata_only else "application/json"
         while True:
             page = self.request(
@@ -243,6 +299,7 @@ class KubeApi:
         *,
         resource_version: str,
         label_selector: str | None = None,
+        field_selector: str | None = None,
         metadata_only: bool = False,
         timeout_seconds: int = 300,
         on_open: Any = None,
@@ -260,6 +317,8 @@ class KubeApi:
         }
         if label_selector:
             query["labelSelector"] = label_selector
+        if field_selector:
+            query["fieldSelector"] = field_selector
         url = self._host + resource.path(namespace) + f"?{urlencode(query)}"
         accept = _META_ONLY.format(list="") if metadata_only else "application/json"
         call = f"WATCH {resource.path(namespace)}"
@@ -276,6 +335,8 @@ class KubeApi:
             raise ApiError(0, type(err).__name__, str(err), call) from err
         try:
             if response.status != 200:
+                if response.status == 401:
+                    self.reload_credentials()  # the informer's retry uses the new token
                 raise ApiError.from_body(response.status, response.read(), call)
             if on_open is not None:
                 on_open(response)
@@ -327,6 +388,18 @@ class KubeApi:
             resource.path(obj["metadata"].get("namespace")),
             query={"fieldManager": FIELD_MANAGER},
             body=obj,
+        )
+
+    def json_patch(
+        self, resource: Resource, namespace: str | None, name: str, ops: Sequence[Mapping[str, Any]]
+    ) -> dict[str, Any]:
+        """A JSON patch (RFC 6902): ``test`` operations make it a precondition."""
+        return self.request(
+            "PATCH",
+            resource.path(namespace, name),
+            query={"fieldManager": FIELD_MANAGER},
+            body=ops,
+            content_type="application/json-patch+json",
         )
 
     def replace(self, obj: Mapping[str, Any]) -> dict[str, Any]:

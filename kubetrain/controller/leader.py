@@ -67,6 +67,14 @@ class LeaderElector:
         """Whether this replica holds the Lease."""
         return self._leader.is_set()
 
+    def can_act(self) -> bool:
+        """Whether this replica may write now: it holds the Lease and its last successful
+        renewal was *sent* less than ``renew_deadline`` ago. Other replicas wait
+        ``lease_duration`` (longer) from when they saw that renewal before taking over, so
+        within this window no one else can lead. A process paused past it (SIGSTOP, a
+        long GC, a frozen VM) resumes unable to write until a renewal succeeds."""
+        return self.is_leader and time.monotonic() - self._last_renew < self.renew_deadline
+
     def wait_for_leadership(self, stop: threading.Event) -> bool:
         """Campaign until leader (True) or ``stop`` is set (False)."""
         while not stop.is_set():
@@ -125,6 +133,7 @@ class LeaderElector:
 
     def _try(self) -> bool:
         """One attempt to acquire or renew; True when this replica holds the Lease."""
+        sent = time.monotonic()
         try:
             lease = self.api.get(LEASES, self.namespace, self.name)
             if lease is None:
@@ -136,7 +145,7 @@ class LeaderElector:
                         "spec": self._spec(0),
                     }
                 )
-                return self._won()
+                return self._won(sent)
             spec = lease.get("spec") or {}
             holder = str(spec.get("holderIdentity") or "")
             seen = (holder, str(spec.get("renewTime") or ""))
@@ -147,7 +156,7 @@ class LeaderElector:
             if holder == self.identity:
                 lease["spec"] = self._spec(transitions, spec.get("acquireTime"))
                 self.api.replace(lease)
-                return self._won()
+                return self._won(sent)
             duration = float(spec.get("leaseDurationSeconds") or self.lease_duration)
             expired = time.monotonic() - self._observed_at > duration
             if holder and not expired:
@@ -155,13 +164,13 @@ class LeaderElector:
                 return False
             lease["spec"] = self._spec(transitions + 1)
             self.api.replace(lease)
-            return self._won()
+            return self._won(sent)
         except ApiError as err:
             if err.status != 409:
                 log.warning("lease update failed", extra={"error": str(err)})
             return False
 
-    def _won(self) -> bool:
-        self._last_renew = time.monotonic()
+    def _won(self, sent: float) -> bool:
+        self._last_renew = sent
         self._set_leader(True)
         return True

@@ -60,6 +60,11 @@ class Metrics:
             "API requests this process made (watches excluded), since it started.",
             registry=self.registry,
         )
+        self.api_writes = Gauge(
+            "kubetrain_api_writes",
+            "API requests that change something (POST, PATCH, PUT, DELETE) since it started.",
+            registry=self.registry,
+        )
         self.is_leader = Gauge(
             "kubetrain_is_leader",
             "1 while this replica holds the leader Lease (or leader election is off).",

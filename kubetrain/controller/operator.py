@@ -18,7 +18,7 @@ from pathlib import Path
 
 from kubetrain.controller.cluster_state import JobKey, KubeCluster
 from kubetrain.controller.config import OperatorConfig
-from kubetrain.controller.errors import ApiError, ErrorClass
+from kubetrain.controller.errors import ApiError, Deposed, ErrorClass
 from kubetrain.controller.health import HttpServers
 from kubetrain.controller.kube import KubeApi
 from kubetrain.controller.leader import LeaderElector
@@ -62,30 +62,15 @@ class Operator:
         lease_duration: float = 15.0,
         renew_deadline: float = 10.0,
         retry_period: float = 2.0,
+        refusal_backoff_seconds: float = 2.0,
     ) -> None:
         self.config = config
         self.api = api
         self.identity = identity or default_identity()
         self.metrics = Metrics()
         self.metrics.api_requests.set_function(lambda: float(api.requests))
+        self.metrics.api_writes.set_function(lambda: float(api.writes))
         self.queue: WorkQueue[JobKey] = WorkQueue()
-        self.cluster = KubeCluster(
-            api, config.kinds, config.namespaces, self.queue.add, identity=self.identity
-        )
-        # Child writes of one reconcile go out concurrently: the API server's latency, not
-        # the operator's CPU, bounds how fast a job gets its children.
-        self.executor = ThreadPoolExecutor(
-            max_workers=max(4, config.workers * 4), thread_name_prefix="write"
-        )
-        self.reconciler = Reconciler(
-            self.cluster,
-            self.cluster,
-            build_registry(config.kinds),
-            metrics=self.metrics,
-            startup_timeout_seconds=config.startup_timeout_seconds,
-            executor=self.executor,
-        )
-        self.resync_seconds = resync_seconds
         self.elector: LeaderElector | None = None
         if config.leader_elect:
             self.elector = LeaderElector(
@@ -98,6 +83,33 @@ class Operator:
                 retry_period=retry_period,
                 on_change=lambda leader: self.metrics.is_leader.set(1 if leader else 0),
             )
+        self.plugins = build_registry(config.kinds)
+        self.cluster = KubeCluster(
+            api,
+            {kind: plugin.child_kinds for kind, plugin in self.plugins.items()},
+            config.namespaces,
+            self.queue.add,
+            identity=self.identity,
+            exclude_namespaces=config.exclude_namespaces,
+            may_write=self.may_write,
+            event_qps=config.event_qps,
+        )
+        # Child writes of one reconcile go out concurrently: the API server's latency, not
+        # the operator's CPU, bounds how fast a job gets its children.
+        self.executor = ThreadPoolExecutor(
+            max_workers=max(4, config.workers * 4), thread_name_prefix="write"
+        )
+        self.reconciler = Reconciler(
+            self.cluster,
+            self.cluster,
+            self.plugins,
+            metrics=self.metrics,
+            startup_timeout_seconds=config.startup_timeout_seconds,
+            success_grace_seconds=config.success_grace_seconds,
+            executor=self.executor,
+            refusal_backoff_seconds=refusal_backoff_seconds,
+        )
+        self.resync_seconds = resync_seconds
         self.http: HttpServers | None = None
         if serve_http:
             self.http = HttpServers(
@@ -106,6 +118,8 @@ class Operator:
                 registry=self.metrics.registry,
                 healthz=self.healthz,
                 readyz=self.readyz,
+                health_address=config.health_bind_address,
+                metrics_address=config.metrics_bind_address,
             )
         self.started = threading.Event()
         self._workers: list[threading.Thread] = []
@@ -132,6 +146,12 @@ class Operator:
     def is_leader(self) -> bool:
         """True when this replica acts (holds the Lease, or election is off)."""
         return self.elector is None or self.elector.is_leader
+
+    def may_write(self) -> bool:
+        """Whether a write may go out now: election is off, or this replica's last
+        successful renewal is recent enough that no other replica can have taken the
+        Lease (a replica paused past its lease resumes unable to write)."""
+        return self.elector is None or self.elector.can_act()
 
     # -- main loop -----------------------------------------------------------------------
 
@@ -197,6 +217,9 @@ class Operator:
                 self.queue.forget(key)
                 if result.requeue_after is not None:
                     self.queue.add_after(key, result.requeue_after)
+            except Deposed:
+                # Not provably the leader: the renewal loop decides; look again later.
+                self.queue.add_after(key, 1.0)
             except ApiError as err:
                 if err.error_class is ErrorClass.CONFLICT:
                     self.queue.add_after(key, 0.05)
@@ -228,4 +251,4 @@ class Operator:
         self.metrics.is_leader.set(0)
         if self.http is not None:
             self.http.stop()
-        log.info("stopped", extra={"identity": self.identity})
+        log.info("stopped", extra={"identity": self.identity, "api_writes": self.api.writes})

@@ -10,11 +10,20 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from kubetrain.api.kinds import (
+    CLUSTER_TRAINING_RUNTIME,
+    MPI,
+    TRAINING_RUNTIME,
+    TRAINJOB,
+    kind_info,
+)
 from kubetrain.controller.config import OperatorConfig
 
-_PLURALS = {"PyTorchJob": "pytorchjobs", "TFJob": "tfjobs", "MPIJob": "mpijobs"}
-_READ = ("get", "list", "watch")
-_CHILD = ("create", "delete", "get", "list", "patch", "update", "watch")
+# Children are created with POST, changed only by server-side apply or a JSON patch (both
+# PATCH), deleted with a uid precondition; nothing is ever PUT, so no child gets
+# ``update``. ``get`` answers a
+# 409 on create: is the object holding the name this job's?
+_WATCHED = ("get", "list", "watch")
 
 
 @dataclass(frozen=True)
@@ -33,34 +42,64 @@ class PolicyRule:
 
 def operator_rules(config: OperatorConfig) -> list[PolicyRule]:
     """Rules for the job namespaces (a ClusterRole, or a Role in each watched namespace)."""
-    kinds = [_PLURALS[k] for k in config.kinds]
-    rules = [
-        PolicyRule(
-            ("kubeflow.org",), tuple(kinds), ("get", "list", "watch", "update", "patch", "delete")
-        ),
-        PolicyRule(
-            ("kubeflow.org",), tuple(f"{k}/status" for k in kinds), ("get", "update", "patch")
-        ),
-        PolicyRule(("kubeflow.org",), tuple(f"{k}/finalizers" for k in kinds), ("update",)),
-        PolicyRule(("",), ("pods", "services"), _CHILD),
-        PolicyRule(("",), ("events",), ("create", "patch")),
-        PolicyRule(("events.k8s.io",), ("events",), ("create", "patch")),
-    ]
-    if "MPIJob" in config.kinds:
+    infos = [kind_info(k) for k in config.kinds]
+    trainjobs = TRAINJOB.kind in config.kinds
+    mpi = MPI.kind in config.kinds
+    pod_verbs: tuple[str, ...] = ("create", "delete", *_WATCHED)
+    if mpi:
+        # An MPI launcher's pod (made by the Job controller) is created gated under
+        # launcherCreationPolicy AtStartup; the gate is lifted with a JSON patch.
+        pod_verbs += ("patch",)
+    rules: list[PolicyRule] = []
+    for group in sorted({i.group for i in infos}):
+        kinds = tuple(i.plural for i in infos if i.group == group)
         rules += [
-            PolicyRule(("",), ("configmaps", "secrets"), _CHILD),
-            PolicyRule(("batch",), ("jobs",), _CHILD),
+            # Jobs: watched; deleted when their TTL passes.
+            PolicyRule((group,), kinds, (*_WATCHED, "delete")),
+            # Status: written by server-side apply only.
+            PolicyRule((group,), tuple(f"{k}/status" for k in kinds), ("patch",)),
+            # Children carry blockOwnerDeletion, which needs update on the owner's
+            # finalizers.
+            PolicyRule((group,), tuple(f"{k}/finalizers" for k in kinds), ("update",)),
         ]
+    if trainjobs:
+        # A TrainJob's runtime: read, and kept (the in-use finalizer, a JSON patch) while
+        # a TrainJob names it. ClusterTrainingRuntimes are in cluster_rules().
+        rules.append(
+            PolicyRule((TRAINING_RUNTIME.group,), (TRAINING_RUNTIME.plural,), (*_WATCHED, "patch"))
+        )
+    rules += [
+        # Pods are immutable once created; Services are applied again when they change.
+        PolicyRule(("",), ("pods",), pod_verbs),
+        PolicyRule(("",), ("services",), ("create", "delete", *_WATCHED, "patch")),
+        PolicyRule(("",), ("events",), ("create",)),
+    ]
+    if mpi or trainjobs:
+        rules += [
+            # The hostfile changes with the workers; the ConfigMap goes with its job (GC).
+            PolicyRule(("",), ("configmaps",), ("create", *_WATCHED, "patch")),
+            # The SSH key pair: created under a generated name recorded in the job's
+            # status, never read, listed, changed or deleted (GC removes it with the job).
+            PolicyRule(("",), ("secrets",), ("create",)),
+        ]
+    if mpi:
+        rules.append(PolicyRule(("batch",), ("jobs",), ("create", "delete", *_WATCHED)))
     # No HorizontalPodAutoscaler or PodGroup rights: the operator creates neither yet
     # (elastic metrics and gang scheduling are not implemented), and unused rights are
     # exactly what least privilege forbids.
     return rules
 
 
+def cluster_rules(config: OperatorConfig) -> list[PolicyRule]:
+    """Rules on cluster-scoped resources, granted by a ClusterRole even to an operator
+    that watches only some namespaces: the ClusterTrainingRuntimes TrainJobs reference."""
+    if TRAINJOB.kind not in config.kinds:
+        return []
+    runtime = CLUSTER_TRAINING_RUNTIME
+    return [PolicyRule((runtime.group,), (runtime.plural,), (*_WATCHED, "patch"))]
+
+
 def leader_election_rules() -> list[PolicyRule]:
-    """Rules in the operator's own namespace for its Lease."""
-    return [
-        PolicyRule(
-            ("coordination.k8s.io",), ("leases",), ("create", "get", "list", "update", "watch")
-        )
-    ]
+    """Rules in the operator's own namespace for its Lease (read, created once, renewed
+    and released with a resourceVersion-checked PUT)."""
+    return [PolicyRule(("coordination.k8s.io",), ("leases",), ("create", "get", "update"))]

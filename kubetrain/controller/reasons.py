@@ -11,6 +11,47 @@ from __future__ import annotations
 
 from enum import StrEnum
 
+# The reason strings live with the other wire keys; the operator's code reads them here.
+from kubetrain.api.keys import (
+    BACKOFF_LIMIT_EXCEEDED as BACKOFF_LIMIT_EXCEEDED,
+)
+from kubetrain.api.keys import (
+    CHILD_NAME_CONFLICT as CHILD_NAME_CONFLICT,
+)
+from kubetrain.api.keys import (
+    CHILD_REFUSED as CHILD_REFUSED,
+)
+from kubetrain.api.keys import (
+    DEADLINE_EXCEEDED as DEADLINE_EXCEEDED,
+)
+from kubetrain.api.keys import (
+    INVALID_SPEC as INVALID_SPEC,
+)
+from kubetrain.api.keys import (
+    MANAGED_ELSEWHERE as MANAGED_ELSEWHERE,
+)
+from kubetrain.api.keys import (
+    RUNTIME_IN_USE as RUNTIME_IN_USE,
+)
+from kubetrain.api.keys import (
+    RUNTIME_IN_USE_FINALIZER as RUNTIME_IN_USE_FINALIZER,
+)
+from kubetrain.api.keys import (
+    RUNTIME_NOT_FOUND as RUNTIME_NOT_FOUND,
+)
+from kubetrain.api.keys import (
+    STARTUP_TIMEOUT as STARTUP_TIMEOUT,
+)
+from kubetrain.api.keys import (
+    STARTUP_TIMEOUT_ANNOTATION as STARTUP_TIMEOUT_ANNOTATION,
+)
+from kubetrain.api.keys import (
+    STARTUP_WAITING as STARTUP_WAITING,
+)
+from kubetrain.api.keys import (
+    TTL_EXPIRED as TTL_EXPIRED,
+)
+
 #: Event messages are truncated to this many characters (the API server's limit is 1 KiB).
 MAX_EVENT_MESSAGE = 1024
 
@@ -32,23 +73,6 @@ def lifecycle(kind: str, verb: Verb) -> str:
     """``<Kind><Verb>``, e.g. ``lifecycle("TFJob", Verb.RUNNING) == "TFJobRunning"``."""
     return f"{kind}{verb.value}"
 
-
-# Why a job failed, beyond "a pod failed" (which is ``<Kind>Failed``).
-INVALID_SPEC = "InvalidSpec"
-"""The job's content is invalid (the typed API or the API server rejected it)."""
-BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
-"""A failure needed a restart and ``runPolicy.backoffLimit`` restarts were used up."""
-DEADLINE_EXCEEDED = "DeadlineExceeded"
-"""``runPolicy.activeDeadlineSeconds`` passed since ``status.startTime``."""
-STARTUP_TIMEOUT = "StartupTimeout"
-"""Pods another replica waits for (a Master, MPI workers) did not become Ready in time."""
-
-# Event-only reasons.
-STARTUP_WAITING = "WaitingForReplicas"
-"""A gated replica (MPI launcher, PyTorch workers) waits for the pods it needs."""
-TTL_EXPIRED = "TTLExpired"
-"""The job finished ``ttlSecondsAfterFinished`` ago and is deleted."""
-MANAGED_ELSEWHERE = "ManagedByOtherController"
 
 #: Container and pod reasons surfaced in condition messages and Events, worst first.
 POD_PROBLEM_REASONS = (
@@ -91,35 +115,75 @@ def resumed(kind: str, name: str) -> str:
     return f"{kind} {name} is resumed: its children are rebuilt from the current spec."
 
 
-def restarting(pod: str, cause: str, used: int, limit: int | None) -> str:
+# Failure and restart messages start the way upstream's do ("<Kind> <name> is failed
+# because 1 Worker replica(s) failed"), so scripts that grep for the job's name and the
+# replica type keep working; kubetrain's precise cause follows the colon.
+
+
+def _replica_failed(kind: str, name: str, replica_type: str, verb: str = "is failed") -> str:
+    return f"{kind} {name} {verb} because 1 {replica_type} replica(s) failed"
+
+
+def restarting(
+    kind: str, name: str, replica_type: str, pod: str, cause: str, used: int, limit: int | None
+) -> str:
     budget = f"{used} of {limit}" if limit is not None else f"{used} (no backoffLimit)"
-    return f"pod {pod} is recreated after it failed ({cause}); restarts used: {budget}."
-
-
-def restarted_in_place(pod: str, cause: str, used: int, limit: int | None) -> str:
-    budget = f"{used} of {limit}" if limit is not None else f"{used} (no backoffLimit)"
-    return f"pod {pod} restarted a container ({cause}); restarts used: {budget}."
-
-
-def backoff_exceeded(pod: str, cause: str, limit: int) -> str:
     return (
-        f"pod {pod} failed ({cause}) and backoffLimit {limit} is used up: "
-        "raise spec.runPolicy.backoffLimit to allow more restarts."
+        f"{_replica_failed(kind, name, replica_type, 'is restarting')}: pod {pod} is "
+        f"recreated after it failed ({cause}); restarts used: {budget}."
     )
 
 
-def deadline_exceeded(seconds: int) -> str:
+def restarted_in_place(
+    kind: str, name: str, replica_type: str, pod: str, cause: str, used: int, limit: int | None
+) -> str:
+    budget = f"{used} of {limit}" if limit is not None else f"{used} (no backoffLimit)"
     return (
-        f"the job ran longer than spec.runPolicy.activeDeadlineSeconds ({seconds}s) "
-        "since status.startTime; its active pods are deleted."
+        f"{_replica_failed(kind, name, replica_type, 'is restarting')}: pod {pod} restarted "
+        f"a container ({cause}); restarts used: {budget}."
     )
 
 
-def startup_timeout(waiting: str, needed: str, seconds: int, detail: str) -> str:
+def backoff_exceeded(
+    kind: str, name: str, replica_type: str, pod: str, cause: str, limit: int
+) -> str:
+    failed = (
+        _replica_failed(kind, name, replica_type) if replica_type else f"{kind} {name} is failed"
+    )
     return (
-        f"{waiting} waited {seconds}s for {needed} to be Ready: {detail}. Fix the cause, or "
-        "raise the operator's --startup-timeout-seconds (or the job's annotation "
-        "kubetrain.dev/startup-timeout-seconds)."
+        f"{failed} and backoffLimit {limit} is used up: "
+        f"pod {pod} failed ({cause}). Raise spec.runPolicy.backoffLimit to allow more "
+        "restarts."
+    )
+
+
+def launcher_failed(kind: str, name: str, launcher: str, detail: str) -> str:
+    return f"{_replica_failed(kind, name, 'Launcher')}: launcher Job {launcher} failed: {detail}"
+
+
+def deadline_exceeded(kind: str, name: str, seconds: int) -> str:
+    return (
+        f"{kind} {name} has failed because it was active longer than specified deadline: "
+        f"it ran longer than spec.runPolicy.activeDeadlineSeconds ({seconds}s) since "
+        "status.startTime; its active pods are deleted."
+    )
+
+
+def startup_timeout(
+    kind: str,
+    name: str,
+    replica_types: tuple[str, ...],
+    waiting: str,
+    needed: str,
+    seconds: int,
+    detail: str,
+) -> str:
+    types = "/".join(replica_types)
+    return (
+        f"{kind} {name} is failed because its {types} replica(s) could not start: {waiting} "
+        f"waited {seconds}s for {needed} to be Ready: {detail}. Fix the cause, or raise the "
+        f"operator's --startup-timeout-seconds (or the job's annotation "
+        f"{STARTUP_TIMEOUT_ANNOTATION})."
     )
 
 
@@ -127,12 +191,61 @@ def startup_waiting(waiting: str, needed: str) -> str:
     return f"Waiting for {needed} to be Ready before creating {waiting}."
 
 
-def pod_failed(pod: str, cause: str, policy: str) -> str:
-    return f"pod {pod} failed ({cause}) and its restartPolicy {policy} does not retry it."
+def pod_failed(kind: str, name: str, replica_type: str, pod: str, cause: str, policy: str) -> str:
+    return (
+        f"{_replica_failed(kind, name, replica_type)}: pod {pod} failed ({cause}) and its "
+        f"restartPolicy {policy} does not retry it."
+    )
+
+
+def ttl_expired(kind: str, name: str) -> str:
+    return f"{kind} {name} finished and its TTL passed"
+
+
+def runtime_in_use(kind: str, name: str, trainjobs: list[str]) -> str:
+    shown = ", ".join(trainjobs[:10]) + (
+        f" and {len(trainjobs) - 10} more" if len(trainjobs) > 10 else ""
+    )
+    return (
+        f"{kind} {name} is being deleted but {len(trainjobs)} TrainJob(s) still use it "
+        f"({shown}): it goes once they are deleted ({RUNTIME_IN_USE_FINALIZER})."
+    )
+
+
+def managed_elsewhere(kind: str, name: str, controller: str) -> str:
+    return (
+        f"{kind} {name} has spec.runPolicy.managedBy {controller}: that controller runs it, "
+        "and kubetrain leaves it alone (no children, no status)."
+    )
 
 
 def invalid(detail: str) -> str:
     return f"the job is invalid and will not be run: {detail}"
+
+
+def child_name_conflict(kind: str, namespace: str, name: str, holder: str) -> str:
+    return (
+        f"{kind} {namespace}/{name} already exists and is {holder}; the operator neither "
+        "adopts nor deletes objects it did not create. Delete or rename that object, or "
+        "give the job another name."
+    )
+
+
+def waiting_for_predecessor(kind: str, namespace: str, name: str, holder: str) -> str:
+    return (
+        f"{kind} {namespace}/{name} is {holder}: waiting for garbage collection to "
+        "remove it before creating this job's own."
+    )
+
+
+def child_refused(what: str, refusal: str, detail: str, attempt: int, limit: int) -> str:
+    if refusal == "policy":
+        after = f"try {attempt} of {limit}; the job fails if the spec stays refused"
+    elif refusal == "quota":
+        after = f"try {attempt}; retried with backoff until the quota frees up"
+    else:
+        after = f"try {attempt}; grant the operator this right (see its ClusterRole)"
+    return f"the API server refused {what} ({after}): {detail}"
 
 
 def truncate(message: str, limit: int = MAX_EVENT_MESSAGE) -> str:

@@ -9,69 +9,39 @@ and against the in-memory cluster of the unit tests.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import logging
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Protocol
+from typing import Any
 
+from kubetrain.api import keys as K
 from kubetrain.api.common import ConditionType
-from kubetrain.controller import planner
+from kubetrain.api.kinds import kind_info
+from kubetrain.controller import child_events, planner
 from kubetrain.controller import reasons as R
-from kubetrain.controller.errors import ApiError, ErrorClass, classify
+from kubetrain.controller.decisions import Context, Event, Plan
+from kubetrain.controller.errors import (
+    ApiError,
+    ChildConflict,
+    ErrorClass,
+    RefusalKind,
+    classify,
+    refusal_of,
+)
 from kubetrain.controller.metrics import Metrics
-from kubetrain.controller.planner import Context, Event, Plan
 from kubetrain.controller.plugins.base import JobPlugin, Observed, Outcome
 from kubetrain.controller.policies import managed_by
-from kubetrain.controller.policies.cleanup import ChildRef
+from kubetrain.controller.ports import ClusterWriter, JobCache, JobKey
+from kubetrain.controller.runtimes import RUNTIME_KINDS, guard_runtime
 
 log = logging.getLogger("kubetrain.reconciler")
-
-JobKey = tuple[str, str, str]
-
-
-class JobCache(Protocol):
-    """Reads: a job and its children, from the informer caches."""
-
-    def job(self, key: JobKey) -> dict[str, Any] | None:
-        """The job as last seen (None when it is gone)."""
-        ...
-
-    def observed(self, key: JobKey, uid: str, now: datetime) -> Observed:
-        """The job's children, as last seen, at time ``now``."""
-        ...
-
-
-class ClusterWriter(Protocol):
-    """Writes: each raises ``ApiError`` on failure."""
-
-    def apply(self, obj: dict[str, Any]) -> None:
-        """Server-side apply a child (create it or update the fields kubetrain owns)."""
-        ...
-
-    def create(self, obj: dict[str, Any]) -> None:
-        """Create a child that must never be overwritten (a Secret); exists is fine."""
-        ...
-
-    def delete(self, namespace: str, ref: ChildRef) -> None:
-        """Delete a child, only if it still has ``ref.uid``."""
-        ...
-
-    def write_status(self, key: JobKey, raw: Mapping[str, Any], status: dict[str, Any]) -> None:
-        """Write the job's status (a stale resourceVersion raises a conflict)."""
-        ...
-
-    def delete_job(self, key: JobKey, uid: str) -> None:
-        """Delete the job itself (TTL), only if it still has ``uid``."""
-        ...
-
-    def emit_event(self, raw: Mapping[str, Any], event: Event) -> None:
-        """Record an Event about the job (best effort)."""
-        ...
 
 
 @dataclass
@@ -80,9 +50,13 @@ class JobMemory:
     which only costs repeated Events: the counts that matter are in the status)."""
 
     uid: str = ""
+    #: Consecutive reconciles whose child writes the API server refused.
+    refusals: int = 0
     counted_failures: frozenset[str] = frozenset()
     seen_restart_counts: dict[str, int] = field(default_factory=dict)
     emitted: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    #: uids of the job's ended pods whose exit was recorded.
+    exited: frozenset[str] = frozenset()
 
     def remember_event(self, key: str) -> bool:
         """True the first time ``key`` is seen (keeps the last 256 keys)."""
@@ -114,17 +88,26 @@ class Reconciler:
         *,
         metrics: Metrics | None = None,
         startup_timeout_seconds: int = 600,
+        success_grace_seconds: int = 60,
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         executor: Executor | None = None,
+        refusal_limit: int = 5,
+        refusal_backoff_seconds: float = 2.0,
     ) -> None:
         self.cache = cache
         self.writer = writer
         self.plugins = plugins
         self.metrics = metrics or Metrics()
         self.startup_timeout_seconds = startup_timeout_seconds
+        self.success_grace_seconds = success_grace_seconds
         self.clock = clock
         #: Runs a plan's child writes concurrently (None: one after the other).
         self.executor = executor
+        #: Reconciles in a row whose children admission policy refused before the job
+        #: fails (``ChildRefused``); quota and RBAC refusals are retried without limit.
+        self.refusal_limit = refusal_limit
+        #: First wait after a refusal; it doubles with each one, up to a minute.
+        self.refusal_backoff_seconds = refusal_backoff_seconds
         self._memory: dict[JobKey, JobMemory] = {}
         self._lock = threading.Lock()
 
@@ -165,8 +148,20 @@ class Reconciler:
                 time.perf_counter() - started
             )
 
+    def _reconcile_runtime(self, key: JobKey) -> Result:
+        """A runtime's in-use finalizer follows the TrainJobs that name it."""
+        runtime = self.cache.runtime(key)
+        if runtime is None:
+            self.forget(key)
+            return Result()
+        memory = self.memory(key, str((runtime.get("metadata") or {}).get("uid") or ""))
+        guard_runtime(key, runtime, self.cache.runtime_users(key), self.writer, memory)
+        return Result()
+
     def _reconcile(self, key: JobKey) -> Result:
         kind, _namespace, _name = key
+        if kind in RUNTIME_KINDS:
+            return self._reconcile_runtime(key)
         raw = self.cache.job(key)
         if raw is None:
             self.forget(key)
@@ -176,52 +171,161 @@ class Reconciler:
         if meta.get("deletionTimestamp"):
             self.forget(key)
             return Result()
+        memory = self.memory(key, uid)
         if not managed_by.is_ours(raw):
+            self._left_alone(key, raw, memory)
             return Result()
         plugin = self.plugins[kind]
-        memory = self.memory(key, uid)
         now = self.clock()
         observed = self.cache.observed(key, uid, now)
         ctx = Context(
             now=now,
             startup_timeout_seconds=self.startup_timeout_seconds,
+            success_grace_seconds=self.success_grace_seconds,
             counted_failures=memory.counted_failures,
             seen_restart_counts=dict(memory.seen_restart_counts),
         )
         plan = planner.plan(raw, plugin, observed, ctx)
         try:
-            self._write_children(plan)
+            named = self._write_children(plan)
+        except ChildConflict as conflict:
+            plan = self._after_conflict(raw, plugin, observed, ctx, plan, conflict)
         except ApiError as err:
-            if err.error_class is not ErrorClass.PERMANENT:
-                raise
-            # The API server refused a child built from the job: the job is invalid.
-            child = f"{err.call}: {err.message}"
-            rejected = Outcome(ConditionType.FAILED, R.INVALID_SPEC, R.invalid(child))
-            plan = planner.plan_failure(raw, plugin, observed, ctx, rejected)
+            plan = self._after_refusal(raw, plugin, observed, ctx, plan, memory, err)
+        else:
+            memory.refusals = 0
+            plan.events.extend(child_events.created(plan.create))
+            if named:
+                plan = planner.record_generated(raw, plugin, observed, plan, ctx, named)
+            for pod in plan.ungate:
+                self.writer.ungate(key[1], pod, K.STARTUP_GATE)
+        exits, memory.exited = child_events.exited(
+            list(observed.pods.values()), kind_info(kind).main_container, memory.exited
+        )
+        plan.events.extend(exits)
         self._finish(key, raw, plan, memory)
+        self.cache.set_awaited(key, plan.awaiting)
         return Result(requeue_after=plan.requeue_after)
 
-    def _write_children(self, plan: Plan) -> None:
-        """Apply and create the plan's children, in parallel (they are independent);
-        the first error, permanent ones first, is raised after all calls returned."""
+    def _left_alone(self, key: JobKey, raw: Mapping[str, Any], memory: JobMemory) -> None:
+        """A job another controller manages: say so once (a log line per process, one
+        Event per job, ever), and touch nothing else."""
+        if not memory.remember_event("managed-elsewhere"):
+            return
+        kind, namespace, name = key
+        controller = managed_by.managed_by(raw) or ""
+        log.info(
+            "left to another controller",
+            extra={"job": f"{kind}/{namespace}/{name}", "managed_by": controller},
+        )
+        self.writer.emit_event(
+            raw,
+            Event(
+                "Normal",
+                R.MANAGED_ELSEWHERE,
+                R.managed_elsewhere(kind, name, controller),
+                name="managed-elsewhere",
+            ),
+        )
+
+    def _after_conflict(
+        self,
+        raw: Mapping[str, Any],
+        plugin: JobPlugin,
+        observed: Observed,
+        ctx: Context,
+        plan: Plan,
+        conflict: ChildConflict,
+    ) -> Plan:
+        """A child's name is taken: wait for a predecessor's garbage collection, else
+        fail the job and leave the object alone."""
+        c = conflict
+        if c.predecessor:
+            message = R.waiting_for_predecessor(c.kind, c.namespace, c.name, c.holder)
+            blocked = planner.with_blocked_child(
+                raw, plugin, observed, plan, ctx, R.CHILD_NAME_CONFLICT, message
+            )
+            blocked.requeue_after = 2.0
+            return blocked
+        message = R.child_name_conflict(c.kind, c.namespace, c.name, c.holder)
+        outcome = Outcome(ConditionType.FAILED, R.CHILD_NAME_CONFLICT, message)
+        return planner.plan_failure(raw, plugin, observed, ctx, outcome)
+
+    def _after_refusal(
+        self,
+        raw: Mapping[str, Any],
+        plugin: JobPlugin,
+        observed: Observed,
+        ctx: Context,
+        plan: Plan,
+        memory: JobMemory,
+        err: ApiError,
+    ) -> Plan:
+        """The API server refused a child: say so on the job at once; fail it when the
+        refusal cannot change without a spec change. Other errors are raised."""
+        refusal = refusal_of(err)
+        what = err.subject or err.call
+        if refusal is None:
+            if err.error_class is not ErrorClass.PERMANENT:
+                raise err
+            # The API server rejected a child built from the job: the job is invalid.
+            rejected = Outcome(
+                ConditionType.FAILED, R.INVALID_SPEC, R.invalid(f"{what}: {err.message}")
+            )
+            return planner.plan_failure(raw, plugin, observed, ctx, rejected)
+        memory.refusals += 1
+        message = R.child_refused(
+            what, refusal.value, err.message, memory.refusals, self.refusal_limit
+        )
+        log.warning(
+            "child refused",
+            extra={"job": plan.name, "child": what, "refusal": refusal.value, "error": err.message},
+        )
+        if refusal is RefusalKind.POLICY and memory.refusals >= self.refusal_limit:
+            failed = Outcome(ConditionType.FAILED, R.CHILD_REFUSED, message)
+            return planner.plan_failure(raw, plugin, observed, ctx, failed)
+        blocked = planner.with_blocked_child(
+            raw, plugin, observed, plan, ctx, R.CHILD_REFUSED, message
+        )
+        blocked.requeue_after = min(self.refusal_backoff_seconds * 2 ** (memory.refusals - 1), 60.0)
+        return blocked
+
+    def _write_children(self, plan: Plan) -> dict[str, str]:
+        """Create and apply the plan's children, in parallel (they are independent); the
+        first error (conflicts, then permanent ones first) is raised after all calls
+        returned. Returns the names given to generated children, by status field."""
+        named: dict[str, str] = {}
+        for obj, status_field in plan.generate:
+            with _naming(obj):
+                named[status_field] = self.writer.create_generated(obj)
+
+        def create(obj: dict[str, Any]) -> None:
+            with _naming(obj):
+                self.writer.create(obj)
+
+        def apply(obj: dict[str, Any]) -> None:
+            with _naming(obj):
+                self.writer.apply(obj)
+
         calls: list[Callable[[], None]] = [
-            *(lambda o=obj: self.writer.apply(o) for obj in plan.apply),
-            *(lambda o=obj: self.writer.create(o) for obj in plan.create),
+            *(functools.partial(create, obj) for obj in plan.create),
+            *(functools.partial(apply, obj) for obj in plan.apply),
         ]
         if len(calls) <= 1 or self.executor is None:
             for call in calls:
                 call()
-            return
-        errors: list[ApiError] = []
+            return named
+        errors: list[Exception] = []
         for future in [self.executor.submit(call) for call in calls]:
             error = future.exception()
-            if isinstance(error, ApiError):
+            if isinstance(error, ApiError | ChildConflict):
                 errors.append(error)
             elif error is not None:
                 raise error
         if errors:
-            errors.sort(key=lambda e: e.error_class is not ErrorClass.PERMANENT)
+            errors.sort(key=_error_rank)
             raise errors[0]
+        return named
 
     def _finish(self, key: JobKey, raw: Mapping[str, Any], plan: Plan, memory: JobMemory) -> None:
         kind, namespace, _name = key
@@ -254,6 +358,29 @@ class Reconciler:
                     "state": _state(plan.status),
                 },
             )
+
+
+@contextlib.contextmanager
+def _naming(obj: Mapping[str, Any]) -> Iterator[None]:
+    """Name the child being written in an ApiError raised while writing it."""
+    try:
+        yield
+    except ApiError as err:
+        meta = obj.get("metadata") or {}
+        name = meta.get("name") or f"{meta.get('generateName', '')}<generated>"
+        err.subject = f"{obj.get('kind')} {meta.get('namespace')}/{name}"
+        raise
+
+
+def _error_rank(error: Exception) -> int:
+    """Which of several write errors to report: conflicts, refusals, invalid, others."""
+    if isinstance(error, ChildConflict):
+        return 0
+    if isinstance(error, ApiError) and refusal_of(error) is not None:
+        return 1
+    if isinstance(error, ApiError) and error.error_class is ErrorClass.PERMANENT:
+        return 2
+    return 3
 
 
 def _state(status: Mapping[str, Any] | None) -> str | None:

@@ -1,4 +1,5 @@
-"""The SSH key pair an MPIJob's launcher uses to reach its workers (no ``pods/exec``).
+"""The SSH key pair an MPI launcher (MPIJob, or an MPI TrainJob) uses to reach its
+workers (no ``pods/exec``), and the Secret that holds it.
 
 ECDSA P-521, like upstream mpi-operator: the private key in PEM (``ssh-privatekey``) and
 the public key in OpenSSH form (``ssh-publickey``, also used as ``authorized_keys``).
@@ -7,7 +8,10 @@ Generated once per job; the Secret holding it is created and never overwritten.
 
 from __future__ import annotations
 
+import base64
+from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 from cryptography.hazmat.primitives import serialization
 from cryptography.hazmat.primitives.asymmetric import ec
@@ -38,3 +42,26 @@ def generate_ssh_keys() -> SshKeyPair:
         .decode()
     )
     return SshKeyPair(private_pem=private, public_openssh=public + "\n")
+
+
+def ssh_secret(metadata: Mapping[str, Any], prefix: str, keys: SshKeyPair) -> dict[str, Any]:
+    """An immutable ``kubernetes.io/ssh-auth`` Secret holding ``keys``, created under
+    ``metadata`` with the generated name ``<prefix><random>`` (the operator records the
+    name the API server gives; it never reads Secrets)."""
+    meta = {k: v for k, v in metadata.items() if k != "name"}
+    meta["generateName"] = prefix
+
+    def b64(text: str) -> str:
+        return base64.b64encode(text.encode()).decode()
+
+    return {
+        "apiVersion": "v1",
+        "kind": "Secret",
+        "type": "kubernetes.io/ssh-auth",
+        "immutable": True,
+        "metadata": meta,
+        "data": {
+            "ssh-privatekey": b64(keys.private_pem),
+            "ssh-publickey": b64(keys.public_openssh),
+        },
+    }

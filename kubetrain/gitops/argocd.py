@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubetrain.api.kinds import KINDS, TRAINJOB
 from kubetrain.gitops.stack import ArgoCd
 
 # Per-object sync options: CRDs are too large for client-side apply and must never be
@@ -14,7 +15,6 @@ CRD_SYNC_OPTIONS = "ServerSideApply=true,Prune=false"
 SAMPLE_SYNC_OPTIONS = "SkipDryRunOnMissingResource=true"
 SYNC_OPTIONS_ANNOTATION = "argocd.argoproj.io/sync-options"
 SYNC_WAVE_ANNOTATION = "argocd.argoproj.io/sync-wave"
-JOB_KINDS = ("PyTorchJob", "TFJob", "MPIJob")
 
 # Argo CD health of a training job from its conditions (Lua 5.1, as gopher-lua runs it).
 HEALTH_LUA = """\
@@ -55,9 +55,58 @@ return hs
 """
 
 
+# Argo CD health of a TrainJob: its conditions stay empty until the end (the Kubeflow SDK
+# needs that), so progress is read from kubetrain's status.state and the node counts.
+TRAINJOB_HEALTH_LUA = """\
+local hs = {status = "Progressing", message = "Waiting for the TrainJob to start"}
+if obj.spec ~= nil and obj.spec.suspend == true then
+  hs.status = "Suspended"
+  hs.message = "TrainJob is suspended"
+end
+if obj.status == nil then
+  return hs
+end
+if obj.status.conditions ~= nil then
+  for _, condition in ipairs(obj.status.conditions) do
+    if condition.status == "True" and condition.type == "Failed" then
+      hs.status = "Degraded"
+      hs.message = condition.message or "Failed"
+      return hs
+    elseif condition.status == "True" and condition.type == "Complete" then
+      hs.status = "Healthy"
+      hs.message = condition.message or "Complete"
+      return hs
+    end
+  end
+end
+local state = obj.status.state
+local nodes = ""
+if obj.status.nodes ~= nil then
+  local ready = tostring(obj.status.readyNodes or 0)
+  nodes = " (" .. ready .. "/" .. tostring(obj.status.nodes) .. " nodes ready)"
+end
+if state == "Suspended" then
+  hs.status = "Suspended"
+  hs.message = "TrainJob is suspended"
+elseif state == "Running" then
+  hs.status = "Healthy"
+  hs.message = "TrainJob is running" .. nodes
+elseif state ~= nil then
+  hs.status = "Progressing"
+  hs.message = "TrainJob is " .. state .. nodes
+end
+return hs
+"""
+
+
 def health_customizations() -> dict[str, str]:
     """``argocd-cm`` data keys (``resource.customizations.health.<group>_<kind>``)."""
-    return {f"resource.customizations.health.kubeflow.org_{kind}": HEALTH_LUA for kind in JOB_KINDS}
+    checks = {
+        f"resource.customizations.health.{info.group}_{info.kind}": HEALTH_LUA
+        for info in KINDS.values()
+    }
+    checks[f"resource.customizations.health.{TRAINJOB.group}_{TRAINJOB.kind}"] = TRAINJOB_HEALTH_LUA
+    return checks
 
 
 def argocd_cm_patch(argocd: ArgoCd) -> dict[str, Any]:

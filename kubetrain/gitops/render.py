@@ -39,8 +39,8 @@ def render_charts(stack: Stack) -> list[RenderedChart]:
     quiet_jsii()
     import cdk8s
 
-    from kubetrain.charts import CrdsChart, GpuNodesChart, OperatorChart, SamplesChart
     from kubetrain.constructs.crds import KubeflowCrdsProps
+    from kubetrain.gitops.charts import CrdsChart, GpuNodesChart, OperatorChart, SamplesChart
 
     app = cdk8s.App()
     charts: dict[str, cdk8s.Chart] = {

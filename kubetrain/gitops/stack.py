@@ -12,7 +12,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kubetrain.constructs.gpu import GpuNodePoolProps
+from kubetrain.constructs.node_pool import GpuNodePoolProps
 from kubetrain.constructs.operator import TrainingOperatorProps
 from kubetrain.constructs.samples import (
     HorovodSampleProps,

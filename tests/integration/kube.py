@@ -109,6 +109,29 @@ def api_error_message(err: ApiException) -> str:
     return str(body.get("message", err.body))
 
 
+def comparable(obj: dict[str, Any]) -> dict[str, Any]:
+    """What an apply of ``obj``'s spec and metadata can change, to compare a live object
+    with a dry-run re-apply: without the status and the status writers' managedFields
+    entries (a controller such as the ValidatingAdmissionPolicy type checker writes them on
+    its own schedule, and with them the resourceVersion), and without the managedFields'
+    order and timestamps. When a status writer has written after our apply, the API server
+    moves our entry and stamps it anew on an identical re-apply (kubectl shows the same);
+    the fields each manager owns are still compared."""
+    out = {k: v for k, v in obj.items() if k != "status"}
+    meta = {k: v for k, v in (out.get("metadata") or {}).items() if k != "resourceVersion"}
+    fields = [
+        {k: v for k, v in f.items() if k != "time"}
+        for f in meta.get("managedFields") or []
+        if f.get("subresource") != "status"
+    ]
+    if fields:
+        meta["managedFields"] = sorted(
+            fields, key=lambda f: (str(f.get("manager")), str(f.get("operation")))
+        )
+    out["metadata"] = meta
+    return out
+
+
 def diff_paths(before: Any, after: Any, path: str = "") -> Iterator[str]:
     """Every path where ``after`` differs from ``before``, with both values."""
     if isinstance(before, dict) and isinstance(after, dict):

@@ -21,15 +21,16 @@ from kubernetes.dynamic import DynamicClient
 
 from cluster.kueue import (
     DEFAULT_INTEGRATIONS,
+    JOBSET_CRD,
     QUEUE_NAME_LABEL,
     TRAINJOB_INTEGRATION,
     Kueue,
-    KueueError,
     webhook_configurations,
 )
 from cluster.local import LocalCluster
 from cluster.tools import Tools, Versions, find_tools
 from cluster.topology import GPU_RESOURCE
+from tests.conftest import EXAMPLES
 from tests.integration.conftest import ClusterClients
 from tests.integration.kube import (
     api_error_message,
@@ -421,6 +422,45 @@ def test_kueue_queues_a_pytorchjob_of_kubetrains_crd(
     )
 
 
+def test_kueue_queues_a_trainjob_of_kubetrains_crd(
+    kueue_clients: ClusterClients, kueue_namespace: str, queue: dict[str, str]
+) -> None:
+    # Kueue reads the runtime to size the Workload: the example torch-gpu runtime, 2
+    # nodes of 8 GPUs (the queue's whole quota). No operator runs here either.
+    dyn, namespace = kueue_clients.dyn, kueue_namespace
+    runtime = yaml.safe_load((EXAMPLES / "clustertrainingruntime.yaml").read_text())
+    apply(dyn, runtime)
+    job = yaml.safe_load((EXAMPLES / "trainjob.yaml").read_text())
+    job["metadata"] = {"name": "tj", "labels": {QUEUE_NAME_LABEL: queue["local_queue"]}}
+    job["spec"]["trainer"]["numNodes"] = 2
+    # Kueue looks the runtime up by apiGroup and kind, which upstream's CRD defaults and
+    # kubetrain's leaves unset: without them its webhook rejects the TrainJob with
+    # "unsupported runtime: ClusterTrainingRuntime" (a finding for the Kueue work).
+    job["spec"]["runtimeRef"]["apiGroup"] = "trainer.kubeflow.org"
+    # Kueue v0.15 decodes TrainJobs into Trainer v2.1.0's Go type, which has no
+    # activeDeadlineSeconds, and updates the whole object to resume it: the field would
+    # be dropped, which kubetrain's immutability rule rejects, and the job stays
+    # suspended (another finding for the Kueue work). Left out here.
+    del job["spec"]["activeDeadlineSeconds"]
+    created = dyn.resources.get(api_version=job["apiVersion"], kind="TrainJob").create(
+        body=job, namespace=namespace
+    )
+    assert created.to_dict()["spec"]["suspend"] is True
+    workload = wait_for(
+        lambda: _workload_of(dyn, namespace, "tj", kind="TrainJob"),
+        lambda wl: wl is not None and (condition(wl, "Admitted") or {}).get("status") == "True",
+        what="the TrainJob's Workload to be Admitted",
+    )
+    assert workload is not None
+    pod_sets = {ps["name"]: ps["count"] for ps in workload["spec"]["podSets"]}
+    assert pod_sets == {"node": 2}, workload["spec"]["podSets"]
+    wait_for(
+        lambda: read(dyn, job["apiVersion"], "TrainJob", "tj", namespace),
+        lambda tj: tj["spec"].get("suspend") is False,
+        what="Kueue to resume the admitted TrainJob",
+    )
+
+
 def test_kueue_keeps_a_job_over_quota_suspended(
     kueue_clients: ClusterClients, kueue_namespace: str, queue: dict[str, str]
 ) -> None:
@@ -470,28 +510,19 @@ def test_kueue_webhook_rejects_an_invalid_cluster_queue(kueue_clients: ClusterCl
     assert created["spec"]["resourceGroups"][0]["flavors"][0]["resources"][0]["name"] == "cpu"
 
 
-def test_kueue_runs_on_loopback_with_the_default_integrations(kueue: Kueue) -> None:
-    state = kueue.state()
-    assert state["integrations"] == list(DEFAULT_INTEGRATIONS)
+def test_kueue_runs_on_loopback_with_every_kubetrain_integration(kueue: Kueue) -> None:
+    expected = [*DEFAULT_INTEGRATIONS, TRAINJOB_INTEGRATION]
+    assert kueue.state()["integrations"] == expected
     config = yaml.safe_load(kueue.config_path.read_text())
-    assert config["integrations"]["frameworks"] == list(DEFAULT_INTEGRATIONS)
+    assert config["integrations"]["frameworks"] == expected
+    # The TrainJob integration watches JobSets: start() installed their CRD.
+    assert kueue.cluster.kubectl("get", "crd", JOBSET_CRD, check=False).returncode == 0
     pid = kueue.process.pid
     assert pid is not None
     listening = _listening_addresses({pid})
     assert len(listening) == 1 and listening == {"127.0.0.1"}, listening
     log = kueue.log_file.read_text()
     assert "Starting webhook server" in log or "Serving webhook server" in log, log[-2000:]
-
-
-def test_kueue_refuses_trainjob_without_trainers_runtime_crds(local_cluster: LocalCluster) -> None:
-    # Kueue itself would exit at start; the helper says why instead.
-    kueue = Kueue(local_cluster, integrations=(*DEFAULT_INTEGRATIONS, TRAINJOB_INTEGRATION))
-    with pytest.raises(KueueError) as raised:
-        kueue.start()
-    message = str(raised.value)
-    assert f"{TRAINJOB_INTEGRATION} integration needs the CRDs" in message, message
-    assert "missing: trainjobs.trainer.kubeflow.org, clustertrainingruntimes" in message, message
-    assert not kueue.is_running()
 
 
 # helm ---------------------------------------------------------------------------------

@@ -1,7 +1,8 @@
 """GpuNodePool against a real API server: the node tuner's objects are accepted, the
 scheduler puts one tuner pod on each GPU node (and none on CPU nodes), the tuner labels
-a real Node acting as its own ServiceAccount under the pool's ClusterRole (which grants
-get and patch on nodes, nothing more), and the preflight MPIJob is accepted by the CRD."""
+a real Node with a token bound to one of its pods, under the pool's ClusterRole (get and
+patch on nodes, nothing more) and admission policy (its own node, its own keys), and the
+preflight MPIJob is accepted by the CRD."""
 
 from __future__ import annotations
 
@@ -18,11 +19,13 @@ from kubernetes.dynamic import DynamicClient
 
 from cluster.local import LocalCluster
 from cluster.topology import POOL_LABEL as CLUSTER_POOL_LABEL
-from kubetrain.constructs.gpu import GpuNodePool, GpuNodePoolProps
 from kubetrain.constructs.nccl import NcclProfile
+from kubetrain.constructs.node_pool import GpuNodePool, GpuNodePoolProps
 from kubetrain.constructs.objects import manifests
 from kubetrain.constructs.types import Image
+from kubetrain.controller.kube import KubeApi
 from kubetrain.node_tuner import DETAIL_ANNOTATION, LABEL, main
+from tests.integration.credentials import request_token, write_token_kubeconfig
 from tests.integration.kube import apply, list_objects, read, wait_for
 
 H100 = "NVIDIA-H100-80GB-HBM3"
@@ -58,6 +61,7 @@ def pool_objects(
         yield pool, objs
     finally:
         rbac = client.RbacAuthorizationV1Api(api_client)
+        admission = client.AdmissionregistrationV1Api(api_client)
         for obj in applied:
             name = obj["metadata"]["name"]
             try:
@@ -67,6 +71,10 @@ def pool_objects(
                     rbac.delete_cluster_role_binding(name)
                 elif obj["kind"] == "PriorityClass":
                     client.SchedulingV1Api(api_client).delete_priority_class(name)
+                elif obj["kind"] == "ValidatingAdmissionPolicy":
+                    admission.delete_validating_admission_policy(name)
+                elif obj["kind"] == "ValidatingAdmissionPolicyBinding":
+                    admission.delete_validating_admission_policy_binding(name)
             except ApiException as err:
                 if err.status != 404:
                     raise
@@ -93,12 +101,40 @@ def test_tuner_pods_land_on_every_gpu_node_and_no_cpu_node(
         assert node["metadata"]["labels"][CLUSTER_POOL_LABEL] == "gpu"
 
 
-def impersonating(kubeconfig: Path, user: str) -> client.ApiClient:
-    api: client.ApiClient = config.new_client_from_config(  # type: ignore[no-untyped-call]
-        config_file=str(kubeconfig)
+def _tuner_api(
+    kubeconfig: Path, dyn: DynamicClient, pool: GpuNodePool, namespace: str, tmp_path: Path
+) -> tuple[client.ApiClient, str]:
+    """A client holding the token the kubelet would give one of the pool's tuner pods:
+    from the TokenRequest API, bound to that pod (so it carries the pod's node name),
+    loaded from a kubeconfig by the official loader. Returns it and the node."""
+    selector = f"app.kubernetes.io/instance={pool.props.name}"
+    pods = wait_for(
+        lambda: [
+            p
+            for p in list_objects(dyn, "v1", "Pod", namespace=namespace, label_selector=selector)
+            if p.get("spec", {}).get("nodeName")
+        ],
+        bool,
+        what="a scheduled node-tuner pod",
     )
-    api.set_default_header("Impersonate-User", user)  # type: ignore[no-untyped-call]
-    return api
+    pod = pods[0]
+    admin = KubeApi.connect(str(kubeconfig))
+    try:
+        token = request_token(
+            admin,
+            namespace,
+            pool.tuner_name,
+            bound_to={
+                "kind": "Pod",
+                "name": pod["metadata"]["name"],
+                "uid": pod["metadata"]["uid"],
+            },
+        )
+    finally:
+        admin.close()
+    path = write_token_kubeconfig(kubeconfig, token, tmp_path / "tuner.kubeconfig")
+    api: client.ApiClient = config.new_client_from_config(config_file=str(path))  # type: ignore[no-untyped-call]
+    return api, str(pod["spec"]["nodeName"])
 
 
 def test_tuner_labels_its_node_as_its_service_account_with_get_and_patch_only(
@@ -111,14 +147,14 @@ def test_tuner_labels_its_node_as_its_service_account_with_get_and_patch_only(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     pool, _ = pool_objects
-    node: str = next(
+    api, node = _tuner_api(local_cluster.kubeconfig, dyn, pool, namespace, tmp_path)
+    as_tuner = client.CoreV1Api(api)
+    other = next(
         n["metadata"]["name"]
         for n in list_objects(dyn, "v1", "Node")
         if n["metadata"]["labels"].get("nvidia.com/gpu.product") == H100
+        and n["metadata"]["name"] != node
     )
-    user = f"system:serviceaccount:{namespace}:{pool.tuner_name}"
-    api = impersonating(local_cluster.kubeconfig, user)
-    as_tuner = client.CoreV1Api(api)
     host, proc = tmp_path / "host", tmp_path / "proc"
     (proc / "self").mkdir(parents=True)
     (proc / "self" / "limits").write_text(
@@ -132,9 +168,9 @@ def test_tuner_labels_its_node_as_its_service_account_with_get_and_patch_only(
         wait_for(
             lambda: _can_read(as_tuner, node),
             lambda ok: ok,
-            what=f"{user} to be allowed to get node {node}",
+            what=f"{pool.tuner_user} to be allowed to get node {node}",
         )
-        assert main(argv, api=as_tuner) == 1
+        assert main([*argv, "--phase=check"], api=as_tuner) == 1
         meta = read(dyn, "v1", "Node", node)["metadata"]
         assert meta["labels"][LABEL] == "memlock-limited.removeipc-enabled"
         detail = meta["annotations"][DETAIL_ANNOTATION]
@@ -145,7 +181,7 @@ def test_tuner_labels_its_node_as_its_service_account_with_get_and_patch_only(
         logind = host / "etc/systemd/logind.conf.d"
         logind.mkdir(parents=True)
         (logind / "kubetrain.conf").write_text("[Login]\nRemoveIPC=no\n")
-        assert main(argv, api=as_tuner) == 0
+        assert main([*argv, "--phase=check"], api=as_tuner) == 0
         assert read(dyn, "v1", "Node", node)["metadata"]["labels"][LABEL] == "ok"
         with pytest.raises(ApiException) as denied:
             as_tuner.list_node()
@@ -153,6 +189,34 @@ def test_tuner_labels_its_node_as_its_service_account_with_get_and_patch_only(
         with pytest.raises(ApiException) as denied:
             as_tuner.list_namespaced_pod(namespace)
         assert denied.value.status == 403
+        # RBAC allows patching any node; the pool's admission policy narrows it to this
+        # node and to kubetrain.dev/ keys.
+        refusals: dict[str, tuple[str, dict[str, Any]]] = {
+            "another node": (other, {"metadata": {"labels": {LABEL: "ok"}}}),
+            "a foreign label": (node, {"metadata": {"labels": {"team": "mine"}}}),
+            "a foreign annotation": (node, {"metadata": {"annotations": {"note": "x"}}}),
+            "a taint": (
+                node,
+                {"spec": {"taints": [{"key": "x", "value": "y", "effect": "NoSchedule"}]}},
+            ),
+        }
+
+        def refusal(target: str, patch: dict[str, Any]) -> str:
+            try:
+                as_tuner.patch_node(target, patch)
+            except ApiException as err:
+                return f"{err.status} {err.body}"
+            return "patched"
+
+        # Admission policies take effect a moment after they are created.
+        wait_for(
+            lambda: refusal(*refusals["another node"]),
+            lambda text: "node tuner may" in text,
+            what="the node-patch policy to be in force",
+        )
+        for what, (target, patch) in refusals.items():
+            answer = refusal(target, patch)
+            assert answer.startswith("403 ") and "node tuner may" in answer, (what, answer)
     finally:
         api.close()  # type: ignore[no-untyped-call]
         core_v1.patch_node(

@@ -1,14 +1,16 @@
-"""Snapshot of every generated CRD: any change to the wire schema shows up in review."""
+"""Snapshot of every generated CRD (the Kubeflow v1 kinds and Trainer v2's): any change to
+the wire schema shows up in review."""
 
 from __future__ import annotations
 
 import pytest
 
 from kubetrain.api import generate_crds
+from kubetrain.api.trainer import generate_trainer_crds
 from kubetrain.manifest import dump
 from tests.snapshot import assert_snapshot
 
-CRDS = {c["metadata"]["name"]: c for c in generate_crds()}
+CRDS = {c["metadata"]["name"]: c for c in [*generate_crds(), *generate_trainer_crds()]}
 
 
 @pytest.mark.parametrize("name", CRDS)

@@ -9,6 +9,7 @@ import pytest
 import yaml
 
 from kubetrain.api import generate_crds
+from kubetrain.api.trainer import generate_trainer_crds
 from kubetrain.cli import main
 from kubetrain.synth import render_stack
 from tests.conftest import REPO_ROOT
@@ -17,7 +18,8 @@ from tests.conftest import REPO_ROOT
 def test_render_local_stack_starts_with_the_crds() -> None:
     charts = render_stack("local", root=REPO_ROOT)
     assert [c.name for c in charts] == ["crds", "operator", "samples"]
-    for rendered, generated in zip(charts[0].objects, generate_crds(), strict=True):
+    expected = [*generate_crds(), *generate_trainer_crds()]
+    for rendered, generated in zip(charts[0].objects, expected, strict=True):
         annotations = rendered["metadata"].pop("annotations")
         assert annotations == {
             "argocd.argoproj.io/sync-options": "ServerSideApply=true,Prune=false",
@@ -34,6 +36,9 @@ def test_synth_writes_the_crds_chart_first(tmp_path: Path) -> None:
         "0000-customresourcedefinition-pytorchjobs.kubeflow.org.yaml",
         "0001-customresourcedefinition-tfjobs.kubeflow.org.yaml",
         "0002-customresourcedefinition-mpijobs.kubeflow.org.yaml",
+        "0003-customresourcedefinition-trainjobs.trainer.kubeflow.org.yaml",
+        "0004-customresourcedefinition-trainingruntimes.trainer.kubeflow.org.yaml",
+        "0005-customresourcedefinition-clustertrainingruntimes.trainer.kubeflow.org.yaml",
         "kustomization.yaml",
     ]
     first = yaml.safe_load((chart_dir / files[0]).read_text())

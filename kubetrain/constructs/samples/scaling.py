@@ -11,7 +11,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-LR_ANNOTATION = "kubetrain.dev/learning-rate"
+from kubetrain.api import keys as K
+
+LR_ANNOTATION = K.LEARNING_RATE_ANNOTATION
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -1,6 +1,10 @@
 """What a framework plugin is: small capability methods over a defaulted job and the
 observed state of its children, all pure.
 
+- ``load(raw, observed)``: the job as written and defaulted (a TrainJob resolved against
+  its runtime), or why it cannot run;
+- ``status_codec``: how the kind's status reads and writes (a TrainJob's differs from the
+  v1 kinds');
 - ``validate(job)``: problems only the operator checks (the typed API checked the rest);
 - ``replicas(job)``: the pods the job should have, one per replica index;
 - ``startup_rules(job)``: which replica types wait for which others to be Ready;
@@ -15,14 +19,15 @@ observed state of its children, all pure.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
 
+from kubetrain.api import keys as K
 from kubetrain.api.common import ConditionType, JobStatus, RestartPolicy
+from kubetrain.api.common import JobBase as Job
 from kubetrain.api.errors import FieldError
-from kubetrain.api.loader import Job
 
 Obj = Mapping[str, Any]
 
@@ -44,6 +49,8 @@ class Observed:
     secrets: Mapping[str, Obj] = field(default_factory=dict)
     batch_jobs: Mapping[str, Obj] = field(default_factory=dict)
     now: datetime = field(default_factory=_epoch)
+    #: A TrainJob's runtime (TrainingRuntime or ClusterTrainingRuntime), when it exists.
+    runtime: Obj | None = None
 
     def by_kind(self, kind: str) -> Mapping[str, Obj]:
         """The observed children of one kind (``Pod``, ``Service``, ...)."""
@@ -70,8 +77,8 @@ class Replica:
 @dataclass(frozen=True)
 class StartupRule:
     """Children of the ``waiting`` replica types are created only once every pod in
-    ``needed_pods`` is Ready and every Service in ``needed_services`` exists (so the
-    names the waiting replicas connect to resolve)."""
+    ``needed_pods`` is Ready (or has succeeded) and every Service in ``needed_services``
+    exists (so the names the waiting replicas connect to resolve)."""
 
     waiting: tuple[str, ...]
     needed_pods: tuple[str, ...]
@@ -79,6 +86,9 @@ class StartupRule:
     #: What waits and what for, in words (e.g. "the launcher", "the workers").
     waiting_label: str
     needed_label: str
+    #: ``Ready``, or ``Complete``: the needed pods must have succeeded (a TrainJob's
+    #: initializers before its nodes).
+    until: str = "Ready"
 
 
 @dataclass(frozen=True)
@@ -92,10 +102,58 @@ class Outcome:
     at: str | None = None
 
 
+@dataclass(frozen=True)
+class Loaded:
+    """A job as its plugin reads it: defaulted (``job``) and as written (``declared``), or
+    the problems that keep it from running."""
+
+    job: Job | None
+    declared: Job | None = None
+    errors: Sequence[FieldError] = ()
+    #: The Failed reason when it cannot run.
+    reason: str = K.INVALID_SPEC
+    #: Look again this many seconds from now instead of failing (e.g. a runtime that may
+    #: still be on its way).
+    retry_after: float | None = None
+
+
+class StatusCodec(Protocol):
+    """How a kind's status is read into the operator's model and written back."""
+
+    def read(self, raw_status: Any) -> JobStatus:
+        """The status as the policies see it (an unreadable one is empty)."""
+        ...
+
+    def write(self, job: Job | None, status: JobStatus, observed: Observed) -> dict[str, Any]:
+        """The wire status for ``status`` (``observed`` for what it reports of the pods)."""
+        ...
+
+    def normalized(self, raw_status: Any) -> dict[str, Any]:
+        """The current wire status as :meth:`write` would spell it, for comparisons."""
+        ...
+
+
 class JobPlugin(Protocol):
     """One framework (job kind)."""
 
     kind: str
+    #: The kinds of children the operator watches for this kind's jobs.
+    child_kinds: tuple[str, ...]
+    #: What ``ttlSecondsAfterFinished`` deletes: ``job`` (the v1 training operator's
+    #: kinds), ``launcher`` (the MPIJob's launcher Job, as mpi-operator does) or
+    #: ``children`` (a TrainJob's pods and Services, as upstream's JobSet TTL does): the
+    #: last two keep the job and its status.
+    ttl_deletes: str
+    status_codec: StatusCodec
+
+    def serving_replica_types(self, job: Job) -> tuple[str, ...]:
+        """Replica types whose pods never end by themselves (MPI workers serve ``sshd``):
+        after a success they are stopped without a grace period."""
+        ...
+
+    def load(self, raw: Mapping[str, Any], observed: Observed) -> Loaded:
+        """The job defaulted (and resolved), or why it cannot run."""
+        ...
 
     def validate(self, job: Job) -> list[FieldError]:
         """Problems only the operator checks (the typed API checked the rest)."""

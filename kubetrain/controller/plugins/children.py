@@ -11,15 +11,10 @@ import json
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from kubetrain.api import keys as K
 from kubetrain.api.common import JobBase, ReplicaSpec, RestartPolicy
-from kubetrain.controller import labels as L
-from kubetrain.controller.plugins.addressing import EnvVar
-
-API_VERSIONS = {
-    "PyTorchJob": "kubeflow.org/v1",
-    "TFJob": "kubeflow.org/v1",
-    "MPIJob": "kubeflow.org/v2beta1",
-}
+from kubetrain.api.kinds import kind_info
+from kubetrain.frameworks import EnvVar
 
 
 def namespace_of(job: JobBase) -> str:
@@ -35,7 +30,7 @@ def uid_of(job: JobBase) -> str:
 def owner_reference(job: JobBase) -> dict[str, Any]:
     """The controller owner reference every child carries (garbage collection)."""
     return {
-        "apiVersion": API_VERSIONS[job.kind],
+        "apiVersion": kind_info(job.kind).api_version,
         "kind": job.kind,
         "name": job.name,
         "uid": uid_of(job),
@@ -46,7 +41,7 @@ def owner_reference(job: JobBase) -> dict[str, Any]:
 
 def job_labels(job: JobBase) -> dict[str, str]:
     """``operator-name`` and ``job-name``: what every child carries."""
-    return {L.OPERATOR_NAME: L.OPERATOR_NAMES[job.kind], L.JOB_NAME: job.name}
+    return K.job_labels(job.kind, job.name)
 
 
 def replica_labels(
@@ -54,10 +49,10 @@ def replica_labels(
 ) -> dict[str, str]:
     """A replica's labels: the job's plus type, index and optional role."""
     out = job_labels(job)
-    out[L.REPLICA_TYPE] = replica_type.lower()
-    out[L.REPLICA_INDEX] = str(index)
+    out[K.REPLICA_TYPE] = replica_type.lower()
+    out[K.REPLICA_INDEX] = str(index)
     if role:
-        out[L.JOB_ROLE] = role
+        out[K.JOB_ROLE] = role
     return out
 
 
@@ -101,7 +96,7 @@ def pod_template(
     pod_labels = dict(meta.get("labels") or {})
     pod_labels.update(labels)
     annotations = dict(meta.get("annotations") or {})
-    annotations.setdefault(L.ISTIO_INJECT_ANNOTATION, "false")
+    annotations.setdefault(K.ISTIO_INJECT_ANNOTATION, "false")
     pod_spec: dict[str, Any] = dict(template.get("spec") or {})
     pod_spec["restartPolicy"] = restart_policy
     containers = [copy.deepcopy(c) for c in pod_spec.get("containers") or []]
@@ -172,7 +167,7 @@ def spec_hash(obj: Mapping[str, Any]) -> str:
     body = copy.deepcopy(dict(obj))
     annotations = body.get("metadata", {}).get("annotations")
     if annotations:
-        annotations.pop(L.SPEC_HASH_ANNOTATION, None)
+        annotations.pop(K.SPEC_HASH_ANNOTATION, None)
     text = json.dumps(body, sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -180,7 +175,7 @@ def spec_hash(obj: Mapping[str, Any]) -> str:
 def with_hash(obj: dict[str, Any]) -> dict[str, Any]:
     """``obj`` with its spec-hash annotation set (in place; returned for convenience)."""
     digest = spec_hash(obj)
-    obj["metadata"].setdefault("annotations", {})[L.SPEC_HASH_ANNOTATION] = digest
+    obj["metadata"].setdefault("annotations", {})[K.SPEC_HASH_ANNOTATION] = digest
     return obj
 
 
@@ -189,5 +184,5 @@ def observed_hash(obj: Mapping[str, Any] | None) -> str | None:
     if obj is None:
         return None
     annotations = (obj.get("metadata") or {}).get("annotations") or {}
-    value = annotations.get(L.SPEC_HASH_ANNOTATION)
+    value = annotations.get(K.SPEC_HASH_ANNOTATION)
     return str(value) if value is not None else None

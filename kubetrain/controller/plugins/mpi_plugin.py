@@ -1,25 +1,37 @@
 """The MPIJob (v2beta1) plugin: upstream mpi-operator's children, built purely.
 
 - Service ``<job>``: headless, selects the job's pods (workers are
-  ``<job>-worker-<i>.<job>.<ns>.svc``);
+  ``<job>-worker-<i>.<job>.<ns>.svc``, the launcher ``<job>-launcher.<job>.<ns>.svc``);
 - ConfigMap ``<job>-config``: ``hostfile`` (``mpi.hostfile``) and ``discover_hosts.sh``
-  (the Running workers, for Horovod elastic);
-- Secret ``<job>-ssh``: an SSH key pair generated once (``kubernetes.io/ssh-auth``);
-- worker Pods ``<job>-worker-<i>`` (hostname + subdomain, ``sshd -De`` by default);
-- the launcher as a batch/v1 Job ``<job>-launcher``, created only once every worker is
-  Ready (whatever ``launcherCreationPolicy`` says: kubetrain always waits).
+  (the hosts that can take ranks now, for Horovod elastic);
+- Secret ``<job>-ssh-<random>``: an SSH key pair generated once (``kubernetes.io/ssh-auth``),
+  created under a generated name and recorded in ``status.sshAuthSecretName``, so the
+  operator never needs to read a Secret (it may only create them) and can never pick up
+  one it did not make; pods are built once the name is recorded;
+- worker Pods ``<job>-worker-<i>`` (hostname + subdomain, ``sshd -De`` by default, and
+  the DNS search domain ``<job>.<ns>.svc.cluster.local`` so that Intel MPI's and MPICH's
+  Hydra proxies reach the launcher by its bare host name);
+- the launcher as a batch/v1 Job ``<job>-launcher`` (pod host name ``<job>-launcher``,
+  subdomain ``<job>``). With ``launcherCreationPolicy: AtStartup`` (the default) the Job
+  is created with the workers and its pod carries the ``kubetrain.dev/startup``
+  scheduling gate, which the operator removes once every worker is Ready; with
+  ``WaitForWorkersReady`` the Job itself is created only then. Either way ``mpirun``
+  never starts before its workers can be reached.
+
+Every child but the pods also carries upstream's ``app: <job>`` label.
 
 Success and failure come from the launcher Job's Complete and Failed conditions.
 """
 
 from __future__ import annotations
 
-import base64
 import copy
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
+from kubetrain.api import keys as K
 from kubetrain.api.base import LabelSelector
+from kubetrain.api.common import JobBase as Job
 from kubetrain.api.common import (
     JobStatus,
     ReplicaSpec,
@@ -27,16 +39,27 @@ from kubetrain.api.common import (
     RestartPolicy,
 )
 from kubetrain.api.errors import FieldError
-from kubetrain.api.loader import Job
-from kubetrain.api.mpi import DEFAULT_SSH_AUTH_MOUNT_PATH, MPIJob, MPIReplicaType
-from kubetrain.controller import labels as L
+from kubetrain.api.mpi import (
+    DEFAULT_SSH_AUTH_MOUNT_PATH,
+    LauncherCreationPolicy,
+    MPIJob,
+    MPIReplicaType,
+)
 from kubetrain.controller import podstate
-from kubetrain.controller.plugins import children, mpi
-from kubetrain.controller.plugins.addressing import ClusterAddressing, ReplicaRef
-from kubetrain.controller.plugins.base import Obj, Observed, Outcome, Replica, StartupRule
-from kubetrain.controller.plugins.common import replicas_of
+from kubetrain.controller.plugins import children, v1
+from kubetrain.controller.plugins.base import (
+    Loaded,
+    Obj,
+    Observed,
+    Outcome,
+    Replica,
+    StartupRule,
+    StatusCodec,
+)
 from kubetrain.controller.policies import startup, success
-from kubetrain.controller.sshkeys import SshKeyPair, generate_ssh_keys
+from kubetrain.controller.sshkeys import SshKeyPair, generate_ssh_keys, ssh_secret
+from kubetrain.frameworks import ClusterAddressing, mpi, replica_name
+from kubetrain.frameworks.replicas import replicas_of
 
 LAUNCHER = MPIReplicaType.LAUNCHER.value
 WORKER = MPIReplicaType.WORKER.value
@@ -68,14 +91,31 @@ def config_map_name(job: Job) -> str:
     return f"{job.name}-config"
 
 
-def secret_name(job: Job) -> str:
-    """``<job>-ssh`` (the SSH key pair)."""
-    return f"{job.name}-ssh"
+def secret_prefix(job: Job) -> str:
+    """``<job>-ssh-``: the generateName of the SSH key pair's Secret."""
+    return f"{job.name}-ssh-"
+
+
+def secret_name(observed: Observed) -> str | None:
+    """The job's SSH Secret, once created and recorded in its status."""
+    return next(iter(observed.secrets), None)
 
 
 def launcher_name(job: Job) -> str:
-    """``<job>-launcher`` (the batch Job)."""
-    return f"{job.name}-launcher"
+    """``<job>-launcher`` (the batch Job, and its pod's host name)."""
+    return mpi.launcher_hostname(job.name)
+
+
+def child_labels(job: Job) -> dict[str, str]:
+    """The labels of the job's Service, ConfigMap, Secret and launcher Job: the job's,
+    and upstream's ``app: <job>``."""
+    return {**children.job_labels(job), K.APP: job.name}
+
+
+def waits_at_startup(job: MPIJob) -> bool:
+    """Whether the launcher Job is created with the workers (``AtStartup``, the
+    default), its pod gated until they are Ready."""
+    return job.spec.launcher_creation_policy is not LauncherCreationPolicy.WAIT_FOR_WORKERS_READY
 
 
 def launcher_pods(job: Job, observed: Observed) -> list[Obj]:
@@ -83,7 +123,7 @@ def launcher_pods(job: Job, observed: Observed) -> list[Obj]:
     found = [
         pod
         for pod in observed.pods.values()
-        if ((pod.get("metadata") or {}).get("labels") or {}).get(L.JOB_ROLE) == "launcher"
+        if ((pod.get("metadata") or {}).get("labels") or {}).get(K.JOB_ROLE) == LAUNCHER.lower()
     ]
     return sorted(found, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp")))
 
@@ -91,7 +131,14 @@ def launcher_pods(job: Job, observed: Observed) -> list[Obj]:
 class MPIPlugin:
     """Reconciles ``kubeflow.org/v2beta1`` MPIJobs."""
 
-    kind = "MPIJob"
+    kind = mpi.FRAMEWORK.info.kind
+    framework = mpi.FRAMEWORK
+    #: Secrets are never watched, listed or read: the operator may only create them, and
+    #: knows its own from the job's status.
+    child_kinds: tuple[str, ...] = ("Pod", "Service", "ConfigMap", "Job")
+    #: As upstream: the TTL removes the launcher Job; the MPIJob and its status stay.
+    ttl_deletes = "launcher"
+    status_codec: StatusCodec = v1.V1_STATUS
 
     def __init__(
         self,
@@ -102,6 +149,14 @@ class MPIPlugin:
         self.keygen = keygen
 
     # -- capabilities ----------------------------------------------------------------
+
+    def serving_replica_types(self, job: Job) -> tuple[str, ...]:
+        """Workers run sshd for the launcher's mpirun: once it is done they have nothing
+        left to finish."""
+        return (WORKER,)
+
+    def load(self, raw: Mapping[str, Any], observed: Observed) -> Loaded:
+        return v1.load(raw, self.validate)
 
     def validate(self, job: Job) -> list[FieldError]:
         typed = _typed(job)
@@ -127,7 +182,7 @@ class MPIPlugin:
             Replica(
                 replica_type=WORKER,
                 index=i,
-                pod_name=f"{job.name}-worker-{i}",
+                pod_name=replica_name(job.name, WORKER, i),
                 restart_policy=policy,
                 main_container="",
             )
@@ -138,15 +193,17 @@ class MPIPlugin:
         return False
 
     def startup_rules(self, job: Job) -> list[StartupRule]:
-        workers = tuple(r.pod_name for r in self.replicas(job))
+        """The framework's start order: the workers' pods, reached through the job's
+        Service."""
         return [
             StartupRule(
-                waiting=(LAUNCHER,),
-                needed_pods=workers,
+                waiting=order.waiting,
+                needed_pods=tuple(replica_name(job.name, t, i) for t, i in order.needed),
                 needed_services=(service_name(job),),
-                waiting_label="the launcher",
-                needed_label=f"the {len(workers)} workers",
+                waiting_label=order.waiting_label,
+                needed_label=order.needed_label,
             )
+            for order in self.framework.start_order(job)
         ]
 
     def build(self, job: Job, observed: Observed) -> list[dict[str, Any]]:
@@ -155,14 +212,20 @@ class MPIPlugin:
             children.with_hash(self._service(typed)),
             children.with_hash(self._config_map(typed, observed)),
         ]
-        if secret_name(job) not in observed.secrets:
+        secret = secret_name(observed)
+        if secret is None:
+            # Pods mount the key pair: they come once its generated name is recorded.
             out.append(self._secret(typed))
-        out += [children.with_hash(self._worker(typed, r)) for r in self.replicas(job)]
+            return out
+        out += [children.with_hash(self._worker(typed, r, secret)) for r in self.replicas(job)]
         gate = startup.evaluate(
             self.startup_rules(job), observed, started_at=None, timeout_seconds=1
         )
-        if LAUNCHER not in gate.blocked:
-            out.append(children.with_hash(self._launcher(typed)))
+        blocked = LAUNCHER in gate.blocked
+        if not blocked or waits_at_startup(typed):
+            # Gated when created before its workers are Ready; the startup policy lifts
+            # the gate. A launcher Job created later needs none.
+            out.append(children.with_hash(self._launcher(typed, secret, gated=blocked)))
         return out
 
     def status(self, job: Job, observed: Observed) -> JobStatus:
@@ -176,7 +239,7 @@ class MPIPlugin:
 
     def outcome(self, job: Job, observed: Observed) -> Outcome | None:
         return success.mpi(
-            job.name, observed.batch_jobs.get(launcher_name(job)), launcher_pods(job, observed)
+            job, observed.batch_jobs.get(launcher_name(job)), launcher_pods(job, observed)
         )
 
     def is_running(self, job: Job, observed: Observed) -> bool:
@@ -191,75 +254,52 @@ class MPIPlugin:
     # -- children ----------------------------------------------------------------------
 
     def _replica_status(self, job: Job, rtype: str, pods: list[Obj]) -> ReplicaStatus:
-        match = {
-            L.OPERATOR_NAME: L.OPERATOR_NAMES[self.kind],
-            L.JOB_NAME: job.name,
-            L.REPLICA_TYPE: rtype.lower(),
-        }
+        match = {**K.job_labels(self.kind, job.name), K.REPLICA_TYPE: rtype.lower()}
         selector: LabelSelector = {"matchLabels": match}
         return ReplicaStatus(
             active=sum(1 for p in pods if podstate.is_active(p)),
             succeeded=sum(1 for p in pods if podstate.is_succeeded(p)),
             failed=sum(1 for p in pods if podstate.is_failed(p)),
             label_selector=selector,
-            selector=L.job_selector(self.kind, job.name, rtype),
+            selector=K.job_selector(self.kind, job.name, rtype),
         )
 
     def _service(self, job: MPIJob) -> dict[str, Any]:
         return children.headless_service(
             job,
             service_name(job),
-            labels=children.job_labels(job),
+            labels=child_labels(job),
             selector=children.job_labels(job),
             ports=[],
             publish_not_ready=bool(job.spec.run_launcher_as_worker),
         )
 
     def _config_map(self, job: MPIJob, observed: Observed) -> dict[str, Any]:
-        namespace = children.namespace_of(job)
-        slots = mpi.slots_per_worker(job)
-        lines = ["#!/bin/sh"]
-        for replica in self.replicas(job):
-            pod = observed.pods.get(replica.pod_name)
-            if pod is None or not podstate.is_running(pod):
-                continue
-            ref = ReplicaRef(
-                job_name=job.name, namespace=namespace, replica_type=WORKER, index=replica.index
-            )
-            lines.append(f"echo {self.addressing.mpi_worker_host(ref)}:{slots}")
+        running = [
+            r.index
+            for r in self.replicas(job)
+            if r.pod_name in observed.pods and podstate.is_running(observed.pods[r.pod_name])
+        ]
         return {
             "apiVersion": "v1",
             "kind": "ConfigMap",
-            "metadata": children.metadata(job, config_map_name(job), children.job_labels(job)),
+            "metadata": children.metadata(job, config_map_name(job), child_labels(job)),
             "data": {
                 HOSTFILE: mpi.hostfile(job, self.addressing),
-                DISCOVER_HOSTS: "\n".join(lines) + "\n",
+                DISCOVER_HOSTS: mpi.discover_hosts(job, self.addressing, running),
             },
         }
 
     def _secret(self, job: MPIJob) -> dict[str, Any]:
-        keys = self.keygen()
+        meta = children.metadata(job, "", child_labels(job))
+        return ssh_secret(meta, secret_prefix(job), self.keygen())
 
-        def b64(text: str) -> str:
-            return base64.b64encode(text.encode()).decode()
-
-        return {
-            "apiVersion": "v1",
-            "kind": "Secret",
-            "type": "kubernetes.io/ssh-auth",
-            "metadata": children.metadata(job, secret_name(job), children.job_labels(job)),
-            "data": {
-                "ssh-privatekey": b64(keys.private_pem),
-                "ssh-publickey": b64(keys.public_openssh),
-            },
-        }
-
-    def _ssh_volume(self, job: MPIJob) -> dict[str, Any]:
+    def _ssh_volume(self, job: MPIJob, secret: str) -> dict[str, Any]:
         path = job.spec.ssh_auth_mount_path or DEFAULT_SSH_AUTH_MOUNT_PATH
         return {
             "name": SSH_VOLUME,
             "secret": {
-                "secretName": secret_name(job),
+                "secretName": secret,
                 "defaultMode": MODE_PRIVATE if path == DEFAULT_SSH_AUTH_MOUNT_PATH else MODE_PUBLIC,
                 "items": [
                     {"key": "ssh-privatekey", "path": "id_rsa"},
@@ -278,6 +318,7 @@ class MPIPlugin:
         env: list[Any],
         *,
         launcher: bool,
+        secret: str,
     ) -> dict[str, Any]:
         template = children.pod_template(
             spec,
@@ -291,7 +332,7 @@ class MPIPlugin:
             for v in pod_spec.get("volumes") or []
             if v.get("name") not in (SSH_VOLUME, CONFIG_VOLUME)
         ]
-        volumes.append(self._ssh_volume(job))
+        volumes.append(self._ssh_volume(job, secret))
         mounts = [
             {
                 "name": SSH_VOLUME,
@@ -323,10 +364,12 @@ class MPIPlugin:
             first["volumeMounts"] = existing + mounts
         return template
 
-    def _worker(self, job: MPIJob, replica: Replica) -> dict[str, Any]:
+    def _worker(self, job: MPIJob, replica: Replica, secret: str) -> dict[str, Any]:
         spec = job.replica_specs()[WORKER]
         offset = 1 if job.spec.run_launcher_as_worker else 0
-        labels = children.replica_labels(job, WORKER, replica.index + offset, "worker")
+        labels = children.replica_labels(
+            job, WORKER, replica.index + offset, self.framework.role(job, WORKER, replica.index)
+        )
         template = self._template(
             job,
             spec,
@@ -334,18 +377,28 @@ class MPIPlugin:
             children.pod_restart_policy(replica.restart_policy),
             list(mpi.worker_env(job)),
             launcher=False,
+            secret=secret,
         )
         pod_spec = template["spec"]
-        pod_spec["hostname"] = replica.pod_name
-        pod_spec["subdomain"] = service_name(job)
+        _address(pod_spec, replica.pod_name, service_name(job))
+        # Hydra proxies (Intel MPI, MPICH) on the workers connect back to the launcher by
+        # its bare host name: resolve it through the job's Service domain.
+        dns = pod_spec.setdefault("dnsConfig", {})
+        search = self.addressing.dns_search(job.name, children.namespace_of(job))
+        dns["searches"] = [*[s for s in dns.get("searches") or [] if s != search], search]
         first = (pod_spec.get("containers") or [{}])[0]
         if first and not first.get("command") and not first.get("args"):
             first["command"] = list(DEFAULT_WORKER_COMMAND)
         return children.pod(job, replica.pod_name, template)
 
-    def _launcher(self, job: MPIJob) -> dict[str, Any]:
+    def _launcher(self, job: MPIJob, secret: str, *, gated: bool) -> dict[str, Any]:
         spec = job.replica_specs()[LAUNCHER]
-        labels = children.replica_labels(job, LAUNCHER, 0, "launcher")
+        role = self.framework.role(job, LAUNCHER, 0)
+        labels = children.replica_labels(job, LAUNCHER, 0, role)
+        if not job.spec.run_launcher_as_worker:
+            # It runs no rank: no index to collide with worker 0's (with ranks it is 0
+            # and the workers count from 1, so every pod's index is distinct).
+            del labels[K.REPLICA_INDEX]
         policy = spec.restart_policy or RestartPolicy.ON_FAILURE
         template = self._template(
             job,
@@ -354,10 +407,16 @@ class MPIPlugin:
             "Never" if policy == RestartPolicy.NEVER else "OnFailure",
             list(mpi.launcher_env(job)),
             launcher=True,
+            secret=secret,
         )
-        if job.spec.run_launcher_as_worker:
-            template["spec"]["hostname"] = f"{job.name}-{LAUNCHER.lower()}-0"
-            template["spec"]["subdomain"] = service_name(job)
+        _address(template["spec"], launcher_name(job), service_name(job))
+        if gated:
+            gates = [
+                g
+                for g in template["spec"].get("schedulingGates") or []
+                if g.get("name") != K.STARTUP_GATE
+            ]
+            template["spec"]["schedulingGates"] = [*gates, {"name": K.STARTUP_GATE}]
         job_spec: dict[str, Any] = {"template": copy.deepcopy(template)}
         run_policy = job.spec.run_policy
         if run_policy is not None and run_policy.backoff_limit is not None:
@@ -365,6 +424,15 @@ class MPIPlugin:
         return {
             "apiVersion": "batch/v1",
             "kind": "Job",
-            "metadata": children.metadata(job, launcher_name(job), labels),
+            "metadata": children.metadata(job, launcher_name(job), child_labels(job)),
             "spec": job_spec,
         }
+
+
+def _address(pod_spec: dict[str, Any], hostname: str, subdomain: str) -> None:
+    """Host name and subdomain (the job's Service); with the host network, cluster DNS
+    still resolves the job's names."""
+    pod_spec["hostname"] = hostname
+    pod_spec["subdomain"] = subdomain
+    if pod_spec.get("hostNetwork"):
+        pod_spec["dnsPolicy"] = "ClusterFirstWithHostNet"

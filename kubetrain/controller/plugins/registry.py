@@ -4,17 +4,20 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 
-from kubetrain.controller.plugins.addressing import ClusterAddressing
+from kubetrain.api.kinds import MPI, PYTORCH, TENSORFLOW, TRAINJOB
 from kubetrain.controller.plugins.base import JobPlugin
 from kubetrain.controller.plugins.mpi_plugin import MPIPlugin
 from kubetrain.controller.plugins.pytorch_plugin import PyTorchPlugin
 from kubetrain.controller.plugins.tensorflow_plugin import TensorFlowPlugin
+from kubetrain.controller.plugins.trainjob_plugin import TrainJobPlugin
+from kubetrain.frameworks import ClusterAddressing
 
 #: Kind -> plugin factory, in the order the operator registers them.
 FACTORIES: tuple[tuple[str, Callable[[ClusterAddressing], JobPlugin]], ...] = (
-    ("PyTorchJob", lambda a: PyTorchPlugin(a)),
-    ("TFJob", lambda a: TensorFlowPlugin(a)),
-    ("MPIJob", lambda a: MPIPlugin(a)),
+    (PYTORCH.kind, lambda a: PyTorchPlugin(a)),
+    (TENSORFLOW.kind, lambda a: TensorFlowPlugin(a)),
+    (MPI.kind, lambda a: MPIPlugin(a)),
+    (TRAINJOB.kind, lambda a: TrainJobPlugin(a)),
 )
 
 

@@ -1,114 +1,158 @@
-"""What PyTorchJob and TFJob share: one Pod and one headless Service (same name) per
-replica index, ``<job>-<type>-<index>``, as upstream's v1 engine creates them."""
+"""The plugin for frameworks whose replicas are peers with their own address (PyTorchJob,
+TFJob): one Pod and one headless Service (same name) per replica index,
+``<job>-<type>-<index>``, as upstream's v1 engine creates them. Every framework decision
+(roles, environment, start order, success) is the framework's; this module only turns
+them into children and counts."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
+from kubetrain.api import keys as K
 from kubetrain.api.base import LabelSelector
-from kubetrain.api.common import JobBase, JobStatus, ReplicaSpec, ReplicaStatus, RestartPolicy
-from kubetrain.controller import labels as L
+from kubetrain.api.common import JobBase as Job
+from kubetrain.api.common import JobStatus, ReplicaSpec, ReplicaStatus, RestartPolicy
+from kubetrain.api.errors import FieldError
 from kubetrain.controller import podstate
-from kubetrain.controller.plugins import children
-from kubetrain.controller.plugins.addressing import EnvVar
-from kubetrain.controller.plugins.base import Observed, Replica, StartupRule
-from kubetrain.controller.plugins.common import replicas_of
-from kubetrain.controller.policies import startup
+from kubetrain.controller.plugins import children, v1
+from kubetrain.controller.plugins.base import (
+    Loaded,
+    Observed,
+    Outcome,
+    Replica,
+    StartupRule,
+    StatusCodec,
+)
+from kubetrain.controller.policies import startup, success
+from kubetrain.frameworks import ClusterAddressing, Framework, replica_name
+from kubetrain.frameworks.replicas import replicas_of
 
-#: ``env_for(replica, container index, container)``: the variables one container gets.
-EnvFor = Callable[[Replica, int, dict[str, Any]], list[EnvVar]]
 
+class ReplicatedPlugin:
+    """Reconciles the jobs of one framework whose replicas each get a Pod and a Service."""
 
-def replica_list(
-    job: JobBase, order: Sequence[str], main_container: str, default_policy: RestartPolicy
-) -> list[Replica]:
-    """One Replica per index of each replica type, in ``order``."""
-    specs = job.replica_specs()
-    out: list[Replica] = []
-    for rtype in sorted(specs, key=lambda t: order.index(t) if t in order else len(order)):
-        spec = specs[rtype]
-        for index in range(replicas_of(spec)):
-            out.append(
-                Replica(
-                    replica_type=rtype,
-                    index=index,
-                    pod_name=f"{job.name}-{rtype.lower()}-{index}",
-                    restart_policy=spec.restart_policy or default_policy,
-                    main_container=main_container,
+    child_kinds: tuple[str, ...] = ("Pod", "Service")
+    ttl_deletes = "job"
+    status_codec: StatusCodec = v1.V1_STATUS
+
+    def __init__(self, framework: Framework, addressing: ClusterAddressing | None = None) -> None:
+        self.framework = framework
+        self.kind = framework.info.kind
+        self.addressing = addressing or ClusterAddressing()
+
+    def _check(self, job: Job) -> None:
+        if job.kind != self.kind:
+            raise TypeError(f"the {self.kind} plugin got a {job.kind}")
+
+    def serving_replica_types(self, job: Job) -> tuple[str, ...]:
+        return ()
+
+    def load(self, raw: Mapping[str, Any], observed: Observed) -> Loaded:
+        return v1.load(raw, self.validate)
+
+    def validate(self, job: Job) -> list[FieldError]:
+        self._check(job)
+        return []
+
+    def replicas(self, job: Job) -> list[Replica]:
+        """One Replica per index of each replica type, leaders first."""
+        self._check(job)
+        info = self.framework.info
+        order = info.replica_types
+        specs = job.replica_specs()
+        out: list[Replica] = []
+        for rtype in sorted(specs, key=lambda t: order.index(t) if t in order else len(order)):
+            spec = specs[rtype]
+            policy = spec.restart_policy or RestartPolicy(info.default_restart_policy(rtype))
+            for index in range(replicas_of(spec)):
+                out.append(
+                    Replica(
+                        replica_type=rtype,
+                        index=index,
+                        pod_name=replica_name(job.name, rtype, index),
+                        restart_policy=policy,
+                        main_container=info.main_container or "",
+                    )
+                )
+        return out
+
+    def tolerates_failure(self, job: Job, replica: Replica) -> bool:
+        tolerates = getattr(self.framework, "tolerates_failure", None)
+        return bool(tolerates(job, replica.replica_type)) if tolerates else False
+
+    def startup_rules(self, job: Job) -> list[StartupRule]:
+        """The framework's start order, on each needed replica's Pod and Service."""
+        rules = []
+        for order in self.framework.start_order(job):
+            names = tuple(replica_name(job.name, t, i) for t, i in order.needed)
+            rules.append(
+                StartupRule(
+                    waiting=order.waiting,
+                    needed_pods=names,
+                    needed_services=names,
+                    waiting_label=order.waiting_label,
+                    needed_label=order.needed_label,
                 )
             )
-    return out
+        return rules
 
-
-def leader_rule(
-    job: JobBase,
-    leader_types: Sequence[str],
-    waiting_types: Sequence[str],
-    *,
-    waiting_label: str,
-) -> list[StartupRule]:
-    """Waiting types start after the pod of the first present leader type (index 0)."""
-    specs = job.replica_specs()
-    leader = next((t for t in leader_types if t in specs and replicas_of(specs[t]) > 0), None)
-    waiting = tuple(t for t in waiting_types if t in specs and replicas_of(specs[t]) > 0)
-    if leader is None or not waiting:
-        return []
-    pod_name = f"{job.name}-{leader.lower()}-0"
-    return [
-        StartupRule(
-            waiting=waiting,
-            needed_pods=(pod_name,),
-            needed_services=(pod_name,),
-            waiting_label=waiting_label,
-            needed_label=f"the {leader.lower()} ({pod_name})",
+    def build(self, job: Job, observed: Observed) -> list[dict[str, Any]]:
+        """A pod and a headless Service per replica; pods of gated replica types are left
+        out (their Services are created at once: names resolve once the pods are Ready)."""
+        gate = startup.evaluate(
+            self.startup_rules(job), observed, started_at=None, timeout_seconds=1
         )
-    ]
+        specs = job.replica_specs()
+        out: list[dict[str, Any]] = []
+        for replica in self.replicas(job):
+            spec: ReplicaSpec = specs[replica.replica_type]
+            role = self.framework.role(job, replica.replica_type, replica.index)
+            labels = children.replica_labels(job, replica.replica_type, replica.index, role)
+            template = children.pod_template(
+                spec,
+                labels=labels,
+                restart_policy=children.pod_restart_policy(replica.restart_policy),
+                env_for=lambda _i, c, r=replica: self.framework.container_env(  # type: ignore[misc]
+                    job, r.replica_type, r.index, c, self.addressing
+                ),
+            )
+            if replica.replica_type not in gate.blocked:
+                out.append(children.with_hash(children.pod(job, replica.pod_name, template)))
+            selector = {
+                k: labels[k] for k in (K.OPERATOR_NAME, K.JOB_NAME, K.REPLICA_TYPE, K.REPLICA_INDEX)
+            }
+            service = children.headless_service(
+                job,
+                replica.pod_name,
+                labels=labels,
+                selector=selector,
+                ports=children.service_ports(template["spec"], replica.main_container),
+            )
+            out.append(children.with_hash(service))
+        return out
 
+    def status(self, job: Job, observed: Observed) -> JobStatus:
+        """A JobStatus holding only the replica counts."""
+        return JobStatus(replica_statuses=replica_statuses(job, self.replicas(job), observed))
 
-def build(
-    job: JobBase,
-    observed: Observed,
-    replicas: Sequence[Replica],
-    rules: Sequence[StartupRule],
-    *,
-    role_of: Callable[[Replica], str | None],
-    env_for: EnvFor,
-    startup_timeout: int = 600,
-) -> list[dict[str, Any]]:
-    """A pod and a headless Service per replica; pods of gated replica types are left out
-    (their Services are created at once)."""
-    gate = startup.evaluate(rules, observed, started_at=None, timeout_seconds=startup_timeout)
-    specs = job.replica_specs()
-    out: list[dict[str, Any]] = []
-    for replica in replicas:
-        spec: ReplicaSpec = specs[replica.replica_type]
-        labels = children.replica_labels(job, replica.replica_type, replica.index, role_of(replica))
-        template = children.pod_template(
-            spec,
-            labels=labels,
-            restart_policy=children.pod_restart_policy(replica.restart_policy),
-            env_for=lambda i, c, r=replica: env_for(r, i, c),  # type: ignore[misc]
-        )
-        # Services are not gated: their names resolve as soon as the pods are Ready.
-        if replica.replica_type not in gate.blocked:
-            out.append(children.with_hash(children.pod(job, replica.pod_name, template)))
-        selector = {
-            k: labels[k] for k in (L.OPERATOR_NAME, L.JOB_NAME, L.REPLICA_TYPE, L.REPLICA_INDEX)
-        }
-        service = children.headless_service(
-            job,
-            replica.pod_name,
-            labels=labels,
-            selector=selector,
-            ports=children.service_ports(template["spec"], replica.main_container),
-        )
-        out.append(children.with_hash(service))
-    return out
+    def is_running(self, job: Job, observed: Observed) -> bool:
+        """Every replica has its pod, none is pending or failed, and at least one runs."""
+        pods = [observed.pods.get(r.pod_name) for r in self.replicas(job)]
+        if not pods or any(p is None for p in pods):
+            return False
+        present = [p for p in pods if p is not None]
+        if not all(podstate.is_running(p) or podstate.is_succeeded(p) for p in present):
+            return False
+        return any(podstate.is_running(p) for p in present)
+
+    def outcome(self, job: Job, observed: Observed) -> Outcome | None:
+        """The framework's success rule, answered from the pods."""
+        return success.from_pods(self.framework, job, observed)
 
 
 def replica_statuses(
-    job: JobBase, replicas: Sequence[Replica], observed: Observed
+    job: Job, replicas: Sequence[Replica], observed: Observed
 ) -> dict[str, ReplicaStatus]:
     """active / succeeded / failed pods and the selector, per replica type."""
     out: dict[str, ReplicaStatus] = {}
@@ -127,7 +171,7 @@ def replica_statuses(
             elif podstate.is_active(pod):
                 active += 1
         match = {
-            k: v for k, v in children.replica_labels(job, rtype, 0).items() if k != L.REPLICA_INDEX
+            k: v for k, v in children.replica_labels(job, rtype, 0).items() if k != K.REPLICA_INDEX
         }
         selector: LabelSelector = {"matchLabels": match}
         out[rtype] = ReplicaStatus(
@@ -135,22 +179,6 @@ def replica_statuses(
             succeeded=succeeded,
             failed=failed,
             label_selector=selector,
-            selector=L.job_selector(job.kind, job.name, rtype),
+            selector=K.job_selector(job.kind, job.name, rtype),
         )
     return out
-
-
-def status(job: JobBase, replicas: Sequence[Replica], observed: Observed) -> JobStatus:
-    """A JobStatus holding only the replica counts."""
-    return JobStatus(replica_statuses=replica_statuses(job, replicas, observed))
-
-
-def is_running(replicas: Sequence[Replica], observed: Observed) -> bool:
-    """Every replica has its pod, none is pending or failed, and at least one runs."""
-    pods = [observed.pods.get(r.pod_name) for r in replicas]
-    if not pods or any(p is None for p in pods):
-        return False
-    present = [p for p in pods if p is not None]
-    if not all(podstate.is_running(p) or podstate.is_succeeded(p) for p in present):
-        return False
-    return any(podstate.is_running(p) for p in present)

@@ -10,9 +10,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
+from typing import TYPE_CHECKING
 
-from kubetrain.api.common import JobStatus, RunPolicy
-from kubetrain.controller.conditions import parse_time
+from kubetrain.api.common import ConditionType, JobStatus, RunPolicy
+from kubetrain.controller import reasons as R
+from kubetrain.controller.conditions import format_time, parse_time
+from kubetrain.controller.decisions import Decision
+from kubetrain.controller.plugins.base import Outcome
+
+if TYPE_CHECKING:
+    from kubetrain.controller.draft import Draft
 
 #: Requeue this much after a due time, so the clock has passed it when the job is seen.
 SLACK_SECONDS = 0.05
@@ -52,3 +59,20 @@ def ttl_after_finished(
     seconds = run_policy.ttl_seconds_after_finished if run_policy else None
     end = parse_time(status.completion_time) if status else None
     return _due(end, seconds, now)
+
+
+def decide(draft: Draft) -> Decision:
+    """The job's clock: ``startTime`` (now, on a first or resumed start), and the failure
+    when ``activeDeadlineSeconds`` has passed since then, else a requeue for that moment."""
+    start_time = draft.status.start_time or format_time(draft.ctx.now)
+    started = draft.status.model_copy(update={"start_time": start_time})
+    due = active_deadline(draft.run_policy, started, draft.ctx.now)
+    decision = Decision(status={"start_time": start_time}, requeue_after=due.after)
+    if due.due:
+        seconds = draft.run_policy.active_deadline_seconds if draft.run_policy else None
+        decision.outcome = Outcome(
+            ConditionType.FAILED,
+            R.DEADLINE_EXCEEDED,
+            R.deadline_exceeded(draft.kind, draft.name, seconds or 0),
+        )
+    return decision

@@ -1,22 +1,25 @@
-"""``runPolicy.managedBy``: a job naming another controller is left alone entirely (no
-children, no status), so kubetrain can run next to Kueue's MultiKueue or a second
-operator. Absent, or one of the values in ``labels.MANAGED_BY_ACCEPTED`` (kubetrain's own
-and the upstream operators', since kubetrain replaces them), means kubetrain's."""
+"""``runPolicy.managedBy`` (a TrainJob's ``spec.managedBy``): a job naming another
+controller is left alone entirely (no children, no status), so kubetrain can run next to
+Kueue's MultiKueue or a second operator. Absent, or one of the values in
+``keys.MANAGED_BY_ACCEPTED`` (kubetrain's own and the upstream operators', since kubetrain
+replaces them, Trainer's ``trainjob-controller`` included), means kubetrain's."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
 from typing import Any
 
-from kubetrain.controller.labels import MANAGED_BY_ACCEPTED
+from kubetrain.api.keys import MANAGED_BY_ACCEPTED
 
 
 def managed_by(raw_job: Mapping[str, Any]) -> str | None:
     """The job's ``spec.runPolicy.managedBy`` as written (read from the raw object, so it
     is honoured even when the rest of the job is invalid)."""
     spec = raw_job.get("spec")
-    policy = spec.get("runPolicy") if isinstance(spec, Mapping) else None
-    value = policy.get("managedBy") if isinstance(policy, Mapping) else None
+    if not isinstance(spec, Mapping):
+        return None
+    policy = spec.get("runPolicy")
+    value = policy.get("managedBy") if isinstance(policy, Mapping) else spec.get("managedBy")
     return value if isinstance(value, str) else None
 
 

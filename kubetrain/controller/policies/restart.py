@@ -21,12 +21,17 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from kubetrain.api.common import ConditionType, RestartPolicy
+from kubetrain.api.common import ConditionStatus, ConditionType, RestartPolicy
 from kubetrain.controller import podstate
 from kubetrain.controller import reasons as R
+from kubetrain.controller.decisions import ConditionChange, Decision, Event, ref
 from kubetrain.controller.plugins.base import Observed, Outcome, Replica
 from kubetrain.controller.podstate import Termination
+
+if TYPE_CHECKING:
+    from kubetrain.controller.draft import Draft
 
 
 @dataclass(frozen=True)
@@ -45,6 +50,7 @@ class InPlaceRestart:
     """Containers of a live pod restarted since the operator last looked."""
 
     pod: str
+    replica_type: str
     uid: str
     count: int
     cause: Termination | None
@@ -85,6 +91,7 @@ def evaluate(
     counted: frozenset[str] = frozenset(),
     seen_restart_counts: Mapping[str, int] | None = None,
     tolerates_failure: Callable[[Replica], bool] = lambda r: False,
+    job_name: str = "",
 ) -> RestartVerdict:
     """Decide, for every failed pod, between recreating it and failing the job.
 
@@ -105,7 +112,9 @@ def evaluate(
         uid = podstate.uid(pod)
         if count > seen.get(uid, 0):
             in_place.append(
-                InPlaceRestart(replica.pod_name, uid, count, podstate.last_restart(pod))
+                InPlaceRestart(
+                    replica.pod_name, replica.replica_type, uid, count, podstate.last_restart(pod)
+                )
             )
     used = sum(made.values()) + in_place_total
     recreate: list[Recreate] = []
@@ -123,7 +132,14 @@ def evaluate(
             failure = Outcome(
                 ConditionType.FAILED,
                 R.lifecycle(kind, verb),
-                R.pod_failed(replica.pod_name, cause.describe(), replica.restart_policy.value),
+                R.pod_failed(
+                    kind,
+                    job_name,
+                    replica.replica_type,
+                    replica.pod_name,
+                    cause.describe(),
+                    replica.restart_policy.value,
+                ),
             )
             break
         if uid in counted:
@@ -133,7 +149,14 @@ def evaluate(
             failure = Outcome(
                 ConditionType.FAILED,
                 R.BACKOFF_LIMIT_EXCEEDED,
-                R.backoff_exceeded(replica.pod_name, cause.describe(), backoff_limit),
+                R.backoff_exceeded(
+                    kind,
+                    job_name,
+                    replica.replica_type,
+                    replica.pod_name,
+                    cause.describe(),
+                    backoff_limit,
+                ),
             )
             break
         used += 1
@@ -145,7 +168,14 @@ def evaluate(
         failure = Outcome(
             ConditionType.FAILED,
             R.BACKOFF_LIMIT_EXCEEDED,
-            R.backoff_exceeded(latest.pod if latest else "of the job", cause_text, backoff_limit),
+            R.backoff_exceeded(
+                kind,
+                job_name,
+                latest.replica_type if latest else "",
+                latest.pod if latest else "of the job",
+                cause_text,
+                backoff_limit,
+            ),
         )
     if failure is not None:
         return RestartVerdict(
@@ -154,3 +184,114 @@ def evaluate(
     return RestartVerdict(
         recreate=tuple(recreate), restarts=made, used=used, in_place=tuple(in_place)
     )
+
+
+def _limit(draft: Draft) -> int | None:
+    return draft.run_policy.backoff_limit if draft.run_policy else None
+
+
+def decide_failure(draft: Draft) -> Decision:
+    """Count in-place restarts (a metric and an Event each), and end the job when a failure
+    is not retried or the backoff limit is used up. The pods to recreate are kept on the
+    draft for :func:`decide_recreate`, which runs only if nothing else ends the job."""
+    job, plugin, ctx = draft.job, draft.plugin, draft.ctx
+    assert job is not None
+    limit = _limit(draft)
+    verdict = evaluate(
+        draft.kind,
+        plugin.replicas(job),
+        draft.observed,
+        backoff_limit=limit,
+        restarts=draft.persisted_restarts,
+        counted=ctx.counted_failures,
+        seen_restart_counts=ctx.seen_restart_counts,
+        tolerates_failure=lambda r: plugin.tolerates_failure(job, r),
+        job_name=draft.name,
+    )
+    draft.restart = verdict
+    decision = Decision(outcome=verdict.failure)
+    for restarted in verdict.in_place:
+        new_restarts = restarted.count - ctx.seen_restart_counts.get(restarted.uid, 0)
+        decision.seen_restart_counts[restarted.uid] = restarted.count
+        decision.metrics.extend(["restarted"] * new_restarts)
+        cause = restarted.cause.describe() if restarted.cause else "a container restarted"
+        reason = restarted.cause.reason if restarted.cause else "BackOff"
+        decision.events.append(
+            Event(
+                "Warning",
+                reason if reason != "Completed" else R.lifecycle(draft.kind, R.Verb.RESTARTING),
+                R.restarted_in_place(
+                    draft.kind,
+                    draft.name,
+                    restarted.replica_type,
+                    restarted.pod,
+                    cause,
+                    verdict.used,
+                    limit,
+                ),
+                key=f"restart/{restarted.uid}/{restarted.count}",
+            )
+        )
+    replica_statuses = dict(draft.replica_statuses)
+    for rtype, count in verdict.restarts.items():
+        if count and rtype in replica_statuses:
+            replica_statuses[rtype] = replica_statuses[rtype].model_copy(update={"restarts": count})
+    decision.replica_statuses = replica_statuses
+    return decision
+
+
+def decide_recreate(draft: Draft) -> Decision | None:
+    """Delete each failed pod to recreate (the build step creates it again), with the
+    Restarting condition, an Event and a metric for each restart counted now; remember
+    which failures were counted while their deletion is pending."""
+    verdict = draft.restart
+    if verdict is None:
+        return None
+    limit = _limit(draft)
+    live_uids = {podstate.uid(p) for p in draft.observed.pods.values()}
+    decision = Decision(
+        counted_failures=frozenset(
+            {u for u in draft.ctx.counted_failures if u in live_uids}
+            | {r.uid for r in verdict.recreate}
+        )
+    )
+    for item in verdict.recreate:
+        decision.delete.append(ref("Pod", draft.observed.pods[item.replica.pod_name]))
+        if item.counted_now:
+            decision.metrics.append("restarted")
+            decision.events.append(
+                Event(
+                    "Warning",
+                    item.cause.reason or R.lifecycle(draft.kind, R.Verb.RESTARTING),
+                    R.restarting(
+                        draft.kind,
+                        draft.name,
+                        item.replica.replica_type,
+                        item.replica.pod_name,
+                        item.cause.describe(),
+                        verdict.used,
+                        limit,
+                    ),
+                    key=f"recreate/{item.uid}",
+                )
+            )
+    if verdict.recreate:
+        first = verdict.recreate[0]
+        decision.conditions.append(
+            ConditionChange(
+                ConditionType.RESTARTING,
+                ConditionStatus.TRUE,
+                R.lifecycle(draft.kind, R.Verb.RESTARTING),
+                R.restarting(
+                    draft.kind,
+                    draft.name,
+                    first.replica.replica_type,
+                    first.replica.pod_name,
+                    first.cause.describe(),
+                    verdict.used,
+                    limit,
+                ),
+                event=None,
+            )
+        )
+    return decision

@@ -1,29 +1,34 @@
-"""When a job has succeeded, per kind (upstream's rules, stated once here):
-
-- PyTorchJob: the Master's pod succeeded; without a Master, every Worker's did (elastic
-  jobs: any Worker's);
-- TFJob: the Chief's (or Master's) pod succeeded; without one, Worker 0's, or every
-  Worker's with ``successPolicy: AllWorkers``;
-- MPIJob: the launcher Job is Complete (and Failed when the launcher Job Failed, with the
-  Job's reason and the last launcher pod's exit).
+"""When a job has succeeded: the framework's success rule (``kubetrain.frameworks``),
+answered from the job's pods, turned into the Succeeded outcome. MPIJob's launcher is a
+batch Job, so its Complete condition answers "the launcher succeeded", and its Failed
+condition ends the job with the Job's reason and the last launcher pod's exit.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from kubetrain.api.common import ConditionType
+from kubetrain.api.common import ConditionType, JobBase
 from kubetrain.controller import podstate
 from kubetrain.controller import reasons as R
-from kubetrain.controller.plugins.base import Observed, Outcome, Replica
+from kubetrain.controller.decisions import Decision
+from kubetrain.controller.plugins.base import Observed, Outcome
+from kubetrain.frameworks import Framework, replica_name
+from kubetrain.frameworks import mpi as mpi_framework
+
+if TYPE_CHECKING:
+    from kubetrain.controller.draft import Draft
 
 Obj = Mapping[str, Any]
 
 
-def _done(replica: Replica, observed: Observed) -> bool:
-    pod = observed.pods.get(replica.pod_name)
-    return pod is not None and podstate.is_succeeded(pod)
+def decide(draft: Draft) -> Decision | None:
+    """End the job when its plugin says it ended (the framework's success rule; MPI's
+    launcher Job also fails it)."""
+    assert draft.job is not None
+    outcome = draft.plugin.outcome(draft.job, draft.observed)
+    return Decision(outcome=outcome) if outcome is not None else None
 
 
 def _success(kind: str, name: str, detail: str, at: str | None = None) -> Outcome:
@@ -35,44 +40,21 @@ def _success(kind: str, name: str, detail: str, at: str | None = None) -> Outcom
     )
 
 
-def pytorch(
-    job_name: str, replicas: Sequence[Replica], observed: Observed, *, elastic: bool
+def from_pods(
+    framework: Framework,
+    job: JobBase,
+    observed: Observed,
+    pod_name: Callable[[str, str, int], str] = replica_name,
 ) -> Outcome | None:
-    """PyTorchJob: the Master succeeded; without one every Worker (elastic: any)."""
-    masters = [r for r in replicas if r.replica_type == "Master"]
-    workers = [r for r in replicas if r.replica_type == "Worker"]
-    if masters:
-        if all(_done(r, observed) for r in masters):
-            return _success("PyTorchJob", job_name, f"{masters[0].pod_name} completed")
-        return None
-    if workers and all(_done(r, observed) for r in workers):
-        return _success("PyTorchJob", job_name, f"all {len(workers)} workers completed")
-    if elastic:
-        first = next((r for r in workers if _done(r, observed)), None)
-        if first is not None:
-            return _success("PyTorchJob", job_name, f"{first.pod_name} completed (elastic)")
-    return None
+    """Succeeded when the framework's rule holds for the pods that succeeded
+    (``pod_name(job, replica type, index)`` names them)."""
 
+    def done(replica_type: str, index: int) -> bool:
+        pod = observed.pods.get(pod_name(job.name, replica_type, index))
+        return pod is not None and podstate.is_succeeded(pod)
 
-def tensorflow(
-    job_name: str, replicas: Sequence[Replica], observed: Observed, *, all_workers: bool
-) -> Outcome | None:
-    """TFJob: the Chief/Master succeeded; else Worker 0 (AllWorkers: every Worker)."""
-    chiefs = [r for r in replicas if r.replica_type in ("Chief", "Master")]
-    if chiefs:
-        if _done(chiefs[0], observed):
-            return _success("TFJob", job_name, f"{chiefs[0].pod_name} completed")
-        return None
-    workers = [r for r in replicas if r.replica_type == "Worker"]
-    if not workers:
-        return None
-    if all_workers:
-        if all(_done(r, observed) for r in workers):
-            return _success("TFJob", job_name, f"all {len(workers)} workers completed")
-        return None
-    if _done(workers[0], observed):
-        return _success("TFJob", job_name, f"{workers[0].pod_name} completed")
-    return None
+    detail = framework.succeeded(job, done)
+    return _success(job.kind, job.name, detail) if detail is not None else None
 
 
 def _true_condition(batch_job: Obj | None, kind: str) -> Obj | None:
@@ -83,14 +65,18 @@ def _true_condition(batch_job: Obj | None, kind: str) -> Obj | None:
     return None
 
 
-def mpi(job_name: str, launcher_job: Obj | None, launcher_pods: Sequence[Obj]) -> Outcome | None:
-    """MPIJob: the launcher Job's Complete or Failed condition."""
+def mpi(job: JobBase, launcher_job: Obj | None, launcher_pods: Sequence[Obj]) -> Outcome | None:
+    """MPIJob: the framework's rule, with the launcher Job's Complete condition saying
+    the launcher succeeded; its Failed condition fails the job."""
+    job_name = job.name
     launcher = f"{job_name}-launcher"
-    if _true_condition(launcher_job, "Complete") is not None:
+    complete = _true_condition(launcher_job, "Complete") is not None
+    detail = mpi_framework.FRAMEWORK.succeeded(
+        job, lambda rtype, _index: complete and rtype == mpi_framework.LAUNCHER
+    )
+    if detail is not None:
         at = ((launcher_job or {}).get("status") or {}).get("completionTime")
-        return _success(
-            "MPIJob", job_name, f"launcher Job {launcher} completed", str(at or "") or None
-        )
+        return _success(job.kind, job_name, detail, str(at or "") or None)
     failed = _true_condition(launcher_job, "Failed")
     if failed is None:
         return None
@@ -100,6 +86,6 @@ def mpi(job_name: str, launcher_job: Obj | None, launcher_pods: Sequence[Obj]) -
         detail += f"; last launcher pod: {podstate.failure(failed_pods[-1]).describe()}"
     return Outcome(
         ConditionType.FAILED,
-        str(failed.get("reason") or R.lifecycle("MPIJob", R.Verb.FAILED)),
-        f"launcher Job {launcher} failed: {detail}",
+        str(failed.get("reason") or R.lifecycle(job.kind, R.Verb.FAILED)),
+        R.launcher_failed(job.kind, job_name, launcher, detail),
     )

@@ -1,20 +1,27 @@
 """Suspend and resume (``runPolicy.suspend``).
 
 A suspended job has no pods: its pods, Services and (MPI) launcher Job are deleted, the
-Suspended condition is True and Running turns False. The MPI SSH Secret and ConfigMap
-stay (the key pair is generated once per job). On resume every child is built again
-from the *current* spec (mpi-operator#687: launcher changes were ignored), Suspended
-turns False with reason ``<Kind>Resumed``, and ``startTime`` restarts the deadline clock.
+Suspended condition is True and Running turns False; ``startTime`` stays as it was (as
+upstream keeps it) and no deadline runs. The MPI SSH Secret and ConfigMap stay (the key
+pair is generated once per job). On resume every child is built again from the
+*current* spec (mpi-operator#687: launcher changes were ignored), Suspended turns False
+with reason ``<Kind>Resumed``, and ``startTime`` is reset to the resume, restarting the
+deadline clock.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from kubetrain.api.common import RunPolicy
+from kubetrain.api.common import ConditionStatus, ConditionType, RunPolicy
+from kubetrain.controller import conditions as C
+from kubetrain.controller import reasons as R
+from kubetrain.controller.decisions import ChildRef, ConditionChange, Decision, ref
 from kubetrain.controller.plugins.base import Observed
-from kubetrain.controller.policies.cleanup import ChildRef, ref
+
+if TYPE_CHECKING:
+    from kubetrain.controller.draft import Draft
 
 #: Kinds of children deleted while a job is suspended.
 SUSPENDED_KINDS = ("Pod", "Service", "Job")
@@ -41,3 +48,40 @@ def children_to_delete(observed: Observed, keep: Iterable[str] = ()) -> list[Chi
                 continue
             out.append(ref(kind, obj))
     return [r for r in out if not r.deleting]
+
+
+def decide(draft: Draft) -> Decision | None:
+    """A suspended job: Suspended True, Running and Restarting False, its pods gone;
+    nothing else is decided. A resumed one: Suspended False, ``startTime`` now."""
+    kind, name = draft.kind, draft.name
+    if is_suspended(draft.run_policy):
+        reason = R.lifecycle(kind, R.Verb.SUSPENDED)
+        message = R.suspended(kind, name)
+        stopped = {
+            rt: st.model_copy(update={"active": 0}) for rt, st in draft.replica_statuses.items()
+        }
+        return Decision(
+            conditions=[
+                ConditionChange(ConditionType.SUSPENDED, ConditionStatus.TRUE, reason, message),
+                *(
+                    ConditionChange(c, ConditionStatus.FALSE, reason, message, in_place=True)
+                    for c in (ConditionType.RUNNING, ConditionType.RESTARTING)
+                ),
+            ],
+            delete=children_to_delete(draft.observed),
+            status={"replica_statuses": stopped},
+            final=True,
+        )
+    if C.is_true(draft.current, ConditionType.SUSPENDED):
+        return Decision(
+            conditions=[
+                ConditionChange(
+                    ConditionType.SUSPENDED,
+                    ConditionStatus.FALSE,
+                    R.lifecycle(kind, R.Verb.RESUMED),
+                    R.resumed(kind, name),
+                )
+            ],
+            status={"start_time": C.format_time(draft.ctx.now)},
+        )
+    return None

@@ -20,11 +20,11 @@ from tests.integration.operator.jobs import Jobs
 class RunningOperator:
     """An operator on a background thread; ``stop()`` shuts it down gracefully."""
 
-    def __init__(self, config: OperatorConfig, kubeconfig: Path) -> None:
+    def __init__(self, config: OperatorConfig, kubeconfig: Path, **options: Any) -> None:
         self.api = KubeApi.connect(
             str(kubeconfig), qps=config.kube_api_qps, burst=config.kube_api_burst
         )
-        self.operator = Operator(config, self.api, serve_http=False)
+        self.operator = Operator(config, self.api, serve_http=False, **options)
         self._stop = threading.Event()
         self.exit_code: int | None = None
         self._thread = threading.Thread(target=self._run, name="operator", daemon=True)

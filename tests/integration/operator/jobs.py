@@ -12,7 +12,7 @@ from kubernetes.client.exceptions import ApiException
 
 from cluster.fake_pods import exit_patch
 from cluster.topology import GPU_RESOURCE
-from kubetrain.controller import labels as L
+from kubetrain.api import keys as K
 from tests.integration.kube import condition, wait_for
 
 GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
@@ -46,19 +46,20 @@ def pytorch_job(
     restart_policy: str = "OnFailure",
     run_policy: dict[str, Any] | None = None,
     annotations: dict[str, str] | None = None,
+    gpus: int = 1,
 ) -> dict[str, Any]:
     specs: dict[str, Any] = {}
     if master:
         specs["Master"] = {
             "replicas": 1,
             "restartPolicy": restart_policy,
-            "template": template("pytorch"),
+            "template": template("pytorch", gpus=gpus),
         }
     if workers:
         specs["Worker"] = {
             "replicas": workers,
             "restartPolicy": restart_policy,
-            "template": template("pytorch"),
+            "template": template("pytorch", gpus=gpus),
         }
     job: dict[str, Any] = {
         "apiVersion": "kubeflow.org/v1",
@@ -196,7 +197,7 @@ class Jobs:
     # -- children ----------------------------------------------------------------------
 
     def _selector(self, job_name: str) -> str:
-        return f"{L.JOB_NAME}={job_name}"
+        return f"{K.JOB_NAME}={job_name}"
 
     def pods(self, job_name: str) -> dict[str, dict[str, Any]]:
         found = self.core.list_namespaced_pod(
@@ -283,3 +284,25 @@ def env_of(pod: dict[str, Any], container: int = 0) -> dict[str, str]:
     """A pod container's literal environment variables."""
     env = pod["spec"]["containers"][container].get("env") or []
     return {e["name"]: e.get("value", "") for e in env}
+
+
+def run_every_kind_to_success(jobs: Jobs, prefix: str) -> None:
+    """A PyTorchJob, a TFJob and an MPIJob from creation to Succeeded, their deciding
+    pods made to exit 0 once Running (what the operator must manage, whatever its
+    credentials)."""
+    pt, tf, mpi = f"{prefix}-pt", f"{prefix}-tf", f"{prefix}-mpi"
+    jobs.create(pytorch_job(pt, workers=1))
+    jobs.create(tf_job(tf, workers=1, ps=0))
+    jobs.create(mpi_job(mpi, workers=1))
+    for kind, name in (("PyTorchJob", pt), ("TFJob", tf), ("MPIJob", mpi)):
+        jobs.wait_condition(kind, name, "Running")
+    jobs.exit(f"{pt}-master-0", 0)
+    jobs.exit(f"{tf}-chief-0", 0)
+    (launcher,) = [
+        name
+        for name, pod in jobs.pods(mpi).items()
+        if pod["metadata"]["labels"].get(K.JOB_ROLE) == "launcher"
+    ]
+    jobs.exit(launcher, 0)
+    for kind, name in (("PyTorchJob", pt), ("TFJob", tf), ("MPIJob", mpi)):
+        jobs.wait_condition(kind, name, "Succeeded")

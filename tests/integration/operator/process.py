@@ -8,6 +8,7 @@ import socket
 import subprocess
 import sys
 import urllib.request
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tests.integration.kube import wait_for
@@ -21,32 +22,46 @@ def free_port() -> int:
 
 
 class OperatorProcess:
-    """One ``python -m kubetrain.commands.operator`` process, its log in ``log_path``."""
+    """One ``python -m kubetrain.commands.operator`` process, its log in ``log_path``.
+
+    ``kubeconfig=None`` gives it no kubeconfig at all (no flag, no ``$KUBECONFIG``): it
+    must find in-cluster credentials, as in a pod. ``wrapper`` runs it under another
+    command (e.g. ``unshare`` to mount a ServiceAccount volume where a pod has it);
+    ``env`` adds variables. It serves on 127.0.0.1 only.
+    """
 
     def __init__(
         self,
-        kubeconfig: Path,
-        namespace: str,
+        kubeconfig: Path | None,
+        namespace: str | None,
         log_path: Path,
         *,
         extra: tuple[str, ...] = (),
+        wrapper: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
     ) -> None:
         self.metrics_port = free_port()
         self.health_port = free_port()
         self.log_path = log_path
         self.args = [
+            *wrapper,
             sys.executable,
             "-m",
             "kubetrain.commands.operator",
-            f"--kubeconfig={kubeconfig}",
-            f"--namespace={namespace}",
+            *([f"--kubeconfig={kubeconfig}"] if kubeconfig is not None else []),
+            *([f"--namespace={namespace}"] if namespace is not None else []),
             f"--metrics-port={self.metrics_port}",
+            "--metrics-bind-address=127.0.0.1",
             f"--health-port={self.health_port}",
+            "--health-bind-address=127.0.0.1",
             "--workers=2",
             "--log-format=json",
             *extra,
         ]
-        self.env = {**os.environ, "POD_NAMESPACE": namespace}
+        self.env = {k: v for k, v in os.environ.items() if k != "KUBECONFIG"}
+        if namespace is not None:
+            self.env["POD_NAMESPACE"] = namespace
+        self.env.update(env or {})
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> OperatorProcess:
@@ -86,6 +101,19 @@ class OperatorProcess:
                 if head == name or head.startswith(name + "{"):
                     total += float(line.rsplit(" ", 1)[1])
         return total
+
+    def logs(self) -> str:
+        return self.log_path.read_text(errors="replace")
+
+    def pause(self) -> None:
+        """SIGSTOP: the process is frozen (a long GC, a stalled VM, a throttled node)."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        """SIGCONT: the frozen process runs on."""
+        assert self.proc is not None
+        self.proc.send_signal(signal.SIGCONT)
 
     def kill(self) -> None:
         """SIGKILL: no cleanup at all, as when a node dies."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 import base64
 import json
 
-from kubetrain.controller import labels as L
+from kubetrain.api import keys as K
 from tests.integration.kube import condition, wait_for
 from tests.integration.operator.conftest import RunningOperator
 from tests.integration.operator.jobs import Jobs, env_of, mpi_job, pytorch_job, tf_job
@@ -31,11 +31,11 @@ def test_pytorchjob_runs_to_success(operator: RunningOperator, jobs: Jobs) -> No
         assert _owned_by(services[name], job) and _owned_by(pods[name], job)
     master = pods["ddp-master-0"]
     assert master["metadata"]["labels"] == {
-        L.OPERATOR_NAME: "pytorchjob-controller",
-        L.JOB_NAME: "ddp",
-        L.REPLICA_TYPE: "master",
-        L.REPLICA_INDEX: "0",
-        L.JOB_ROLE: "master",
+        K.OPERATOR_NAME: "pytorchjob-controller",
+        K.JOB_NAME: "ddp",
+        K.REPLICA_TYPE: "master",
+        K.REPLICA_INDEX: "0",
+        K.JOB_ROLE: "master",
     }
     env = env_of(pods["ddp-worker-2"])
     # 4 nodes x nprocPerNode 2: WORLD_SIZE counts processes, not pods.
@@ -85,7 +85,7 @@ def test_tfjob_runs_to_success_when_the_chief_completes(
         "task": {"type": "worker", "index": 1},
         "environment": "cloud",
     }
-    assert pods["tf-chief-0"]["metadata"]["labels"][L.JOB_ROLE] == "master"
+    assert pods["tf-chief-0"]["metadata"]["labels"][K.JOB_ROLE] == "master"
 
     jobs.exit("tf-worker-0", 0)
     jobs.exit("tf-chief-0", 0)
@@ -121,8 +121,17 @@ def test_mpijob_launches_after_its_workers_and_succeeds_with_the_launcher(
     assert config["data"]["hostfile"] == (
         f"pi-worker-0.pi.{namespace}.svc slots=4\npi-worker-1.pi.{namespace}.svc slots=4\n"
     )
-    secret = jobs.secrets("pi")["pi-ssh"]
+    # The key pair's Secret has a generated name, recorded in the job's status: it is
+    # the only Secret of the job, and the one the pods mount.
+    current = jobs.get("MPIJob", "pi")
+    assert current is not None
+    recorded = current["status"]["sshAuthSecretName"]
+    assert recorded.startswith("pi-ssh-")
+    (secret,) = jobs.secrets("pi").values()
+    assert secret["metadata"]["name"] == recorded
     assert secret["type"] == "kubernetes.io/ssh-auth"
+    mounted = {v["name"]: v for v in workers[0]["spec"]["volumes"]}["ssh-auth"]
+    assert mounted["secret"]["secretName"] == recorded
     assert base64.b64decode(secret["data"]["ssh-publickey"]).startswith(b"ecdsa-sha2-nistp521 ")
     service = jobs.services("pi")["pi"]
     assert service["spec"]["clusterIP"] == "None"
@@ -153,7 +162,7 @@ def _launcher_pods(
     return {
         name
         for name, pod in found.items()
-        if pod["metadata"]["labels"].get(L.JOB_ROLE) == "launcher"  # type: ignore[index]
+        if pod["metadata"]["labels"].get(K.JOB_ROLE) == "launcher"  # type: ignore[index]
     }
 
 

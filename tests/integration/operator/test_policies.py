@@ -8,7 +8,7 @@ from datetime import datetime
 
 import pytest
 
-from kubetrain.controller import labels as L
+from kubetrain.api import keys as K
 from tests.integration.kube import condition, wait_for
 from tests.integration.operator.conftest import RunningOperator
 from tests.integration.operator.jobs import Jobs, env_of, mpi_job, pytorch_job
@@ -49,12 +49,14 @@ def test_ttl_deletes_a_finished_job_and_its_children(operator: RunningOperator, 
     [
         ("All", set()),
         ("Running", {"cp-master-0", "cp-worker-1"}),
-        ("None", {"cp-master-0", "cp-worker-1"}),
+        ("None", {"cp-master-0", "cp-worker-0", "cp-worker-1"}),
     ],
 )
 def test_clean_pod_policy_on_success(
     operator: RunningOperator, jobs: Jobs, policy: str, left: set[str]
 ) -> None:
+    """An explicit cleanPodPolicy acts at once, as upstream documents it: ``None`` keeps
+    even the rank still running."""
     jobs.create(pytorch_job("cp", workers=2, run_policy={"cleanPodPolicy": policy}))
     jobs.wait_running("cp", {"cp-master-0", "cp-worker-0", "cp-worker-1"})
     jobs.exit("cp-worker-1", 0)
@@ -64,11 +66,18 @@ def test_clean_pod_policy_on_success(
         what="cp-worker-1 Succeeded",
     )
     jobs.exit("cp-master-0", 0)
-    jobs.wait_condition("PyTorchJob", "cp", "Succeeded")
-    # cp-worker-0 was still running: stopped whatever the policy; finished pods stay
-    # (for their logs) unless the policy is All.
+    done = jobs.wait_condition("PyTorchJob", "cp", "Succeeded")
+    # cp-worker-0 was still running: stopped under Running, kept under None; finished
+    # pods stay (for their logs) unless the policy is All.
     pods = jobs.wait_pods("cp", lambda p: set(p) == left, what=f"pods {sorted(left)} left")
-    assert all(p["status"]["phase"] == "Succeeded" for p in pods.values())
+    phases = {name: p["status"]["phase"] for name, p in pods.items()}
+    expected = {n: "Running" if n == "cp-worker-0" else "Succeeded" for n in left}
+    assert phases == expected
+    # Counted as it is: the rank still running (or stopped) is not reported succeeded.
+    worker = done["status"]["replicaStatuses"]["Worker"]
+    assert worker.get("succeeded", 0) == 1
+    if policy == "None":
+        assert worker.get("active", 0) == 1
     services = wait_for(
         lambda: set(jobs.services("cp")), lambda s: s == left, what=f"Services {sorted(left)}"
     )
@@ -113,7 +122,8 @@ def test_suspended_mpijob_deletes_its_launcher_and_recreates_it_on_resume(
 ) -> None:
     jobs.create(mpi_job("msus", workers=1))
     jobs.wait_condition("MPIJob", "msus", "Running")
-    secret_uid = jobs.secrets("msus")["msus-ssh"]["metadata"]["uid"]
+    (secret,) = jobs.secrets("msus").values()
+    secret_uid = secret["metadata"]["uid"]
     jobs.patch("MPIJob", "msus", {"spec": {"runPolicy": {"suspend": True}}})
     jobs.wait_condition("MPIJob", "msus", "Suspended")
     wait_for(lambda: jobs.batch_jobs("msus"), lambda j: not j, what="the launcher Job deleted")
@@ -122,11 +132,12 @@ def test_suspended_mpijob_deletes_its_launcher_and_recreates_it_on_resume(
     jobs.wait_condition("MPIJob", "msus", "Running")
     assert set(jobs.batch_jobs("msus")) == {"msus-launcher"}
     # The SSH key pair is generated once per job.
-    assert jobs.secrets("msus")["msus-ssh"]["metadata"]["uid"] == secret_uid
+    (kept,) = jobs.secrets("msus").values()
+    assert kept["metadata"]["uid"] == secret_uid
 
 
 def test_startup_gate_times_out_with_the_reason(operator: RunningOperator, jobs: Jobs) -> None:
-    job = pytorch_job("stuck", workers=2, annotations={L.STARTUP_TIMEOUT_ANNOTATION: "2"})
+    job = pytorch_job("stuck", workers=2, annotations={K.STARTUP_TIMEOUT_ANNOTATION: "2"})
     master = job["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]["containers"][0]
     master["resources"]["limits"]["nvidia.com/gpu"] = "1000"  # no node has that many
     jobs.create(job)

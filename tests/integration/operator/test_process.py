@@ -3,7 +3,8 @@ leader election where only the leader acts."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import json
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -107,3 +108,69 @@ def test_only_the_leader_acts_and_a_standby_takes_over(
 def _holder(api_client: client.ApiClient, namespace: str) -> str | None:
     lease = client.CoordinationV1Api(api_client).read_namespaced_lease("kubetrain-test", namespace)
     return lease.spec.holder_identity if lease.spec is not None else None
+
+
+def test_a_leader_paused_past_its_lease_writes_nothing_when_it_resumes(
+    installed_crds: list[dict[str, Any]],
+    kubeconfig: Path,
+    namespace: str,
+    jobs: Jobs,
+    api_client: client.ApiClient,
+    processes: list[OperatorProcess],
+    tmp_path: Path,
+) -> None:
+    """SIGSTOP the leader past its Lease (15 s): the standby takes over. While the old
+    leader is frozen, work piles up for it (its watches buffer the events). Resumed, it
+    must not write a thing: it cannot prove its Lease is current, so every write is
+    refused until it learns it lost, and then it exits."""
+    election = ("--leader-elect=true", "--leader-election-id=kubetrain-test")
+    one = OperatorProcess(kubeconfig, namespace, tmp_path / "one.log", extra=election).start()
+    processes.append(one)
+    wait_for(lambda: one.metric("kubetrain_is_leader"), lambda v: v == 1, what="one leads")
+    two = OperatorProcess(kubeconfig, namespace, tmp_path / "two.log", extra=election).start()
+    processes.append(two)
+    jobs.create(pytorch_job("before", workers=1))
+    jobs.wait_condition("PyTorchJob", "before", "Running")
+    writes_before_pause = _settled(lambda: one.metric("kubetrain_api_writes"))
+
+    one.pause()
+    try:
+        wait_for(
+            lambda: two.metric("kubetrain_is_leader"),
+            lambda v: v == 1,
+            what="the standby to take the expired Lease",
+            timeout=60,
+        )
+        # Work the frozen replica will find queued when it wakes up.
+        jobs.create(pytorch_job("during", workers=1))
+        jobs.wait_condition("PyTorchJob", "during", "Running")
+        jobs.exit("before-master-0", 0)
+        jobs.wait_condition("PyTorchJob", "before", "Succeeded")
+    finally:
+        one.resume()
+    assert one.proc is not None
+    assert one.proc.wait(timeout=30) == 1  # it learnt it lost the Lease, and stopped
+    stopped = [
+        json.loads(line)
+        for line in one.logs().splitlines()
+        if line.startswith("{") and json.loads(line).get("msg") == "stopped"
+    ]
+    assert stopped and stopped[-1]["api_writes"] == writes_before_pause
+    # The new leader carries on undisturbed.
+    jobs.exit("during-master-0", 0)
+    jobs.wait_condition("PyTorchJob", "during", "Succeeded")
+    assert two.metric("kubetrain_jobs_succeeded_total") == 2
+
+
+def _settled(read: Callable[[], float]) -> float:
+    """A counter's value once it stopped moving for a second (trailing Events sent)."""
+    last = [read()]
+
+    def observe() -> tuple[float, float]:
+        previous, last[0] = last[0], read()
+        return previous, last[0]
+
+    _before, now = wait_for(
+        observe, lambda pair: pair[0] == pair[1], what="writes to settle", interval=1.0
+    )
+    return now

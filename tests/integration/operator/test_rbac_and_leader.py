@@ -3,90 +3,47 @@ failing over when a leader dies without releasing its Lease."""
 
 from __future__ import annotations
 
-import base64
 import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client
 
 from kubetrain.controller.config import OperatorConfig
-from kubetrain.controller.kube import KubeApi, Resource
+from kubetrain.controller.kube import KubeApi
 from kubetrain.controller.leader import LeaderElector
 from kubetrain.controller.operator import Operator
-from kubetrain.controller.rbac import leader_election_rules, operator_rules
+from kubetrain.controller.rbac import cluster_rules, leader_election_rules, operator_rules
+from tests.integration.credentials import (
+    create_service_account,
+    request_token,
+    write_token_kubeconfig,
+)
 from tests.integration.kube import condition
 from tests.integration.operator.jobs import Jobs, mpi_job, pytorch_job
 
-SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
-ROLES = Resource("rbac.authorization.k8s.io", "v1", "roles", "Role")
-ROLE_BINDINGS = Resource("rbac.authorization.k8s.io", "v1", "rolebindings", "RoleBinding")
 
-
-def _service_account_api(kubeconfig: Path, namespace: str, config: OperatorConfig) -> KubeApi:
-    """A KubeApi authenticated as a ServiceAccount bound to exactly the declared rules."""
+def _service_account_api(
+    kubeconfig: Path, namespace: str, config: OperatorConfig, tmp_path: Path
+) -> KubeApi:
+    """A KubeApi loaded, like the operator's in a cluster, from a kubeconfig whose only
+    credential is a ServiceAccount token bound to exactly the declared rules."""
     admin = KubeApi.connect(str(kubeconfig))
     try:
-        meta = {"name": "operator", "namespace": namespace}
-        admin.create(
-            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": meta},
-            resource=SERVICE_ACCOUNTS,
+        create_service_account(
+            admin,
+            namespace,
+            "operator",
+            [("operator", operator_rules(config)), ("operator-lease", leader_election_rules())],
+            cluster_roles=[("operator", cluster_rules(config))],
         )
-        subject = [{"kind": "ServiceAccount", "name": "operator", "namespace": namespace}]
-        for name, rules in (
-            ("operator", operator_rules(config)),
-            ("operator-lease", leader_election_rules()),
-        ):
-            role_meta = {"name": name, "namespace": namespace}
-            admin.create(
-                {
-                    "apiVersion": "rbac.authorization.k8s.io/v1",
-                    "kind": "Role",
-                    "metadata": role_meta,
-                    "rules": [r.to_wire() for r in rules],
-                },
-                resource=ROLES,
-            )
-            admin.create(
-                {
-                    "apiVersion": "rbac.authorization.k8s.io/v1",
-                    "kind": "RoleBinding",
-                    "metadata": role_meta,
-                    "roleRef": {
-                        "apiGroup": "rbac.authorization.k8s.io",
-                        "kind": "Role",
-                        "name": name,
-                    },
-                    "subjects": subject,
-                },
-                resource=ROLE_BINDINGS,
-            )
-        token = admin.request(
-            "POST",
-            SERVICE_ACCOUNTS.path(namespace, "operator", "token"),
-            body={
-                "apiVersion": "authentication.k8s.io/v1",
-                "kind": "TokenRequest",
-                "spec": {"expirationSeconds": 3600},
-            },
-        )["status"]["token"]
+        token = request_token(admin, namespace, "operator")
     finally:
         admin.close()
-    cluster = yaml.safe_load(kubeconfig.read_text())["clusters"][0]["cluster"]
-    configuration = client.Configuration()
-    configuration.host = cluster["server"]
-    if "certificate-authority" in cluster:
-        configuration.ssl_ca_cert = cluster["certificate-authority"]
-    else:
-        ca = kubeconfig.parent / f"{namespace}-ca.crt"
-        ca.write_bytes(base64.b64decode(cluster["certificate-authority-data"]))
-        configuration.ssl_ca_cert = str(ca)
-    configuration.api_key = {"authorization": str(token)}
-    configuration.api_key_prefix = {"authorization": "Bearer"}
-    return KubeApi(configuration, qps=100, burst=200)
+    path = write_token_kubeconfig(kubeconfig, token, tmp_path / "operator.kubeconfig")
+    return KubeApi.connect(str(path), qps=100, burst=200)
 
 
 @pytest.fixture
@@ -95,10 +52,11 @@ def restricted_operator(
     kubeconfig: Path,
     namespace: str,
     monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> Iterator[Operator]:
     config = OperatorConfig(namespaces=(namespace,), workers=2, leader_elect=True)
     monkeypatch.setenv("POD_NAMESPACE", namespace)
-    api = _service_account_api(kubeconfig, namespace, config)
+    api = _service_account_api(kubeconfig, namespace, config, tmp_path)
     operator = Operator(config, api, serve_http=False)
     stop = threading.Event()
     thread = threading.Thread(target=operator.run, args=(stop,), daemon=True)

@@ -163,7 +163,7 @@ def test_pytorch_scale_subresource_and_printer_columns() -> None:
         (
             "PyTorchJob",
             [
-                "at most one Master",
+                "Master must have exactly 1 replica",
                 "elasticPolicy needs a Worker",
                 "minReplicas must be <=",
                 "nProcPerNode, not both",

@@ -7,14 +7,14 @@ from typing import Any
 import pytest
 
 from kubetrain.api import JobValidationError, load_job
-from kubetrain.api.invariants import (
+from kubetrain.api.invariants import NAME_FITS
+from kubetrain.api.kind_invariants import (
     MPI_NEEDS_WORKER,
     MPI_ONE_LAUNCHER,
-    NAME_FITS,
     PYTORCH_ELASTIC_BOUNDS,
     PYTORCH_ELASTIC_NEEDS_WORKER,
-    PYTORCH_MASTER_AT_MOST_ONE,
     PYTORCH_NPROC_ONCE,
+    PYTORCH_ONE_MASTER,
     TF_ONE_CHIEF,
 )
 from tests.unit.api.helpers import mpi_job, pod, pytorch_job, set_path, tf_job
@@ -36,7 +36,7 @@ CASES: dict[str, tuple[dict[str, Any], str, str]] = {
     "unknown-replica-type": (
         set_path(pytorch_job(), "spec.pytorchReplicaSpecs.Wroker", {"template": pod()}),
         "spec.pytorchReplicaSpecs.Wroker",
-        "replica type must be 'Master' or 'Worker'",
+        "replica type must be one of: Master, Worker",
     ),
     "unknown-restart-policy": (
         set_path(pytorch_job(), f"{W}.restartPolicy", "Sometimes"),
@@ -109,7 +109,7 @@ CASES: dict[str, tuple[dict[str, Any], str, str]] = {
     "two-masters": (
         set_path(pytorch_job(), "spec.pytorchReplicaSpecs.Master.replicas", 2),
         "spec.pytorchReplicaSpecs.Master.replicas",
-        PYTORCH_MASTER_AT_MOST_ONE,
+        PYTORCH_ONE_MASTER,
     ),
     "elastic-without-worker": (
         {

@@ -91,18 +91,22 @@ _run_policy = st.fixed_dictionaries(
 )
 
 
-def _replica(container: str) -> st.SearchStrategy[dict[str, Any]]:
+def _replica(
+    container: str, replicas: st.SearchStrategy[int] = _replicas
+) -> st.SearchStrategy[dict[str, Any]]:
     return st.fixed_dictionaries(
         {"template": st.just(pod(container))},
-        optional={"replicas": _replicas, "restartPolicy": _restart},
+        optional={"replicas": replicas, "restartPolicy": _restart},
     )
 
 
 @st.composite
 def _pytorch_jobs(draw: st.DrawFn) -> dict[str, Any]:
-    specs: dict[str, Any] = {"Worker": draw(_replica("pytorch"))}
+    # Valid PyTorchJobs, as upstream's webhook defines them: a Worker has at least one
+    # replica, a Master exactly one.
+    specs: dict[str, Any] = {"Worker": draw(_replica("pytorch", st.integers(1, 64)))}
     if draw(st.booleans()):
-        specs["Master"] = {**draw(_replica("pytorch")), "replicas": draw(st.integers(0, 1))}
+        specs["Master"] = {**draw(_replica("pytorch")), "replicas": 1}
     spec: dict[str, Any] = {"pytorchReplicaSpecs": specs, "runPolicy": draw(_run_policy)}
     if draw(st.booleans()):
         spec["nprocPerNode"] = draw(st.sampled_from(["auto", "cpu", "gpu", "1", "8"]))

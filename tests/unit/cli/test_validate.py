@@ -65,7 +65,7 @@ def test_rejects_missing_file_and_bad_yaml(
     assert "broken.yaml" in err and "valid YAML" in err
 
 
-def test_crds_command_prints_three_crds(capsys: pytest.CaptureFixture[str]) -> None:
+def test_crds_command_prints_the_six_crds(capsys: pytest.CaptureFixture[str]) -> None:
     import yaml
 
     assert main(["crds"]) == 0
@@ -74,7 +74,13 @@ def test_crds_command_prints_three_crds(capsys: pytest.CaptureFixture[str]) -> N
         "pytorchjobs.kubeflow.org",
         "tfjobs.kubeflow.org",
         "mpijobs.kubeflow.org",
+        "trainjobs.trainer.kubeflow.org",
+        "trainingruntimes.trainer.kubeflow.org",
+        "clustertrainingruntimes.trainer.kubeflow.org",
     ]
+    assert main(["crds", "--kind", "TrainJob", "--kind", "ClusterTrainingRuntime"]) == 0
+    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    assert [d["spec"]["names"]["kind"] for d in docs] == ["TrainJob", "ClusterTrainingRuntime"]
 
 
 def test_console_script_runs() -> None:
@@ -88,3 +94,152 @@ def test_console_script_runs() -> None:
     )
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("ok ")
+
+
+# --- hostile files (issue 15 item 1): a message naming the file and path, exit 1 ------------
+
+
+def _hostile_files(tmp_path: Path) -> dict[str, tuple[Path, str]]:
+    """name -> (file, what its message must say)."""
+    key = "k" * 100_000
+    bomb = "a: &a [" + ",".join(["xxxxxxxx"] * 100) + "]\n"
+    bomb += "b: &b [" + ",".join(["*a"] * 100) + "]\n"
+    bomb += "c: [" + ",".join(["*b"] * 100) + "]\n"
+    snake = (
+        "apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {name: a}\n"
+        "spec:\n  pytorch_replica_specs:\n    Worker:\n      template: {spec: x}\n"
+    )
+    texts: dict[str, tuple[bytes, str]] = {
+        "deep": (
+            ("kind: PyTorchJob\nspec:\n  x: " + "[" * 900 + "]" * 900 + "\n").encode(),
+            "spec.x[0][0]",
+        ),
+        "not-utf8": (b"kind: PyTorchJob\nmetadata: {name: \xff}\n", "is not UTF-8"),
+        "alias-bomb": (bomb.encode(), "once YAML aliases are expanded"),
+        "huge-key": (
+            # An explicit key: YAML limits implicit ones to 1024 characters.
+            f"apiVersion: kubeflow.org/v1\nkind: PyTorchJob\nmetadata: {{name: a}}\n"
+            f"spec:\n  ? {key}\n  : 1\n".encode(),
+            "(100005 characters)",
+        ),
+        "snake-case": (snake.encode(), "did you mean 'pytorchReplicaSpecs'?"),
+        "too-large": (b"a: " + b"x" * (3 * 1024 * 1024) + b"\n", "must be at most 3,145,728"),
+        "duplicate-key": (b"kind: PyTorchJob\nkind: TFJob\n", "duplicate key 'kind'"),
+    }
+    out = {}
+    for name, (data, fragment) in texts.items():
+        path = tmp_path / f"{name}.yaml"
+        path.write_bytes(data)
+        out[name] = (path, fragment)
+    return out
+
+
+def _kubetrain(*args: str) -> subprocess.CompletedProcess[str]:
+    exe = Path(sys.executable).parent / "kubetrain"
+    return subprocess.run(
+        [str(exe), *args], capture_output=True, text=True, cwd=REPO_ROOT, check=False
+    )
+
+
+def test_rejects_hostile_files_with_a_message_and_no_traceback(tmp_path: Path) -> None:
+    files = _hostile_files(tmp_path)
+    result = _kubetrain("validate", *(str(path) for path, _ in files.values()))
+    assert result.returncode == 1
+    assert "Traceback" not in result.stderr
+    for name, (path, fragment) in files.items():
+        lines = [line for line in result.stderr.splitlines() if line.startswith(str(path))]
+        assert lines, f"{name}: no message for {path}"
+        block = result.stderr[result.stderr.index(lines[0]) :][:2000]
+        assert fragment in block, f"{name}: {fragment!r} not in {block[:500]!r}"
+    assert len(result.stderr) < 20_000  # capped: no file is echoed back
+    assert f"{len(files)} of {len(files)} document(s) invalid" in result.stderr
+
+
+def test_run_local_rejects_hostile_files_the_same_way(tmp_path: Path) -> None:
+    for name, (path, fragment) in _hostile_files(tmp_path).items():
+        result = _kubetrain("run", "--local", "--dry-run", str(path))
+        assert result.returncode == 1, (name, result.stderr[-500:])
+        assert "Traceback" not in result.stderr, name
+        assert fragment in result.stderr, (name, result.stderr[:500])
+
+
+def test_validate_reads_stdin(capsys: pytest.CaptureFixture[str]) -> None:
+    manifest = (EXAMPLES / "tfjob.yaml").read_bytes()
+    result = subprocess.run(
+        [str(Path(sys.executable).parent / "kubetrain"), "validate", "-"],
+        input=manifest,
+        capture_output=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.decode().startswith("ok -: TFJob/tf-ps")
+
+
+def test_validate_applies_the_clusters_replica_limits(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    job = (EXAMPLES / "pytorchjob.yaml").read_text().replace("replicas: 3", "replicas: 8")
+    path = tmp_path / "job.yaml"
+    path.write_text(job)
+    assert main(["validate", str(path)]) == 0
+    assert main(["validate", "--max-replicas-per-type", "4", str(path)]) == 1
+    err = capsys.readouterr().err
+    assert (
+        "spec.pytorchReplicaSpecs.Worker.replicas: 8 is invalid: replicas must be at most 4 "
+        "per replica type" in err
+    )
+    assert main(["validate", "--max-replicas-per-type", "0", str(path)]) == 2
+    assert "max_replicas_per_type (0) must be between 1" in capsys.readouterr().err
+
+
+def test_validate_accepts_upstreams_examples(capsys: pytest.CaptureFixture[str]) -> None:
+    import yaml
+
+    paths = sorted((REPO_ROOT / "tests" / "data" / "upstream").rglob("*.yaml"))
+    files = [str(p) for p in paths]
+    documents = sum(len([d for d in yaml.safe_load_all(p.read_text()) if d]) for p in paths)
+    assert len(files) >= 35
+    assert main(["validate", *files]) == 0, capsys.readouterr().err
+    # One line per document (Trainer's examples hold a runtime and a TrainJob in one file).
+    assert len(capsys.readouterr().out.splitlines()) == documents
+
+
+def test_validate_describes_trainer_objects_and_notes_sdk_traps(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    upstream = REPO_ROOT / "tests" / "data" / "upstream" / "trainer-v2.3.0"
+    runtime = upstream / "manifests" / "base" / "runtimes" / "deepspeed_distributed.yaml"
+    memory_only = tmp_path / "memory.yaml"
+    memory_only.write_text(
+        "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: m}\n"
+        "spec:\n  runtimeRef: {name: torch-distributed}\n"
+        "  trainer: {resourcesPerNode: {limits: {memory: 8Gi}}}\n"
+    )
+    assert main(["validate", str(runtime), str(EXAMPLES / "trainjob.yaml"), str(memory_only)]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert out[0].endswith(
+        "ClusterTrainingRuntime/deepspeed-distributed: framework deepspeed, mlPolicy mpi, "
+        "1 node(s), replicatedJobs node, launcher"
+    )
+    assert out[1].endswith("TrainJob/mnist-ddp: ClusterTrainingRuntime/torch-gpu, 4 node(s)")
+    assert (
+        "TrainJob/m: ClusterTrainingRuntime/torch-distributed, the runtime's node count; " in out[2]
+    )
+    assert "note: spec.trainer.resourcesPerNode has resource limits with none of" in out[2]
+
+
+def test_validate_reports_trainer_rules_with_their_messages(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(
+        "apiVersion: trainer.kubeflow.org/v1alpha1\nkind: TrainJob\nmetadata: {name: bad}\n"
+        "spec:\n  runtimeRef: {name: torch-distributed}\n  managedBy: me/controller\n"
+        "  trainer:\n    numNodes: 0\n    env: [{name: PET_NNODES, value: '4'}]\n"
+    )
+    assert main(["validate", str(bad)]) == 1
+    err = capsys.readouterr().err
+    assert f"{bad} document 1: 3 error(s):" in err
+    assert 'spec.managedBy: "me/controller" is invalid: spec.managedBy must be one of' in err
+    assert "spec.trainer.numNodes: 0 is invalid: must be >= 1" in err
+    assert 'spec.trainer.env[0].name: "PET_NNODES" is invalid: spec.trainer.env must not set' in err

@@ -18,7 +18,10 @@ from cryptography import x509
 
 from cluster.kueue import (
     DISABLED_FEATURES,
+    TRAINER_RUNTIME_CRDS,
+    TRAINJOB_CRD,
     KueueError,
+    check_trainjob_crds,
     crd_manifests,
     kueue_config,
     webhook_configurations,
@@ -301,3 +304,18 @@ def test_serving_certificate_is_not_trusted_for_another_name(tmp_path: Path) -> 
     assert names.get_values_for_type(x509.DNSName) == []
     with pytest.raises(ValueError, match=r"at least one IP address or DNS name"):
         write_serving_certificate(tmp_path, ip_addresses=(), dns_names=())
+
+
+def test_trainjob_integration_accepts_trainers_three_crds() -> None:
+    check_trainjob_crds([TRAINJOB_CRD, *TRAINER_RUNTIME_CRDS, "jobsets.jobset.x-k8s.io"])
+
+
+def test_rejects_the_trainjob_integration_without_trainers_runtime_crds() -> None:
+    # Kueue would exit at start ("setting index on runtimeClass for TrainingRuntime").
+    with pytest.raises(KueueError) as raised:
+        check_trainjob_crds([TRAINJOB_CRD])
+    message = str(raised.value)
+    assert "trainer.kubeflow.org/trainjob integration needs the CRDs" in message, message
+    assert message.split("missing: ")[1].startswith(
+        "clustertrainingruntimes.trainer.kubeflow.org, trainingruntimes.trainer.kubeflow.org."
+    ), message

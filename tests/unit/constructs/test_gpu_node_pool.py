@@ -13,13 +13,13 @@ import cdk8s
 import pytest
 
 from kubetrain.api import load_job
-from kubetrain.constructs.gpu import (
+from kubetrain.constructs.mpi_job import MPIJob, MPIJobProps
+from kubetrain.constructs.nccl import NcclProfile
+from kubetrain.constructs.node_pool import (
     GpuNodePool,
     GpuNodePoolProps,
     Taint,
 )
-from kubetrain.constructs.mpi_job import MPIJob, MPIJobProps
-from kubetrain.constructs.nccl import NcclProfile
 from kubetrain.constructs.objects import manifests
 from kubetrain.constructs.pytorch_job import PyTorchJob, PyTorchJobProps
 from kubetrain.constructs.types import Image, Quantity, Resources
@@ -84,6 +84,8 @@ def test_default_objects_schema_and_snapshot() -> None:
         "ServiceAccount",
         "ClusterRole",
         "ClusterRoleBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
         "DaemonSet",
         "MPIJob",
     ]
@@ -132,7 +134,7 @@ def test_tuner_rbac_is_get_and_patch_on_nodes_only() -> None:
     assert daemon_set["spec"]["template"]["spec"]["serviceAccountName"] == "h100-ib-node-tuner"
 
 
-def test_tuner_daemon_set_runs_privileged_on_the_pool_with_the_host_read_only() -> None:
+def test_tuner_sets_sysctls_in_a_privileged_init_step_and_checks_unprivileged() -> None:
     _, objs = synth(taints=(Taint(key="kubetrain.dev/gpu-pool", value="h100-ib"),))
     spec = one(objs, "DaemonSet")["spec"]["template"]["spec"]
     assert spec["nodeSelector"] == {"nvidia.com/gpu.product": H100}
@@ -146,19 +148,40 @@ def test_tuner_daemon_set_runs_privileged_on_the_pool_with_the_host_read_only() 
         },
     ]
     assert spec["hostNetwork"] is True and spec["dnsPolicy"] == "ClusterFirstWithHostNet"
-    (container,) = spec["containers"]
-    assert container["command"] == ["python", "-m", "kubetrain.node_tuner"]
-    assert container["image"] == str(TUNER)
-    assert container["securityContext"]["privileged"] is True
-    assert container["securityContext"]["runAsUser"] == 0
-    (mount,) = container["volumeMounts"]
-    assert mount["mountPath"] == "/host" and mount["readOnly"] is True
+    (apply_step,) = spec["initContainers"]
+    (checker,) = spec["containers"]
+    for container in (apply_step, checker):
+        assert container["command"] == ["python", "-m", "kubetrain.node_tuner"]
+        assert container["image"] == str(TUNER)
+        (mount,) = container["volumeMounts"]
+        assert mount["mountPath"] == "/host" and mount["readOnly"] is True
+        node_name = {e["name"]: e for e in container["env"]}["NODE_NAME"]
+        assert node_name["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
     assert spec["volumes"] == [
         {"name": "host-root", "hostPath": {"path": "/", "type": "Directory"}}
     ]
-    node_name = {e["name"]: e for e in container["env"]}["NODE_NAME"]
-    assert node_name["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
-    assert container["args"] == [
+    # Only the step that writes host sysctls is privileged, and it exits.
+    assert apply_step["securityContext"]["privileged"] is True
+    assert apply_step["securityContext"]["runAsUser"] == 0
+    assert apply_step["args"] == [
+        "--phase=apply",
+        "--host-root=/host",
+        "--proc-root=/proc",
+        "--sysctl=net.core.rmem_max=67108864",
+        "--sysctl=net.core.wmem_max=67108864",
+    ]
+    # The long-running checker, which holds the token that labels nodes, is not.
+    assert checker["securityContext"] == {
+        "allowPrivilegeEscalation": False,
+        "readOnlyRootFilesystem": True,
+        "runAsNonRoot": True,
+        "runAsUser": 65532,
+        "runAsGroup": 65532,
+        "capabilities": {"drop": ["ALL"]},
+        "seccompProfile": {"type": "RuntimeDefault"},
+    }
+    assert checker["args"] == [
+        "--phase=check",
         "--host-root=/host",
         "--proc-root=/proc",
         "--interval=300",
@@ -166,6 +189,31 @@ def test_tuner_daemon_set_runs_privileged_on_the_pool_with_the_host_read_only() 
         "--sysctl=net.core.wmem_max=67108864",
         "--require-peermem",
     ]
+
+
+def test_node_patch_policy_binds_the_tuner_to_its_node_and_its_own_keys() -> None:
+    pool, objs = synth()
+    policy = one(objs, "ValidatingAdmissionPolicy")
+    spec = policy["spec"]
+    assert spec["matchConstraints"]["resourceRules"] == [
+        {"apiGroups": [""], "apiVersions": ["v1"], "operations": ["UPDATE"], "resources": ["nodes"]}
+    ]
+    assert spec["matchConditions"] == [
+        {
+            "name": "the-node-tuner",
+            "expression": "request.userInfo.username == "
+            "'system:serviceaccount:kubetrain-gpu:h100-ib-node-tuner'",
+        }
+    ]
+    messages = [v["message"] for v in spec["validations"]]
+    assert messages[0] == "the node tuner may change only the node its pod runs on"
+    assert "kubetrain.dev/ labels" in messages[1] and "kubetrain.dev/ annotations" in messages[2]
+    binding = one(objs, "ValidatingAdmissionPolicyBinding")
+    assert binding["spec"] == {
+        "policyName": policy["metadata"]["name"],
+        "validationActions": ["Deny"],
+    }
+    assert pool.tuner_user == "system:serviceaccount:kubetrain-gpu:h100-ib-node-tuner"
 
 
 @pytest.mark.parametrize(
@@ -204,6 +252,8 @@ def test_no_preflight_and_no_namespace_when_disabled() -> None:
         "ServiceAccount",
         "ClusterRole",
         "ClusterRoleBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
         "DaemonSet",
     ]
     assert pool.preflight is None

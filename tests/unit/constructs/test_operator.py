@@ -41,9 +41,12 @@ def test_default_objects_and_schema() -> None:
         "ServiceAccount",
         "ClusterRole",
         "ClusterRoleBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
         "Deployment",
         "Service",
         "PodDisruptionBudget",
+        "NetworkPolicy",
         "NetworkPolicy",
     ]
     assert_valid(objs)
@@ -59,31 +62,36 @@ def test_namespace_is_pod_security_restricted() -> None:
 def test_cluster_role_rules_exactly() -> None:
     rules = one(synth(), "ClusterRole")["rules"]
     table = {(tuple(r["apiGroups"]), tuple(r["resources"])): tuple(r["verbs"]) for r in rules}
-    child = ("create", "delete", "get", "list", "patch", "update", "watch")
+    watched = ("get", "list", "watch")
     assert table == {
-        (("kubeflow.org",), ("pytorchjobs", "tfjobs", "mpijobs")): (
-            "get",
-            "list",
-            "watch",
-            "update",
-            "patch",
-            "delete",
-        ),
-        (("kubeflow.org",), ("pytorchjobs/status", "tfjobs/status", "mpijobs/status")): (
-            "get",
-            "update",
-            "patch",
-        ),
+        (("kubeflow.org",), ("pytorchjobs", "tfjobs", "mpijobs")): (*watched, "delete"),
+        (("kubeflow.org",), ("pytorchjobs/status", "tfjobs/status", "mpijobs/status")): ("patch",),
         (
             ("kubeflow.org",),
             ("pytorchjobs/finalizers", "tfjobs/finalizers", "mpijobs/finalizers"),
         ): ("update",),
-        (("",), ("pods", "services")): child,
-        (("",), ("events",)): ("create", "patch"),
-        (("events.k8s.io",), ("events",)): ("create", "patch"),
-        (("",), ("configmaps", "secrets")): child,
-        (("batch",), ("jobs",)): child,
+        # patch: lifting the startup gate of an MPI launcher's pod (a JSON patch).
+        (("",), ("pods",)): ("create", "delete", *watched, "patch"),
+        (("",), ("services",)): ("create", "delete", *watched, "patch"),
+        (("",), ("events",)): ("create",),
+        (("",), ("configmaps",)): ("create", *watched, "patch"),
+        # Secrets: create only. No read of any kind, no update, no delete (GC does it).
+        (("",), ("secrets",)): ("create",),
+        (("batch",), ("jobs",)): ("create", "delete", *watched),
+        # Kubeflow Trainer v2: TrainJobs as the v1 kinds, and their runtimes read and kept
+        # (the in-use finalizer is a JSON patch).
+        (("trainer.kubeflow.org",), ("trainjobs",)): (*watched, "delete"),
+        (("trainer.kubeflow.org",), ("trainjobs/status",)): ("patch",),
+        (("trainer.kubeflow.org",), ("trainjobs/finalizers",)): ("update",),
+        (("trainer.kubeflow.org",), ("trainingruntimes",)): (*watched, "patch"),
+        (("trainer.kubeflow.org",), ("clustertrainingruntimes",)): (*watched, "patch"),
     }
+    # Nothing is ever PUT but the owner's finalizers (blockOwnerDeletion needs it).
+    updated = [r["resources"] for r in rules if "update" in r["verbs"]]
+    assert updated == [
+        ["pytorchjobs/finalizers", "tfjobs/finalizers", "mpijobs/finalizers"],
+        ["trainjobs/finalizers"],
+    ]
 
 
 @pytest.mark.parametrize(
@@ -111,11 +119,16 @@ def test_pytorch_only_needs_no_mpi_rights() -> None:
     resources = {res for r in rules for res in r["resources"]}
     assert "pytorchjobs" in resources
     assert not resources & {"mpijobs", "tfjobs", "secrets", "configmaps", "jobs"}
+    pods = next(r for r in rules if r["resources"] == ["pods"])
+    assert "patch" not in pods["verbs"]  # only MPI launchers are ever ungated
 
 
 def test_namespaced_mode_uses_a_role_per_namespace() -> None:
     objs = synth(watch_namespaces=("team-a", "team-b"))
-    assert not by_kind(objs, "ClusterRole") and not by_kind(objs, "ClusterRoleBinding")
+    # Only the cluster-scoped ClusterTrainingRuntimes need a ClusterRole.
+    (cluster_role,) = by_kind(objs, "ClusterRole")
+    assert [r["resources"] for r in cluster_role["rules"]] == [["clustertrainingruntimes"]]
+    assert len(by_kind(objs, "ClusterRoleBinding")) == 1
     assert [r["metadata"]["namespace"] for r in by_kind(objs, "Role")] == ["team-a", "team-b"]
     bindings = by_kind(objs, "RoleBinding")
     assert [b["metadata"]["namespace"] for b in bindings] == ["team-a", "team-b"]
@@ -168,7 +181,10 @@ def test_deployment_is_hardened() -> None:
             leader_elect=True,
             leader_election_id="lease-x",
             metrics_port=9090,
+            metrics_bind_address="127.0.0.1",
             health_port=9091,
+            health_bind_address="::1",
+            exclude_namespaces=("kube-system", "platform"),
             startup_timeout_seconds=120,
         ),
     ],
@@ -177,7 +193,11 @@ def test_deployment_is_hardened() -> None:
 def test_flags_round_trip_to_the_operator_config(config: OperatorConfig) -> None:
     container = one(synth(config=config), "Deployment")["spec"]["template"]["spec"]["containers"][0]
     assert container["command"] == ["kubetrain", "operator"]
-    assert OperatorConfig.from_args(container["args"]) == config
+    effective = TrainingOperatorProps(image=IMAGE, config=config).effective_config()
+    assert OperatorConfig.from_args(container["args"]) == effective
+    # What the construct adds is only the exclusion of its own namespace (cluster-wide).
+    added = set(effective.exclude_namespaces) - set(config.exclude_namespaces)
+    assert added == ({"kubetrain-system"} if config.cluster_wide else set())
 
 
 def test_replicas_turn_on_leader_election() -> None:
@@ -191,7 +211,7 @@ def test_replicas_turn_on_leader_election() -> None:
         {
             "apiGroups": ["coordination.k8s.io"],
             "resources": ["leases"],
-            "verbs": ["create", "get", "list", "update", "watch"],
+            "verbs": ["create", "get", "update"],
         }
     ]
     assert one(objs, "PodDisruptionBudget")["spec"]["minAvailable"] == 1
@@ -212,12 +232,59 @@ def test_single_replica_does_not_block_drains() -> None:
     assert not [r for r in by_kind(objs, "Role") if "leader" in r["metadata"]["name"]]
 
 
-def test_network_policy_allows_only_metrics_and_health() -> None:
-    policy = one(synth(), "NetworkPolicy")["spec"]
-    assert policy["policyTypes"] == ["Ingress"]
-    assert policy["ingress"] == [
-        {"ports": [{"port": 8080, "protocol": "TCP"}, {"port": 8081, "protocol": "TCP"}]}
+def test_network_policies_admit_probes_and_monitoring_and_reach_only_the_api_server() -> None:
+    ingress, egress = (o["spec"] for o in by_kind(synth(), "NetworkPolicy"))
+    assert ingress["policyTypes"] == ["Ingress"]
+    assert ingress["ingress"] == [
+        {"ports": [{"port": 8081, "protocol": "TCP"}]},
+        {
+            "from": [
+                {
+                    "namespaceSelector": {
+                        "matchLabels": {"kubernetes.io/metadata.name": "monitoring"}
+                    }
+                }
+            ],
+            "ports": [{"port": 8080, "protocol": "TCP"}],
+        },
     ]
+    assert egress["policyTypes"] == ["Egress"]
+    assert egress["egress"] == [
+        {
+            "to": [{"ipBlock": {"cidr": "0.0.0.0/0"}}],
+            "ports": [{"port": 443, "protocol": "TCP"}, {"port": 6443, "protocol": "TCP"}],
+        }
+    ]
+    closed, narrowed = (
+        o["spec"]
+        for o in by_kind(
+            synth(monitoring_namespace=None, api_server_cidrs=("10.0.0.1/32",)), "NetworkPolicy"
+        )
+    )
+    assert closed["ingress"] == [{"ports": [{"port": 8081, "protocol": "TCP"}]}]
+    assert narrowed["egress"][0]["to"] == [{"ipBlock": {"cidr": "10.0.0.1/32"}}]
+
+
+def test_the_operator_is_kept_out_of_excluded_namespaces() -> None:
+    objs = synth()
+    args = one(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    excluded = "kube-system,kube-public,kube-node-lease,kubetrain-system"
+    assert f"--exclude-namespaces={excluded}" in args
+    policy = one(objs, "ValidatingAdmissionPolicy")
+    spec = policy["spec"]
+    (expression,) = spec["matchConstraints"]["namespaceSelector"]["matchExpressions"]
+    assert expression["values"] == excluded.split(",")
+    assert spec["matchConditions"][0]["expression"] == (
+        "request.userInfo.username == 'system:serviceaccount:kubetrain-system:kubetrain-operator'"
+    )
+    assert spec["matchConstraints"]["excludeResourceRules"][0]["resources"] == ["leases"]
+    binding = one(objs, "ValidatingAdmissionPolicyBinding")
+    assert binding["spec"] == {
+        "policyName": policy["metadata"]["name"],
+        "validationActions": ["Deny"],
+    }
+    namespaced = synth(watch_namespaces=("team-a",))
+    assert not by_kind(namespaced, "ValidatingAdmissionPolicy")
 
 
 def test_without_namespace_object() -> None:
@@ -234,8 +301,19 @@ def test_without_namespace_object() -> None:
             "watch_namespaces (a) and config.namespaces (b) disagree",
         ),
         ({"node_selector": {"pool": "bad value!"}}, "node_selector['pool'] ('bad value!')"),
+        ({"api_server_cidrs": ("10.0.0.300/32",)}, "api_server_cidrs ('10.0.0.300/32')"),
+        ({"api_server_ports": (0,)}, "api_server_ports (0) must be ports"),
+        ({"monitoring_namespace": "Mon"}, "monitoring_namespace ('Mon')"),
     ],
-    ids=["bad-namespace", "zero-replicas", "namespaces-conflict", "bad-node-selector"],
+    ids=[
+        "bad-namespace",
+        "zero-replicas",
+        "namespaces-conflict",
+        "bad-node-selector",
+        "bad-cidr",
+        "bad-port",
+        "bad-monitoring-namespace",
+    ],
 )
 def test_fails_on_bad_props(props: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError) as caught:
@@ -271,8 +349,21 @@ def test_accepts_a_digest() -> None:
         ({"metrics_port": 80}, "metrics_port (80) must be between 1024 and 65535"),
         ({"metrics_port": 9000, "health_port": 9000}, "must differ"),
         ({"namespaces": ("a", "a")}, "lists one twice"),
+        ({"metrics_bind_address": "localhost"}, "metrics_bind_address ('localhost')"),
+        (
+            {"namespaces": ("kube-system",)},
+            "namespaces and exclude_namespaces both name kube-system",
+        ),
     ],
-    ids=["unknown-kind", "zero-workers", "privileged-port", "same-ports", "duplicate-namespace"],
+    ids=[
+        "unknown-kind",
+        "zero-workers",
+        "privileged-port",
+        "same-ports",
+        "duplicate-namespace",
+        "bad-bind-address",
+        "watched-and-excluded",
+    ],
 )
 def test_rejects_bad_operator_config(config: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError) as caught:

@@ -11,7 +11,7 @@ from kubetrain.api import PyTorchJob as PyTorchJobModel
 from kubetrain.constructs.job_common import Placement
 from kubetrain.constructs.pytorch_job import PyTorchJob, PyTorchJobProps
 from kubetrain.constructs.types import Quantity, Resources
-from kubetrain.controller.plugins import ClusterAddressing, pytorch
+from kubetrain.frameworks import ClusterAddressing, pytorch
 from kubetrain.manifest import dump_all
 from tests.k8s_schema import assert_valid
 from tests.snapshot import assert_snapshot

@@ -8,8 +8,8 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from kubetrain.api import apply_defaults, load_job
+from kubetrain.api import keys as K
 from kubetrain.api.loader import Job
-from kubetrain.controller import labels as L
 
 NOW = datetime(2026, 1, 2, 12, 0, 0, tzinfo=UTC)
 JOB_UID = "job-uid-1"
@@ -163,7 +163,7 @@ def pod(
 
 
 def service(name: str, *, replica_index: bool = True, hash_: str | None = None) -> dict[str, Any]:
-    labels = {L.REPLICA_INDEX: "0"} if replica_index else {}
+    labels = {K.REPLICA_INDEX: "0"} if replica_index else {}
     meta: dict[str, Any] = {
         "name": name,
         "namespace": "ns",
@@ -171,7 +171,7 @@ def service(name: str, *, replica_index: bool = True, hash_: str | None = None) 
         "labels": labels,
     }
     if hash_:
-        meta["annotations"] = {L.SPEC_HASH_ANNOTATION: hash_}
+        meta["annotations"] = {K.SPEC_HASH_ANNOTATION: hash_}
     return {"kind": "Service", "metadata": meta}
 
 

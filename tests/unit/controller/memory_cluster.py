@@ -9,11 +9,11 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from kubetrain.controller.errors import ApiError
-from kubetrain.controller.planner import Event
+from kubetrain.controller.decisions import ChildRef, Event
+from kubetrain.controller.errors import ApiError, ChildConflict
+from kubetrain.controller.ownership import Holder, holder
 from kubetrain.controller.plugins.base import Observed
-from kubetrain.controller.policies.cleanup import ChildRef
-from kubetrain.controller.reconciler import JobKey
+from kubetrain.controller.ports import JobKey
 
 KINDS = ("Pod", "Service", "ConfigMap", "Secret", "Job")
 
@@ -26,6 +26,12 @@ class MemoryCluster:
         self.events: list[Event] = []
         #: kind -> error raised by the next apply/create of that kind.
         self.fail_next: dict[str, ApiError] = {}
+        #: Objects the job does not control that hold names (kind -> name -> object).
+        self.foreign: dict[str, dict[str, dict[str, Any]]] = {k: {} for k in KINDS}
+        self.awaited: dict[JobKey, frozenset[tuple[str, str]]] = {}
+        #: TrainingRuntimes / ClusterTrainingRuntimes by (kind, namespace or "", name).
+        self.runtimes: dict[JobKey, dict[str, Any]] = {}
+        self._generated = 0
 
     def add_job(self, raw: dict[str, Any]) -> JobKey:
         key = (raw["kind"], raw["metadata"]["namespace"], raw["metadata"]["name"])
@@ -38,7 +44,12 @@ class MemoryCluster:
         return copy.deepcopy(self.jobs.get(key))
 
     def observed(self, key: JobKey, uid: str, now: datetime) -> Observed:
+        raw = self.jobs.get(key) or {}
+        ref = (raw.get("spec") or {}).get("runtimeRef") or {}
+        rkind = ref.get("kind") or "ClusterTrainingRuntime"
+        rkey = (str(rkind), key[1] if rkind == "TrainingRuntime" else "", str(ref.get("name")))
         return Observed(
+            runtime=copy.deepcopy(self.runtimes.get(rkey)) if key[0] == "TrainJob" else None,
             pods=dict(self.children["Pod"]),
             services=dict(self.children["Service"]),
             config_maps=dict(self.children["ConfigMap"]),
@@ -46,6 +57,9 @@ class MemoryCluster:
             batch_jobs=dict(self.children["Job"]),
             now=now,
         )
+
+    def set_awaited(self, key: JobKey, refs: frozenset[tuple[str, str]]) -> None:
+        self.awaited[key] = refs
 
     # -- ClusterWriter ---------------------------------------------------------------
 
@@ -62,11 +76,61 @@ class MemoryCluster:
         self._store("apply", obj)
 
     def create(self, obj: dict[str, Any]) -> None:
+        kind, meta = obj["kind"], obj["metadata"]
+        existing = self.foreign[kind].get(meta["name"]) or self.children[kind].get(meta["name"])
+        if existing is not None:
+            verdict = holder(existing, obj)
+            if verdict.holder is Holder.THIS_JOB:
+                self.calls.append(("create-exists", f"{kind}/{meta['name']}"))
+                return
+            self.calls.append(("conflict", f"{kind}/{meta['name']}"))
+            raise ChildConflict(
+                kind,
+                meta["namespace"],
+                meta["name"],
+                verdict.description,
+                predecessor=verdict.holder is Holder.PREDECESSOR,
+            )
         self._store("create", obj)
+
+    def create_generated(self, obj: dict[str, Any]) -> str:
+        self._generated += 1
+        stored = copy.deepcopy(obj)
+        stored["metadata"]["name"] = f"{obj['metadata']['generateName']}{self._generated:05d}"
+        self._store("create", stored)
+        return str(stored["metadata"]["name"])
 
     def delete(self, namespace: str, ref: ChildRef) -> None:
         self.children[ref.kind].pop(ref.name, None)
         self.calls.append(("delete", f"{ref.kind}/{ref.name}"))
+
+    def runtime(self, key: JobKey) -> dict[str, Any] | None:
+        return self.runtimes.get(key)
+
+    def runtime_users(self, key: JobKey) -> list[Mapping[str, Any]]:
+        out: list[Mapping[str, Any]] = []
+        for (kind, namespace, _name), job in self.jobs.items():
+            ref = (job.get("spec") or {}).get("runtimeRef") or {}
+            rkind = ref.get("kind") or "ClusterTrainingRuntime"
+            rns = namespace if rkind == "TrainingRuntime" else ""
+            if kind == "TrainJob" and (rkind, rns, ref.get("name")) == key:
+                out.append(job)
+        return out
+
+    def set_runtime_in_use(self, key: JobKey, runtime: Mapping[str, Any], in_use: bool) -> None:
+        meta = self.runtimes[key].setdefault("metadata", {})
+        kept = meta.get("finalizers") or []
+        finalizers = [f for f in kept if f != "kubetrain.dev/runtime-in-use"]
+        meta["finalizers"] = [*finalizers, "kubetrain.dev/runtime-in-use"] if in_use else finalizers
+        self.calls.append(("runtime-in-use" if in_use else "runtime-free", key[2]))
+
+    def ungate(self, namespace: str, ref: ChildRef, gate: str) -> None:
+        pod = self.children["Pod"].get(ref.name)
+        if pod is None:
+            return
+        gates = pod.get("spec", {}).get("schedulingGates") or []
+        pod["spec"]["schedulingGates"] = [g for g in gates if g.get("name") != gate]
+        self.calls.append(("ungate", f"Pod/{ref.name}"))
 
     def write_status(self, key: JobKey, raw: Mapping[str, Any], status: dict[str, Any]) -> None:
         job = self.jobs[key]

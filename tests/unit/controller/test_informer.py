@@ -34,6 +34,7 @@ class Script:
         self.lists = lists
         self.watches = watches
         self.watched_from: list[str] = []
+        self.field_selectors: list[str | None] = []
         self.informer: Informer | None = None
 
     def list(
@@ -42,8 +43,10 @@ class Script:
         namespace: str | None = None,
         *,
         label_selector: str | None = None,
+        field_selector: str | None = None,
         metadata_only: bool = False,
     ) -> tuple[list[dict[str, Any]], str]:
+        self.field_selectors.append(field_selector)
         return self.lists.pop(0)
 
     def watch(
@@ -53,11 +56,13 @@ class Script:
         *,
         resource_version: str,
         label_selector: str | None = None,
+        field_selector: str | None = None,
         metadata_only: bool = False,
         timeout_seconds: int = 300,
         on_open: Any = None,
     ) -> Iterator[WatchEvent]:
         self.watched_from.append(resource_version)
+        self.field_selectors.append(field_selector)
         if not self.watches:
             assert self.informer is not None
             self.informer.stop()
@@ -144,6 +149,37 @@ def test_write_through_suppresses_the_echo_and_ignores_older_events() -> None:
     assert seen == [("ADDED", "1"), ("MODIFIED", "11")]
     current = informer.get("ns", "a")
     assert current is not None and current["metadata"]["resourceVersion"] == "11"
+
+
+def test_the_echo_of_our_write_reaches_the_echo_handler_only() -> None:
+    """The stall of the startup gate: the Service a job waits for was created by its own
+    reconcile (write-through), so the watch event carries a version the cache holds. The
+    ordinary handler must not fire for it (no spurious reconcile), but the echo handler
+    must, so whoever waits for that object is woken."""
+    script = Script(
+        lists=[([obj("pod", "1")], "1")],
+        watches=[[WatchEvent("ADDED", obj("svc", "10")), WatchEvent("MODIFIED", obj("svc", "12"))]],
+    )
+    seen: list[tuple[str, str]] = []
+    echoes: list[tuple[str, str]] = []
+
+    def handler(kind: str, o: dict[str, Any]) -> None:
+        seen.append((kind, o["metadata"]["name"]))
+        if o["metadata"]["name"] == "pod":
+            informer.upsert(obj("svc", "10"))  # our create, answered with version 10
+
+    informer = Informer(
+        script,
+        PODS,
+        field_selector="metadata.namespace!=kube-system",
+        handler=handler,
+        echo_handler=lambda kind, o: echoes.append((kind, o["metadata"]["resourceVersion"])),
+    )
+    script.informer = informer
+    informer.run()
+    assert echoes == [("ADDED", "10")]
+    assert seen == [("ADDED", "pod"), ("MODIFIED", "svc")]
+    assert set(script.field_selectors) == {"metadata.namespace!=kube-system"}
 
 
 def test_mark_deleted_shows_the_object_as_being_deleted() -> None:

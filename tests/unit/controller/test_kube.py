@@ -91,10 +91,20 @@ def test_unknown_exceptions_are_temporary() -> None:
 
 
 def test_the_rate_limiter_allows_a_burst_then_paces() -> None:
-    bucket = TokenBucket(qps=1000.0, burst=3)
-    waits = [bucket.acquire() for _ in range(5)]
+    now = [100.0]
+    slept: list[float] = []
+
+    def sleep(seconds: float) -> None:
+        slept.append(seconds)
+
+    bucket = TokenBucket(qps=10.0, burst=3, clock=lambda: now[0], sleep=sleep)
+    waits = [bucket.acquire() for _ in range(5)]  # no time passes between the calls
     assert waits[:3] == [0.0, 0.0, 0.0]
-    assert waits[4] > 0
+    assert waits[3] == pytest.approx(0.1) and waits[4] == pytest.approx(0.2)
+    assert slept == waits[3:]
+    now[0] += 10.0  # a quiet period refills the bucket up to the burst, no further
+    assert [bucket.acquire() for _ in range(3)] == [0.0, 0.0, 0.0]
+    assert bucket.acquire() > 0
 
 
 def test_event_messages_are_truncated_to_1024_characters() -> None:

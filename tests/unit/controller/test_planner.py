@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from kubetrain.controller import labels as L
-from kubetrain.controller.planner import Context, Plan, plan
+import pytest
+
+from kubetrain.api import keys as K
+from kubetrain.controller.decisions import Context, Plan
+from kubetrain.controller.planner import plan
 from kubetrain.controller.plugins.base import Observed
 from kubetrain.controller.plugins.registry import build_registry
 from tests.unit.controller.builders import NOW, batch_job, mpi_raw, pod, pytorch_raw, service, stamp
@@ -62,7 +65,7 @@ def test_an_invalid_job_fails_with_every_problem() -> None:
     assert p.apply == [] and p.job is None
 
 
-def test_a_suspended_job_has_no_pods_and_no_start_time() -> None:
+def test_a_suspended_job_has_no_pods_and_keeps_its_start_time() -> None:
     raw = pytorch_raw(run_policy={"suspend": True}, status=running_status())
     observed = Observed(
         pods=pods(pod("job-master-0"), pod("job-worker-0")),
@@ -80,7 +83,7 @@ def test_a_suspended_job_has_no_pods_and_no_start_time() -> None:
         "False",
         "PyTorchJobSuspended",
     )
-    assert p.status is not None and "startTime" not in p.status and p.apply == []
+    assert p.status is not None and p.status["startTime"] == stamp(30) and p.apply == []
 
 
 def test_resuming_sets_suspended_false_and_restarts_the_clock() -> None:
@@ -88,7 +91,6 @@ def test_resuming_sets_suspended_false_and_restarts_the_clock() -> None:
     status["conditions"].append(
         {"type": "Suspended", "status": "True", "reason": "PyTorchJobSuspended"}
     )
-    del status["startTime"]
     p = decide(pytorch_raw(status=status))
     suspended = cond(p, "Suspended")
     assert suspended is not None and (suspended["status"], suspended["reason"]) == (
@@ -96,7 +98,7 @@ def test_resuming_sets_suspended_false_and_restarts_the_clock() -> None:
         "PyTorchJobResumed",
     )
     assert p.status is not None and p.status["startTime"] == stamp(0)
-    assert ("Pod", "job-master-0") in {(o["kind"], o["metadata"]["name"]) for o in p.apply}
+    assert ("Pod", "job-master-0") in {(o["kind"], o["metadata"]["name"]) for o in p.create}
 
 
 def test_the_deadline_fails_the_job_and_stops_active_pods() -> None:
@@ -128,7 +130,7 @@ def test_before_the_deadline_the_job_is_requeued_for_it() -> None:
 def test_the_startup_timeout_annotation_bounds_the_gate() -> None:
     raw = pytorch_raw(status=running_status(started_ago=100))
     raw["status"]["conditions"] = raw["status"]["conditions"][:1]
-    raw["metadata"]["annotations"] = {L.STARTUP_TIMEOUT_ANNOTATION: "30"}
+    raw["metadata"]["annotations"] = {K.STARTUP_TIMEOUT_ANNOTATION: "30"}
     stuck = pod(
         "job-master-0",
         "Pending",
@@ -160,8 +162,35 @@ def test_an_mpijob_succeeds_when_its_launcher_job_completes() -> None:
     assert [(r.kind, r.name) for r in p.delete] == [("Pod", "job-worker-0")]
 
 
+def test_the_gated_launcher_pod_is_released_once_its_workers_are_ready() -> None:
+    raw = mpi_raw(workers=2)
+    raw["status"] = {"sshAuthSecretName": "job-ssh-abcde"}
+    launcher = pod(
+        "job-launcher-x7",
+        "Pending",
+        owner_kind="Job",
+        labels={K.REPLICA_TYPE: "launcher", K.JOB_ROLE: "launcher"},
+    )
+    launcher["spec"] = {"schedulingGates": [{"name": "other"}, {"name": K.STARTUP_GATE}]}
+    launchers = {"job-launcher": batch_job("job-launcher")}
+    waiting = Observed(
+        pods=pods(launcher, pod("job-worker-0"), pod("job-worker-1", "Pending")),
+        services={"job": service("job", replica_index=False)},
+        batch_jobs=launchers,
+    )
+    assert decide(raw, waiting).ungate == []
+    ready = Observed(
+        pods=pods(launcher, pod("job-worker-0"), pod("job-worker-1")),
+        services={"job": service("job", replica_index=False)},
+        batch_jobs=launchers,
+    )
+    assert [(r.kind, r.name, r.uid) for r in decide(raw, ready).ungate] == [
+        ("Pod", "job-launcher-x7", "uid-job-launcher-x7")
+    ]
+
+
 def test_scaling_down_deletes_the_surplus_replicas() -> None:
-    labels = {L.REPLICA_INDEX: "2"}
+    labels = {K.REPLICA_INDEX: "2"}
     observed = Observed(
         pods=pods(pod("job-master-0"), pod("job-worker-0"), pod("job-worker-2", labels=labels)),
         services={"job-worker-2": service("job-worker-2")},
@@ -173,17 +202,105 @@ def test_scaling_down_deletes_the_surplus_replicas() -> None:
     }
 
 
-def test_a_finished_job_only_cleans_up_and_waits_for_its_ttl() -> None:
+def succeeded_status(completed_ago: float) -> dict[str, Any]:
     status = running_status()
+    status["conditions"][-1]["status"] = "False"
     status["conditions"].append(
         {"type": "Succeeded", "status": "True", "reason": "PyTorchJobSucceeded"}
     )
-    status["completionTime"] = stamp(10)
-    raw = pytorch_raw(run_policy={"ttlSecondsAfterFinished": 30}, status=status)
-    p = decide(raw, Observed(pods=pods(pod("job-master-0", "Succeeded"), pod("job-worker-0"))))
-    assert p.status is None and p.apply == []
-    assert [(r.kind, r.name) for r in p.delete] == [("Pod", "job-worker-0")]
-    assert p.requeue_after is not None and 20 < p.requeue_after < 20.1
+    status["completionTime"] = stamp(completed_ago)
+    return status
+
+
+def test_a_finished_job_gives_late_ranks_their_grace_then_waits_for_its_ttl() -> None:
+    raw = pytorch_raw(
+        workers=1, run_policy={"ttlSecondsAfterFinished": 30}, status=succeeded_status(10)
+    )
+    observed = Observed(pods=pods(pod("job-master-0", "Succeeded"), pod("job-worker-0")))
+    p = decide(raw, observed, success_grace_seconds=60)
+    assert p.apply == [] and p.delete == []  # worker-0 has 50 s left to exit by itself
+    assert p.status is not None
+    assert p.status["replicaStatuses"]["Worker"]["active"] == 1
+    assert p.status["replicaStatuses"]["Worker"]["succeeded"] == 0
+    assert p.requeue_after is not None and 20 < p.requeue_after < 20.1  # the TTL first
+    assert not p.delete_job
+    later = decide(raw, observed, success_grace_seconds=5)
+    assert [(r.kind, r.name) for r in later.delete] == [("Pod", "job-worker-0")]
+
+
+def test_a_late_rank_that_exits_by_itself_is_counted_succeeded() -> None:
+    raw = pytorch_raw(workers=1, status=succeeded_status(10))
+    raw["status"]["replicaStatuses"] = {"Worker": {"active": 1}, "Master": {"succeeded": 1}}
+    observed = Observed(
+        pods=pods(pod("job-master-0", "Succeeded"), pod("job-worker-0", "Succeeded"))
+    )
+    p = decide(raw, observed)
+    assert p.delete == [] and p.status is not None
+    worker = p.status["replicaStatuses"]["Worker"]
+    assert worker.get("active", 0) == 0 and worker["succeeded"] == 1
+
+
+@pytest.mark.parametrize(
+    ("policy", "deleted"),
+    [
+        ("None", set()),
+        ("Running", {("Pod", "job-worker-0"), ("Service", "job-worker-0")}),
+        (
+            "All",
+            {
+                ("Pod", "job-master-0"),
+                ("Pod", "job-worker-0"),
+                ("Service", "job-master-0"),
+                ("Service", "job-worker-0"),
+            },
+        ),
+    ],
+)
+def test_an_explicit_clean_pod_policy_acts_at_once_as_upstream(
+    policy: str, deleted: set[tuple[str, str]]
+) -> None:
+    raw = pytorch_raw(workers=1, run_policy={"cleanPodPolicy": policy}, status=running_status())
+    observed = Observed(
+        pods=pods(pod("job-master-0", "Succeeded"), pod("job-worker-0")),
+        services={"job-master-0": service("job-master-0"), "job-worker-0": service("job-worker-0")},
+    )
+    p = decide(raw, observed, success_grace_seconds=60)
+    assert cond(p, "Succeeded") is not None
+    assert {(r.kind, r.name) for r in p.delete} == deleted
+    assert p.status is not None
+    # The running rank is counted as running, not as succeeded.
+    assert p.status["replicaStatuses"]["Worker"]["active"] == 1
+
+
+def test_after_a_failure_active_pods_stop_at_once_by_default() -> None:
+    raw = pytorch_raw(workers=2, restart_policy="Never", status=running_status())
+    observed = Observed(
+        pods=pods(
+            pod("job-master-0"), pod("job-worker-0", "Failed", exit_code=1), pod("job-worker-1")
+        )
+    )
+    p = decide(raw, observed, success_grace_seconds=60)
+    assert cond(p, "Failed") is not None
+    assert {(r.kind, r.name) for r in p.delete if r.kind == "Pod"} == {
+        ("Pod", "job-master-0"),
+        ("Pod", "job-worker-1"),
+    }
+
+
+def test_an_mpijob_ttl_removes_its_launcher_job_and_keeps_the_mpijob() -> None:
+    raw = mpi_raw(workers=1, runPolicy={"ttlSecondsAfterFinished": 5})
+    raw["status"] = {
+        "conditions": [
+            {"type": "Created", "status": "True", "reason": "MPIJobCreated"},
+            {"type": "Succeeded", "status": "True", "reason": "MPIJobSucceeded"},
+        ],
+        "completionTime": stamp(6),
+    }
+    observed = Observed(
+        batch_jobs={"job-launcher": batch_job("job-launcher", "Complete", completionTime=stamp(6))}
+    )
+    p = decide(raw, observed)
+    assert [(r.kind, r.name) for r in p.delete] == [("Job", "job-launcher")]
     assert not p.delete_job
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 from kubetrain.controller.errors import ApiError
 from kubetrain.controller.plugins.registry import build_registry
 from kubetrain.controller.reconciler import Reconciler
-from tests.unit.controller.builders import NOW, pod, pytorch_raw
+from tests.unit.controller.builders import JOB_UID, NOW, mpi_raw, pod, pytorch_raw
 from tests.unit.controller.memory_cluster import MemoryCluster
 
 PLUGINS = build_registry(("PyTorchJob", "TFJob", "MPIJob"))
@@ -35,12 +36,15 @@ def test_children_then_status_then_events() -> None:
     cluster, reconciler, key, _ = setup(pytorch_raw(workers=1))
     reconciler.reconcile(key)
     assert cluster.calls == [
-        ("apply", "Pod/job-master-0"),
-        ("apply", "Service/job-master-0"),
-        ("apply", "Service/job-worker-0"),
+        ("create", "Pod/job-master-0"),
+        ("create", "Service/job-master-0"),
+        ("create", "Service/job-worker-0"),
         ("status", "job"),
         ("event", "PyTorchJobCreated"),
         ("event", "WaitingForReplicas"),
+        ("event", "SuccessfulCreatePod"),
+        ("event", "SuccessfulCreateService"),
+        ("event", "SuccessfulCreateService"),
     ]
     assert cluster.state(key) == "Created"
 
@@ -128,10 +132,22 @@ def test_repeated_problems_make_one_event() -> None:
     assert created is not None and "Unschedulable: 0/4 nodes are available" in created["message"]
 
 
-def test_a_job_managed_elsewhere_is_not_touched() -> None:
-    cluster, reconciler, key, _ = setup(pytorch_raw(run_policy={"managedBy": "example.com/other"}))
-    reconciler.reconcile(key)
-    assert cluster.calls == [] and "status" not in cluster.jobs[key]
+def test_a_job_managed_elsewhere_is_not_touched_and_said_so_once(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    cluster, reconciler, key, _ = setup(
+        pytorch_raw(run_policy={"managedBy": "kueue.x-k8s.io/multikueue"})
+    )
+    with caplog.at_level("INFO", logger="kubetrain"):
+        for _ in range(3):
+            reconciler.reconcile(key)
+    assert cluster.calls == [("event", "ManagedByOtherController")]
+    assert "status" not in cluster.jobs[key]
+    event = cluster.events[0]
+    assert event.name == "managed-elsewhere"  # one Event per job, even across restarts
+    assert "kueue.x-k8s.io/multikueue" in event.message and "job" in event.message
+    lines = [r for r in caplog.records if r.getMessage() == "left to another controller"]
+    assert len(lines) == 1
 
 
 def test_a_finished_job_is_deleted_when_its_ttl_passes() -> None:
@@ -166,3 +182,158 @@ def test_in_place_restarts_are_counted_once_in_the_metrics() -> None:
         reconciler.metrics.registry.get_sample_value("kubetrain_jobs_restarted_total", labels) == 2
     )
     assert [e.reason for e in cluster.events].count("Error") == 1
+
+
+def foreign(name: str, owner: dict[str, Any] | None = None, **meta: Any) -> dict[str, Any]:
+    obj: dict[str, Any] = {"metadata": {"name": name, "namespace": "ns", "uid": "theirs", **meta}}
+    if owner is not None:
+        obj["metadata"]["ownerReferences"] = [{"controller": True, **owner}]
+    return obj
+
+
+def test_rejects_adopting_an_object_it_did_not_create() -> None:
+    cluster, reconciler, key, _ = setup(mpi_raw(workers=1))
+    user_config = foreign("job-config", labels={"team": "a"})
+    cluster.foreign["ConfigMap"]["job-config"] = user_config
+    before = copy.deepcopy(user_config)
+    reconciler.reconcile(key)
+    failed = cluster.condition(key, "Failed")
+    assert failed is not None and failed["reason"] == "ChildNameConflict"
+    assert "ConfigMap ns/job-config already exists" in failed["message"]
+    assert "not controlled by any object" in failed["message"]
+    assert "ChildNameConflict" in [e.reason for e in cluster.events]
+    assert cluster.foreign["ConfigMap"]["job-config"] == before  # untouched
+    assert "job-config" not in cluster.children["ConfigMap"]
+    assert not [c for c in cluster.calls if c[0] == "delete" and "job-config" in c[1]]
+
+
+def test_rejects_an_object_another_controller_holds() -> None:
+    cluster, reconciler, key, _ = setup(pytorch_raw(workers=1))
+    cluster.foreign["Service"]["job-worker-0"] = foreign(
+        "job-worker-0", {"kind": "Deployment", "name": "web", "uid": "d-1"}
+    )
+    reconciler.reconcile(key)
+    failed = cluster.condition(key, "Failed")
+    assert failed is not None and failed["reason"] == "ChildNameConflict"
+    assert "controlled by Deployment web" in failed["message"]
+
+
+def test_waits_for_a_predecessors_child_to_be_collected() -> None:
+    cluster, reconciler, key, _ = setup(pytorch_raw(workers=1))
+    cluster.foreign["Service"]["job-worker-0"] = foreign(
+        "job-worker-0", {"kind": "PyTorchJob", "name": "job", "uid": "an-earlier-uid"}
+    )
+    result = reconciler.reconcile(key)
+    assert cluster.condition(key, "Failed") is None
+    created = cluster.condition(key, "Created")
+    assert created is not None and created["reason"] == "ChildNameConflict"
+    assert "waiting for garbage collection" in created["message"]
+    assert result.requeue_after == 2.0
+    del cluster.foreign["Service"]["job-worker-0"]  # collected
+    reconciler.reconcile(key)
+    assert "job-worker-0" in cluster.children["Service"]
+    assert cluster.condition(key, "Failed") is None
+
+
+def test_a_child_of_the_same_job_missing_from_the_cache_is_still_reconciled() -> None:
+    cluster, reconciler, key, _ = setup(pytorch_raw(workers=1))
+    ours = {"kind": "PyTorchJob", "name": "job", "uid": JOB_UID}
+    cluster.foreign["Service"]["job-master-0"] = foreign("job-master-0", ours)
+    reconciler.reconcile(key)
+    assert ("create-exists", "Service/job-master-0") in cluster.calls
+    assert cluster.condition(key, "Failed") is None
+    assert ("create", "Pod/job-master-0") in cluster.calls
+
+
+PSA = ApiError(
+    403,
+    "Forbidden",
+    'pods "job-master-0" is forbidden: violates PodSecurity "restricted:latest": '
+    'privileged (container "pytorch" must not set securityContext.privileged=true)',
+    "POST /api/v1/namespaces/ns/pods",
+)
+QUOTA = ApiError(
+    403,
+    "Forbidden",
+    'pods "job-master-0" is forbidden: exceeded quota: gpus, requested: '
+    "requests.nvidia.com/gpu=8, used: requests.nvidia.com/gpu=0, limited: "
+    "requests.nvidia.com/gpu=4",
+    "POST /api/v1/namespaces/ns/pods",
+)
+
+
+def test_a_refused_pod_is_reported_at_once_and_fails_the_job_after_five_tries() -> None:
+    cluster, reconciler, key, _ = setup(pytorch_raw(workers=1))
+    delays = []
+    for attempt in range(1, 5):
+        cluster.fail_next["Pod"] = PSA
+        delays.append(reconciler.reconcile(key).requeue_after)
+        created = cluster.condition(key, "Created")
+        assert created is not None and created["reason"] == "ChildRefused"
+        assert f"try {attempt} of 5" in created["message"]
+        assert "Pod ns/job-master-0" in created["message"]
+        assert "violates PodSecurity" in created["message"]
+        assert cluster.condition(key, "Failed") is None
+    assert delays == [2.0, 4.0, 8.0, 16.0]
+    warnings = [e for e in cluster.events if e.type == "Warning" and e.reason == "ChildRefused"]
+    assert len(warnings) == 4 and "violates PodSecurity" in warnings[0].message
+    cluster.fail_next["Pod"] = PSA
+    reconciler.reconcile(key)
+    failed = cluster.condition(key, "Failed")
+    assert failed is not None and failed["reason"] == "ChildRefused"
+    assert "violates PodSecurity" in failed["message"]
+
+
+def test_a_quota_refusal_waits_without_failing_the_job() -> None:
+    cluster, reconciler, key, _ = setup(pytorch_raw(workers=1))
+    for _ in range(8):
+        cluster.fail_next["Pod"] = QUOTA
+        result = reconciler.reconcile(key)
+    created = cluster.condition(key, "Created")
+    assert created is not None and created["reason"] == "ChildRefused"
+    assert (
+        "exceeded quota" in created["message"] and "until the quota frees up" in created["message"]
+    )
+    assert cluster.condition(key, "Failed") is None
+    assert result.requeue_after == 60.0
+    reconciler.reconcile(key)  # the quota freed up
+    assert "job-master-0" in cluster.children["Pod"]
+
+
+def test_the_ssh_key_pair_is_created_under_a_generated_name_and_recorded() -> None:
+    cluster, reconciler, key, _ = setup(mpi_raw(workers=1))
+    reconciler.reconcile(key)
+    recorded = cluster.jobs[key]["status"]["sshAuthSecretName"]
+    assert recorded.startswith("job-ssh-") and recorded in cluster.children["Secret"]
+    assert not cluster.children["Pod"]  # pods come once the name is recorded
+    reconciler.reconcile(key)
+    worker = cluster.children["Pod"]["job-worker-0"]
+    (volume,) = [v for v in worker["spec"]["volumes"] if v["name"] == "ssh-auth"]
+    assert volume["secret"]["secretName"] == recorded
+    reconciler.reconcile(key)
+    assert len(cluster.children["Secret"]) == 1  # never generated again
+
+
+def test_a_gate_waiting_only_for_the_service_it_just_created_looks_again_at_once() -> None:
+    """The stall: the master pod is Ready, but its Service is created by this very
+    reconcile (the gate was evaluated before). The job must not wait for the timeout."""
+    cluster, reconciler, key, _ = setup(pytorch_raw(workers=1))
+    cluster.children["Pod"]["job-master-0"] = pod("job-master-0")
+    result = reconciler.reconcile(key)
+    assert ("create", "Service/job-master-0") in cluster.calls
+    assert "job-worker-0" not in cluster.children["Pod"]
+    assert result.requeue_after is not None and result.requeue_after <= 0.05
+    assert ("Service", "job-master-0") in cluster.awaited[key]
+    reconciler.reconcile(key)
+    assert "job-worker-0" in cluster.children["Pod"]
+
+
+def test_each_pod_exit_is_recorded_once() -> None:
+    cluster, reconciler, key, _ = setup(pytorch_raw(workers=1))
+    reconciler.reconcile(key)
+    cluster.children["Pod"]["job-master-0"] = pod("job-master-0")
+    cluster.children["Pod"]["job-worker-0"] = pod("job-worker-0", "Failed", exit_code=3)
+    reconciler.reconcile(key)
+    reconciler.reconcile(key)
+    exits = [e.message for e in cluster.events if e.reason == "ExitedWithCode"]
+    assert exits == ["Pod: ns.job-worker-0 exited with code 3"]

@@ -7,10 +7,10 @@ from typing import Any
 import lupa.lua51 as lua51
 import pytest
 
-from kubetrain.gitops.argocd import HEALTH_LUA, health_customizations
+from kubetrain.gitops.argocd import HEALTH_LUA, TRAINJOB_HEALTH_LUA, health_customizations
 
 
-def health(obj: dict[str, Any]) -> tuple[str, str]:
+def health(obj: dict[str, Any], script: str = HEALTH_LUA) -> tuple[str, str]:
     runtime = lua51.LuaRuntime(unpack_returned_tuples=True)
 
     def to_lua(value: Any) -> Any:
@@ -20,7 +20,7 @@ def health(obj: dict[str, Any]) -> tuple[str, str]:
             return runtime.table_from([to_lua(v) for v in value])
         return value
 
-    check = runtime.eval(f"function(obj)\n{HEALTH_LUA}\nend")
+    check = runtime.eval(f"function(obj)\n{script}\nend")
     assert callable(check)
     result = check(to_lua(obj))
     return str(result["status"]), str(result["message"])
@@ -80,8 +80,65 @@ def test_health_from_conditions(case: str) -> None:
 
 
 def test_every_job_kind_has_the_check() -> None:
-    assert sorted(health_customizations()) == [
+    checks = health_customizations()
+    assert sorted(checks) == [
         "resource.customizations.health.kubeflow.org_MPIJob",
         "resource.customizations.health.kubeflow.org_PyTorchJob",
         "resource.customizations.health.kubeflow.org_TFJob",
+        "resource.customizations.health.trainer.kubeflow.org_TrainJob",
     ]
+    assert checks["resource.customizations.health.trainer.kubeflow.org_TrainJob"] == (
+        TRAINJOB_HEALTH_LUA
+    )
+
+
+def trainjob(status: dict[str, Any] | None, *, suspend: bool = False) -> dict[str, Any]:
+    obj: dict[str, Any] = {"kind": "TrainJob", "spec": {"suspend": suspend}}
+    if status is not None:
+        obj["status"] = status
+    return obj
+
+
+TRAINJOB_CASES: dict[str, tuple[dict[str, Any], tuple[str, str]]] = {
+    "new": (trainjob(None), ("Progressing", "Waiting for the TrainJob to start")),
+    "created": (
+        trainjob({"state": "Created", "nodes": 4, "readyNodes": 1}),
+        ("Progressing", "TrainJob is Created (1/4 nodes ready)"),
+    ),
+    "running": (
+        trainjob({"state": "Running", "nodes": 2, "readyNodes": 2}),
+        ("Healthy", "TrainJob is running (2/2 nodes ready)"),
+    ),
+    "restarting": (
+        trainjob({"state": "Restarting", "nodes": 2, "readyNodes": 1}),
+        ("Progressing", "TrainJob is Restarting (1/2 nodes ready)"),
+    ),
+    "suspended": (
+        trainjob({"state": "Suspended"}, suspend=True),
+        ("Suspended", "TrainJob is suspended"),
+    ),
+    "complete": (
+        trainjob(
+            {
+                "state": "Complete",
+                "conditions": [{"type": "Complete", "status": "True", "message": "done"}],
+            }
+        ),
+        ("Healthy", "done"),
+    ),
+    "failed": (
+        trainjob(
+            {
+                "state": "Failed",
+                "conditions": [{"type": "Failed", "status": "True", "message": "OOMKilled"}],
+            }
+        ),
+        ("Degraded", "OOMKilled"),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", TRAINJOB_CASES, ids=list(TRAINJOB_CASES))
+def test_trainjob_health_reads_state_not_conditions(case: str) -> None:
+    obj, expected = TRAINJOB_CASES[case]
+    assert health(obj, TRAINJOB_HEALTH_LUA) == expected

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from kubetrain.api.common import CleanPodPolicy
+from kubetrain.api import keys as K
+from kubetrain.api.common import CleanPodPolicy, ReplicaStatus
+from kubetrain.controller.decisions import ChildRef
 from kubetrain.controller.plugins.base import Observed
 from kubetrain.controller.policies import cleanup, suspend
 from tests.unit.controller.builders import batch_job, pod, service
@@ -30,17 +32,28 @@ def scene() -> Observed:
     )
 
 
-def names(refs: list[cleanup.ChildRef]) -> set[tuple[str, str]]:
+def names(refs: list[ChildRef]) -> set[tuple[str, str]]:
     return {(r.kind, r.name) for r in refs}
 
 
-@pytest.mark.parametrize("policy", [CleanPodPolicy.RUNNING, CleanPodPolicy.NONE])
-def test_active_pods_always_stop_and_finished_ones_stay(policy: CleanPodPolicy) -> None:
-    assert names(cleanup.children_to_delete(policy, scene())) == {
+def test_running_stops_active_pods_and_keeps_finished_ones() -> None:
+    assert names(cleanup.children_to_delete(CleanPodPolicy.RUNNING, scene())) == {
         ("Pod", "job-worker-0"),
         ("Pod", "job-worker-2"),
         ("Service", "job-worker-0"),
         ("Job", "job-launcher"),  # still active: stopped with the job
+    }
+
+
+def test_none_deletes_nothing_as_upstream_documents() -> None:
+    assert cleanup.children_to_delete(CleanPodPolicy.NONE, scene()) == []
+
+
+def test_spared_pods_keep_running_with_their_services() -> None:
+    spare = frozenset({"job-worker-0"})
+    assert names(cleanup.children_to_delete(CleanPodPolicy.RUNNING, scene(), spare=spare)) == {
+        ("Pod", "job-worker-2"),
+        ("Job", "job-launcher"),
     }
 
 
@@ -60,7 +73,7 @@ def test_all_deletes_every_pod_service_and_the_launcher() -> None:
 
 def test_a_finished_launcher_job_is_kept_unless_all() -> None:
     done = Observed(batch_jobs={"job-launcher": batch_job("job-launcher", "Complete")})
-    assert cleanup.children_to_delete(CleanPodPolicy.NONE, done) == []
+    assert cleanup.children_to_delete(CleanPodPolicy.RUNNING, done) == []
     assert names(cleanup.children_to_delete(CleanPodPolicy.ALL, done)) == {("Job", "job-launcher")}
 
 
@@ -79,5 +92,29 @@ def test_suspend_deletes_pods_services_and_the_launcher_job() -> None:
 
 
 def test_references_carry_the_uid_precondition() -> None:
-    refs = cleanup.children_to_delete(CleanPodPolicy.NONE, scene())
+    refs = cleanup.children_to_delete(CleanPodPolicy.RUNNING, scene())
     assert {r.uid for r in refs if r.kind == "Pod"} == {"uid-job-worker-0", "uid-job-worker-2"}
+
+
+def test_counts_after_the_end_stay_true() -> None:
+    recorded = {"Worker": ReplicaStatus(active=2, succeeded=1, failed=0, restarts=1)}
+    # worker-1 exited by itself (succeeded), worker-2 was stopped by the cleanup (gone).
+    later = {"Worker": ReplicaStatus(active=0, succeeded=2, failed=0)}
+    counts = cleanup.counts_after_end(recorded, later)
+    assert counts is not None
+    assert (counts["Worker"].active, counts["Worker"].succeeded, counts["Worker"].restarts) == (
+        0,
+        2,
+        1,
+    )
+    # Pods deleted under cleanPodPolicy All keep their verdict in the status.
+    gone = cleanup.counts_after_end(counts, {"Worker": ReplicaStatus(active=0, succeeded=0)})
+    assert gone is not None and gone["Worker"].succeeded == 2
+
+
+@pytest.mark.parametrize(
+    ("annotation", "expected"), [(None, 60), ("5", 5), ("0", 0), ("-1", 60), ("soon", 60)]
+)
+def test_grace_seconds_from_the_annotation(annotation: str | None, expected: int) -> None:
+    raw = {"metadata": {"annotations": {K.SUCCESS_GRACE_ANNOTATION: annotation}}}
+    assert cleanup.grace_seconds(raw if annotation is not None else {}, 60) == expected

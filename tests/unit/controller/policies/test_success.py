@@ -1,22 +1,55 @@
-"""Success per kind (upstream's rules)."""
+"""Success per kind (upstream's rules, stated once in ``kubetrain.frameworks``), answered
+from pods by the operator and from exit codes by the local runner: the same table holds
+for both."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import pytest
 
 from kubetrain.api.common import ConditionType
-from kubetrain.api.common import RestartPolicy as P
-from kubetrain.controller.plugins.base import Observed, Replica
+from kubetrain.api.loader import Job
+from kubetrain.controller.plugins.base import Observed
 from kubetrain.controller.policies import success
-from tests.unit.controller.builders import batch_job, pod
+from kubetrain.frameworks import framework_for
+from kubetrain.local.plan import job_succeeded
+from tests.unit.controller.builders import batch_job, container_template, mpi_raw, pod, typed
 
 
-def replicas(*specs: tuple[str, int]) -> list[Replica]:
-    return [
-        Replica(rtype, i, f"job-{rtype.lower()}-{i}", P.ON_FAILURE, "main")
+def job(kind: str, *specs: tuple[str, int], **spec: Any) -> Job:
+    container = {"PyTorchJob": "pytorch", "TFJob": "tensorflow"}[kind]
+    field = {"PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs"}[kind]
+    replica_specs = {
+        rtype: {"replicas": count, "template": container_template(container)}
         for rtype, count in specs
-        for i in range(count)
-    ]
+    }
+    version = "v1"
+    return typed(
+        {
+            "apiVersion": f"kubeflow.org/{version}",
+            "kind": kind,
+            "metadata": {"name": "job", "namespace": "ns"},
+            "spec": {field: replica_specs, **spec},
+        }
+    )
+
+
+def decided_alike(typed_job: Job, phases: dict[str, str]) -> bool:
+    """The operator's verdict (from pods), checked to equal the local runner's (from exit
+    codes) for the same replicas."""
+    pods = observed(**phases)
+    outcome = success.from_pods(framework_for(typed_job.kind), typed_job, pods)
+    exit_codes = {}
+    for name, phase in phases.items():
+        _, rtype, index = name.split("_")
+        kinds = {t.lower(): t for t in typed_job.replica_specs()}
+        exit_codes[(kinds[rtype], int(index))] = 0 if phase == "Succeeded" else None
+    assert job_succeeded(typed_job, exit_codes) is (outcome is not None)
+    if outcome is not None:
+        assert outcome.condition is ConditionType.SUCCEEDED
+        assert outcome.reason == f"{typed_job.kind}Succeeded"
+    return outcome is not None
 
 
 def observed(**phases: str) -> Observed:
@@ -71,11 +104,8 @@ def observed(**phases: str) -> Observed:
 def test_pytorch(
     specs: list[tuple[str, int]], phases: dict[str, str], elastic: bool, succeeded: bool
 ) -> None:
-    outcome = success.pytorch("job", replicas(*specs), observed(**phases), elastic=elastic)
-    assert (outcome is not None) is succeeded
-    if outcome is not None:
-        assert outcome.condition is ConditionType.SUCCEEDED
-        assert outcome.reason == "PyTorchJobSucceeded"
+    extra: dict[str, Any] = {"elasticPolicy": {"maxReplicas": 2}} if elastic else {}
+    assert decided_alike(job("PyTorchJob", *specs, **extra), phases) is succeeded
 
 
 @pytest.mark.parametrize(
@@ -124,19 +154,21 @@ def test_pytorch(
 def test_tensorflow(
     specs: list[tuple[str, int]], phases: dict[str, str], all_workers: bool, succeeded: bool
 ) -> None:
-    outcome = success.tensorflow(
-        "job", replicas(*specs), observed(**phases), all_workers=all_workers
-    )
-    assert (outcome is not None) is succeeded
+    extra: dict[str, Any] = {"successPolicy": "AllWorkers"} if all_workers else {}
+    assert decided_alike(job("TFJob", *specs, **extra), phases) is succeeded
 
 
 def test_mpi_succeeds_with_its_launcher_job() -> None:
+    mpi = typed(mpi_raw(workers=1))
     done = batch_job("job-launcher", "Complete", completionTime="2026-01-02T12:00:00Z")
-    outcome = success.mpi("job", done, [])
+    outcome = success.mpi(mpi, done, [])
     assert outcome is not None and outcome.condition is ConditionType.SUCCEEDED
     assert outcome.at == "2026-01-02T12:00:00Z"
-    assert success.mpi("job", batch_job("job-launcher"), []) is None
-    assert success.mpi("job", None, []) is None
+    assert "job-launcher completed" in outcome.message
+    assert success.mpi(mpi, batch_job("job-launcher"), []) is None
+    assert success.mpi(mpi, None, []) is None
+    assert job_succeeded(mpi, {("Launcher", 0): 0})
+    assert not job_succeeded(mpi, {("Launcher", 0): 1, ("Worker", 0): 0})
 
 
 def test_mpi_fails_with_the_launcher_jobs_reason_and_last_pod() -> None:
@@ -147,7 +179,7 @@ def test_mpi_fails_with_the_launcher_jobs_reason_and_last_pod() -> None:
         message="Job has reached the specified backoff limit",
     )
     pods = [pod("job-launcher-abc", "Failed", exit_code=3)]
-    outcome = success.mpi("job", failed, pods)
+    outcome = success.mpi(typed(mpi_raw(workers=1)), failed, pods)
     assert outcome is not None and outcome.condition is ConditionType.FAILED
     assert outcome.reason == "BackoffLimitExceeded"
     assert "backoff limit" in outcome.message and "exit code 3" in outcome.message

@@ -1,0 +1,161 @@
+"""Label and annotation keys, the values that name controllers, and the reason strings of
+conditions and Events: the wire vocabulary the CRDs, the constructs, the operator and
+the local runner share, each stated once here.
+
+The ``training.kubeflow.org/`` keys (and the ``operator-name`` values in
+:mod:`kubetrain.api.kinds`) are upstream Kubeflow's, so tools written for the upstream
+operators (dashboards, Kueue, ``kubectl -l`` habits) keep working. The ``kubetrain.dev/``
+keys are kubetrain's own additions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from kubetrain.api.kinds import KINDS, TRAINER_GROUP, kind_info
+
+# -- labels on every child ------------------------------------------------------------------
+
+PREFIX = "training.kubeflow.org"
+OPERATOR_NAME = f"{PREFIX}/operator-name"
+JOB_NAME = f"{PREFIX}/job-name"
+REPLICA_TYPE = f"{PREFIX}/replica-type"
+REPLICA_INDEX = f"{PREFIX}/replica-index"
+JOB_ROLE = f"{PREFIX}/job-role"
+#: The label upstream's mpi-operator also puts on an MPIJob's children.
+APP = "app"
+
+# -- kubetrain's annotations and labels ------------------------------------------------------
+
+KUBETRAIN_PREFIX = "kubetrain.dev"
+#: Hash of the desired child, so an unchanged child is not applied again.
+SPEC_HASH_ANNOTATION = f"{KUBETRAIN_PREFIX}/spec-hash"
+#: Optional per-job override of the operator's startup timeout, in seconds.
+STARTUP_TIMEOUT_ANNOTATION = f"{KUBETRAIN_PREFIX}/startup-timeout-seconds"
+#: Optional per-job override of how long ranks still running after a job succeeded may
+#: take to exit by themselves (``cleanPodPolicy`` unset), in seconds.
+SUCCESS_GRACE_ANNOTATION = f"{KUBETRAIN_PREFIX}/success-grace-seconds"
+#: The scheduling gate on a pod created before the pods it connects to are Ready (an
+#: MPIJob's launcher under ``launcherCreationPolicy: AtStartup``); the operator removes it.
+STARTUP_GATE = f"{KUBETRAIN_PREFIX}/startup"
+#: The linear-scaling arithmetic of a sample job, for people.
+LEARNING_RATE_ANNOTATION = f"{KUBETRAIN_PREFIX}/learning-rate"
+#: The node label naming a block (rail, rack, IB island) when the platform has none.
+BLOCK_TOPOLOGY_LABEL = f"topology.{KUBETRAIN_PREFIX}/block"
+#: Which GpuNodePool an object belongs to.
+GPU_POOL_LABEL = f"{KUBETRAIN_PREFIX}/gpu-pool"
+#: The node tuner's verdict on a node (``ok`` or failed checks), and its report.
+NODE_TUNING_LABEL = f"{KUBETRAIN_PREFIX}/node-tuning"
+NODE_TUNING_DETAIL_ANNOTATION = f"{KUBETRAIN_PREFIX}/node-tuning-detail"
+NODE_TUNING_OK = "ok"
+
+# -- other projects' keys kubetrain sets ----------------------------------------------------
+
+#: Istio's sidecar switch: an injected sidecar never exits, so a pod never completes.
+ISTIO_INJECT_ANNOTATION = "sidecar.istio.io/inject"
+#: The NVIDIA device plugin's resource and GPU Feature Discovery's product label.
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+
+# -- runPolicy.managedBy ------------------------------------------------------------------
+
+#: kubetrain's own ``runPolicy.managedBy`` value.
+MANAGED_BY_KUBETRAIN = f"{KUBETRAIN_PREFIX}/operator"
+#: The upstream operators' values: kubetrain is their drop-in replacement, so it acts on
+#: jobs that name them.
+MANAGED_BY_UPSTREAM = ("kubeflow.org/training-operator", "kubeflow.org/mpi-operator")
+#: Kueue's MultiKueue: the job runs on another cluster; kubetrain leaves it alone.
+MANAGED_BY_MULTIKUEUE = "kueue.x-k8s.io/multikueue"
+#: Every value admitted (CEL and ``kubetrain validate``).
+MANAGED_BY_VALUES = (MANAGED_BY_KUBETRAIN, *MANAGED_BY_UPSTREAM, MANAGED_BY_MULTIKUEUE)
+
+# -- Kubeflow Trainer v2 (kubetrain.api.trainer) -----------------------------------------------
+
+TRAINER_PREFIX = TRAINER_GROUP
+#: Runtime label the Kubeflow SDK requires (any value; ``torchtune`` selects its
+#: BuiltinTrainer); runtimes without it are skipped by ``list_runtimes``.
+TRAINER_FRAMEWORK_LABEL = f"{TRAINER_PREFIX}/framework"
+#: Label of a runtime's replicated job naming the TrainJob step it runs (``trainer``,
+#: ``dataset-initializer``, ``model-initializer``).
+TRAINER_ANCESTOR_LABEL = f"{TRAINER_PREFIX}/trainjob-ancestor-step"
+#: Upstream Trainer's ``spec.managedBy`` value, its CRD's default: kubetrain serves the same
+#: CRD in its place and reconciles TrainJobs that name it (or none).
+MANAGED_BY_TRAINER = f"{TRAINER_PREFIX}/trainjob-controller"
+#: Values kubetrain reconciles (absent means kubetrain too).
+MANAGED_BY_ACCEPTED = frozenset({MANAGED_BY_KUBETRAIN, *MANAGED_BY_UPSTREAM, MANAGED_BY_TRAINER})
+#: The steps a runtime's replicated jobs are labelled with, and each step's container (the
+#: name the Kubeflow SDK reads logs from; a launcher's container is also ``node``).
+TRAINER_STEP_TRAINER = "trainer"
+TRAINER_STEP_DATASET_INITIALIZER = "dataset-initializer"
+TRAINER_STEP_MODEL_INITIALIZER = "model-initializer"
+TRAINER_NODE_CONTAINER = "node"
+#: Resource keys the Kubeflow SDK maps to a device (``nvidia.com/mig-`` is a prefix), in
+#: the order it tries them; limits with none of them make it raise (kubeflow/sdk#516).
+KUBEFLOW_SDK_DEVICE_KEYS = (
+    GPU_RESOURCE,
+    "google.com/tpu",
+    "nvidia.com/mig-",
+    "huawei.com/Ascend910",
+    "cpu",
+)
+#: JobSet's and the Job controller's pod labels, which the Kubeflow SDK reads to find a
+#: TrainJob's pods and their ranks (kubetrain creates the pods itself and sets them).
+JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
+JOBSET_REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
+JOBSET_JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
+JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
+#: The finalizer that keeps a runtime while a TrainJob references it (kubeflow/sdk#797:
+#: the SDK cannot read a job whose runtime is gone).
+RUNTIME_IN_USE_FINALIZER = f"{KUBETRAIN_PREFIX}/runtime-in-use"
+TRAINER_STEP_CONTAINERS = {
+    TRAINER_STEP_TRAINER: TRAINER_NODE_CONTAINER,
+    TRAINER_STEP_DATASET_INITIALIZER: TRAINER_STEP_DATASET_INITIALIZER,
+    TRAINER_STEP_MODEL_INITIALIZER: TRAINER_STEP_MODEL_INITIALIZER,
+}
+
+# -- condition and Event reasons (beyond upstream's <Kind><Verb>) ---------------------------
+
+INVALID_SPEC = "InvalidSpec"
+"""The job's content is invalid (the typed API or the API server rejected it)."""
+BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
+"""A failure needed a restart and ``runPolicy.backoffLimit`` restarts were used up."""
+DEADLINE_EXCEEDED = "DeadlineExceeded"
+"""``runPolicy.activeDeadlineSeconds`` passed since ``status.startTime``."""
+STARTUP_TIMEOUT = "StartupTimeout"
+"""Pods another replica waits for (a Master, MPI workers) did not become Ready in time."""
+CHILD_NAME_CONFLICT = "ChildNameConflict"
+"""A child's name is taken by an object the job does not control; it is left untouched."""
+CHILD_REFUSED = "ChildRefused"
+"""The API server refused a child (admission policy, quota, RBAC); see the message."""
+STARTUP_WAITING = "WaitingForReplicas"
+"""Event: a gated replica (MPI launcher, PyTorch workers) waits for the pods it needs."""
+TTL_EXPIRED = "TTLExpired"
+"""Event: the job finished ``ttlSecondsAfterFinished`` ago and is deleted."""
+RUNTIME_IN_USE = "RuntimeInUse"
+"""Event: a runtime being deleted waits for the TrainJobs that still use it."""
+RUNTIME_NOT_FOUND = "RuntimeNotFound"
+"""A TrainJob's ``runtimeRef`` names no runtime (after a short wait for it to appear)."""
+MANAGED_ELSEWHERE = "ManagedByOtherController"
+"""Event: ``runPolicy.managedBy`` names another controller."""
+
+
+# -- selectors ----------------------------------------------------------------------------
+
+
+def operator_name_selector(kinds: Iterable[str] = KINDS) -> str:
+    """The label selector of the children of ``kinds`` (what the child informers watch)."""
+    values = ",".join(sorted(kind_info(k).operator_name for k in kinds))
+    return f"{OPERATOR_NAME} in ({values})"
+
+
+def job_labels(kind: str, job_name: str) -> dict[str, str]:
+    """``operator-name`` and ``job-name``: what every child of a job carries."""
+    return {OPERATOR_NAME: kind_info(kind).operator_name, JOB_NAME: job_name}
+
+
+def job_selector(kind: str, job_name: str, replica_type: str | None = None) -> str:
+    """The serialized selector of a job's pods (``replicaStatuses[*].selector``)."""
+    parts = [f"{JOB_NAME}={job_name}", f"{OPERATOR_NAME}={kind_info(kind).operator_name}"]
+    if replica_type is not None:
+        parts.append(f"{REPLICA_TYPE}={replica_type.lower()}")
+    return ",".join(parts)

@@ -1,0 +1,119 @@
+"""What an invariant is (a CEL rule the API server enforces and a Python check ``kubetrain
+validate`` runs, with one shared message), the tables they read, and the helpers both
+sides use to read a raw wire job."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from kubetrain.api.base import CelRule
+from kubetrain.api.errors import FieldError
+from kubetrain.api.kinds import KINDS
+
+MAX_NAME = 63
+
+#: Replica types of each kind, in their canonical spelling (the kinds table's).
+REPLICA_TYPES: dict[str, tuple[str, ...]] = {k: i.replica_types for k, i in KINDS.items()}
+#: Kinds whose replica types upstream accepts in any letter case and normalises
+#: (training-operator's TFJob defaulter; its PyTorchJob webhook refuses other spellings).
+CASE_INSENSITIVE_KINDS = frozenset(k for k, i in KINDS.items() if i.case_insensitive_replica_types)
+#: Wire field holding each kind's replica specs.
+REPLICA_FIELDS = {k: i.replica_specs_field for k, i in KINDS.items()}
+#: The container upstream requires in every replica (and injects its environment into).
+MAIN_CONTAINERS = {k: i.main_container for k, i in KINDS.items() if i.main_container}
+
+
+#: Where an invariant's CEL rule sits: at the CRD root (``self`` is the whole job) or on
+#: each replica spec (``self`` is one entry of the replica specs map).
+ROOT = "root"
+REPLICA = "replica"
+
+
+@dataclass(frozen=True)
+class Invariant:
+    """One rule: ``cel`` is evaluated at the CRD root (``self`` is the whole object), or
+    on each replica spec when ``scope`` is ``REPLICA`` (rules over a replica's containers
+    sit there: their cost is estimated per replica spec, and the API server's message
+    then names the replica type). ``check`` is the Python side, on the whole job."""
+
+    name: str
+    kind: str
+    message: str
+    cel: str
+    field_path: str
+    check: Callable[[dict[str, Any]], list[FieldError]]
+    scope: str = ROOT
+
+    def cel_rule(self) -> CelRule:
+        return CelRule(rule=self.cel, message=self.message, field_path=self.field_path)
+
+
+@dataclass(frozen=True)
+class Transition:
+    """A rule on updates: ``cel`` compares ``self`` with ``oldSelf`` at the CRD root;
+    ``check(old, new)`` is the Python side."""
+
+    name: str
+    kind: str
+    message: str
+    cel: str
+    field_path: str
+    check: Callable[[dict[str, Any], dict[str, Any]], list[FieldError]]
+
+    def cel_rule(self) -> CelRule:
+        return CelRule(rule=self.cel, message=self.message, field_path=self.field_path)
+
+
+def replica_type_message(kind: str) -> str:
+    """The message for a replica type the kind does not have."""
+    names = ", ".join(REPLICA_TYPES[kind])
+    if kind in CASE_INSENSITIVE_KINDS:
+        return f"replica type must be one of: {names} (in any letter case)"
+    return f"replica type must be one of: {names}"
+
+
+def spec_of(obj: dict[str, Any]) -> dict[str, Any]:
+    spec = obj.get("spec")
+    return spec if isinstance(spec, dict) else {}
+
+
+def specs_of(obj: dict[str, Any], field: str) -> dict[str, Any]:
+    specs = spec_of(obj).get(field)
+    return specs if isinstance(specs, dict) else {}
+
+
+def int_of(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def replicas_of(replica_spec: Any, default: int = 1) -> int | None:
+    """The replica count, ``default`` when absent, None when not a count (not an int, or
+    negative: the schema reports those)."""
+    if not isinstance(replica_spec, dict):
+        return None
+    count = int_of(replica_spec.get("replicas", default))
+    return count if count is not None and count >= 0 else None
+
+
+def containers_of(replica_spec: Any) -> list[Any] | None:
+    """The template's containers, None when the template has none or is malformed."""
+    template = replica_spec.get("template") if isinstance(replica_spec, dict) else None
+    pod = template.get("spec") if isinstance(template, dict) else None
+    containers = pod.get("containers") if isinstance(pod, dict) else None
+    return containers if isinstance(containers, list) else None
+
+
+def cel_replicas(specs: str, rtype: str) -> str:
+    ref = f"{specs}[{rtype}]"
+    return f"(has({ref}.replicas) ? {ref}.replicas : 1)"
+
+
+def cel_present(field: str, rtype: str) -> str:
+    return f"has(self.spec.{field}) && '{rtype}' in self.spec.{field}"
+
+
+def rule_prefix(kind: str) -> str:
+    """The prefix of a kind's rule names (``pytorch``, ``tf``, ``mpi``)."""
+    return KINDS[kind].short

@@ -1,0 +1,58 @@
+"""Names of Kubeflow Trainer v2's API as the Trainer modules use them, taken from the
+kinds table and the wire keys (:mod:`kubetrain.api.kinds`, :mod:`kubetrain.api.keys`),
+plus the environment the frameworks reserve."""
+
+from __future__ import annotations
+
+from kubetrain.api import keys, kinds
+
+GROUP = kinds.TRAINER_GROUP
+VERSION = kinds.TRAINER_VERSION
+API_VERSION = kinds.TRAINJOB.api_version
+
+TRAINJOB = kinds.TRAINJOB.kind
+TRAINING_RUNTIME = kinds.TRAINING_RUNTIME.kind
+CLUSTER_TRAINING_RUNTIME = kinds.CLUSTER_TRAINING_RUNTIME.kind
+#: The kinds a TrainJob's ``runtimeRef`` may name.
+RUNTIME_KINDS = (CLUSTER_TRAINING_RUNTIME, TRAINING_RUNTIME)
+#: ``runtimeRef`` defaults, as upstream's CRD writes them.
+DEFAULT_RUNTIME_API_GROUP = GROUP
+DEFAULT_RUNTIME_KIND = CLUSTER_TRAINING_RUNTIME
+
+FRAMEWORK_LABEL = keys.TRAINER_FRAMEWORK_LABEL
+ANCESTOR_LABEL = keys.TRAINER_ANCESTOR_LABEL
+ANCESTOR_TRAINER = keys.TRAINER_STEP_TRAINER
+NODE = keys.TRAINER_NODE_CONTAINER
+STEP_CONTAINERS = keys.TRAINER_STEP_CONTAINERS
+#: Containers whose environment only ``spec.trainer`` / ``spec.initializer`` may set.
+ENV_OWNED_CONTAINERS = (
+    NODE,
+    keys.TRAINER_STEP_DATASET_INITIALIZER,
+    keys.TRAINER_STEP_MODEL_INITIALIZER,
+)
+
+#: ``spec.managedBy`` values: upstream's controller (which kubetrain replaces: it serves the
+#: same CRD) and Kueue's MultiKueue. Absent means the first.
+MANAGED_BY_VALUES = (keys.MANAGED_BY_TRAINER, keys.MANAGED_BY_MULTIKUEUE)
+
+#: Environment variables the frameworks inject into the ``node`` container, which a
+#: TrainJob's ``spec.trainer.env`` may not set (upstream v2.3.0's reserved names, per
+#: framework: torchrun, OpenMPI, XGBoost's tracker). The API layer states them because it
+#: refuses them; the frameworks that inject them sit above it.
+RESERVED_ENV: dict[str, tuple[str, ...]] = {
+    "torch": (
+        "PET_NNODES",
+        "PET_NPROC_PER_NODE",
+        "PET_NODE_RANK",
+        "PET_MASTER_ADDR",
+        "PET_MASTER_PORT",
+    ),
+    "mpi": (
+        "OMPI_MCA_orte_default_hostfile",
+        "OMPI_MCA_plm_rsh_args",
+        "OMPI_MCA_orte_keep_fqdn_hostnames",
+        "OMPI_MCA_orte_set_default_slots",
+    ),
+    "xgboost": ("DMLC_TRACKER_URI", "DMLC_TRACKER_PORT", "DMLC_TASK_ID", "DMLC_NUM_WORKER"),
+}
+ALL_RESERVED_ENV: tuple[str, ...] = tuple(name for names in RESERVED_ENV.values() for name in names)

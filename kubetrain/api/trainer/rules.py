@@ -1,0 +1,101 @@
+"""The building blocks of the Trainer v2 kinds' rules (``kubetrain.api.trainer.invariants``
+holds the tables): a :class:`Rule` states one invariant twice with one message, as a CEL
+rule placed on a node of the CRD schema (``node``: the path of property names from the
+root, ``[]`` for a list's items; ``self`` is that node's value, so the API server's
+message names the offending field) and as a Python check on the whole wire object that
+reports the same message at that field. The helpers read a wire object whatever its
+shape: the checks run on input the typed models may also refuse.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from kubetrain.api.base import CelRule
+from kubetrain.api.errors import FieldError, join_path
+from kubetrain.api.limits import ReplicaLimits
+from kubetrain.api.trainer.constants import CLUSTER_TRAINING_RUNTIME, TRAINING_RUNTIME
+
+MAX_NAME = 63
+ITEMS = "[]"
+RUNTIMES = (TRAINING_RUNTIME, CLUSTER_TRAINING_RUNTIME)
+
+Check = Callable[[dict[str, Any]], list[FieldError]]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One rule of the ``kinds`` whose CRD carries it: ``cel`` at the schema ``node``
+    (``self`` is the node's value), ``check`` on the whole wire object."""
+
+    name: str
+    kinds: tuple[str, ...]
+    message: str
+    cel: str
+    node: tuple[str, ...]
+    check: Check
+    field_path: str | None = None
+
+    def cel_rule(self) -> CelRule:
+        return CelRule(rule=self.cel, message=self.message, field_path=self.field_path)
+
+
+# --- walking the wire object ----------------------------------------------------------------
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def at(obj: Any, *keys: str) -> Any:
+    for key in keys:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def as_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def items_at(obj: Any, *keys: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(index, item) of the mapping items of the list at ``keys``."""
+    for index, item in enumerate(as_list(at(obj, *keys))):
+        if isinstance(item, dict):
+            yield index, item
+
+
+def full_match(pattern: str, value: str) -> bool:
+    # CEL's matches() is RE2: '.' stops at a newline and '$' is the end of the text.
+    return re.fullmatch(pattern, value) is not None
+
+
+def nodes_message(limits: ReplicaLimits) -> str:
+    """The rejection message of the node limit (shared by CEL and Python)."""
+    return (
+        f"numNodes must be at most {limits.max_replicas_per_type} (the cluster's limit on "
+        "replicas of one replica type, set in the job CRDs by the platform team)"
+    )
+
+
+def nodes_check(keys: tuple[str, ...], limits: ReplicaLimits) -> Check:
+    def check(obj: dict[str, Any]) -> list[FieldError]:
+        count = as_int(at(obj, *keys, "numNodes"))
+        if count is not None and count > limits.max_replicas_per_type:
+            return [FieldError(f"{'.'.join(keys)}.numNodes", nodes_message(limits), count)]
+        return []
+
+    return check
+
+
+def node_path(node: tuple[str, ...]) -> str:
+    """A rule's node as the API server names fields (list items without an index)."""
+    return join_path([part for part in node if part != ITEMS])

@@ -1,0 +1,92 @@
+"""A JSON-shaped value as the API server would hold it: the copy ``load_job`` validates,
+made without recursion and within the same depth and size limits as reading YAML."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+from kubetrain.api.errors import FieldError, join_path
+from kubetrain.api.limits import INT64_MAX, INT64_MIN, MAX_DEPTH, MAX_NODES
+from kubetrain.api.reading import (
+    DEPTH_MESSAGE,
+    INT_RANGE_MESSAGE,
+    NODES_MESSAGE,
+    NOT_FINITE_MESSAGE,
+    describe_value,
+)
+
+
+def wire_copy(obj: Any) -> tuple[Any, list[FieldError]]:
+    """A copy of ``obj`` as the API server would hold it, and what makes it unreadable.
+
+    Tuples become lists. Explicit nulls stay: which ones the server prunes depends on the
+    schema (``embedded.drop_pruned_nulls``). Floats stay floats, as JSON sends them:
+    ``2.0`` is a float to the server, which a CEL rule reading the field refuses, so
+    kubetrain refuses it in its typed fields.
+    Errors: keys that are not strings, values that are not JSON (sets, bytes, dates,
+    objects), NaN and infinities, integers outside 64 bits, nesting deeper than
+    ``MAX_DEPTH`` (a cycle included) and more than ``MAX_NODES`` values. The walk is
+    iterative and stops at the node limit, so any object, however large or shared, is
+    handled in bounded time.
+    """
+    errors: list[FieldError] = []
+    nodes = 0
+    root: list[Any] = [None]
+    # (source, parent container, key or index in the parent, path parts)
+    pending: list[tuple[Any, Any, str | int, tuple[str | int, ...]]] = [(obj, root, 0, ())]
+    while pending:
+        value, parent, slot, parts = pending.pop()
+        nodes += 1
+        if nodes > MAX_NODES:
+            errors.append(FieldError(join_path(parts), NODES_MESSAGE))
+            break
+        if isinstance(value, dict | list | tuple) and len(parts) >= MAX_DEPTH:
+            errors.append(FieldError(join_path(parts), DEPTH_MESSAGE))
+            continue
+        copied: Any
+        if isinstance(value, dict):
+            copied = {}
+            for key, item in value.items():
+                if not isinstance(key, str):
+                    errors.append(
+                        FieldError(
+                            join_path(parts),
+                            f"mapping keys must be strings, found {describe_value(key)}",
+                            describe_value(key),
+                        )
+                    )
+                else:
+                    # A placeholder keeps the key order; the value is filled when popped.
+                    copied[key] = None
+                    pending.append((item, copied, key, (*parts, key)))
+        elif isinstance(value, list | tuple):
+            copied = [None] * len(value)
+            for i in range(len(value) - 1, -1, -1):
+                pending.append((value[i], copied, i, (*parts, i)))
+        elif isinstance(value, bool) or value is None or isinstance(value, str):
+            copied = value
+        elif isinstance(value, int):
+            copied = value
+            if not INT64_MIN <= value <= INT64_MAX:
+                errors.append(FieldError(join_path(parts), INT_RANGE_MESSAGE, _big(value)))
+        elif isinstance(value, float):
+            copied = value
+            if not math.isfinite(value):
+                errors.append(FieldError(join_path(parts), NOT_FINITE_MESSAGE, str(value)))
+        else:
+            errors.append(
+                FieldError(
+                    join_path(parts),
+                    f"a JSON value (mapping, list, string, number, boolean), found "
+                    f"{type(value).__name__}",
+                )
+            )
+            copied = None
+        parent[slot] = copied
+    return root[0], errors
+
+
+def _big(value: int) -> str:
+    # str() of a huge integer is slow (and refused past 4,300 digits): estimate its size.
+    return f"an integer of about {int(value.bit_length() * math.log10(2)) + 1} digits"

@@ -1,0 +1,148 @@
+"""The small types the planner and the policies share.
+
+A policy looks at a job being reconciled (a :class:`~kubetrain.controller.draft.Draft`)
+and returns a :class:`Decision`: the conditions it sets, the Events and metric increments
+that go with them, the children it deletes, status fields it changes, when to look again,
+and whether it ends the job (an outcome) or the reconcile (``final``). The planner applies
+the decisions in its order of precedence and hands the reconciler a :class:`Plan`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from kubetrain.api.common import ConditionStatus, ConditionType
+from kubetrain.api.common import JobBase as Job
+from kubetrain.controller import podstate
+from kubetrain.controller.plugins.base import Outcome
+
+
+@dataclass(frozen=True)
+class ChildRef:
+    """A child to delete, with the uid it must still have (a precondition)."""
+
+    kind: str
+    name: str
+    uid: str
+    deleting: bool = False
+
+
+def ref(kind: str, obj: Mapping[str, Any]) -> ChildRef:
+    """A ChildRef for ``obj`` (its name, uid and whether it is being deleted)."""
+    return ChildRef(kind, podstate.name(obj), podstate.uid(obj), podstate.is_deleting(obj))
+
+
+@dataclass(frozen=True)
+class Event:
+    """An Event to emit about the job. ``key`` deduplicates repeats across reconciles;
+    ``name`` (a DNS suffix) makes it the job's only Event of that name, ever."""
+
+    type: str  # Normal | Warning
+    reason: str
+    message: str
+    key: str = ""
+    name: str = ""
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the planner needs besides the job and its children."""
+
+    now: datetime
+    startup_timeout_seconds: int = 600
+    #: How long ranks may run on after a success (``cleanPodPolicy`` unset).
+    success_grace_seconds: int = 60
+    #: uids of failed pods already counted as restarts (deletion may be pending).
+    counted_failures: frozenset[str] = frozenset()
+    #: In-place restart counts by pod uid, as last seen.
+    seen_restart_counts: Mapping[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class ConditionChange:
+    """Set condition ``type`` to ``status``; a change of status or reason is a transition
+    and emits an Event of type ``event`` (None: no Event). ``in_place`` turns an existing
+    condition False without a transition (Running when the job is suspended)."""
+
+    type: ConditionType
+    status: ConditionStatus
+    reason: str
+    message: str
+    event: str | None = "Normal"
+    in_place: bool = False
+
+
+@dataclass
+class Decision:
+    """What one policy decided (everything optional)."""
+
+    conditions: list[ConditionChange] = field(default_factory=list)
+    events: list[Event] = field(default_factory=list)
+    #: Metric events: created, succeeded, failed, restarted.
+    metrics: list[str] = field(default_factory=list)
+    delete: list[ChildRef] = field(default_factory=list)
+    #: Typed status fields to set (``start_time``, ``replica_statuses``, ...).
+    status: dict[str, Any] = field(default_factory=dict)
+    #: Look again this many seconds from now.
+    requeue_after: float | None = None
+    #: The job ends with this outcome (the planner adds completionTime and cleanup).
+    outcome: Outcome | None = None
+    #: Nothing after this decision applies in this reconcile.
+    final: bool = False
+    #: Delete the job itself (its TTL passed).
+    delete_job: bool = False
+    #: The replica counts the status reports (and a final state starts from).
+    replica_statuses: dict[str, Any] | None = None
+    #: Children to create, apply or create under a generated name (see :class:`Plan`).
+    create: list[dict[str, Any]] = field(default_factory=list)
+    apply: list[dict[str, Any]] = field(default_factory=list)
+    generate: list[tuple[dict[str, Any], str]] = field(default_factory=list)
+    #: Pods whose ``kubetrain.dev/startup`` scheduling gate is lifted.
+    ungate: list[ChildRef] = field(default_factory=list)
+    #: Children (kind, name) the startup gate waits for.
+    awaiting: frozenset[tuple[str, str]] | None = None
+    #: What the reconciler remembers: failures counted, in-place restart counts seen.
+    counted_failures: frozenset[str] | None = None
+    seen_restart_counts: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass
+class Plan:
+    """What the reconciler carries out, in this order: create and apply children, lift
+    startup gates, write the status, delete children, delete the job, emit Events.
+
+    ``create`` holds children not observed yet: they are POSTed, and a name already taken
+    by an object the job does not control is a conflict, never adopted. ``apply`` holds
+    observed children of this job whose desired content changed (server-side apply).
+    ``generate`` holds children created under a generated name, with the status field
+    that records the name the API server gave."""
+
+    kind: str
+    name: str
+    apply: list[dict[str, Any]] = field(default_factory=list)
+    create: list[dict[str, Any]] = field(default_factory=list)
+    generate: list[tuple[dict[str, Any], str]] = field(default_factory=list)
+    ungate: list[ChildRef] = field(default_factory=list)
+    delete: list[ChildRef] = field(default_factory=list)
+    #: The status to write (wire form), or None when it did not change.
+    status: dict[str, Any] | None = None
+    events: list[Event] = field(default_factory=list)
+    requeue_after: float | None = None
+    delete_job: bool = False
+    counted_failures: frozenset[str] = frozenset()
+    seen_restart_counts: dict[str, int] = field(default_factory=dict)
+    #: Metric events: created, succeeded, failed, restarted.
+    metrics: list[str] = field(default_factory=list)
+    #: Children (kind, name) the startup gate waits for: events about them wake the job.
+    awaiting: frozenset[tuple[str, str]] = frozenset()
+    #: The parsed, defaulted job (None when invalid).
+    job: Job | None = None
+
+
+def soonest(*values: float | None) -> float | None:
+    """The smallest of the delays given (None when none is)."""
+    present = [v for v in values if v is not None]
+    return min(present) if present else None

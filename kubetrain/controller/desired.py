@@ -1,0 +1,71 @@
+"""The children a job should have now, against those it has: what to create (not seen
+yet; pods of replicas being recreated wait until the old pod is gone), what to apply
+again (a child of this job whose desired content changed), what to create under a
+generated name, and the per-replica pods and Services no replica needs any more. A
+Service or pod the startup gate waits for that this reconcile creates makes the job be
+looked at again at once."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kubetrain.api import keys as K
+from kubetrain.controller import podstate
+from kubetrain.controller.decisions import ChildRef, Decision, ref
+from kubetrain.controller.plugins import children
+
+if TYPE_CHECKING:
+    from kubetrain.controller.draft import Draft
+
+#: Children that are created once and never changed (pods and Jobs are immutable where
+#: it matters; the SSH Secret must never be regenerated).
+CREATE_ONCE = frozenset({"Pod", "Job", "Secret"})
+#: Children created under a generated name, and the status field that records it (the
+#: operator may create Secrets but not read them: the status is how it knows its own).
+GENERATED_NAME_STATUS = {"Secret": "sshAuthSecretName"}
+#: Requeue delay after creating a child the startup gate waits for.
+IMMEDIATE_REQUEUE_SECONDS = 0.05
+
+
+def decide(draft: Draft) -> Decision:
+    """The children to create, apply and delete (see the module docs)."""
+    job, observed = draft.job, draft.observed
+    assert job is not None
+    recreating = {r.replica.pod_name for r in draft.restart.recreate} if draft.restart else set()
+    decision = Decision(delete=_surplus(draft))
+    for desired in draft.plugin.build(job, observed):
+        kind = desired["kind"]
+        name = desired["metadata"].get("name")
+        if not name:
+            decision.generate.append((desired, GENERATED_NAME_STATUS[kind]))
+            continue
+        present = observed.by_kind(kind).get(name)
+        if present is None:
+            if name not in recreating:
+                decision.create.append(desired)
+        elif kind not in CREATE_ONCE and (
+            children.observed_hash(present) != children.observed_hash(desired)
+        ):
+            decision.apply.append(desired)
+    written = {(o["kind"], o["metadata"]["name"]) for o in (*decision.create, *decision.apply)}
+    if written & draft.plan.awaiting:
+        # The gate was evaluated before this reconcile created what it waits for: look
+        # again as soon as the write is in the cache (the Service may be all it lacked).
+        decision.requeue_after = IMMEDIATE_REQUEUE_SECONDS
+    return decision
+
+
+def _surplus(draft: Draft) -> list[ChildRef]:
+    """Per-replica pods and Services no replica needs any more (scaled down or a replica
+    type removed)."""
+    assert draft.job is not None
+    wanted = {r.pod_name for r in draft.plugin.replicas(draft.job)}
+    out: list[ChildRef] = []
+    for kind in ("Pod", "Service"):
+        for name, obj in sorted(draft.observed.by_kind(kind).items()):
+            obj_labels = (obj.get("metadata") or {}).get("labels") or {}
+            if K.REPLICA_INDEX not in obj_labels or obj_labels.get(K.JOB_ROLE) == "launcher":
+                continue
+            if name not in wanted and not podstate.is_deleting(obj):
+                out.append(ref(kind, obj))
+    return out

@@ -1,0 +1,358 @@
+"""The TrainJob (Kubeflow Trainer v2) plugin: a TrainJob resolved against its runtime runs
+with the same policies as the v1 kinds (startup gating, restarts, deadlines, TTL,
+suspend, cleanup), and its children are made directly, no JobSet needed:
+
+- Service ``<trainjob>``: headless, selecting the TrainJob's pods (JobSet's Service);
+- one pod per (replicated job, index), named and host-named ``<trainjob>-<job>-0-<i>``
+  with subdomain ``<trainjob>``, carrying the labels the Kubeflow SDK reads
+  (``jobset.sigs.k8s.io/jobset-name``, ``.../replicatedjob-name``,
+  ``batch.kubernetes.io/job-completion-index``) and kubetrain's own. The name is the
+  slot: a failed pod is deleted before its replacement is created, so there are never two
+  live pods for one (job, index) (the SDK shows the first it lists);
+- MPI: an SSH key pair in a Secret ``<trainjob>-mpi-ssh-<random>`` (its name recorded in
+  ``status.kubetrain``), the hostfile in ConfigMap ``<trainjob>-mpi-hostfile`` mounted at
+  ``/etc/mpi`` in the launcher, the keys at ``sshAuthMountPath`` in every ``node``
+  container; the launcher starts once the nodes are Ready when the runtime says so
+  (``dependsOn``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from kubetrain.api import keys as K
+from kubetrain.api.common import JobBase as Job
+from kubetrain.api.common import JobStatus, ReplicaStatus, RestartPolicy
+from kubetrain.api.errors import FieldError, JobValidationError
+from kubetrain.api.trainer import constants as T
+from kubetrain.api.trainer.defaults import apply_trainer_defaults
+from kubetrain.api.trainer.loader import load_trainer_object
+from kubetrain.api.trainer.resolve import LAUNCHER, NODE_JOB, RENDEZVOUS_PORT, resolve
+from kubetrain.api.trainer.runtime import RuntimeBase
+from kubetrain.api.trainer.trainjob import TrainJob
+from kubetrain.controller import podstate
+from kubetrain.controller.conditions import parse_time
+from kubetrain.controller.plugins import children, v1
+from kubetrain.controller.plugins.base import (
+    Loaded,
+    Observed,
+    Outcome,
+    Replica,
+    StartupRule,
+    StatusCodec,
+)
+from kubetrain.controller.plugins.trainjob_status import CODEC
+from kubetrain.controller.policies import startup, success
+from kubetrain.controller.sshkeys import SshKeyPair, generate_ssh_keys, ssh_secret
+from kubetrain.frameworks import ClusterAddressing, mpi, trainjob
+from kubetrain.frameworks.addressing import trainjob_pod_name
+from kubetrain.frameworks.trainjob_nodes import typed
+
+#: How long a TrainJob waits for the runtime it names to appear before it fails.
+RUNTIME_WAIT_SECONDS = 30.0
+SSH_VOLUME = "mpi-ssh-auth"
+HOSTFILE_VOLUME = "mpi-hostfile"
+
+
+def hostfile_name(job: Job) -> str:
+    return f"{job.name}-mpi-hostfile"
+
+
+def secret_prefix(job: Job) -> str:
+    return f"{job.name}-mpi-ssh-"
+
+
+def _created_ago(raw: Mapping[str, Any], observed: Observed) -> float:
+    created = parse_time(str((raw.get("metadata") or {}).get("creationTimestamp") or ""))
+    return (observed.now - created).total_seconds() if created is not None else 0.0
+
+
+class TrainJobPlugin:
+    """Reconciles ``trainer.kubeflow.org/v1alpha1`` TrainJobs (see the module docs)."""
+
+    kind = trainjob.FRAMEWORK.info.kind
+    framework = trainjob.FRAMEWORK
+    #: Secrets are created, never watched (their names are in the status).
+    child_kinds: tuple[str, ...] = ("Pod", "Service", "ConfigMap")
+    #: As upstream's JobSet TTL: the pods and Services go, the TrainJob and status stay.
+    ttl_deletes = "children"
+    status_codec: StatusCodec = CODEC
+
+    def __init__(
+        self,
+        addressing: ClusterAddressing | None = None,
+        keygen: Callable[[], SshKeyPair] = generate_ssh_keys,
+    ) -> None:
+        self.addressing = addressing or ClusterAddressing()
+        self.keygen = keygen
+
+    # -- reading ------------------------------------------------------------------------
+
+    def load(self, raw: Mapping[str, Any], observed: Observed) -> Loaded:
+        """The TrainJob resolved against its runtime; a runtime not found fails the job
+        with ``RuntimeNotFound`` once it had time to appear."""
+        try:
+            declared = load_trainer_object(v1.body_of(raw))
+        except JobValidationError as err:
+            return Loaded(None, errors=list(err.errors))
+        if not isinstance(declared, TrainJob):
+            return Loaded(None, errors=[FieldError("kind", "TrainJob", raw.get("kind"))])
+        job = apply_trainer_defaults(declared)
+        ref = job.spec.runtime_ref
+        if observed.runtime is None:
+            where = f"{ref.kind} {ref.name}" + (
+                f" in namespace {job.metadata.namespace}" if ref.kind == T.TRAINING_RUNTIME else ""
+            )
+            missing = FieldError("spec.runtimeRef", f"an existing runtime: {where} does not exist")
+            waited = _created_ago(raw, observed)
+            if waited < RUNTIME_WAIT_SECONDS:
+                return Loaded(
+                    None, errors=[missing], retry_after=min(5.0, RUNTIME_WAIT_SECONDS - waited)
+                )
+            return Loaded(None, errors=[missing], reason=K.RUNTIME_NOT_FOUND)
+        try:
+            runtime = load_trainer_object(v1.body_of(observed.runtime))
+            if not isinstance(runtime, RuntimeBase):
+                raise JobValidationError([FieldError("kind", "a runtime", runtime.kind)])
+            resolved = resolve(job, apply_trainer_defaults(runtime))
+        except JobValidationError as err:
+            return Loaded(None, errors=list(err.errors))
+        return Loaded(resolved, resolved)
+
+    def validate(self, job: Job) -> list[FieldError]:
+        return []
+
+    def serving_replica_types(self, job: Job) -> tuple[str, ...]:
+        """MPI ``node`` pods serve sshd for the launcher: nothing to finish after it."""
+        resolved = typed(job)
+        return (NODE_JOB,) if resolved.spec.mpi is not None else ()
+
+    def replicas(self, job: Job) -> list[Replica]:
+        resolved = typed(job)
+        return [
+            Replica(
+                replica_type=name,
+                index=index,
+                pod_name=pod_name,
+                restart_policy=resolved.spec.replicated_jobs[name].restart_policy
+                or RestartPolicy.ON_FAILURE,
+                main_container=str(self.framework.run_container(resolved, name)),
+            )
+            for name, index, pod_name in trainjob.pod_names(resolved)
+        ]
+
+    def tolerates_failure(self, job: Job, replica: Replica) -> bool:
+        return False
+
+    def startup_rules(self, job: Job) -> list[StartupRule]:
+        return [
+            StartupRule(
+                waiting=order.waiting,
+                needed_pods=tuple(trainjob_pod_name(job.name, t, i) for t, i in order.needed),
+                needed_services=(job.name,),
+                waiting_label=order.waiting_label,
+                needed_label=order.needed_label,
+                until=order.until,
+            )
+            for order in self.framework.start_order(job)
+        ]
+
+    # -- children -----------------------------------------------------------------------
+
+    def build(self, job: Job, observed: Observed) -> list[dict[str, Any]]:
+        resolved = typed(job)
+        out = [children.with_hash(self._service(resolved))]
+        secret: str | None = None
+        if resolved.spec.mpi is not None:
+            out.append(children.with_hash(self._hostfile(resolved)))
+            secret = next(iter(observed.secrets), None)
+            if secret is None:
+                out.append(self._secret(resolved))
+                return out  # pods mount the key pair: they come once its name is recorded
+        gate = startup.evaluate(
+            self.startup_rules(job), observed, started_at=None, timeout_seconds=1
+        )
+        for replica in self.replicas(job):
+            if replica.replica_type in gate.blocked:
+                continue
+            out.append(children.with_hash(self._pod(resolved, replica, secret)))
+        return out
+
+    def _labels(self, job: Job, replicated_job: str, index: int) -> dict[str, str]:
+        labels = children.replica_labels(job, replicated_job, index)
+        labels[K.REPLICA_TYPE] = replicated_job  # kept as the runtime spells it
+        labels.update(
+            {
+                K.JOBSET_NAME_LABEL: job.name,
+                K.JOBSET_REPLICATED_JOB_LABEL: replicated_job,
+                K.JOBSET_JOB_INDEX_LABEL: "0",
+                K.JOB_COMPLETION_INDEX: str(index),
+            }
+        )
+        return labels
+
+    def _service(self, job: Job) -> dict[str, Any]:
+        resolved = typed(job)
+        service = children.headless_service(
+            job,
+            job.name,
+            labels={**resolved.spec.labels, **children.job_labels(job)},
+            selector={K.JOBSET_NAME_LABEL: job.name, **children.job_labels(job)},
+            ports=[],
+            publish_not_ready=resolved.spec.publish_not_ready,
+        )
+        return service
+
+    def _pod(self, job: Job, replica: Replica, secret: str | None) -> dict[str, Any]:
+        resolved = typed(job)
+        spec = resolved.spec.replicated_jobs[replica.replica_type]
+        labels = {**resolved.spec.labels, **self._labels(job, replica.replica_type, replica.index)}
+        template = children.pod_template(
+            spec,
+            labels=labels,
+            restart_policy=children.pod_restart_policy(replica.restart_policy),
+            env_for=lambda _i, c: self.framework.container_env(
+                resolved, replica.replica_type, replica.index, c, self.addressing
+            ),
+        )
+        meta = template["metadata"]
+        meta["annotations"] = {
+            **resolved.spec.annotations,
+            **meta["annotations"],
+            K.JOB_COMPLETION_INDEX: str(replica.index),
+        }
+        pod_spec = template["spec"]
+        pod_spec["hostname"] = replica.pod_name
+        pod_spec["subdomain"] = job.name
+        trainer = replica.replica_type == resolved.spec.trainer_job
+        for container in pod_spec.get("containers") or []:
+            if container.get("name") != T.NODE:
+                continue
+            if trainer and resolved.spec.framework in ("torch", "jax", "xgboost"):
+                ports = container.setdefault("ports", [])
+                if not any(p.get("containerPort") == RENDEZVOUS_PORT for p in ports):
+                    ports.append({"containerPort": RENDEZVOUS_PORT, "protocol": "TCP"})
+        if resolved.spec.mpi is not None and secret is not None:
+            self._mount_mpi(resolved, replica.replica_type, pod_spec, secret)
+        return children.pod(job, replica.pod_name, template)
+
+    def _mount_mpi(
+        self, job: Job, replicated_job: str, pod_spec: dict[str, Any], secret: str
+    ) -> None:
+        resolved = typed(job)
+        assert resolved.spec.mpi is not None
+        path = resolved.spec.mpi.ssh_auth_mount_path or "/root/.ssh"
+        volumes = [
+            v
+            for v in pod_spec.get("volumes") or []
+            if v.get("name") not in (SSH_VOLUME, HOSTFILE_VOLUME)
+        ]
+        volumes.append(
+            {
+                "name": SSH_VOLUME,
+                "secret": {
+                    "secretName": secret,
+                    "defaultMode": 0o400,
+                    "items": [
+                        {"key": "ssh-privatekey", "path": "id_rsa", "mode": 0o640},
+                        {"key": "ssh-publickey", "path": "id_rsa.pub", "mode": 0o644},
+                        {"key": "ssh-publickey", "path": "authorized_keys", "mode": 0o644},
+                    ],
+                },
+            }
+        )
+        mounts = [{"name": SSH_VOLUME, "mountPath": path}]
+        if replicated_job == LAUNCHER:
+            volumes.append(
+                {
+                    "name": HOSTFILE_VOLUME,
+                    "configMap": {
+                        "name": hostfile_name(job),
+                        "items": [{"key": "hostfile", "path": "hostfile", "mode": 0o444}],
+                    },
+                }
+            )
+            mounts.append({"name": HOSTFILE_VOLUME, "mountPath": mpi.CONFIG_MOUNT_PATH})
+        pod_spec["volumes"] = volumes
+        for container in pod_spec.get("containers") or []:
+            if container.get("name") == T.NODE:
+                kept = [
+                    m
+                    for m in container.get("volumeMounts") or []
+                    if m.get("name") not in (SSH_VOLUME, HOSTFILE_VOLUME)
+                ]
+                container["volumeMounts"] = kept + mounts
+
+    def _hostfile(self, job: Job) -> dict[str, Any]:
+        resolved = typed(job)
+        return {
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": children.metadata(job, hostfile_name(job), children.job_labels(job)),
+            "data": {"hostfile": mpi.trainjob_hostfile(resolved, self.addressing)},
+        }
+
+    def _secret(self, job: Job) -> dict[str, Any]:
+        meta = children.metadata(job, "", children.job_labels(job))
+        return ssh_secret(meta, secret_prefix(job), self.keygen())
+
+    # -- status -------------------------------------------------------------------------
+
+    def status(self, job: Job, observed: Observed) -> JobStatus:
+        out: dict[str, ReplicaStatus] = {}
+        for replica in self.replicas(job):
+            counts = out.setdefault(
+                replica.replica_type, ReplicaStatus(active=0, succeeded=0, failed=0)
+            )
+            pod = observed.pods.get(replica.pod_name)
+            if pod is None:
+                continue
+            field = (
+                "succeeded"
+                if podstate.is_succeeded(pod)
+                else "failed"
+                if podstate.is_failed(pod)
+                else "active"
+                if podstate.is_active(pod)
+                else None
+            )
+            if field is not None:
+                out[replica.replica_type] = counts.model_copy(
+                    update={field: (getattr(counts, field) or 0) + 1}
+                )
+        return JobStatus(replica_statuses=out)
+
+    def outcome(self, job: Job, observed: Observed) -> Outcome | None:
+        """JobSet's success policy, answered from the pods."""
+        return success.from_pods(self.framework, job, observed, pod_name=trainjob_pod_name)
+
+    def is_running(self, job: Job, observed: Observed) -> bool:
+        """Every pod of the trainer (and MPI node) jobs runs or has finished."""
+        resolved = typed(job)
+        names = [resolved.spec.trainer_job]
+        if resolved.spec.mpi is not None:
+            names = [LAUNCHER, NODE_JOB]
+        pods = [
+            observed.pods.get(trainjob_pod_name(job.name, n, i))
+            for n in names
+            for i in range(resolved.pods_of(n))
+        ]
+        if not pods or any(p is None for p in pods):
+            return False
+        present = [p for p in pods if p is not None]
+        return all(podstate.is_running(p) or podstate.is_succeeded(p) for p in present) and any(
+            podstate.is_running(p) for p in present
+        )
+
+
+def runtime_ref(raw: Mapping[str, Any]) -> tuple[str, str, str] | None:
+    """``(kind, namespace, name)`` of the runtime a raw TrainJob names (namespace empty for
+    a ClusterTrainingRuntime); None when it names none."""
+    ref = (raw.get("spec") or {}).get("runtimeRef") or {}
+    name = ref.get("name")
+    if not isinstance(name, str) or not name:
+        return None
+    kind = ref.get("kind") or T.DEFAULT_RUNTIME_KIND
+    namespace = str((raw.get("metadata") or {}).get("namespace") or "")
+    return (str(kind), namespace if kind == T.TRAINING_RUNTIME else "", name)

@@ -1,0 +1,180 @@
+"""A TrainJob's status, written so the Kubeflow SDK reads it right.
+
+The SDK reports ``Running`` only while ``status.conditions`` is empty (kubeflow/sdk#803):
+any condition, even ``Suspended=False``, freezes it at ``Created``. So the TrainJob's
+``conditions`` hold only what the SDK must see: ``Complete`` or ``Failed`` at the end
+(``True``, with the precise reason and message), and ``Suspended`` while it is suspended
+(removed on resume). The lifecycle kubetrain tracks for every kind (Created, Running,
+Restarting, the restarts per replicated job) lives in ``status.kubetrain``, which the SDK
+does not read, and ``status.state`` says it in one word for ``kubectl get trainjobs``.
+``jobsStatus`` has all six counts of every replicated job (the SDK raises on a partial
+entry), and ``nodes`` / ``readyNodes`` / ``restarts`` show progress.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ValidationError
+
+from kubetrain.api.common import ConditionStatus, ConditionType, JobBase, JobCondition, JobStatus
+from kubetrain.api.trainer.resolve import LAUNCHER, NODE_JOB, ResolvedTrainJob
+from kubetrain.api.trainer.trainjob import Bookkeeping, Condition, TrainJobStatus
+from kubetrain.api.trainer.trainjob import JobStatus as ReplicatedJobStatus
+from kubetrain.controller import podstate
+from kubetrain.controller.plugins.base import Observed
+from kubetrain.frameworks.addressing import trainjob_pod_name
+
+#: The SDK's names for the final conditions.
+COMPLETE = "Complete"
+FAILED = "Failed"
+SUSPENDED = "Suspended"
+
+
+def _from_sdk_conditions(status: TrainJobStatus) -> list[JobCondition]:
+    """Final conditions written by another controller (a TrainJob that ended before
+    kubetrain took over), read as the operator's."""
+    out = []
+    for cond in status.conditions or []:
+        if cond.status.value != "True" or cond.type not in (COMPLETE, FAILED):
+            continue
+        kind = ConditionType.SUCCEEDED if cond.type == COMPLETE else ConditionType.FAILED
+        out.append(
+            JobCondition(
+                type=kind,
+                status=ConditionStatus.TRUE,
+                reason=cond.reason,
+                message=cond.message,
+                last_transition_time=cond.last_transition_time,
+                last_update_time=cond.last_transition_time,
+            )
+        )
+    return out
+
+
+def state_of(conditions: list[JobCondition]) -> str | None:
+    """One word for ``kubectl get``: the final state, else Suspended, Restarting, Running
+    or Created."""
+    live = {c.type for c in conditions if c.status == ConditionStatus.TRUE}
+    for kind, word in (
+        (ConditionType.SUCCEEDED, COMPLETE),
+        (ConditionType.FAILED, FAILED),
+        (ConditionType.SUSPENDED, SUSPENDED),
+        (ConditionType.RESTARTING, "Restarting"),
+        (ConditionType.RUNNING, "Running"),
+        (ConditionType.CREATED, "Created"),
+    ):
+        if kind in live:
+            return word
+    return None
+
+
+def _sdk_conditions(conditions: list[JobCondition]) -> list[Condition]:
+    out = []
+    for cond in conditions:
+        if cond.status != ConditionStatus.TRUE:
+            continue
+        names = {
+            ConditionType.SUCCEEDED: COMPLETE,
+            ConditionType.FAILED: FAILED,
+            ConditionType.SUSPENDED: SUSPENDED,
+        }
+        name = names.get(cond.type)
+        if name is None:
+            continue
+        out.append(
+            Condition(
+                type=name,
+                status="True",
+                reason=cond.reason or name,
+                message=(cond.message or "")[:32768],
+                last_transition_time=cond.last_transition_time or cond.last_update_time or "",
+            )
+        )
+    return out
+
+
+def _ready(observed: Observed, name: str) -> bool:
+    pod = observed.pods.get(name)
+    return pod is not None and (podstate.is_ready(pod) or podstate.is_succeeded(pod))
+
+
+class TrainJobStatusCodec:
+    """Reads and writes a TrainJob's status (see the module docs)."""
+
+    def _parse(self, raw_status: Any) -> TrainJobStatus:
+        try:
+            return TrainJobStatus.model_validate(raw_status or {})
+        except ValidationError:
+            return TrainJobStatus()
+
+    def read(self, raw_status: Any) -> JobStatus:
+        status = self._parse(raw_status)
+        book = status.kubetrain or Bookkeeping()
+        conditions = list(book.conditions or []) or _from_sdk_conditions(status)
+        return JobStatus(
+            conditions=conditions or None,
+            replica_statuses=dict(book.replica_statuses) if book.replica_statuses else None,
+            start_time=status.start_time,
+            completion_time=status.completion_time,
+            ssh_auth_secret_name=book.ssh_auth_secret_name,
+        )
+
+    def write(self, job: JobBase | None, status: JobStatus, observed: Observed) -> dict[str, Any]:
+        conditions = list(status.conditions or [])
+        replicas = dict(status.replica_statuses or {})
+        out: dict[str, Any] = {}
+        sdk = _sdk_conditions(conditions)
+        if sdk:
+            out["conditions"] = [c.to_wire() for c in sdk]
+        if isinstance(job, ResolvedTrainJob):
+            suspended = 1 if job.run_policy and job.run_policy.suspend else 0
+            entries = []
+            for name in job.spec.replicated_jobs:
+                counts = replicas.get(name)
+                pods = [trainjob_pod_name(job.name, name, i) for i in range(job.pods_of(name))]
+                entries.append(
+                    ReplicatedJobStatus(
+                        name=name,
+                        ready=sum(1 for p in pods if _ready(observed, p)),
+                        succeeded=(counts.succeeded or 0) if counts else 0,
+                        failed=(counts.failed or 0) if counts else 0,
+                        active=(counts.active or 0) if counts else 0,
+                        suspended=suspended,
+                    ).to_wire()
+                )
+            out["jobsStatus"] = entries
+            node_jobs = [job.spec.trainer_job]
+            if job.spec.mpi is not None:
+                node_jobs = [LAUNCHER, NODE_JOB]
+            node_pods = [
+                trainjob_pod_name(job.name, n, i) for n in node_jobs for i in range(job.pods_of(n))
+            ]
+            out["nodes"] = len(node_pods)
+            out["readyNodes"] = sum(1 for p in node_pods if _ready(observed, p))
+        restarts = sum((r.restarts or 0) for r in replicas.values())
+        if restarts or "nodes" in out:
+            out["restarts"] = restarts
+        if status.start_time:
+            out["startTime"] = status.start_time
+        if status.completion_time:
+            out["completionTime"] = status.completion_time
+        state = state_of(conditions)
+        if state is not None:
+            out["state"] = state
+        book = Bookkeeping(
+            conditions=conditions or None,
+            replica_statuses=replicas or None,
+            ssh_auth_secret_name=status.ssh_auth_secret_name,
+        ).to_wire()
+        if book:
+            out["kubetrain"] = book
+        return TrainJobStatus.model_validate(out).to_wire()
+
+    def normalized(self, raw_status: Any) -> dict[str, Any]:
+        wire = self._parse(raw_status).to_wire()
+        wire.pop("trainerStatus", None)  # the training process's, never written here
+        return wire
+
+
+CODEC = TrainJobStatusCodec()

@@ -1,0 +1,86 @@
+"""While a job runs, its conditions follow its pods: Running once every replica's pod
+runs, else Created with what it waits for (the startup gate's rules) and any pod problem
+(Unschedulable, ImagePullBackOff, ...), which also gets a Warning Event named after it.
+Restarting is the restart policy's; Running and Restarting replace each other."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from kubetrain.api.common import ConditionStatus, ConditionType
+from kubetrain.controller import podstate
+from kubetrain.controller import reasons as R
+from kubetrain.controller.decisions import ConditionChange, Decision, Event
+from kubetrain.controller.plugins.base import Observed
+
+if TYPE_CHECKING:
+    from kubetrain.controller.draft import Draft
+
+#: Pod problems quoted in a condition message.
+QUOTED_PROBLEMS = 3
+
+
+def _problems(observed: Observed) -> list[tuple[str, podstate.Problem, str]]:
+    out = []
+    for name, pod in sorted(observed.pods.items()):
+        if not podstate.is_active(pod):
+            continue
+        found = podstate.problems(pod)
+        if found:
+            out.append((name, found[0], podstate.uid(pod)))
+    return out
+
+
+def decide(draft: Draft) -> Decision:
+    """The Running or Created condition, pod problem Events, and the replica counts."""
+    assert draft.job is not None
+    kind, name = draft.kind, draft.name
+    decision = Decision(status={"replica_statuses": draft.replica_statuses})
+    problems = _problems(draft.observed)
+    for pod_name, problem, uid in problems:
+        decision.events.append(
+            Event(
+                "Warning",
+                problem.reason,
+                problem.describe(pod_name),
+                key=f"problem/{uid}/{problem.reason}",
+            )
+        )
+    problem_text = "; ".join(p.describe(n) for n, p, _ in problems[:QUOTED_PROBLEMS])
+    if draft.restart is not None and draft.restart.recreate:
+        return decision  # Restarting, set by the restart policy
+    if draft.plugin.is_running(draft.job, draft.observed):
+        decision.conditions.append(
+            ConditionChange(
+                ConditionType.RUNNING,
+                ConditionStatus.TRUE,
+                R.lifecycle(kind, R.Verb.RUNNING),
+                f"{R.running(kind, name)} {problem_text}".strip(),
+            )
+        )
+        return decision
+    waiting_rules = draft.gate.waiting if draft.gate is not None else ()
+    for rule in waiting_rules:
+        decision.events.append(
+            Event(
+                "Normal",
+                R.STARTUP_WAITING,
+                R.startup_waiting(rule.waiting_label, rule.needed_label),
+                key=f"waiting/{draft.status.start_time}/{','.join(rule.waiting)}",
+            )
+        )
+    if not draft.has(ConditionType.RUNNING) and not draft.has(ConditionType.RESTARTING):
+        waiting = "; ".join(
+            R.startup_waiting(r.waiting_label, r.needed_label) for r in waiting_rules
+        )
+        text = " ".join(t for t in (R.created(kind, name), waiting, problem_text) if t)
+        decision.conditions.append(
+            ConditionChange(
+                ConditionType.CREATED,
+                ConditionStatus.TRUE,
+                R.lifecycle(kind, R.Verb.CREATED),
+                text,
+                event=None,
+            )
+        )
+    return decision

@@ -1,0 +1,160 @@
+"""The runtimes TrainJobs reference, cached, and kept while they are referenced.
+
+TrainingRuntimes (in the watched namespaces) and ClusterTrainingRuntimes (cluster-wide)
+are watched; a change to one wakes the TrainJobs that name it. A runtime referenced by a
+TrainJob carries the finalizer ``kubetrain.dev/runtime-in-use``, removed once no TrainJob
+names it: deleting a runtime under live jobs leaves it Terminating (with a Warning Event
+naming the jobs that hold it) instead of breaking them and the Kubeflow SDK's
+``list_jobs`` / ``get_job`` (kubeflow/sdk#797), and the deletion completes by itself when
+the last of those jobs is deleted.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Protocol
+
+from kubetrain.api import keys as K
+from kubetrain.api.kinds import CLUSTER_TRAINING_RUNTIME, TRAINING_RUNTIME
+from kubetrain.controller import reasons as R
+from kubetrain.controller.decisions import Event
+from kubetrain.controller.errors import ApiError
+from kubetrain.controller.informer import Informer
+from kubetrain.controller.kube import RUNTIME_RESOURCES, KubeApi
+from kubetrain.controller.plugins.trainjob_plugin import runtime_ref
+
+log = logging.getLogger("kubetrain.operator")
+
+RuntimeKey = tuple[str, str, str]
+#: The kinds whose objects the runtime guard reconciles (work-queue keys of these kinds).
+RUNTIME_KINDS = (TRAINING_RUNTIME.kind, CLUSTER_TRAINING_RUNTIME.kind)
+
+
+def trim_runtime(obj: Mapping[str, Any]) -> dict[str, Any]:
+    """A runtime without its managedFields (the spec builds the TrainJob's pods)."""
+    out = dict(obj)
+    meta = dict(out.get("metadata") or {})
+    meta.pop("managedFields", None)
+    out["metadata"] = meta
+    return out
+
+
+def key_of(obj: Mapping[str, Any]) -> RuntimeKey:
+    meta = obj.get("metadata") or {}
+    return (str(obj.get("kind")), str(meta.get("namespace") or ""), str(meta.get("name")))
+
+
+class RuntimeCache:
+    """Runtime informers, the TrainJobs that use each runtime, and the finalizer writes."""
+
+    def __init__(
+        self,
+        api: KubeApi,
+        scopes: tuple[str | None, ...],
+        *,
+        users: Callable[[RuntimeKey], list[Mapping[str, Any]]],
+        on_change: Callable[[RuntimeKey], None],
+        field_selector: str | None = None,
+    ) -> None:
+        self.api = api
+        #: The TrainJobs (raw, cached) that name a runtime.
+        self.users = users
+        self.informers: dict[tuple[str, str | None], Informer] = {}
+        for scope in scopes:
+            self.informers[(TRAINING_RUNTIME.kind, scope)] = Informer(
+                api,
+                RUNTIME_RESOURCES[TRAINING_RUNTIME.kind],
+                namespace=scope,
+                field_selector=field_selector,
+                transform=trim_runtime,
+                handler=lambda _t, obj: on_change(key_of(obj)),
+            )
+        self.informers[(CLUSTER_TRAINING_RUNTIME.kind, None)] = Informer(
+            api,
+            RUNTIME_RESOURCES[CLUSTER_TRAINING_RUNTIME.kind],
+            transform=trim_runtime,
+            handler=lambda _t, obj: on_change(key_of(obj)),
+        )
+
+    def get(self, key: RuntimeKey) -> dict[str, Any] | None:
+        """The cached runtime, or None."""
+        kind, namespace, name = key
+        informer = self.informers.get((kind, namespace or None)) or self.informers.get((kind, None))
+        found = informer.get(namespace, name) if informer is not None else None
+        return dict(found) if found is not None else None
+
+    def for_trainjob(self, raw: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The runtime a (raw) TrainJob names, if it exists."""
+        ref = runtime_ref(raw)
+        return self.get(ref) if ref is not None else None
+
+    def set_in_use(self, key: RuntimeKey, runtime: Mapping[str, Any], in_use: bool) -> None:
+        """Add or remove the in-use finalizer (the resourceVersion is a precondition: a
+        runtime that changed meanwhile is looked at again when its event arrives)."""
+        meta = runtime.get("metadata") or {}
+        current = list(meta.get("finalizers") or [])
+        wanted = [f for f in current if f != K.RUNTIME_IN_USE_FINALIZER]
+        if in_use:
+            wanted.append(K.RUNTIME_IN_USE_FINALIZER)
+        if wanted == current:
+            return
+        ops: list[dict[str, Any]] = [
+            {
+                "op": "test",
+                "path": "/metadata/resourceVersion",
+                "value": meta.get("resourceVersion"),
+            },
+            {
+                "op": "replace" if "finalizers" in meta else "add",
+                "path": "/metadata/finalizers",
+                "value": wanted,
+            },
+        ]
+        kind, namespace, name = key
+        try:
+            self.api.json_patch(RUNTIME_RESOURCES[kind], namespace or None, name, ops)
+        except ApiError as err:
+            if err.status in (404, 409, 422):
+                return  # gone or changed: its watch event brings it back
+            raise
+        log.info(
+            "runtime finalizer " + ("added" if in_use else "removed"),
+            extra={"runtime": f"{kind}/{namespace + '/' if namespace else ''}{name}"},
+        )
+
+
+class RuntimeWriter(Protocol):
+    def set_runtime_in_use(
+        self, key: RuntimeKey, runtime: Mapping[str, Any], in_use: bool
+    ) -> None: ...
+
+    def emit_event(self, raw: Mapping[str, Any], event: Event) -> None: ...
+
+
+class Remembers(Protocol):
+    def remember_event(self, key: str) -> bool: ...
+
+
+def guard_runtime(
+    key: RuntimeKey,
+    runtime: Mapping[str, Any],
+    users: Sequence[Mapping[str, Any]],
+    writer: RuntimeWriter,
+    memory: Remembers,
+) -> None:
+    """Keep ``runtime`` while TrainJobs (``users``) name it: add the in-use finalizer to
+    a runtime in use, remove it from one no TrainJob names any more, and say once, with a
+    Warning Event, why a runtime being deleted is still there. (A runtime being deleted
+    cannot gain a finalizer: the API server refuses it.)"""
+    meta = runtime.get("metadata") or {}
+    deleting = bool(meta.get("deletionTimestamp"))
+    holds = K.RUNTIME_IN_USE_FINALIZER in (meta.get("finalizers") or [])
+    if users and not deleting and not holds:
+        writer.set_runtime_in_use(key, runtime, True)
+    elif not users and holds:
+        writer.set_runtime_in_use(key, runtime, False)
+    elif users and deleting and holds and memory.remember_event("deletion-held"):
+        names = sorted(str((u.get("metadata") or {}).get("name")) for u in users)
+        message = R.runtime_in_use(key[0], key[2], names)
+        writer.emit_event(runtime, Event("Warning", R.RUNTIME_IN_USE, message))

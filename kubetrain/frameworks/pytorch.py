@@ -1,0 +1,252 @@
+"""PyTorch (``PyTorchJob``): every rule of the framework, stated once.
+
+- Roles: the Master is ``master``; without a Master, Worker 0 is.
+- Environment (upstream's contract, training-operator v1.9), in every container:
+  ``PYTHONUNBUFFERED=1``; with a Master, ``MASTER_ADDR``/``MASTER_PORT`` point at
+  ``<job>-master-0`` and its ``pytorchjob-port``, ``WORLD_SIZE`` counts processes
+  (nodes x nprocPerNode, nodes x 1 when nprocPerNode is not a number) and ``RANK`` is the
+  node rank (Master 0, Worker ``i + 1``); torchrun's ``PET_*`` variables describe the same
+  layout, and an ``elasticPolicy`` adds the rendezvous settings.
+- Start order: the Workers start once the Master is Ready.
+- Success: the Master succeeded; without one, every Worker (elastic jobs: any Worker).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kubetrain.api.common import JobBase
+from kubetrain.api.defaults import default_nproc_per_node
+from kubetrain.api.kinds import PYTORCH, KindInfo
+from kubetrain.api.pytorch import PyTorchJob, PyTorchReplicaType
+from kubetrain.api.trainer.resolve import RENDEZVOUS_PORT, ResolvedTrainJob
+from kubetrain.frameworks import trainjob_nodes
+from kubetrain.frameworks.addressing import (
+    Addressing,
+    EnvVar,
+    ReplicaRef,
+    env_var,
+    replica_name,
+)
+from kubetrain.frameworks.base import Done, StartAfter
+from kubetrain.frameworks.replicas import declared_port, replicas_of
+
+CONTAINER = str(PYTORCH.main_container)
+PORT_NAME = str(PYTORCH.port_name)
+DEFAULT_PORT = int(PYTORCH.default_port or 0)
+MASTER = PyTorchReplicaType.MASTER.value
+WORKER = PyTorchReplicaType.WORKER.value
+
+
+def _typed(job: JobBase) -> PyTorchJob:
+    if not isinstance(job, PyTorchJob):
+        raise TypeError(f"the PyTorch framework got a {job.kind}, expected a PyTorchJob")
+    return job
+
+
+def nproc_per_node(job: PyTorchJob) -> str:
+    """``nprocPerNode``: the spec's, else the deprecated elastic one, else the default."""
+    if job.spec.nproc_per_node is not None:
+        return job.spec.nproc_per_node
+    elastic = job.spec.elastic_policy
+    if elastic is not None and elastic.n_proc_per_node is not None:
+        return str(elastic.n_proc_per_node)
+    return default_nproc_per_node(job.spec.to_wire()) or "auto"
+
+
+def world_size_of(nodes: int, processes_per_node: int) -> int:
+    """``WORLD_SIZE``: processes, not pods (nodes x processes per node)."""
+    return nodes * processes_per_node
+
+
+def world_size(job: PyTorchJob) -> int:
+    """Processes in the job: nodes x nprocPerNode (x 1 when it is auto, cpu or gpu)."""
+    nodes = sum(replicas_of(spec) for spec in job.spec.pytorch_replica_specs.values())
+    return world_size_of(nodes, processes_per_node(job))
+
+
+def processes_per_node(job: PyTorchJob) -> int:
+    """Processes per pod: nprocPerNode when it is a number, else 1."""
+    nproc = nproc_per_node(job)
+    return int(nproc) if nproc.isdigit() else 1
+
+
+def node_rank(replica_type: str, index: int, has_master: bool) -> int:
+    """The node rank: Master 0, Worker ``i + 1`` (Worker ``i`` without a Master)."""
+    if replica_type == MASTER:
+        return 0
+    return index + 1 if has_master else index
+
+
+def job_uid(job: PyTorchJob) -> str:
+    """The job's UID (the API server sets it), else its name (a manifest run locally)."""
+    uid = (job.metadata.model_extra or {}).get("uid")
+    return str(uid) if uid else job.name
+
+
+def replica_port(job: PyTorchJob, replica_type: str) -> int:
+    """The ``pytorchjob-port`` a replica type's container declares (default 23456)."""
+    spec = job.spec.pytorch_replica_specs.get(PyTorchReplicaType(replica_type))
+    if spec is None:
+        return DEFAULT_PORT
+    return declared_port(spec.template, CONTAINER, PORT_NAME, DEFAULT_PORT)
+
+
+def replica_env(
+    job: PyTorchJob, replica_type: str, index: int, addressing: Addressing
+) -> list[EnvVar]:
+    """The variables injected into every container of replica ``replica_type``-``index``."""
+    specs = job.spec.pytorch_replica_specs
+    known = {rtype.value for rtype in specs}
+    if replica_type not in known:
+        raise ValueError(
+            f"replica type {replica_type!r} is not in PyTorchJob {job.name!r}: "
+            f"expected one of {sorted(known)}"
+        )
+    has_master = PyTorchReplicaType.MASTER in specs
+    namespace = job.metadata.namespace or "default"
+    nodes = sum(replicas_of(spec) for spec in specs.values())
+    rank = node_rank(replica_type, index, has_master)
+    env = [env_var("PYTHONUNBUFFERED", "1")]
+
+    if has_master:
+        master = ReplicaRef(job_name=job.name, namespace=namespace, replica_type=MASTER, index=0)
+        master_addr = addressing.replica_host(master, qualified=False)
+        master_port = addressing.replica_port(master, replica_port(job, MASTER))
+        env += [
+            env_var("MASTER_ADDR", master_addr),
+            env_var("MASTER_PORT", master_port),
+            env_var("WORLD_SIZE", world_size(job)),
+            env_var("RANK", rank),
+            env_var("PET_MASTER_ADDR", master_addr),
+            env_var("PET_MASTER_PORT", master_port),
+            env_var("PET_NODE_RANK", rank),
+        ]
+    env.append(env_var("PET_NPROC_PER_NODE", nproc_per_node(job)))
+
+    elastic = job.spec.elastic_policy
+    if elastic is None:
+        env.append(env_var("PET_NNODES", nodes))
+        return env
+
+    workers = replicas_of(specs.get(PyTorchReplicaType.WORKER))
+    low = elastic.min_replicas or elastic.max_replicas or workers
+    high = elastic.max_replicas or low
+    worker0 = ReplicaRef(job_name=job.name, namespace=namespace, replica_type=WORKER, index=0)
+    rdzv_host = elastic.rdzv_host or addressing.replica_host(worker0, qualified=False)
+    rdzv_port = elastic.rdzv_port or addressing.replica_port(worker0, replica_port(job, WORKER))
+    env += [
+        env_var("PET_NNODES", f"{low}:{high}"),
+        env_var("PET_RDZV_ENDPOINT", f"{rdzv_host}:{rdzv_port}"),
+        env_var("PET_RDZV_BACKEND", (elastic.rdzv_backend or "c10d")),
+        env_var("PET_RDZV_ID", elastic.rdzv_id or job_uid(job)),
+    ]
+    if elastic.rdzv_conf:
+        env.append(
+            env_var("PET_RDZV_CONF", ",".join(f"{c.key}={c.value}" for c in elastic.rdzv_conf))
+        )
+    if elastic.max_restarts is not None:
+        env.append(env_var("PET_MAX_RESTARTS", elastic.max_restarts))
+    if elastic.standalone:
+        # torchrun reads boolean PET_* flags as integers.
+        env.append(env_var("PET_STANDALONE", 1))
+    return env
+
+
+class PyTorch:
+    """The PyTorch framework (see the module docs)."""
+
+    info: KindInfo = PYTORCH
+
+    def role(self, job: JobBase, replica_type: str, index: int) -> str | None:
+        """``master`` for the Master, or for Worker 0 when there is no Master (as upstream
+        labels it: the SDK's ``get_job_logs`` and ``is_master`` look for that label)."""
+        if replica_type == MASTER:
+            return "master"
+        has_master = bool(replicas_of(_typed(job).replica_specs().get(MASTER)))
+        return "master" if not has_master and replica_type == WORKER and index == 0 else None
+
+    def container_env(
+        self,
+        job: JobBase,
+        replica_type: str,
+        index: int,
+        container: Mapping[str, Any],
+        addressing: Addressing,
+    ) -> list[EnvVar]:
+        """Every container of a PyTorch replica gets the whole environment."""
+        return replica_env(_typed(job), replica_type, index, addressing)
+
+    def run_container(self, job: JobBase, replica_type: str) -> str | None:
+        return CONTAINER
+
+    def start_order(self, job: JobBase) -> list[StartAfter]:
+        specs = _typed(job).replica_specs()
+        if not replicas_of(specs.get(MASTER)) or not replicas_of(specs.get(WORKER)):
+            return []
+        return [
+            StartAfter(
+                waiting=(WORKER,),
+                needed=((MASTER, 0),),
+                waiting_label="the workers",
+                needed_label=f"the master ({replica_name(job.name, MASTER, 0)})",
+            )
+        ]
+
+    def succeeded(self, job: JobBase, done: Done) -> str | None:
+        typed = _typed(job)
+        specs = typed.replica_specs()
+        if replicas_of(specs.get(MASTER)):
+            return f"{replica_name(job.name, MASTER, 0)} completed" if done(MASTER, 0) else None
+        workers = replicas_of(specs.get(WORKER))
+        finished = [i for i in range(workers) if done(WORKER, i)]
+        if workers and len(finished) == workers:
+            return f"all {workers} workers completed"
+        if typed.spec.elastic_policy is not None and finished:
+            return f"{replica_name(job.name, WORKER, finished[0])} completed (elastic)"
+        return None
+
+
+FRAMEWORK = PyTorch()
+
+
+# -- TrainJob (Kubeflow Trainer v2's torch policy) ------------------------------------------
+
+
+def trainjob_nproc_per_node(job: ResolvedTrainJob) -> str:
+    """``PET_NPROC_PER_NODE`` of a torch TrainJob: ``spec.trainer.numProcPerNode``, else
+    ``auto`` on GPU nodes, else the node's whole CPUs (torchrun's ``auto`` would take
+    every CPU of the host, not the pod's share)."""
+    if job.spec.num_proc_per_node is not None:
+        return str(job.spec.num_proc_per_node)
+    if trainjob_nodes.gpus_per_node(job) > 0:
+        return "auto"
+    return str(trainjob_nodes.cpus_per_node(job))
+
+
+def trainjob_env(job: ResolvedTrainJob, index: int, addressing: Addressing) -> list[EnvVar]:
+    """torchrun's variables for node ``index`` of a torch TrainJob (upstream v2.3.0's)."""
+    master = ReplicaRef(
+        job_name=job.name,
+        namespace=job.metadata.namespace or "default",
+        replica_type=job.spec.trainer_job,
+        index=0,
+    )
+    return [
+        env_var("PET_NNODES", job.spec.num_nodes),
+        env_var("PET_NPROC_PER_NODE", trainjob_nproc_per_node(job)),
+        env_var("PET_NODE_RANK", index),
+        env_var("PET_MASTER_ADDR", trainjob_nodes.rank_zero(job, addressing)),
+        env_var("PET_MASTER_PORT", addressing.replica_port(master, RENDEZVOUS_PORT)),
+    ]
+
+
+def is_injection_target(job: ResolvedTrainJob, replicated_job: str, container: str) -> bool:
+    """Whether the runtime's ``torch.envInjection`` names this container."""
+    policy = job.spec.torch
+    injection = policy.env_injection if policy is not None else None
+    return any(
+        target.job_name == replicated_job and container in (target.container_names or [])
+        for target in (injection.targets if injection is not None else None) or []
+    )

@@ -1,0 +1,111 @@
+"""TrainJob (Kubeflow Trainer v2): the rules of a TrainJob resolved against its runtime
+(:mod:`kubetrain.api.trainer.resolve`), stated once for the operator and ``kubetrain run
+--local``. The environment of each ML policy lives with its framework (torch in
+:mod:`~kubetrain.frameworks.pytorch`, MPI in :mod:`~kubetrain.frameworks.mpi`, JAX in
+:mod:`~kubetrain.frameworks.jax`, XGBoost in :mod:`~kubetrain.frameworks.xgboost`); this
+module dispatches to them.
+
+- Replicas: the runtime's replicated jobs (``node``, ``launcher``, ``dataset-initializer``,
+  ...), pod ``i`` of job ``j`` named ``<trainjob>-<j>-0-<i>`` (JobSet's host names).
+- Environment: the policy's variables in the trainer's ``node`` container (torch: also
+  the ``envInjection`` targets; MPI: the launcher's), nothing for a plain runtime.
+- Start order: each replicated job's ``dependsOn`` (and ``startupPolicy: InOrder``): its
+  pods start once those jobs' pods are Ready, or Complete.
+- Success: JobSet's success policy: every pod of ``All`` (or ``Any`` one) of the target
+  replicated jobs (default: all of them) succeeded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+from kubetrain.api.common import JobBase
+from kubetrain.api.kinds import TRAINJOB, KindInfo
+from kubetrain.api.trainer import constants as T
+from kubetrain.api.trainer.resolve import LAUNCHER, ResolvedTrainJob
+from kubetrain.frameworks import jax, mpi, pytorch, xgboost
+from kubetrain.frameworks.addressing import Addressing, EnvVar, trainjob_pod_name
+from kubetrain.frameworks.base import Done, StartAfter
+from kubetrain.frameworks.trainjob_nodes import typed
+
+
+class TrainJobFramework:
+    """The TrainJob's rules (see the module docs)."""
+
+    info: KindInfo = TRAINJOB
+
+    def role(self, job: JobBase, replica_type: str, index: int) -> str | None:
+        return None  # the SDK reads JobSet's labels, not training.kubeflow.org/job-role
+
+    def container_env(
+        self,
+        job: JobBase,
+        replica_type: str,
+        index: int,
+        container: Mapping[str, Any],
+        addressing: Addressing,
+    ) -> list[EnvVar]:
+        resolved = typed(job)
+        name = str(container.get("name") or "")
+        policy = resolved.spec.framework
+        trainer = replica_type == resolved.spec.trainer_job and name == T.NODE
+        if policy == "torch":
+            if trainer or pytorch.is_injection_target(resolved, replica_type, name):
+                return pytorch.trainjob_env(resolved, index, addressing)
+        elif policy == "mpi":
+            if replica_type == LAUNCHER and name == T.NODE:
+                return mpi.trainjob_launcher_env(resolved, addressing.mpi_hostfile)
+        elif policy == "jax" and trainer:
+            return jax.trainjob_env(resolved, index, addressing)
+        elif policy == "xgboost" and trainer:
+            return xgboost.trainjob_env(resolved, index, addressing)
+        return []
+
+    def run_container(self, job: JobBase, replica_type: str) -> str | None:
+        step = T.STEP_CONTAINERS.get(replica_type)
+        return step if step is not None else T.NODE
+
+    def start_order(self, job: JobBase) -> list[StartAfter]:
+        resolved = typed(job)
+        out: list[StartAfter] = []
+        for waiting, dependencies in resolved.spec.depends_on.items():
+            for dependency in dependencies:
+                pods = resolved.pods_of(dependency.name)
+                out.append(
+                    StartAfter(
+                        waiting=(waiting,),
+                        needed=tuple((dependency.name, i) for i in range(pods)),
+                        waiting_label=f"the {waiting} pods",
+                        needed_label=f"the {pods} {dependency.name} pod(s)",
+                        until=dependency.status,
+                    )
+                )
+        return out
+
+    def succeeded(self, job: JobBase, done: Done) -> str | None:
+        resolved = typed(job)
+        complete = [
+            target
+            for target in resolved.spec.success_targets
+            if resolved.pods_of(target) > 0
+            and all(done(target, i) for i in range(resolved.pods_of(target)))
+        ]
+        wanted = [t for t in resolved.spec.success_targets if resolved.pods_of(t) > 0]
+        if resolved.spec.success_operator == "Any" and complete:
+            return f"every {complete[0]} pod completed"
+        if wanted and complete == wanted:
+            return f"every {' and '.join(wanted)} pod completed"
+        return None
+
+
+def pod_names(job: ResolvedTrainJob) -> list[tuple[str, int, str]]:
+    """Every pod the TrainJob runs: (replicated job, index, pod name), in start order."""
+    return [
+        (name, index, trainjob_pod_name(job.name, name, index))
+        for name in job.spec.replicated_jobs
+        for index in range(job.pods_of(name))
+    ]
+
+
+FRAMEWORK = TrainJobFramework()

@@ -1,0 +1,74 @@
+"""What a TrainJob's nodes have, read from its resolved pod templates: the trainer
+container, its GPUs and CPUs, and the host of its rank 0. The TrainJob's frameworks
+(torch, MPI, JAX, XGBoost) all read them here."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from decimal import ROUND_CEILING, Decimal
+from typing import Any
+
+from kubernetes.utils import parse_quantity
+
+from kubetrain.api.common import JobBase
+from kubetrain.api.keys import GPU_RESOURCE
+from kubetrain.api.trainer import constants as T
+from kubetrain.api.trainer.resolve import ResolvedTrainJob
+from kubetrain.frameworks.addressing import Addressing
+
+
+def typed(job: JobBase) -> ResolvedTrainJob:
+    if not isinstance(job, ResolvedTrainJob):
+        raise TypeError(f"the TrainJob framework got a {job.kind}, expected a resolved TrainJob")
+    return job
+
+
+def container(job: ResolvedTrainJob, replicated_job: str, name: str) -> Mapping[str, Any]:
+    """Container ``name`` of a replicated job's pod template (empty when absent)."""
+    spec = job.spec.replicated_jobs.get(replicated_job)
+    pod = (spec.template.get("spec") or {}) if spec is not None else {}
+    found: Mapping[str, Any] = next(
+        (c for c in pod.get("containers") or [] if c.get("name") == name), {}
+    )
+    return found
+
+
+def quantity(value: Any) -> Decimal:
+    """A resource quantity (``500m``, ``2``, the SDK's ``2.0``) as a number."""
+    parsed = parse_quantity(str(value))  # type: ignore[no-untyped-call]
+    return Decimal(str(parsed))
+
+
+def _amount(resources: Mapping[str, Any], key: str) -> Decimal | None:
+    for part in ("limits", "requests"):
+        value = (resources.get(part) or {}).get(key)
+        if value is not None:
+            return quantity(value)
+    return None
+
+
+def gpus_per_node(job: ResolvedTrainJob) -> int:
+    """GPUs of the trainer's ``node`` container (limits, else requests)."""
+    node = container(job, job.spec.trainer_job, T.NODE)
+    amount = _amount(node.get("resources") or {}, GPU_RESOURCE)
+    return int(amount) if amount is not None else 0
+
+
+def cpus_per_node(job: ResolvedTrainJob) -> int:
+    """Whole CPUs of the trainer's ``node`` container (request, else limit, rounded up;
+    at least 1), as upstream's torch plugin counts them."""
+    node = container(job, job.spec.trainer_job, T.NODE)
+    resources = node.get("resources") or {}
+    request = (resources.get("requests") or {}).get("cpu")
+    limit = (resources.get("limits") or {}).get("cpu")
+    value = request if request is not None else limit
+    if value is None:
+        return 1
+    amount = quantity(value)
+    return max(1, int(amount.to_integral_value(rounding=ROUND_CEILING)))
+
+
+def rank_zero(job: ResolvedTrainJob, addressing: Addressing) -> str:
+    """The host of the trainer's pod 0 (torch's master, JAX's coordinator, XGBoost's
+    tracker)."""
+    return addressing.trainjob_host(job.name, job.spec.trainer_job, 0)

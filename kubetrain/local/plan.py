@@ -1,0 +1,216 @@
+"""Planning a local run: the processes that run a job on this machine, with the
+environment the operator would inject, computed by the job's framework
+(:mod:`kubetrain.frameworks`) with a :class:`~kubetrain.frameworks.LocalAddressing`:
+every replica on ``127.0.0.1`` with a free port of its own. For an MPIJob only the
+launcher runs: the hostfile is written as the operator writes it, with this machine's
+slots, so the launcher's real ``mpirun`` starts the ranks locally instead of over SSH.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from kubetrain.api import MPIJob, apply_defaults
+from kubetrain.api.loader import Job
+from kubetrain.frameworks import LocalAddressing, framework_for, mpi, replica_name
+from kubetrain.frameworks.replicas import main_container, replicas_of
+
+_VAR_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
+
+
+class LocalRunError(Exception):
+    """The manifest cannot be run locally; the message says why and what to change."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LocalReplica:
+    """One process to start: a replica's main container."""
+
+    replica_type: str
+    index: int
+    container: str
+    argv: list[str]
+    env: dict[str, str]
+    """Variables set for this replica: the manifest's, then the injected ones."""
+
+    @property
+    def label(self) -> str:
+        """``<type>-<index>``, as in the replica's pod name."""
+        return f"{self.replica_type.lower()}-{self.index}"
+
+
+@dataclass(frozen=True, kw_only=True)
+class LocalPlan:
+    """Everything needed to run a job locally."""
+
+    job: Job
+    replicas: list[LocalReplica]
+    files: dict[Path, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)
+
+
+def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
+    """``count`` distinct ports that are free on ``host`` right now."""
+    sockets = []
+    try:
+        for _ in range(count):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            sock.bind((host, 0))
+            sockets.append(sock)
+        return [int(sock.getsockname()[1]) for sock in sockets]
+    finally:
+        for sock in sockets:
+            sock.close()
+
+
+def expand_references(value: str, env: Mapping[str, str]) -> str:
+    """Expand ``$(VAR)`` the way the kubelet does in command and args.
+
+    ``$$`` is a literal ``$``; a reference to an undefined variable is left as written.
+    """
+
+    def replace(match: re.Match[str]) -> str:
+        name = match.group(1)
+        if name is None:
+            return "$"
+        return env.get(name, match.group(0))
+
+    return _VAR_REF.sub(replace, value)
+
+
+def _manifest_env(
+    container: dict[str, Any], *, where: str, pod_name: str, namespace: str
+) -> dict[str, str]:
+    if container.get("envFrom"):
+        raise LocalRunError(
+            f"{where}: envFrom is not supported by run --local (it reads ConfigMaps and "
+            "Secrets from a cluster); set the variables with env or --env NAME=VALUE"
+        )
+    env: dict[str, str] = {}
+    for item in container.get("env") or []:
+        name = str(item.get("name", ""))
+        if "value" in item or "valueFrom" not in item:
+            env[name] = expand_references(str(item.get("value", "")), env)
+            continue
+        field_path = (item["valueFrom"].get("fieldRef") or {}).get("fieldPath")
+        if field_path == "metadata.name":
+            env[name] = pod_name
+        elif field_path == "metadata.namespace":
+            env[name] = namespace
+        else:
+            raise LocalRunError(
+                f"{where}: env {name} uses valueFrom {item['valueFrom']!r}, which run --local "
+                "cannot resolve (only fieldRef metadata.name and metadata.namespace); "
+                "set it with --env NAME=VALUE"
+            )
+    return env
+
+
+def _command(
+    container: dict[str, Any], env: Mapping[str, str], *, where: str, entrypoint: list[str]
+) -> list[str]:
+    command = [str(part) for part in container.get("command") or []]
+    args = [str(part) for part in container.get("args") or []]
+    if not command:
+        if not entrypoint:
+            raise LocalRunError(
+                f"{where}: the container has no command, so it runs its image's "
+                "entrypoint, which run --local cannot know; add a command to the manifest "
+                "or pass --entrypoint 'python -m images.tensorflow.train'"
+            )
+        command = list(entrypoint)
+    return [expand_references(part, env) for part in command + args]
+
+
+def _replica_container(job: Job, replica_type: str, where: str) -> dict[str, Any]:
+    """The container that runs the replica's program (the framework says which)."""
+    template = job.replica_specs()[replica_type].template
+    container = main_container(
+        template, framework_for(job.kind).run_container(job, replica_type) or ""
+    )
+    if container is None:
+        raise LocalRunError(f"{where}: the pod template has no containers")
+    return container
+
+
+def plan_local_run(
+    job: Job,
+    *,
+    scratch: Path,
+    entrypoint: Sequence[str] = (),
+    extra_env: Mapping[str, str] | None = None,
+    ports: Sequence[int] | None = None,
+) -> LocalPlan:
+    """The processes that run ``job`` locally (``job`` is defaulted first).
+
+    ``scratch`` is a directory for generated files (the MPI hostfile); ``ports`` are the
+    ports to hand out, one per replica (free ports are picked when omitted).
+    """
+    job = apply_defaults(job)
+    framework = framework_for(job.kind)
+    namespace = job.metadata.namespace or "default"
+    specs = job.replica_specs()
+    leaders = framework.info.replica_types
+    order = sorted(specs, key=lambda t: leaders.index(t) if t in leaders else len(leaders))
+    slots = [(rtype, index) for rtype in order for index in range(replicas_of(specs[rtype]))]
+    chosen = list(ports) if ports is not None else free_ports(len(slots))
+    if len(chosen) < len(slots):
+        raise LocalRunError(f"{len(slots)} ports are needed, {len(chosen)} were given")
+    hostfile = scratch / "hostfile"
+    addressing = LocalAddressing(
+        ports=dict(zip(slots, chosen, strict=False)), mpi_hostfile=str(hostfile)
+    )
+
+    notes: list[str] = []
+    files: dict[Path, str] = {}
+    if isinstance(job, MPIJob):
+        files[hostfile] = mpi.hostfile(job, addressing)
+        notes.append(
+            "MPIJob: workers only run sshd for the launcher, so they are not started; the "
+            f"launcher's mpirun starts the ranks on this machine from {hostfile}"
+        )
+
+    replicas = []
+    for rtype, index in slots:
+        if isinstance(job, MPIJob) and rtype == mpi.WORKER:
+            continue
+        where = f"{job.kind}/{job.name} {rtype}[{index}]"
+        template = specs[rtype].template
+        container = _replica_container(job, rtype, where)
+        if len(template.get("spec", {}).get("containers") or []) > 1:
+            notes.append(f"{where}: only container {container.get('name')!r} runs locally")
+        if container.get("workingDir"):
+            notes.append(
+                f"{where}: workingDir {container['workingDir']} is the image's; locally "
+                "the process runs in --workdir"
+            )
+        pod_name = replica_name(job.name, rtype, index)
+        env = _manifest_env(container, where=where, pod_name=pod_name, namespace=namespace)
+        for var in framework.container_env(job, rtype, index, container, addressing):
+            env[var["name"]] = var["value"]
+        env.update(extra_env or {})
+        argv = _command(container, env, where=where, entrypoint=list(entrypoint))
+        replicas.append(
+            LocalReplica(
+                replica_type=rtype,
+                index=index,
+                container=str(container.get("name", "")),
+                argv=argv,
+                env=env,
+            )
+        )
+    return LocalPlan(job=job, replicas=replicas, files=files, notes=notes)
+
+
+def job_succeeded(job: Job, exit_codes: Mapping[tuple[str, int], int | None]) -> bool:
+    """Whether the finished replicas make the job Succeeded, by the framework's rule (the
+    one the operator applies to pods)."""
+    detail = framework_for(job.kind).succeeded(
+        job, lambda rtype, index: exit_codes.get((rtype, index)) == 0
+    )
+    return detail is not None

@@ -1,0 +1,402 @@
+"""TrainJobs (Kubeflow Trainer v2) on the local control plane, driven by the unmodified
+Kubeflow SDK (``kubeflow`` 0.5.0, in its own virtualenv) as a data scientist runs it: a
+bare ``TrainerClient()`` with a ServiceAccount token kubeconfig bound only to the roles
+the ``TrainerUserAccess`` construct gives SDK users. Pods are kwok's: they run at once
+and end when the test says so."""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+from kubernetes.dynamic import DynamicClient
+
+from kubetrain.api import keys as K
+from kubetrain.constructs import App, Chart
+from kubetrain.constructs.trainer_access import TrainerUserAccess
+from kubetrain.controller.kube import KubeApi
+from tests.conftest import REPO_ROOT
+from tests.integration.credentials import (
+    ROLE_BINDINGS,
+    create_service_account,
+    request_token,
+    write_token_kubeconfig,
+)
+from tests.integration.kube import apply, wait_for
+from tests.integration.operator.conftest import RunningOperator
+from tests.integration.operator.jobs import GPU_TOLERATION, Jobs
+from tests.integration.sdk import run_sdk
+
+UPSTREAM = REPO_ROOT / "tests/data/upstream/trainer-v2.3.0/manifests/base/runtimes"
+TRAINJOBS = ("trainer.kubeflow.org", "v1alpha1", "trainjobs")
+RUNTIMES = ("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes")
+
+
+def _upstream(name: str) -> dict[str, Any]:
+    obj: dict[str, Any] = yaml.safe_load((UPSTREAM / name).read_text())
+    return obj
+
+
+def _with_gpu_toleration(runtime: dict[str, Any]) -> dict[str, Any]:
+    """What a platform team adds to upstream's runtime for tainted GPU nodes."""
+    out = copy.deepcopy(runtime)
+    for rjob in out["spec"]["template"]["spec"]["replicatedJobs"]:
+        pod = rjob["template"]["spec"]["template"]["spec"]
+        pod["tolerations"] = [GPU_TOLERATION]
+    return out
+
+
+@pytest.fixture(scope="module")
+def sdk_access(dyn: DynamicClient, installed_crds: list[dict[str, Any]]) -> None:
+    """The SDK users' roles and public ConfigMap (the construct, as a stack renders it)."""
+    app = App()
+    chart = Chart(app, "sdk-access")
+    TrainerUserAccess(chart, "Access")
+    for obj in chart.to_json():
+        apply(dyn, obj)
+
+
+def _namespaced(runtime: dict[str, Any], namespace: str) -> dict[str, Any]:
+    """An upstream ClusterTrainingRuntime as a TrainingRuntime of the test's namespace (the
+    same spec; upstream's names stay free for the cluster-scoped tests)."""
+    out = copy.deepcopy(runtime)
+    out["kind"] = "TrainingRuntime"
+    out["metadata"]["namespace"] = namespace
+    return out
+
+
+@pytest.fixture
+def runtimes(
+    operator: RunningOperator, jobs: Jobs, dyn: DynamicClient, namespace: str
+) -> Iterator[None]:
+    """The runtimes the SDK tests train on, in the test's namespace: upstream's
+    torch-distributed (tolerating the GPU taint) and a strict variant whose trainer may
+    not restart. Torn down while the operator still runs: its TrainJobs go first, then
+    the runtimes lose the in-use finalizer."""
+    torch = _namespaced(_with_gpu_toleration(_upstream("torch_distributed.yaml")), namespace)
+    strict = copy.deepcopy(torch)
+    strict["metadata"]["name"] = "torch-strict"
+    strict["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["backoffLimit"] = 0
+    for runtime in (torch, strict):
+        apply(dyn, runtime)
+    yield
+    _release_runtimes(jobs)
+
+
+def _release_runtimes(jobs: Jobs) -> None:
+    group, version, plural = TRAINJOBS
+    jobs.custom.delete_collection_namespaced_custom_object(group, version, jobs.namespace, plural)
+
+    def held() -> list[str]:
+        found = jobs.custom.list_namespaced_custom_object(
+            group, version, jobs.namespace, "trainingruntimes"
+        )
+        assert isinstance(found, dict)
+        return [
+            r["metadata"]["name"]
+            for r in found["items"]
+            if K.RUNTIME_IN_USE_FINALIZER in (r["metadata"].get("finalizers") or [])
+        ]
+
+    wait_for(held, lambda names: not names, what="the runtimes released by the operator")
+
+
+@pytest.fixture
+def user_env(
+    sdk_access: None, runtimes: None, kubeconfig: Path, namespace: str, tmp_path: Path
+) -> dict[str, str]:
+    """``KUBECONFIG`` of a data scientist: a ServiceAccount token, the namespace in the
+    context, and only the SDK users' ClusterRole bound in that namespace."""
+    admin = KubeApi.connect(str(kubeconfig))
+    try:
+        create_service_account(admin, namespace, "scientist")
+        admin.create(
+            {
+                "apiVersion": "rbac.authorization.k8s.io/v1",
+                "kind": "RoleBinding",
+                "metadata": {"name": "scientist-trainer", "namespace": namespace},
+                "roleRef": {
+                    "apiGroup": "rbac.authorization.k8s.io",
+                    "kind": "ClusterRole",
+                    "name": "kubetrain-trainer-edit",
+                },
+                "subjects": [
+                    {"kind": "ServiceAccount", "name": "scientist", "namespace": namespace}
+                ],
+            },
+            resource=ROLE_BINDINGS,
+        )
+        token = request_token(admin, namespace, "scientist")
+    finally:
+        admin.close()
+    path = write_token_kubeconfig(kubeconfig, token, tmp_path / "scientist.kubeconfig")
+    config = yaml.safe_load(path.read_text())
+    config["contexts"][0]["context"]["namespace"] = namespace
+    path.write_text(yaml.safe_dump(config))
+    return {"KUBECONFIG": str(path), "KUBEFLOW_SYSTEM_NAMESPACE": "kubeflow-system"}
+
+
+class Sdk:
+    def __init__(self, env: dict[str, str]) -> None:
+        self.env = env
+
+    def __call__(self, *args: str) -> Any:
+        return run_sdk("trainer_v2", *args, env=self.env)
+
+
+@pytest.fixture
+def sdk(user_env: dict[str, str]) -> Sdk:
+    return Sdk(user_env)
+
+
+def _pods(jobs: Jobs, trainjob: str) -> dict[str, dict[str, Any]]:
+    found = jobs.core.list_namespaced_pod(
+        jobs.namespace, label_selector=f"{K.JOBSET_NAME_LABEL}={trainjob}"
+    )
+    return jobs._by_name(found)
+
+
+def _trainjob(custom: client.CustomObjectsApi, namespace: str, name: str) -> dict[str, Any]:
+    group, version, plural = TRAINJOBS
+    obj = custom.get_namespaced_custom_object(group, version, namespace, plural, name)
+    assert isinstance(obj, dict)
+    return obj
+
+
+def _env(pod: dict[str, Any], container: str = "node") -> dict[str, str]:
+    spec = next(c for c in pod["spec"]["containers"] if c["name"] == container)
+    return {e["name"]: e.get("value", "") for e in spec.get("env") or []}
+
+
+def _finish(jobs: Jobs, trainjob: str, code: int = 0) -> None:
+    for name in sorted(_pods(jobs, trainjob)):
+        jobs.exit(name, code)
+
+
+@pytest.mark.parametrize(
+    ("call", "nodes", "gpus"), [(1, 1, "4"), (2, 4, "2"), (3, 2, None)], ids=["gpu", "nodes", "rt"]
+)
+def test_the_sdk_trains_on_kubetrain(
+    operator: RunningOperator, jobs: Jobs, sdk: Sdk, call: int, nodes: int, gpus: str | None
+) -> None:
+    runtimes = {r["name"]: r for r in sdk("list-runtimes")}
+    assert runtimes["torch-distributed"]["framework"] == "torch"
+    name = sdk("train", "--call", str(call))["name"]
+    running = sdk("wait", "--name", name, "--status", "Running")
+    assert "job" in running, running
+    job = running["job"]
+    assert job["status"] == "Running" and job["num_nodes"] == nodes
+    assert [s["name"] for s in job["steps"]] == [f"node-{i}" for i in range(nodes)]
+    assert {s["status"] for s in job["steps"]} == {"Running"}
+    if gpus is not None:
+        assert {(s["device"], s["device_count"]) for s in job["steps"]} == {("gpu", gpus)}
+    pods = _pods(jobs, name)
+    assert len(pods) == nodes
+    for index in range(nodes):
+        env = _env(pods[f"{name}-node-0-{index}"])
+        assert env["PET_NNODES"] == str(nodes) and env["PET_NODE_RANK"] == str(index)
+        assert env["PET_MASTER_ADDR"] == f"{name}-node-0-0.{name}"
+        assert env["PET_MASTER_PORT"] == "29500"
+        assert env["PET_NPROC_PER_NODE"] == ("auto" if gpus else "1")
+    _finish(jobs, name)
+    done = sdk("wait", "--name", name, "--status", "Complete")
+    assert done["job"]["status"] == "Complete", done
+    assert {s["status"] for s in done["job"]["steps"]} == {"Succeeded"}
+    listed = {j["name"]: j["status"] for j in sdk("list-jobs")}
+    assert listed[name] == "Complete"
+
+
+def test_a_failed_trainjob_says_why_to_the_sdk_and_kubectl(
+    operator: RunningOperator, jobs: Jobs, sdk: Sdk
+) -> None:
+    name = sdk("train-on", "--runtime", "torch-strict", "--num-nodes", "2")["name"]
+    assert "job" in sdk("wait", "--name", name, "--status", "Running")
+    jobs.exit(f"{name}-node-0-1", 137, "OOMKilled")
+    failed = sdk("wait", "--name", name, "--status", "Complete")
+    assert failed == {"error": "RuntimeError", "message": f"TrainJob {name} is Failed"}
+    status = _trainjob(jobs.custom, jobs.namespace, name)["status"]
+    (condition,) = status["conditions"]
+    assert (condition["type"], condition["status"]) == ("Failed", "True")
+    assert condition["reason"] == "BackoffLimitExceeded"
+    assert f"{name}-node-0-1" in condition["message"] and "OOMKilled" in condition["message"]
+    assert status["state"] == "Failed"
+    events = sdk("events", "--name", name)
+    reasons = {e["reason"] for e in events}
+    # OnFailure: the container restarted in place (OOMKilled, a Warning), which the
+    # strict runtime's backoffLimit 0 does not allow.
+    assert {"BackoffLimitExceeded", "SuccessfulCreatePod", "OOMKilled"} <= reasons
+    assert all(e["kind"] == "TrainJob" and e["name"] == name for e in events)
+
+
+def test_no_condition_while_running_and_suspend_leaves_none_behind(
+    operator: RunningOperator, jobs: Jobs, sdk: Sdk
+) -> None:
+    """kubeflow/sdk#803: any condition freezes the SDK at Created."""
+    name = sdk("train-on", "--runtime", "torch-distributed", "--num-nodes", "1")["name"]
+    assert "job" in sdk("wait", "--name", name, "--status", "Running")
+    assert "conditions" not in _trainjob(jobs.custom, jobs.namespace, name)["status"]
+    patch = {"spec": {"suspend": True}}
+    jobs.custom.patch_namespaced_custom_object(
+        *TRAINJOBS[:2], jobs.namespace, TRAINJOBS[2], name, patch
+    )
+    suspended = wait_for(
+        lambda: _trainjob(jobs.custom, jobs.namespace, name)["status"],
+        lambda s: s.get("state") == "Suspended",
+        what="the TrainJob suspended",
+    )
+    assert [c["type"] for c in suspended["conditions"]] == ["Suspended"]
+    wait_for(lambda: _pods(jobs, name), lambda p: not p, what="its pods deleted")
+    patch = {"spec": {"suspend": False}}
+    jobs.custom.patch_namespaced_custom_object(
+        *TRAINJOBS[:2], jobs.namespace, TRAINJOBS[2], name, patch
+    )
+    running = sdk("wait", "--name", name, "--status", "Running")
+    assert running["job"]["status"] == "Running"
+    assert "conditions" not in _trainjob(jobs.custom, jobs.namespace, name)["status"]
+
+
+def test_delete_job_collects_the_children(operator: RunningOperator, jobs: Jobs, sdk: Sdk) -> None:
+    name = sdk("train-on", "--runtime", "torch-distributed", "--num-nodes", "2")["name"]
+    assert "job" in sdk("wait", "--name", name, "--status", "Running")
+    assert len(_pods(jobs, name)) == 2
+    sdk("delete", "--name", name)
+    wait_for(lambda: _pods(jobs, name), lambda p: not p, what="the pods garbage-collected")
+    assert name not in {j["name"] for j in sdk("list-jobs")}
+
+
+def _create_trainjob(jobs: Jobs, name: str, runtime: str, nodes: int) -> None:
+    group, version, plural = TRAINJOBS
+    body = {
+        "apiVersion": f"{group}/{version}",
+        "kind": "TrainJob",
+        "metadata": {"name": name},
+        "spec": {
+            "runtimeRef": {"name": runtime, "kind": "TrainingRuntime"},
+            "trainer": {"numNodes": nodes},
+        },
+    }
+    jobs.custom.create_namespaced_custom_object(group, version, jobs.namespace, plural, body)
+
+
+def _state(jobs: Jobs, name: str) -> str | None:
+    state = _trainjob(jobs.custom, jobs.namespace, name).get("status", {}).get("state")
+    return str(state) if state is not None else None
+
+
+@pytest.mark.parametrize(
+    ("manifest", "nodes"),
+    [
+        ("torch_distributed.yaml", 2),
+        ("jax_distributed.yaml", 2),
+        ("xgboost_distributed.yaml", 2),
+        ("deepspeed_distributed.yaml", 3),
+    ],
+    ids=["torch", "jax", "xgboost", "deepspeed-mpi"],
+)
+def test_upstream_runtimes_run_unchanged(
+    operator: RunningOperator,
+    jobs: Jobs,
+    dyn: DynamicClient,
+    namespace: str,
+    manifest: str,
+    nodes: int,
+) -> None:
+    """Upstream v2.3.0's own runtimes, their spec as it is: a TrainJob of each gets its
+    framework's environment, starts in the runtime's order and completes."""
+    runtime = _namespaced(_upstream(manifest), namespace)
+    apply(dyn, runtime)
+    name = f"up-{manifest.split('_')[0]}"
+    _create_trainjob(jobs, name, runtime["metadata"]["name"], nodes)
+    host = f"{name}-node-0-0.{name}"
+    if manifest.startswith("deepspeed"):
+        # runLauncherAsNode: the launcher is a node; it starts once the others are Ready.
+        pods = wait_for(
+            lambda: _pods(jobs, name), lambda p: len(p) == nodes, what="launcher and nodes"
+        )
+        launcher = pods[f"{name}-launcher-0-0"]
+        env = _env(launcher)
+        assert env["OMPI_MCA_orte_default_hostfile"] == "/etc/mpi/hostfile"
+        assert env["OMPI_MCA_orte_set_default_slots"] == "1"
+        mounts = {m["mountPath"] for c in launcher["spec"]["containers"] for m in c["volumeMounts"]}
+        assert {"/etc/mpi", "/home/mpiuser/.ssh"} <= mounts
+        cm = jobs.core.read_namespaced_config_map(f"{name}-mpi-hostfile", jobs.namespace)
+        domain = f"{name}.{jobs.namespace}.svc"
+        assert (cm.data or {}).get("hostfile") == (
+            f"{name}-launcher-0-0.{domain} slots=1\n"
+            f"{name}-node-0-0.{domain} slots=1\n{name}-node-0-1.{domain} slots=1\n"
+        )
+        wait_for(lambda: _state(jobs, name), lambda s: s == "Running", what="Running")
+        jobs.exit(f"{name}-launcher-0-0", 0)
+    else:
+        pods = wait_for(lambda: _pods(jobs, name), lambda p: len(p) == nodes, what="nodes")
+        env = _env(pods[f"{name}-node-0-1"])
+        if manifest.startswith("torch"):
+            assert (env["PET_NODE_RANK"], env["PET_MASTER_ADDR"]) == ("1", host)
+        elif manifest.startswith("jax"):
+            assert env["JAX_NUM_PROCESSES"] == "2" and env["JAX_PROCESS_ID"] == "1"
+            assert env["JAX_COORDINATOR_ADDRESS"] == f"{host}:29500"
+        else:
+            assert (env["DMLC_TRACKER_URI"], env["DMLC_TRACKER_PORT"]) == (host, "29500")
+            assert (env["DMLC_TASK_ID"], env["DMLC_NUM_WORKER"]) == ("1", "2")
+        wait_for(lambda: _state(jobs, name), lambda s: s == "Running", what="Running")
+        _finish(jobs, name)
+    wait_for(lambda: _state(jobs, name), lambda s: s == "Complete", what="Complete")
+    status = _trainjob(jobs.custom, jobs.namespace, name)["status"]
+    assert [c["type"] for c in status["conditions"]] == ["Complete"]
+    _release_runtimes(jobs)
+
+
+def test_a_runtime_in_use_cannot_vanish(
+    operator: RunningOperator, jobs: Jobs, dyn: DynamicClient, sdk: Sdk, namespace: str
+) -> None:
+    """kubeflow/sdk#797: deleting a runtime under a TrainJob would break the SDK's
+    list_jobs; kubetrain keeps it until the TrainJob is gone (a ClusterTrainingRuntime
+    here, named after the test's namespace)."""
+    held_name = f"held-{namespace[-6:]}"
+    runtime = _with_gpu_toleration(_upstream("torch_distributed.yaml"))
+    runtime["metadata"]["name"] = held_name
+    apply(dyn, runtime)
+    name = sdk("train-on", "--runtime", held_name, "--num-nodes", "1")["name"]
+    assert "job" in sdk("wait", "--name", name, "--status", "Running")
+    group, version, plural = RUNTIMES
+
+    def finalizers() -> list[str]:
+        obj = jobs.custom.get_cluster_custom_object(group, version, plural, held_name)
+        assert isinstance(obj, dict)
+        return list(obj["metadata"].get("finalizers") or [])
+
+    wait_for(
+        finalizers,
+        lambda f: K.RUNTIME_IN_USE_FINALIZER in f,
+        what="the in-use finalizer on the runtime",
+    )
+    jobs.custom.delete_cluster_custom_object(group, version, plural, held_name)
+    # Still there (Terminating), and the SDK still reads every job.
+    assert name in {j["name"] for j in sdk("list-jobs")}
+    assert sdk("get-job", "--name", name)["runtime"] == held_name
+    wait_for(
+        lambda: [
+            e
+            for e in jobs.core.list_namespaced_event(
+                "default", field_selector=f"involvedObject.name={held_name}"
+            ).items
+            if e.reason == "RuntimeInUse"
+        ],
+        bool,
+        what="a RuntimeInUse Event naming the TrainJob",
+    )
+    sdk("delete", "--name", name)
+
+    def gone() -> bool:
+        try:
+            jobs.custom.get_cluster_custom_object(group, version, plural, held_name)
+        except client.ApiException as err:
+            return bool(err.status == 404)
+        return False
+
+    wait_for(gone, bool, what="the runtime deleted once its TrainJob is gone")

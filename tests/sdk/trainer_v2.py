@@ -1,0 +1,124 @@
+"""The Kubeflow SDK (``kubeflow`` 0.5.0, ``TrainerClient``) as its users call it: a bare
+``TrainerClient()`` (credentials and namespace from ``$KUBECONFIG``, as on a laptop) and
+the issue's three ``train`` calls verbatim.
+
+Usage: ``python -m tests.sdk.trainer_v2 <call> [args]``; prints one JSON document.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from kubeflow.trainer import CustomTrainer, TrainerClient
+
+
+def train() -> None:  # the function the SDK ships to every node
+    import os
+
+    print("rank", os.environ.get("PET_NODE_RANK"), "of", os.environ.get("PET_NNODES"))
+
+
+def _train_call(client: TrainerClient, call: int) -> str:
+    """The issue's three calls, exactly as a data scientist writes them."""
+    if call == 1:
+        name = client.train(trainer=CustomTrainer(func=train, resources_per_node={"gpu": 4}))
+    elif call == 2:
+        name = client.train(
+            trainer=CustomTrainer(func=train, num_nodes=4, resources_per_node={"gpu": 2})
+        )
+    else:
+        name = client.train(
+            runtime="torch-distributed", trainer=CustomTrainer(func=train, num_nodes=2)
+        )
+    return str(name)
+
+
+def _job(job: Any) -> dict[str, Any]:
+    return {
+        "name": job.name,
+        "status": job.status,
+        "num_nodes": job.num_nodes,
+        "runtime": job.runtime.name,
+        "steps": [
+            {
+                "name": s.name,
+                "status": s.status,
+                "pod_name": s.pod_name,
+                "device": s.device,
+                "device_count": s.device_count,
+            }
+            for s in job.steps
+        ],
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("list-runtimes")
+    verbatim = sub.add_parser("train")
+    verbatim.add_argument("--call", type=int, choices=(1, 2, 3), required=True)
+    on = sub.add_parser("train-on")
+    on.add_argument("--runtime", required=True)
+    on.add_argument("--num-nodes", type=int, default=1)
+    wait = sub.add_parser("wait")
+    wait.add_argument("--name", required=True)
+    wait.add_argument("--status", action="append", required=True)
+    wait.add_argument("--timeout", type=int, default=60)
+    for name in ("get-job", "events", "delete"):
+        sub.add_parser(name).add_argument("--name", required=True)
+    sub.add_parser("list-jobs")
+    args = parser.parse_args()
+
+    client = TrainerClient()
+    out: Any
+    if args.command == "list-runtimes":
+        out = [
+            {
+                "name": r.name,
+                "framework": r.trainer.framework,
+                "num_nodes": r.trainer.num_nodes,
+                "device": r.trainer.device,
+                "device_count": r.trainer.device_count,
+            }
+            for r in client.list_runtimes()
+        ]
+    elif args.command == "train":
+        out = {"name": _train_call(client, args.call)}
+    elif args.command == "train-on":
+        name = client.train(
+            runtime=args.runtime, trainer=CustomTrainer(func=train, num_nodes=args.num_nodes)
+        )
+        out = {"name": name}
+    elif args.command == "wait":
+        try:
+            job = client.wait_for_job_status(
+                args.name, status=set(args.status), timeout=args.timeout, polling_interval=1
+            )
+            out = {"job": _job(job)}
+        except (RuntimeError, TimeoutError) as err:
+            out = {"error": type(err).__name__, "message": str(err)}
+    elif args.command == "get-job":
+        out = _job(client.get_job(args.name))
+    elif args.command == "events":
+        out = [
+            {
+                "kind": e.involved_object_kind,
+                "name": e.involved_object_name,
+                "reason": e.reason,
+                "message": e.message,
+            }
+            for e in client.get_job_events(args.name)
+        ]
+    elif args.command == "delete":
+        client.delete_job(args.name)
+        out = {"deleted": args.name}
+    else:
+        out = [{"name": j.name, "status": j.status} for j in client.list_jobs()]
+    print(json.dumps(out))
+
+
+if __name__ == "__main__":
+    main()

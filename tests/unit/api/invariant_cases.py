@@ -1,0 +1,145 @@
+"""One job per cross-field invariant that breaks it (and only the rules it must), shared by
+the unit tests (``kubetrain validate``'s message) and the integration tests (the API
+server's CEL message): both must say the same thing."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from kubetrain.api.invariants import INVARIANTS
+from kubetrain.api.rules import REPLICA, REPLICA_FIELDS, Invariant
+from tests.unit.api.helpers import mpi_job, pod, pytorch_job, set_path, tf_job
+
+INVARIANTS_BY_NAME = {invariant.name: invariant for invariant in INVARIANTS}
+
+
+@dataclass(frozen=True)
+class InvariantCase:
+    """``job`` breaks ``invariant``; a rule on each replica spec fires on ``replica``."""
+
+    invariant: str
+    job: dict[str, Any]
+    replica: str | None = None
+
+    @property
+    def rule(self) -> Invariant:
+        return INVARIANTS_BY_NAME[self.invariant]
+
+    def server_field(self) -> str:
+        """Where the API server reports the rule's failure."""
+        rule = self.rule
+        if rule.scope == REPLICA:
+            return f"spec.{REPLICA_FIELDS[rule.kind]}[{self.replica}]{rule.field_path}"
+        return rule.field_path.lstrip(".")
+
+
+PT = "spec.pytorchReplicaSpecs"
+TF = "spec.tfReplicaSpecs"
+MPI = "spec.mpiReplicaSpecs"
+LONG = "a" * 58
+
+
+def _tf(**specs: Any) -> dict[str, Any]:
+    job = tf_job()
+    job["spec"]["tfReplicaSpecs"] = specs
+    return job
+
+
+def _mpi_specs(**specs: Any) -> dict[str, Any]:
+    job = mpi_job()
+    job["spec"]["mpiReplicaSpecs"] = specs
+    return job
+
+
+def _every_kind(prefix: str, job: dict[str, Any], field: str, worker: str) -> list[InvariantCase]:
+    """Cases of the rules every kind has, on ``job``'s ``worker`` replica type."""
+    path = f"{field}.{worker}"
+    return [
+        InvariantCase(
+            f"{prefix}-replica-types", set_path(job, f"{field}.Sidecar", {"template": pod()})
+        ),
+        InvariantCase(
+            f"{prefix}-containers", set_path(job, f"{path}.template.spec.containers", []), worker
+        ),
+        InvariantCase(
+            f"{prefix}-images",
+            set_path(job, f"{path}.template.spec.containers[0].image", ""),
+            worker,
+        ),
+        InvariantCase(
+            f"{prefix}-managed-by", set_path(job, "spec.runPolicy", {"managedBy": "someone/else"})
+        ),
+        InvariantCase(
+            f"{prefix}-replicas-per-type", set_path(job, f"{path}.replicas", 1001), worker
+        ),
+        InvariantCase(f"{prefix}-name-fits", set_path(job, "metadata.name", LONG)),
+    ]
+
+
+CASES: list[InvariantCase] = [
+    # PyTorchJob
+    InvariantCase("pytorch-one-master", set_path(pytorch_job(), f"{PT}.Master.replicas", 2)),
+    InvariantCase(
+        "pytorch-worker-at-least-one", set_path(pytorch_job(), f"{PT}.Worker.replicas", 0)
+    ),
+    InvariantCase(
+        "pytorch-main-container",
+        set_path(pytorch_job(), f"{PT}.Worker.template", pod("trainer")),
+        "Worker",
+    ),
+    InvariantCase(
+        "pytorch-elastic-needs-worker",
+        set_path(
+            pytorch_job(elasticPolicy={"maxReplicas": 2}), PT, {"Master": {"template": pod()}}
+        ),
+    ),
+    InvariantCase(
+        "pytorch-elastic-bounds", pytorch_job(elasticPolicy={"minReplicas": 4, "maxReplicas": 2})
+    ),
+    InvariantCase(
+        "pytorch-nproc-once", pytorch_job(nprocPerNode="2", elasticPolicy={"nProcPerNode": 2})
+    ),
+    # 1 Master + 2,000 Workers: over both limits (a PyTorchJob cannot pass 2,000 pods with
+    # at most 1,000 per replica type).
+    InvariantCase("pytorch-pods-per-job", set_path(pytorch_job(), f"{PT}.Worker.replicas", 2000)),
+    *_every_kind("pytorch", pytorch_job(), PT, "Worker"),
+    # TFJob
+    InvariantCase(
+        "tf-replica-types-distinct",
+        _tf(worker={"template": pod("tensorflow")}, Worker={"template": pod("tensorflow")}),
+    ),
+    InvariantCase(
+        "tf-main-container", set_path(tf_job(), f"{TF}.Worker.template", pod()), "Worker"
+    ),
+    # Chief and a lower-case master count together.
+    InvariantCase(
+        "tf-one-chief",
+        _tf(
+            Chief={"template": pod("tensorflow")},
+            master={"template": pod("tensorflow")},
+            Worker={"template": pod("tensorflow")},
+        ),
+    ),
+    InvariantCase(
+        "tf-pods-per-job",
+        _tf(
+            PS={"replicas": 1000, "template": pod("tensorflow")},
+            Worker={"replicas": 1000, "template": pod("tensorflow")},
+            Evaluator={"replicas": 1, "template": pod("tensorflow")},
+        ),
+    ),
+    *_every_kind(
+        "tf", set_path(tf_job(), f"{TF}.Worker.template", pod("tensorflow")), TF, "Worker"
+    ),
+    # MPIJob
+    InvariantCase("mpi-one-launcher", set_path(mpi_job(), f"{MPI}.Launcher.replicas", 2)),
+    InvariantCase("mpi-needs-worker", _mpi_specs(Launcher={"template": pod("launcher")})),
+    InvariantCase(
+        "mpi-restart-policy",
+        set_path(mpi_job(), f"{MPI}.Worker.restartPolicy", "ExitCode"),
+        "Worker",
+    ),
+    InvariantCase("mpi-pods-per-job", set_path(mpi_job(), f"{MPI}.Worker.replicas", 2000)),
+    *_every_kind("mpi", mpi_job(), MPI, "Worker"),
+]

@@ -1,0 +1,236 @@
+"""A TrainJob resolved against its runtime, as upstream Trainer v2.3.0 merges them."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from kubetrain.api.common import RestartPolicy
+from kubetrain.api.errors import JobValidationError
+from kubetrain.api.trainer.defaults import apply_trainer_defaults
+from kubetrain.api.trainer.loader import load_trainer_object
+from kubetrain.api.trainer.resolve import ResolvedTrainJob, resolve
+from kubetrain.api.trainer.runtime import RuntimeBase
+from kubetrain.api.trainer.trainjob import TrainJob
+
+ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
+
+
+def rjob(name: str, container: str = "node", **extra: Any) -> dict[str, Any]:
+    template: dict[str, Any] = {
+        "spec": {"template": {"spec": {"containers": [{"name": container, "image": "img:1"}]}}}
+    }
+    if extra.pop("trainer", False):
+        template["metadata"] = {"labels": {ANCESTOR: "trainer"}}
+    job: dict[str, Any] = {"name": name, "template": template}
+    job.update(extra)
+    return job
+
+
+def runtime(policy: dict[str, Any], jobs: list[dict[str, Any]], **spec: Any) -> RuntimeBase:
+    obj = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "ClusterTrainingRuntime",
+        "metadata": {"name": "rt", "labels": {"trainer.kubeflow.org/framework": "torch"}},
+        "spec": {"mlPolicy": policy, "template": {"spec": {"replicatedJobs": jobs, **spec}}},
+    }
+    loaded = load_trainer_object(obj)
+    assert isinstance(loaded, RuntimeBase)
+    return apply_trainer_defaults(loaded)
+
+
+def trainjob(**spec: Any) -> TrainJob:
+    obj = {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": "tj", "namespace": "ns"},
+        "spec": {"runtimeRef": {"name": "rt"}, **spec},
+    }
+    loaded = load_trainer_object(obj)
+    assert isinstance(loaded, TrainJob)
+    return apply_trainer_defaults(loaded)
+
+
+def node(job: ResolvedTrainJob, name: str = "node", container: str = "node") -> dict[str, Any]:
+    pod = job.spec.replicated_jobs[name].template["spec"]
+    found: dict[str, Any] = next(c for c in pod["containers"] if c["name"] == container)
+    return found
+
+
+TORCH = {"numNodes": 2, "torch": {}}
+
+
+def test_the_trainer_overrides_the_node_container_and_node_count() -> None:
+    rt = runtime(TORCH, [rjob("node", trainer=True)])
+    job = resolve(
+        trainjob(
+            trainer={
+                "numNodes": 4,
+                "image": "mine:2",
+                "command": ["bash", "-c", "run"],
+                "args": ["--lr", "0.1"],
+                "env": [{"name": "FOO", "value": "bar"}],
+                "resourcesPerNode": {"limits": {"nvidia.com/gpu": 2.0}},
+            }
+        ),
+        rt,
+    )
+    assert job.pods_of("node") == 4 and job.spec.num_nodes == 4
+    container = node(job)
+    assert container["image"] == "mine:2" and container["command"] == ["bash", "-c", "run"]
+    assert container["args"] == ["--lr", "0.1"]
+    assert container["env"] == [{"name": "FOO", "value": "bar"}]
+    assert container["resources"]["limits"] == {"nvidia.com/gpu": 2.0}
+    assert job.spec.replicated_jobs["node"].restart_policy is RestartPolicy.ON_FAILURE
+    assert job.spec.framework == "torch" and job.spec.trainer_job == "node"
+
+
+def test_the_runtime_node_count_is_the_default() -> None:
+    job = resolve(trainjob(), runtime(TORCH, [rjob("node", trainer=True)]))
+    assert job.pods_of("node") == 2
+
+
+def test_runtime_patches_merge_into_the_pods() -> None:
+    base = rjob("node", trainer=True)
+    base["template"]["spec"]["template"]["spec"]["tolerations"] = [
+        {"key": "a", "operator": "Exists"}
+    ]
+    base["template"]["spec"]["template"]["spec"]["containers"].append(
+        {"name": "side", "image": "s"}
+    )
+    patch = {
+        "manager": "kueue.x-k8s.io/manager",
+        "trainingRuntimeSpec": {
+            "template": {
+                "metadata": {"labels": {"team": "a"}},
+                "spec": {
+                    "replicatedJobs": [
+                        {
+                            "name": "node",
+                            "template": {
+                                "spec": {
+                                    "template": {
+                                        "metadata": {"labels": {"pool": "h100"}},
+                                        "spec": {
+                                            "nodeSelector": {"gpu": "h100"},
+                                            "tolerations": [{"key": "b", "operator": "Exists"}],
+                                            "containers": [
+                                                {
+                                                    "name": "side",
+                                                    "env": [{"name": "X", "value": "1"}],
+                                                }
+                                            ],
+                                        },
+                                    }
+                                }
+                            },
+                        }
+                    ]
+                },
+            }
+        },
+    }
+    job = resolve(trainjob(runtimePatches=[patch]), runtime(TORCH, [base]))
+    pod = job.spec.replicated_jobs["node"].template
+    assert pod["metadata"]["labels"]["pool"] == "h100"
+    assert pod["spec"]["nodeSelector"] == {"gpu": "h100"}
+    assert [t["key"] for t in pod["spec"]["tolerations"]] == ["a", "b"]
+    assert node(job, container="side")["env"] == [{"name": "X", "value": "1"}]
+    assert job.spec.labels == {"team": "a"}
+
+
+def test_initializers_get_storage_uri_env_and_secret() -> None:
+    rt = runtime(
+        TORCH,
+        [
+            rjob("dataset-initializer", "dataset-initializer"),
+            rjob(
+                "node",
+                trainer=True,
+                dependsOn=[{"name": "dataset-initializer", "status": "Complete"}],
+            ),
+        ],
+    )
+    job = resolve(
+        trainjob(
+            initializer={
+                "dataset": {
+                    "storageUri": "hf://tatsu-lab/alpaca",
+                    "env": [{"name": "ACCESS_TOKEN", "value": "t"}],
+                    "secretRef": {"name": "hf"},
+                }
+            }
+        ),
+        rt,
+    )
+    init = node(job, "dataset-initializer", "dataset-initializer")
+    assert init["env"] == [
+        {"name": "STORAGE_URI", "value": "hf://tatsu-lab/alpaca"},
+        {"name": "ACCESS_TOKEN", "value": "t"},
+    ]
+    assert init["envFrom"] == [{"secretRef": {"name": "hf"}}]
+    assert job.pods_of("dataset-initializer") == 1
+    (dep,) = job.spec.depends_on["node"]
+    assert (dep.name, dep.status) == ("dataset-initializer", "Complete")
+
+
+def test_mpi_with_the_launcher_as_a_node() -> None:
+    policy = {"numNodes": 3, "mpi": {"runLauncherAsNode": True, "numProcPerNode": 2}}
+    rt = runtime(
+        policy,
+        [
+            rjob("node"),
+            rjob("launcher", trainer=True, dependsOn=[{"name": "node", "status": "Ready"}]),
+        ],
+        successPolicy={"operator": "All", "targetReplicatedJobs": ["launcher"]},
+    )
+    job = resolve(trainjob(trainer={"resourcesPerNode": {"limits": {"cpu": "4"}}}), rt)
+    assert (job.pods_of("launcher"), job.pods_of("node")) == (1, 2)
+    assert job.spec.success_targets == ["launcher"]
+    # resourcesPerNode reaches the node job too when the launcher is a node.
+    assert node(job, "node")["resources"]["limits"] == {"cpu": "4"}
+    assert node(job, "launcher")["resources"]["limits"] == {"cpu": "4"}
+
+
+def test_run_policy_from_the_trainjob_and_the_runtime() -> None:
+    job_template = rjob("node", trainer=True)
+    job_template["template"]["spec"]["backoffLimit"] = 2
+    rt = runtime(TORCH, [job_template], ttlSecondsAfterFinished=60)
+    job = resolve(trainjob(suspend=True, activeDeadlineSeconds=300), rt)
+    policy = job.spec.run_policy
+    assert (policy.suspend, policy.active_deadline_seconds) == (True, 300)
+    assert (policy.ttl_seconds_after_finished, policy.backoff_limit) == (60, 2)
+    assert policy.clean_pod_policy is None
+    default = resolve(trainjob(), runtime(TORCH, [rjob("node", trainer=True)]))
+    assert default.spec.run_policy.backoff_limit == 6  # batch/v1's default
+
+
+def test_in_order_startup_waits_for_each_job_ready() -> None:
+    rt = runtime(
+        TORCH,
+        [rjob("a", "a"), rjob("b", "b"), rjob("node", trainer=True)],
+        startupPolicy={"startupPolicyOrder": "InOrder"},
+    )
+    job = resolve(trainjob(), rt)
+    assert {k: [(d.name, d.status) for d in v] for k, v in job.spec.depends_on.items()} == {
+        "b": [("a", "Ready")],
+        "node": [("b", "Ready")],
+    }
+
+
+@pytest.mark.parametrize(
+    ("policy", "jobs", "fragment"),
+    [
+        (TORCH, [rjob("node")], "labelled trainer.kubeflow.org/trainjob-ancestor-step: trainer"),
+        ({"numNodes": 2, "mpi": {}}, [rjob("node", trainer=True)], "a launcher replicated job"),
+    ],
+    ids=["no-trainer", "mpi-without-launcher"],
+)
+def test_runtimes_a_trainjob_cannot_use_are_explained(
+    policy: dict[str, Any], jobs: list[dict[str, Any]], fragment: str
+) -> None:
+    with pytest.raises(JobValidationError) as err:
+        resolve(trainjob(), runtime(policy, copy.deepcopy(jobs)))
+    assert fragment in str(err.value) and "ClusterTrainingRuntime rt" in str(err.value)

@@ -1,0 +1,126 @@
+"""The package's architecture, enforced: the import contract (``tests/layers.py``, also run
+by ``make lint``), one home for the wire vocabulary (no kind, group, label or annotation
+literal re-typed outside ``kubetrain/api/kinds.py`` and ``kubetrain/api/keys.py``), and
+modules small enough to read."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from tests.layers import PACKAGE, Violation, check_package, check_source
+
+GROUND_FLOOR = {PACKAGE / "api" / "kinds.py", PACKAGE / "api" / "keys.py"}
+#: The wire vocabulary: groups and label/annotation key prefixes of Kubeflow, kubetrain,
+#: Istio and NVIDIA, CRD plurals, and the job kinds as string literals.
+WIRE_LITERAL = re.compile(
+    r"""["'][^"'\n]*(?:kubeflow\.org|kubetrain\.dev/|sidecar\.istio\.io|nvidia\.com/gpu)"""
+    r"""|["'](?:pytorchjobs|tfjobs|mpijobs|PyTorchJob|TFJob|MPIJob)["']"""
+)
+#: Where a literal is the definition itself: the typed models pin their apiVersion/kind
+#: as pydantic ``Literal`` types, and ``__all__`` lists exported class names.
+ALLOWED_LINE = re.compile(r"Literal\[|^\s*\"[A-Za-z]+\",\s*$")
+MAX_MODULE_LINES = 450
+
+
+def _code_lines(path: Path) -> list[tuple[int, str]]:
+    """Lines outside docstrings and comments."""
+    out = []
+    in_doc = False
+    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        stripped = line.strip()
+        quotes = stripped.count('"""')
+        if in_doc:
+            in_doc = quotes % 2 == 0
+            continue
+        if stripped.startswith('"""'):
+            in_doc = quotes == 1
+            continue
+        if stripped.startswith("#"):
+            continue
+        out.append((number, line.split("  #")[0]))
+    return out
+
+
+def test_the_package_keeps_its_import_contract() -> None:
+    assert check_package() == []
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "imported"),
+    [
+        ("kubetrain.api.models", "from kubetrain.gitops import stack", "kubetrain.gitops.stack"),
+        ("kubetrain.api.models", "import kubetrain.controller.kube", "kubetrain.controller.kube"),
+        (
+            "kubetrain.frameworks.jax",
+            "from kubetrain.controller import reasons",
+            "kubetrain.controller.reasons",
+        ),
+        (
+            "kubetrain.controller.planner",
+            "from kubetrain.constructs.mpi_job import MPIJob",
+            "kubetrain.constructs.mpi_job",
+        ),
+        ("kubetrain.controller.planner", "from ..gitops import render", "kubetrain.gitops.render"),
+        (
+            "kubetrain.constructs.mpi_job",
+            "from kubetrain.controller.plugins import registry",
+            "kubetrain.controller.plugins.registry",
+        ),
+        (
+            "kubetrain.gitops.render",
+            "from kubetrain.commands import synth",
+            "kubetrain.commands.synth",
+        ),
+        (
+            "kubetrain.local.plan",
+            "from kubetrain.controller import podstate",
+            "kubetrain.controller.podstate",
+        ),
+    ],
+    ids=[
+        "api-up-to-gitops",
+        "api-up-to-controller",
+        "frameworks-up-to-controller",
+        "controller-to-generator",
+        "relative-import-upward",
+        "constructs-to-operator-plugins",
+        "gitops-up-to-commands",
+        "local-to-controller",
+    ],
+)
+def test_rejects_an_upward_import(module: str, source: str, imported: str) -> None:
+    (violation,) = check_source(module, source)
+    assert isinstance(violation, Violation)
+    assert violation.imported == imported
+    assert f"{module}:1 imports {imported}" in str(violation)
+
+
+def test_allows_the_imports_the_contract_names() -> None:
+    assert (
+        check_source("kubetrain.constructs.operator", "from kubetrain.controller import rbac") == []
+    )
+    assert check_source("kubetrain.frameworks.mpi", "from kubetrain.api.kinds import MPI") == []
+    assert check_source("kubetrain.commands.synth", "from kubetrain.gitops import render") == []
+
+
+def test_the_wire_vocabulary_is_stated_once() -> None:
+    found = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        if path in GROUND_FLOOR:
+            continue
+        for number, line in _code_lines(path):
+            if WIRE_LITERAL.search(line) and not ALLOWED_LINE.search(line):
+                found.append(f"{path.relative_to(PACKAGE.parent)}:{number}: {line.strip()}")
+    assert found == [], "wire literals outside kubetrain/api/{kinds,keys}.py:\n" + "\n".join(found)
+
+
+def test_modules_stay_small() -> None:
+    large = {
+        str(path.relative_to(PACKAGE.parent)): count
+        for path in PACKAGE.rglob("*.py")
+        if (count := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
+    }
+    assert large == {}, f"modules over {MAX_MODULE_LINES} lines: {large}"
