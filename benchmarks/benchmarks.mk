@@ -2,10 +2,17 @@
 #   make demo    local control plane + the `local` stack + the operator as a local
 #                process, driving one sample job per framework to Succeeded
 #   make bench   benchmarks/operator_scale.py: 250 jobs (PyTorchJob, MPIJob, TrainJob) on 50 fake GPU nodes
-.PHONY: demo bench
+#   make bench-peers  benchmarks/peers.py: kubetrain against training-operator v1.9 (100
+#                PyTorchJobs) and mpi-operator v0.8 (50 MPIJobs), interleaved, 3 runs each at
+#                default and at equal QPS/burst (about 15 minutes; PEERS_ARGS to change)
+.PHONY: demo bench bench-peers
 
 demo: venv cluster-tools
 	$(BIN)/python -m benchmarks.demo --workdir $(KUBETRAIN_CLUSTER_DIR)
 
 bench: venv cluster-tools
 	$(BIN)/python -m benchmarks.operator_scale
+
+PEERS_ARGS ?=
+bench-peers: venv cluster-tools peer-tools
+	$(BIN)/python -m benchmarks.peers $(PEERS_ARGS)

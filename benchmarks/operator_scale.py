@@ -269,10 +269,27 @@ class Observer:
             except ApiError:
                 time.sleep(0.2)
 
-    def _child(self, resource: Resource, obj: dict[str, Any]) -> None:
-        now = time.monotonic()
+    def job_of(self, obj: dict[str, Any]) -> str | None:
+        """The job a child belongs to (kubetrain labels every child with it)."""
         labels = obj.get("metadata", {}).get("labels") or {}
         job = labels.get(K.JOB_NAME)
+        return None if job is None else str(job)
+
+    def expected_children(self, kind: str, job: str) -> set[tuple[str, str]]:
+        """Every child the operator creates for ``job``, keyed as ``child_key`` does."""
+        return expected_children(kind, job)
+
+    def gated_children(self, kind: str, job: str) -> set[tuple[str, str]]:
+        """The children the operator holds back until the job's startup gate opens."""
+        return gated_children(kind, job)
+
+    def child_key(self, kind: str, name: str, job: str) -> tuple[str, str]:
+        """How a child is counted in ``expected_children``."""
+        return child_key(kind, name, job)
+
+    def _child(self, resource: Resource, obj: dict[str, Any]) -> None:
+        now = time.monotonic()
+        job = self.job_of(obj)
         name = str(obj["metadata"]["name"])
         with self.lock:
             if resource is PODS:
@@ -294,9 +311,9 @@ class Observer:
                 return
             if times.first_child_at is None:
                 times.first_child_at = now
-            times.seen.add(child_key(resource.kind, name, str(job)))
-            expected = expected_children(times.kind, str(job))
-            ungated = expected - gated_children(times.kind, str(job))
+            times.seen.add(self.child_key(resource.kind, name, str(job)))
+            expected = self.expected_children(times.kind, str(job))
+            ungated = expected - self.gated_children(times.kind, str(job))
             if times.ungated_at is None and ungated <= times.seen:
                 times.ungated_at = now
             if expected <= times.seen:

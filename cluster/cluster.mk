@@ -9,6 +9,8 @@
 #   make cluster-status  show whether it is running and where
 #   make kueue-up        run Kueue (CRDs, webhooks, controller manager) against it
 #   make kueue-down      stop Kueue and remove its webhook configurations
+#   make peer-tools      build the Go operators kubetrain is compared with (training-operator,
+#                        mpi-operator) for benchmarks/peers.py; not part of cluster-tools
 #
 # Versions are pinned in the Go modules under cluster/tools (go.mod is the one place they
 # are pinned). Each tool is built into a cache directory of its own outside the
@@ -18,7 +20,7 @@
 # are downloaded once and a package two tools compile identically is compiled once
 # (only modules they select at the same version: see the README).
 
-.PHONY: cluster-tools cluster-tool-dirs cluster-up cluster-down cluster-status kueue-up kueue-down
+.PHONY: cluster-tools peer-tools cluster-tool-dirs cluster-up cluster-down cluster-status kueue-up kueue-down
 
 CLUSTER_KUBE_MODULE := cluster/tools/kubernetes
 CLUSTER_KWOK_MODULE := cluster/tools/kwok
@@ -26,6 +28,8 @@ SCHEDULER_PLUGINS_MODULE := cluster/tools/scheduler-plugins
 KUEUE_MODULE := cluster/tools/kueue
 HELM_MODULE := cluster/tools/helm
 VOLCANO_MODULE := cluster/tools/volcano
+TRAINING_OPERATOR_MODULE := cluster/tools/training-operator
+MPI_OPERATOR_MODULE := cluster/tools/mpi-operator
 
 # The version that follows a module path on a require line of a go.mod.
 cluster_mod_version = $(shell awk '$$1 != "//" {for (i = 1; i < NF; i++) if ($$i == "$(1)" && $$(i+1) != "=>") { print $$(i+1); exit }}' $(2)/go.mod)
@@ -41,6 +45,8 @@ KUEUE_VERSION := $(call cluster_mod_version,sigs.k8s.io/kueue,$(KUEUE_MODULE))
 HELM_VERSION := $(call cluster_mod_version,helm.sh/helm/v3,$(HELM_MODULE))
 VOLCANO_APIS_VERSION := $(call cluster_mod_version,volcano.sh/apis,$(VOLCANO_MODULE))
 CONTROLLER_GEN_VERSION := $(call cluster_mod_version,sigs.k8s.io/controller-tools,$(VOLCANO_MODULE))
+TRAINING_OPERATOR_VERSION := $(call cluster_mod_version,github.com/kubeflow/training-operator,$(TRAINING_OPERATOR_MODULE))
+MPI_OPERATOR_VERSION := $(call cluster_mod_version,github.com/kubeflow/mpi-operator,$(MPI_OPERATOR_MODULE))
 
 KUBETRAIN_CACHE ?= $(HOME)/.cache/kubetrain
 CLUSTER_TOOLS_ROOT := $(KUBETRAIN_CACHE)/cluster-tools
@@ -53,6 +59,8 @@ SCHEDULER_PLUGINS_DIR := $(CLUSTER_TOOLS_ROOT)/scheduler-plugins-$(SCHEDULER_PLU
 KUEUE_DIR := $(CLUSTER_TOOLS_ROOT)/kueue-$(KUEUE_VERSION)-$(call cluster_mod_digest,$(KUEUE_MODULE))
 HELM_DIR := $(CLUSTER_TOOLS_ROOT)/helm-$(HELM_VERSION)-$(call cluster_mod_digest,$(HELM_MODULE))
 VOLCANO_DIR := $(CLUSTER_TOOLS_ROOT)/volcano-$(VOLCANO_APIS_VERSION)-$(call cluster_mod_digest,$(VOLCANO_MODULE))
+TRAINING_OPERATOR_DIR := $(CLUSTER_TOOLS_ROOT)/training-operator-$(TRAINING_OPERATOR_VERSION)-$(call cluster_mod_digest,$(TRAINING_OPERATOR_MODULE))
+MPI_OPERATOR_DIR := $(CLUSTER_TOOLS_ROOT)/mpi-operator-$(MPI_OPERATOR_VERSION)-$(call cluster_mod_digest,$(MPI_OPERATOR_MODULE))
 
 CLUSTER_GO_ENV := GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
 CLUSTER_GO_BUILD := go build -trimpath -buildvcs=false
@@ -98,6 +106,8 @@ cluster-tool-dirs:
 	@echo "kueue $(KUEUE_DIR)"
 	@echo "helm $(HELM_DIR)"
 	@echo "volcano $(VOLCANO_DIR)"
+	@echo "training-operator $(TRAINING_OPERATOR_DIR)"
+	@echo "mpi-operator $(MPI_OPERATOR_DIR)"
 
 # No prerequisites on purpose, here and below: the directory name already carries what
 # the tool is built from, and a fresh clone (new file times) must not rebuild the cache.
@@ -215,6 +225,40 @@ $(VOLCANO_DIR)/.done:
 	@test -s $(VOLCANO_DIR).partial/crds/scheduling.volcano.sh_podgroups.yaml || \
 	  { echo "controller-gen wrote no scheduling.volcano.sh_podgroups.yaml into $(VOLCANO_DIR).partial/crds" >&2; exit 1; }
 	$(call cluster_tool_finish,$(VOLCANO_DIR))
+
+# The Go operators kubetrain replaces, for the peer benchmark (benchmarks/peers.py, make
+# bench-peers): each module's own command wires upstream's controllers at upstream's
+# defaults (see their go.mod), built the same way as the tools above; the CRDs come from
+# the same module versions. Not part of cluster-tools: only the benchmark needs them.
+peer-tools: $(TRAINING_OPERATOR_DIR)/.done $(MPI_OPERATOR_DIR)/.done
+
+$(TRAINING_OPERATOR_DIR)/.done:
+	$(call cluster_tool_start,$(TRAINING_OPERATOR_DIR),training-operator $(TRAINING_OPERATOR_VERSION))
+	@start=$$(date +%s); \
+	  cd $(TRAINING_OPERATOR_MODULE); \
+	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) -ldflags "-s -w" \
+	    -o $(TRAINING_OPERATOR_DIR).partial/bin/training-operator ./cmd/training-operator; \
+	  src=$$($(TOOL_GO_ENV) go list -m -f '{{.Dir}}' github.com/kubeflow/training-operator); \
+	  mkdir -p $(TRAINING_OPERATOR_DIR).partial/crds; \
+	  install -m 0644 $$src/manifests/base/crds/kubeflow.org_*.yaml $(TRAINING_OPERATOR_DIR).partial/crds/; \
+	  echo "built in $$(( $$(date +%s) - start ))s"
+	@$(TRAINING_OPERATOR_DIR).partial/bin/training-operator --help 2>&1 | grep -q -- '-enable-scheme' || \
+	  { echo "$(TRAINING_OPERATOR_DIR).partial/bin/training-operator --help does not list -enable-scheme" >&2; exit 1; }
+	$(call cluster_tool_finish,$(TRAINING_OPERATOR_DIR))
+
+$(MPI_OPERATOR_DIR)/.done:
+	$(call cluster_tool_start,$(MPI_OPERATOR_DIR),mpi-operator $(MPI_OPERATOR_VERSION))
+	@start=$$(date +%s); \
+	  cd $(MPI_OPERATOR_MODULE); \
+	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) -ldflags "-s -w" \
+	    -o $(MPI_OPERATOR_DIR).partial/bin/mpi-operator ./cmd/mpi-operator; \
+	  src=$$($(TOOL_GO_ENV) go list -m -f '{{.Dir}}' github.com/kubeflow/mpi-operator); \
+	  mkdir -p $(MPI_OPERATOR_DIR).partial/crds; \
+	  install -m 0644 $$src/manifests/base/kubeflow.org_mpijobs.yaml $(MPI_OPERATOR_DIR).partial/crds/; \
+	  echo "built in $$(( $$(date +%s) - start ))s"
+	@$(MPI_OPERATOR_DIR).partial/bin/mpi-operator --help 2>&1 | grep -q -- '-kube-api-qps' || \
+	  { echo "$(MPI_OPERATOR_DIR).partial/bin/mpi-operator --help does not list -kube-api-qps" >&2; exit 1; }
+	$(call cluster_tool_finish,$(MPI_OPERATOR_DIR))
 
 # The demo cluster lives in build/cluster (git-ignored); the tests start their own.
 KUBETRAIN_CLUSTER_DIR ?= build/cluster

@@ -92,6 +92,7 @@ class LocalCluster:
         topology: Topology | None = None,
         tools: Tools | None = None,
         scheduler: Scheduler = "kube",
+        audit_policy: Path | None = None,
     ) -> None:
         if scheduler not in SCHEDULERS:
             raise ValueError(
@@ -101,6 +102,10 @@ class LocalCluster:
         self.workdir = workdir.resolve()
         self.topology = topology or default_topology()
         self.scheduler: Scheduler = scheduler
+        #: An audit Policy file for kube-apiserver (None: no audit log); the log is
+        #: ``audit_log``, one JSON event per line (the peer benchmark counts each
+        #: operator's requests by user agent from it).
+        self.audit_policy = audit_policy.resolve() if audit_policy is not None else None
         self._tools = tools
 
     # Paths -------------------------------------------------------------------------
@@ -132,6 +137,11 @@ class LocalCluster:
     @property
     def logs_dir(self) -> Path:
         return self.cluster_dir / "logs"
+
+    @property
+    def audit_log(self) -> Path:
+        """kube-apiserver's audit log, written when the cluster has an ``audit_policy``."""
+        return self.logs_dir / "audit.log"
 
     @property
     def saved_logs_dir(self) -> Path:
@@ -359,8 +369,13 @@ class LocalCluster:
         return out
 
     def log_files(self) -> dict[str, Path]:
-        """The components' log files, by component name."""
-        return {path.stem: path for path in sorted(self.logs_dir.glob("*.log"))}
+        """The components' log files, by component name (not the audit log: it is data,
+        read through ``audit_log``, and too large to copy or show in error reports)."""
+        return {
+            path.stem: path
+            for path in sorted(self.logs_dir.glob("*.log"))
+            if path.name != self.audit_log.name
+        }
 
     def log_tails(self, lines: int = 40) -> str:
         """The last ``lines`` lines of every component log, for error reports."""
@@ -474,6 +489,8 @@ class LocalCluster:
         }
         if self.scheduler == "coscheduling":
             config["options"]["kubeSchedulerConfig"] = str(self.scheduler_config_path)
+        if self.audit_policy is not None:
+            config["options"]["kubeAuditPolicy"] = str(self.audit_policy)
         documents = [yaml.safe_dump(config, sort_keys=True)]
         documents += [path.read_text(encoding="utf-8") for path in stage_files()]
         return "---\n".join(documents)

@@ -15,6 +15,12 @@ into a cache directory of its own outside the repository:
 - Volcano's ``scheduling.volcano.sh`` CRDs, generated from ``volcano.sh/apis`` by
   controller-gen as Volcano's own build does.
 
+``make peer-tools`` builds, the same way, the Go operators kubetrain is compared with in
+``benchmarks/peers.py`` (not needed by anything else, so not part of ``cluster-tools``):
+
+- Kubeflow training-operator's job controllers, with its CRDs;
+- Kubeflow mpi-operator's MPIJob controller, with its CRD.
+
 The other tools' directories are named ``<tool>-<version>-<digest>``, the digest being the
 first 12 hex digits of the SHA-256 of the module's ``go.mod`` followed by its ``go.sum``,
 so that changing any pin of one tool rebuilds that tool and nothing else.
@@ -38,6 +44,8 @@ SCHEDULER_PLUGINS_MODULE = TOOL_MODULES_DIR / "scheduler-plugins"
 KUEUE_MODULE = TOOL_MODULES_DIR / "kueue"
 HELM_MODULE = TOOL_MODULES_DIR / "helm"
 VOLCANO_MODULE = TOOL_MODULES_DIR / "volcano"
+TRAINING_OPERATOR_MODULE = TOOL_MODULES_DIR / "training-operator"
+MPI_OPERATOR_MODULE = TOOL_MODULES_DIR / "mpi-operator"
 
 #: Every binary ``make cluster-tools`` builds, by file name, with the tool it belongs to
 #: (the ``ToolDirs`` field naming its cache directory).
@@ -54,6 +62,8 @@ BINARY_TOOLS = {
     "kueue": "kueue",
     "helm": "helm",
     "controller-gen": "volcano",
+    "training-operator": "training_operator",
+    "mpi-operator": "mpi_operator",
 }
 #: Every binary ``make cluster-tools`` builds, by file name.
 BINARIES = tuple(BINARY_TOOLS)
@@ -112,6 +122,8 @@ class Versions:
     helm: str
     volcano_apis: str
     controller_gen: str
+    training_operator: str
+    mpi_operator: str
 
     @classmethod
     def pinned(cls) -> Versions:
@@ -129,6 +141,12 @@ class Versions:
             helm=module_version(HELM_MODULE / "go.mod", "helm.sh/helm/v3"),
             volcano_apis=module_version(volcano_mod, "volcano.sh/apis"),
             controller_gen=module_version(volcano_mod, "sigs.k8s.io/controller-tools"),
+            training_operator=module_version(
+                TRAINING_OPERATOR_MODULE / "go.mod", "github.com/kubeflow/training-operator"
+            ),
+            mpi_operator=module_version(
+                MPI_OPERATOR_MODULE / "go.mod", "github.com/kubeflow/mpi-operator"
+            ),
         )
 
     @property
@@ -160,6 +178,8 @@ class ToolDirs:
     kueue: Path
     helm: Path
     volcano: Path
+    training_operator: Path
+    mpi_operator: Path
 
     @classmethod
     def for_versions(cls, versions: Versions) -> ToolDirs:
@@ -175,6 +195,13 @@ class ToolDirs:
             kueue=root / f"kueue-{versions.kueue}-{module_digest(KUEUE_MODULE)}",
             helm=root / f"helm-{versions.helm}-{module_digest(HELM_MODULE)}",
             volcano=root / f"volcano-{versions.volcano_apis}-{module_digest(VOLCANO_MODULE)}",
+            training_operator=root
+            / (
+                f"training-operator-{versions.training_operator}-"
+                f"{module_digest(TRAINING_OPERATOR_MODULE)}"
+            ),
+            mpi_operator=root
+            / f"mpi-operator-{versions.mpi_operator}-{module_digest(MPI_OPERATOR_MODULE)}",
         )
 
     def by_tool(self) -> dict[str, Path]:
@@ -185,6 +212,8 @@ class ToolDirs:
             "kueue": self.kueue,
             "helm": self.helm,
             "volcano": self.volcano,
+            "training-operator": self.training_operator,
+            "mpi-operator": self.mpi_operator,
         }
 
 
@@ -280,6 +309,16 @@ class Tools:
         versions Kueue pins: JobSet, and Trainer v2's TrainJob and training runtimes."""
         return sorted((self.dirs.kueue / "crds" / "deps").glob("*.yaml"))
 
+    @property
+    def training_operator_crds(self) -> Path:
+        """training-operator's CRDs (``kubeflow.org_<kind>s.yaml``), from its module."""
+        return self.dirs.training_operator / "crds"
+
+    @property
+    def mpi_operator_crd(self) -> Path:
+        """mpi-operator's MPIJob CRD (``kubeflow.org/v2beta1``), from its module."""
+        return self.dirs.mpi_operator / "crds" / "kubeflow.org_mpijobs.yaml"
+
     def crd_files(self) -> list[Path]:
         """Every upstream CRD file ``make cluster-tools`` caches."""
         return [
@@ -310,6 +349,8 @@ def _output(args: list[str]) -> str:
 
 #: The tools ``make cluster-tools`` builds, by the names ``ToolDirs.by_tool`` uses.
 TOOL_NAMES = ("control-plane", "scheduler-plugins", "kueue", "helm", "volcano")
+#: The Go operators ``make peer-tools`` builds for the peer benchmark.
+PEER_TOOL_NAMES = ("training-operator", "mpi-operator")
 
 
 def _tool_files(tools: Tools, tool: str) -> list[Path]:
@@ -327,6 +368,10 @@ def _tool_files(tools: Tools, tool: str) -> list[Path]:
             tools.kueue_webhook_dir / "default-kustomization.yaml",
             tools.kueue_crd_patches_dir / "kustomization.yaml",
         ]
+    elif tool == "training-operator":
+        files.append(tools.training_operator_crds / "kubeflow.org_pytorchjobs.yaml")
+    elif tool == "mpi-operator":
+        files.append(tools.mpi_operator_crd)
     return files
 
 
@@ -334,16 +379,16 @@ def find_tools(versions: Versions | None = None, *, only: Iterable[str] = TOOL_N
     """Locate the built tools, or raise ``ToolsMissingError`` saying how to build them.
 
     ``only`` limits the check to some of ``TOOL_NAMES`` (stopping a control plane needs
-    kwokctl, not helm); the returned ``Tools`` names every tool's paths either way.
+    kwokctl, not helm) or names ``PEER_TOOL_NAMES`` (built by ``make peer-tools``); the
+    returned ``Tools`` names every tool's paths either way.
     """
     versions = versions or Versions.pinned()
     tools = Tools(versions=versions, dirs=ToolDirs.for_versions(versions))
     wanted = list(only)
-    unknown = sorted(set(wanted) - set(TOOL_NAMES))
+    known = TOOL_NAMES + PEER_TOOL_NAMES
+    unknown = sorted(set(wanted) - set(known))
     if unknown:
-        raise ValueError(
-            f"unknown tools {', '.join(unknown)}: expected some of {', '.join(TOOL_NAMES)}"
-        )
+        raise ValueError(f"unknown tools {', '.join(unknown)}: expected some of {', '.join(known)}")
     missing: list[str] = []
     for tool in wanted:
         for path in _tool_files(tools, tool):
@@ -355,6 +400,12 @@ def find_tools(versions: Versions | None = None, *, only: Iterable[str] = TOOL_N
             missing.append(f"{tools.dirs.kueue / 'crds'}/*.yaml")
         if not tools.kueue_dependency_crds:
             missing.append(f"{tools.dirs.kueue / 'crds' / 'deps'}/*.yaml")
+    if missing and set(wanted) <= set(PEER_TOOL_NAMES):
+        raise ToolsMissingError(
+            f"{len(missing)} file(s) missing from the peer operators' cache: "
+            f"{', '.join(missing)}; expected training-operator {versions.training_operator} "
+            f"and mpi-operator {versions.mpi_operator}. Run `make peer-tools` to build them."
+        )
     if missing:
         raise ToolsMissingError(
             f"{len(missing)} file(s) missing from the Go tools' cache: {', '.join(missing)}; "

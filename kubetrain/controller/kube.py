@@ -156,6 +156,7 @@ class KubeApi:
         burst: int = 40,
         pool_size: int = 32,
         reload: Callable[[], client.Configuration] | None = None,
+        user_agent: str = USER_AGENT,
     ) -> None:
         configuration.connection_pool_maxsize = pool_size
         self._configuration = configuration
@@ -165,6 +166,9 @@ class KubeApi:
         self._reload_lock = threading.Lock()
         self._reloaded_at = float("-inf")
         self.limiter = TokenBucket(qps, burst)
+        #: Sent on every request; benchmarks give their own clients another one so that
+        #: the API server's audit log tells their requests from the operator's.
+        self.user_agent = user_agent
         self.requests = 0
         #: Writes (POST, PATCH, PUT, DELETE) sent, for the fencing tests and metrics.
         self.writes = 0
@@ -178,13 +182,16 @@ class KubeApi:
         qps: float = 20.0,
         burst: int = 40,
         pool_size: int = 32,
+        user_agent: str = USER_AGENT,
     ) -> KubeApi:
         """Credentials as the official client loads them: the kubeconfig given (or
         ``$KUBECONFIG`` / ``~/.kube/config`` with only a context), else in-cluster (the
         pod's ServiceAccount token and CA, ``KUBERNETES_SERVICE_HOST``/``PORT``), else
         the default kubeconfig. Raises ``config.ConfigException`` when none is usable."""
         load = credential_loader(kubeconfig, context)
-        return cls(load(), qps=qps, burst=burst, pool_size=pool_size, reload=load)
+        return cls(
+            load(), qps=qps, burst=burst, pool_size=pool_size, reload=load, user_agent=user_agent
+        )
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -193,7 +200,7 @@ class KubeApi:
     # -- low level ----------------------------------------------------------------------
 
     def _headers(self, accept: str = "application/json", content_type: str = "") -> dict[str, str]:
-        headers = {"Accept": accept, "User-Agent": USER_AGENT}
+        headers = {"Accept": accept, "User-Agent": self.user_agent}
         if content_type:
             headers["Content-Type"] = content_type
         headers.update(auth_headers(self._configuration))

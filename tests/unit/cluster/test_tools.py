@@ -33,6 +33,8 @@ def test_pinned_versions_come_from_the_tool_modules() -> None:
     assert versions.helm.startswith("v3.19."), versions
     assert versions.volcano_apis.startswith("v1.14."), versions
     assert versions.controller_gen == "v0.18.0", versions
+    assert versions.training_operator.startswith("v1.9."), versions
+    assert versions.mpi_operator == "v0.8.0", versions
 
 
 def test_scheduler_plugins_is_built_against_the_pinned_kubernetes() -> None:
@@ -104,6 +106,8 @@ def test_each_binary_lives_in_its_tools_directory(tmp_path: Path) -> None:
         kueue=tmp_path / "kueue",
         helm=tmp_path / "helm",
         volcano=tmp_path / "volcano",
+        training_operator=tmp_path / "to",
+        mpi_operator=tmp_path / "mpi",
     )
     tools = Tools(versions=Versions.pinned(), dirs=dirs)
     assert tools.kubectl == tmp_path / "cp" / "bin" / "kubectl"
@@ -114,6 +118,8 @@ def test_each_binary_lives_in_its_tools_directory(tmp_path: Path) -> None:
         tmp_path / "volcano" / "crds" / "scheduling.volcano.sh_podgroups.yaml"
     )
     assert {tools.path(name).parent.parent for name in BINARIES} == set(dirs.by_tool().values())
+    assert tools.path("training-operator") == tmp_path / "to" / "bin" / "training-operator"
+    assert tools.mpi_operator_crd == tmp_path / "mpi" / "crds" / "kubeflow.org_mpijobs.yaml"
 
 
 def test_rejects_an_unknown_binary() -> None:
@@ -146,3 +152,15 @@ def test_checks_only_the_tools_asked_for(tmp_path: Path, monkeypatch: pytest.Mon
     assert "kwokctl" not in message.split(";")[0], message
     with pytest.raises(ValueError, match=r"unknown tools kind: expected some of control-plane"):
         find_tools(only=("kind",))
+
+
+def test_fails_for_the_peer_operators_with_how_to_build_them(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KUBETRAIN_CACHE", str(tmp_path))
+    monkeypatch.delenv("KUBETRAIN_CLUSTER_TOOLS_DIR", raising=False)
+    with pytest.raises(ToolsMissingError) as raised:
+        find_tools(only=["training-operator", "mpi-operator"])
+    message = str(raised.value)
+    assert "Run `make peer-tools` to build them." in message
+    assert "bin/training-operator" in message and "kubeflow.org_mpijobs.yaml" in message
