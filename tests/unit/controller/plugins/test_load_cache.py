@@ -1,0 +1,64 @@
+"""A v1 job is parsed once while it does not change: the cache hands back the same
+result for a new resourceVersion, and reads the job again for any other change."""
+
+from __future__ import annotations
+
+import copy
+
+from kubetrain.api.common import JobBase
+from kubetrain.api.errors import FieldError
+from kubetrain.controller.plugins.v1 import LoadCache
+from tests.unit.controller.builders import pytorch_raw
+
+
+def no_problems(job: JobBase) -> list[FieldError]:
+    return []
+
+
+def test_the_same_job_at_a_new_resource_version_is_not_parsed_again() -> None:
+    cache = LoadCache()
+    raw = pytorch_raw(workers=3)
+    first = cache.load(raw, no_problems)
+    assert first.job is not None
+    again = copy.deepcopy(raw)
+    again["metadata"]["resourceVersion"] = "8"
+    again["status"] = {"startTime": "2026-01-02T12:00:00Z"}
+    assert cache.load(again, no_problems) is first
+
+
+def test_a_changed_spec_label_or_check_is_read_again() -> None:
+    cache = LoadCache()
+    raw = pytorch_raw(workers=3)
+    first = cache.load(raw, no_problems)
+    scaled = copy.deepcopy(raw)
+    scaled["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 5
+    second = cache.load(scaled, no_problems)
+    assert second is not first and second.job is not None
+    assert second.job.spec.pytorch_replica_specs["Worker"].replicas == 5  # type: ignore[attr-defined]
+    labelled = copy.deepcopy(scaled)
+    labelled["metadata"]["labels"] = {"team": "a"}
+    assert cache.load(labelled, no_problems) is not second
+
+    def refuses(job: JobBase) -> list[FieldError]:
+        return [FieldError("spec", "refused by the plugin")]
+
+    assert cache.load(labelled, refuses).job is None
+
+
+def test_a_job_changed_in_place_is_read_again() -> None:
+    cache = LoadCache()
+    raw = pytorch_raw(workers=3)
+    first = cache.load(raw, no_problems)
+    raw["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 1
+    assert cache.load(raw, no_problems) is not first
+
+
+def test_least_recently_used_jobs_leave_beyond_the_size() -> None:
+    cache = LoadCache(size=2)
+    jobs = []
+    for uid in ("a", "b", "c"):
+        raw = pytorch_raw()
+        raw["metadata"]["uid"] = uid
+        jobs.append((raw, cache.load(raw, no_problems)))
+    assert cache.load(jobs[2][0], no_problems) is jobs[2][1]
+    assert cache.load(jobs[0][0], no_problems) is not jobs[0][1]
