@@ -287,6 +287,22 @@ class Bench:
             f"--kube-api-burst={burst}",
         ]
 
+    def profile(
+        self, operator: Operator, pid: int, log_path: Path
+    ) -> subprocess.Popen[bytes] | None:
+        """py-spy sampling kubetrain (``--py-spy``): collapsed stacks beside its log."""
+        if not self.args.py_spy or operator is not KUBETRAIN:
+            return None
+        out = log_path.with_suffix(".py-spy.txt")
+        return subprocess.Popen(
+            [
+                *(self.args.py_spy, "record", "--pid", str(pid), "--format", "raw"),
+                *("--rate", "250", "--nonblocking", "--output", str(out)),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+
     def run(self, pairing: Pairing, operator: Operator, mode: str) -> RunResult:
         assert self.api is not None
         args = self.args
@@ -312,6 +328,7 @@ class Bench:
             if process.poll() is not None:
                 raise SystemExit(f"{operator.name} exited at start:\n{log_path.read_text()}")
             cpu_before, _ = process_stats(process.pid)
+            profiler = self.profile(operator, process.pid, log_path)
             prefix = "pt" if pairing.kind == "PyTorchJob" else "mpi"
             names = [(pairing.kind, f"{prefix}-{i:03d}") for i in range(pairing.jobs)]
             times = {name: JobTimes(kind) for kind, name in names}
@@ -328,6 +345,9 @@ class Bench:
             wall = time.monotonic() - began
             cpu_after, peak_rss = process_stats(process.pid)
             observer.stop.set()
+            if profiler is not None:
+                profiler.send_signal(signal.SIGINT)
+                profiler.wait(timeout=60)
         finally:
             process.send_signal(signal.SIGTERM)
             try:
@@ -455,6 +475,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gpu-nodes", type=int, default=50)
     parser.add_argument("--submitters", type=int, default=4, help="threads creating the jobs")
     parser.add_argument("--timeout", type=float, default=300, help="seconds to wait for Running")
+    parser.add_argument(
+        "--operators", default="kubetrain,peer", help="kubetrain and/or peer (the Go operator)"
+    )
+    parser.add_argument(
+        "--py-spy", default="", help="path of py-spy: sample kubetrain's runs (raw stacks)"
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write every run here")
     parser.add_argument(
         "--cluster-dir", type=Path, default=None, help="work directory of the control plane"
@@ -487,8 +513,10 @@ def main(argv: list[str] | None = None) -> int:
             pairing = pairings[kind]
             for mode in modes:
                 for _ in range(args.repeats):
-                    bench.run(pairing, KUBETRAIN, mode)
-                    bench.run(pairing, pairing.peer, mode)
+                    if "kubetrain" in args.operators:
+                        bench.run(pairing, KUBETRAIN, mode)
+                    if "peer" in args.operators:
+                        bench.run(pairing, pairing.peer, mode)
         for kind in kinds:
             pairing = pairings[kind]
             for mode in modes:
@@ -502,7 +530,8 @@ def main(argv: list[str] | None = None) -> int:
                     for r in bench.results
                     if r.kind == kind and r.mode == mode and r.operator != "kubetrain"
                 ]
-                print_table(pairing, mode, ours, peer)
+                if ours and peer:
+                    print_table(pairing, mode, ours, peer)
         if args.json is not None:
             args.json.write_text(
                 json.dumps([asdict(r) for r in bench.results], indent=1), encoding="utf-8"
