@@ -8,8 +8,6 @@ from collections.abc import Mapping
 from decimal import ROUND_CEILING, Decimal
 from typing import Any
 
-from kubernetes.utils import parse_quantity
-
 from kubetrain.api.common import JobBase
 from kubetrain.api.keys import GPU_RESOURCE
 from kubetrain.api.trainer import constants as T
@@ -35,6 +33,11 @@ def container(job: ResolvedTrainJob, replicated_job: str, name: str) -> Mapping[
 
 def quantity(value: Any) -> Decimal:
     """A resource quantity (``500m``, ``2``, the SDK's ``2.0``) as a number."""
+    # Imported here: the kubernetes package (its config loaders and client) is a fifth of
+    # the generator's import time, and only the operator and the local runner read
+    # TrainJob quantities.
+    from kubernetes.utils import parse_quantity
+
     parsed = parse_quantity(str(value))  # type: ignore[no-untyped-call]
     return Decimal(str(parsed))
 
