@@ -56,6 +56,7 @@ from benchmarks.operator_scale import (
     wait_ready,
 )
 from cluster.local import LocalCluster
+from cluster.process import free_port
 from cluster.tools import PEER_TOOL_NAMES, Tools, find_tools
 from cluster.topology import default_topology
 from kubetrain import __version__
@@ -265,9 +266,10 @@ class Bench:
                 f"--namespace={NAMESPACE}",
                 f"--kube-api-qps={qps:g}",
                 f"--kube-api-burst={burst}",
-                "--metrics-port=18480",
+                # Free ports: another benchmark may run beside this one.
+                f"--metrics-port={free_port()}",
                 "--metrics-bind-address=127.0.0.1",
-                "--health-port=18481",
+                f"--health-port={free_port()}",
                 "--health-bind-address=127.0.0.1",
             ]
         if operator is TRAINING_OPERATOR:
@@ -500,6 +502,8 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"--kinds {args.kinds!r}: expected PyTorchJob and/or MPIJob")
 
     tools = find_tools(only=("control-plane", *PEER_TOOL_NAMES))
+    # A SIGTERM (a timeout) unwinds through the ``finally`` that stops the control plane.
+    signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(143))
     workdir = Path(tempfile.mkdtemp(prefix="kubetrain-peers-"))
     bench = Bench(args, workdir, tools)
     print(
