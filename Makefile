@@ -43,6 +43,8 @@ help:
 	@echo "make demo           local control plane + operator; sample jobs to Succeeded"
 	@echo "make bench          operator scale benchmark (250 jobs, 50 fake GPU nodes)"
 	@echo "make bench-peers    kubetrain vs training-operator and mpi-operator, same workload"
+	@echo "make bench-scale    operator cost from 150 to 1,000 jobs on 500 fake GPU nodes"
+	@echo "make bench-synth    synth CPU against kubectl kustomize of training-operator"
 	@echo "make cluster-up     start the local control plane (cluster-down stops it;"
 	@echo "                    CLUSTER_SCHEDULER=coscheduling: gang scheduling)"
 	@echo "make kueue-up       run Kueue against it (kueue-down stops it)"

@@ -4,8 +4,11 @@
 #   make bench   benchmarks/operator_scale.py: 250 jobs (PyTorchJob, MPIJob, TrainJob) on 50 fake GPU nodes
 #   make bench-peers  benchmarks/peers.py: kubetrain against training-operator v1.9 (100
 #                PyTorchJobs) and mpi-operator v0.8 (50 MPIJobs), interleaved, 3 runs each at
-#                default and at equal QPS/burst (about 15 minutes; PEERS_ARGS to change)
-.PHONY: demo bench bench-peers
+#                default and at equal QPS/burst (about 30 minutes on 2 cores; PEERS_ARGS to change)
+#   make bench-scale  benchmarks/operator_sweep.py: 150, 300, 600 and 1,000 jobs (operator_scale's
+#                mix, about 5 pods each) on 500 fake GPU nodes (SCALE_ARGS to change)
+#   make bench-synth  benchmarks/synth.py: synth CPU against kubectl kustomize
+.PHONY: demo bench bench-peers bench-scale bench-synth
 
 demo: venv cluster-tools
 	$(BIN)/python -m benchmarks.demo --workdir $(KUBETRAIN_CLUSTER_DIR)
@@ -16,3 +19,10 @@ bench: venv cluster-tools
 PEERS_ARGS ?=
 bench-peers: venv cluster-tools peer-tools
 	$(BIN)/python -m benchmarks.peers $(PEERS_ARGS)
+
+SCALE_ARGS ?=
+bench-scale: venv cluster-tools
+	$(BIN)/python -m benchmarks.operator_sweep $(SCALE_ARGS)
+
+bench-synth: venv cluster-tools peer-tools
+	$(BIN)/python -m benchmarks.synth
