@@ -319,11 +319,13 @@ class Bench:
         audit_offset = self.cluster.audit_log.stat().st_size
         log_path = self.workdir / f"run-{self.runs:02d}-{operator.name}-{pairing.kind}.log"
         env = {key: value for key, value in os.environ.items() if key != "KUBECONFIG"}
+        source = args.kubetrain_source if operator is KUBETRAIN else None
         process = subprocess.Popen(
             self.command(operator, pairing.kind, qps, burst),
             stdout=log_path.open("wb"),
             stderr=subprocess.STDOUT,
-            env=env,
+            env={**env, "PYTHONPATH": str(source)} if source else env,
+            cwd=source,
         )
         try:
             time.sleep(3)  # start-up (imports, informers' first lists) is not measured
@@ -482,6 +484,12 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument(
         "--py-spy", default="", help="path of py-spy: sample kubetrain's runs (raw stacks)"
+    )
+    parser.add_argument(
+        "--kubetrain-source",
+        type=Path,
+        default=None,
+        help="run kubetrain's operator from this source tree (e.g. an export of main)",
     )
     parser.add_argument("--json", type=Path, default=None, help="also write every run here")
     parser.add_argument(
