@@ -113,5 +113,5 @@ def test_rejects_unknown_taint_effect() -> None:
 
 
 def test_rejects_more_nodes_than_the_pod_network_holds() -> None:
-    with pytest.raises(ValueError, match="257 nodes requested: at most 256"):
-        Topology(pools=(NodePool(name="cpu", count=257),))
+    with pytest.raises(ValueError, match="1025 nodes requested: at most 1024"):
+        Topology(pools=(NodePool(name="cpu", count=1025),))
