@@ -17,7 +17,8 @@ from typing import Any, TextIO
 
 from kubetrain.api.errors import JobValidationError
 from kubetrain.api.loader import read_manifest
-from kubetrain.api.trainer import TrainJob, load_objects_from_yaml, load_trainer_object
+from kubetrain.api.reading import read_documents
+from kubetrain.api.trainer import TrainJob, load_trainer_object
 from kubetrain.api.trainer import constants as T
 from kubetrain.api.trainer.resolve import ResolvedTrainJob
 from kubetrain.api.trainer.runtime import RuntimeBase
@@ -29,15 +30,15 @@ RUNTIME_KINDS = frozenset(T.RUNTIME_KINDS)
 
 
 def runtimes_in(path: str | Path) -> list[RuntimeBase]:
-    """The TrainingRuntimes and ClusterTrainingRuntimes of a YAML file (other kinds are
-    ignored); JobValidationError for a document that is not valid."""
-    found: list[RuntimeBase] = []
-    for _, result in load_objects_from_yaml(read_manifest(path), str(path)):
-        if isinstance(result, JobValidationError):
-            raise result
-        if isinstance(result, RuntimeBase):
-            found.append(result)
-    return found
+    """The TrainingRuntimes and ClusterTrainingRuntimes of a YAML file (documents of other
+    kinds are passed over); JobValidationError for a runtime that is not valid or a file
+    that cannot be read as YAML."""
+    documents = []
+    for document in read_documents(read_manifest(path), str(path)):
+        if isinstance(document, JobValidationError):
+            raise document
+        documents.append(document)
+    return _runtimes_among(documents, str(path))
 
 
 def stack_runtimes(name: str, *, dist: Path, root: Path) -> tuple[list[RuntimeBase], str]:
@@ -66,21 +67,19 @@ def stack_runtimes(name: str, *, dist: Path, root: Path) -> tuple[list[RuntimeBa
         found = [runtime for path in paths for runtime in runtimes_in(path)]
         return found, f"stack {name} {stack.version} as written in {written}"
     objects = [obj for chart in render_charts(stack) for obj in chart.objects]
-    return _rendered_runtimes(objects, f"stack {name}"), (
+    return _runtimes_among(objects, f"stack {name}"), (
         f"stack {name} {stack.version} rendered now ({written} does not exist)"
     )
 
 
-def _rendered_runtimes(objects: Sequence[dict[str, Any]], source: str) -> list[RuntimeBase]:
-    """The runtimes among rendered objects, loaded as a file of them would be."""
+def _runtimes_among(objects: Sequence[Any], source: str) -> list[RuntimeBase]:
+    """The runtimes among ``objects`` (other kinds are passed over), loaded as strictly as
+    ``kubetrain validate`` loads them."""
     found: list[RuntimeBase] = []
     for index, obj in enumerate(objects):
-        if obj.get("kind") not in RUNTIME_KINDS:
+        if not isinstance(obj, dict) or obj.get("kind") not in RUNTIME_KINDS:
             continue
-        try:
-            loaded = load_trainer_object(obj, f"{source} object {index + 1}")
-        except JobValidationError as error:
-            raise LocalRunError(f"{source} renders an invalid runtime: {error}") from None
+        loaded = load_trainer_object(obj, f"{source} document {index + 1}")
         if isinstance(loaded, RuntimeBase):
             found.append(loaded)
     return found
