@@ -21,7 +21,12 @@ def canonical(value: Any) -> Any:
     return value
 
 
-class _Dumper(yaml.SafeDumper):
+# libyaml's emitter (PyYAML's C extension) when this PyYAML has it: the same document,
+# several times faster than the pure-Python emitter on CRD-sized objects.
+_BaseDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+class _Dumper(_BaseDumper):  # type: ignore[valid-type,misc]
     """Block style, insertion order kept (``canonical`` already ordered the keys)."""
 
     def ignore_aliases(self, data: Any) -> bool:

@@ -7,6 +7,7 @@ from kubetrain.constructs.operator import TrainingOperatorProps
 from kubetrain.constructs.samples import LinearScaling, PyTorchDdpSampleProps
 from kubetrain.gitops.stack import Samples, Stack
 from stacks._common import NCCL_TESTS_IMAGE, OPERATOR_IMAGE
+from stacks._runtimes import gpu_torch_runtime
 
 STACK = Stack(
     name="a3-mega-tcpxo",
@@ -23,6 +24,9 @@ STACK = Stack(
             preflight_nodes=2,
             preflight_image=NCCL_TESTS_IMAGE,
         ),
+    ),
+    runtimes=(
+        gpu_torch_runtime("torch-a3-mega", "a3-mega", placement=Placement.PREFER_SAME_BLOCK),
     ),
     samples=Samples(
         node_pool="a3-mega",

@@ -7,6 +7,7 @@ from kubetrain.constructs.operator import TrainingOperatorProps
 from kubetrain.constructs.samples import LinearScaling, PyTorchDdpSampleProps
 from kubetrain.gitops.stack import Samples, Stack
 from stacks._common import NCCL_TESTS_IMAGE, OPERATOR_IMAGE
+from stacks._runtimes import gpu_torch_runtime
 
 STACK = Stack(
     name="h100-infiniband",
@@ -24,6 +25,7 @@ STACK = Stack(
             preflight_image=NCCL_TESTS_IMAGE,
         ),
     ),
+    runtimes=(gpu_torch_runtime("torch-h100-ib", "h100-ib", placement=Placement.SAME_BLOCK),),
     samples=Samples(
         node_pool="h100-ib",
         pytorch=PyTorchDdpSampleProps(

@@ -1,5 +1,6 @@
 """``p5-efa``: AWS p5.48xlarge (8x H100) with 32 EFA interfaces."""
 
+from kubetrain.constructs.job_common import Placement
 from kubetrain.constructs.nccl import NcclProfile
 from kubetrain.constructs.node_pool import GpuNodePoolProps
 from kubetrain.constructs.operator import TrainingOperatorProps
@@ -7,6 +8,7 @@ from kubetrain.constructs.samples import HorovodSampleProps, LinearScaling, PyTo
 from kubetrain.constructs.types import Quantity, Resources
 from kubetrain.gitops.stack import Samples, Stack
 from stacks._common import NCCL_TESTS_IMAGE, OPERATOR_IMAGE
+from stacks._runtimes import gpu_torch_runtime
 
 # Pods that get hugepages (the EFA profile) must also request memory or CPU.
 _NODE = Resources(cpu=Quantity.of(96), memory=Quantity.gibibytes(1024))
@@ -27,6 +29,11 @@ STACK = Stack(
             topology_key="topology.k8s.aws/network-node-layer-3",
             preflight_nodes=2,
             preflight_image=NCCL_TESTS_IMAGE,
+        ),
+    ),
+    runtimes=(
+        gpu_torch_runtime(
+            "torch-p5-efa", "p5", placement=Placement.PREFER_SAME_BLOCK, resources=_NODE
         ),
     ),
     samples=Samples(

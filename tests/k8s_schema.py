@@ -1,5 +1,6 @@
 """Validate synthesized manifests: built-in kinds against the pinned Kubernetes OpenAPI,
-kubeflow.org custom resources against kubetrain's generated CRD schemas. Unknown fields
+kubeflow.org and trainer.kubeflow.org custom resources against kubetrain's generated CRD
+schemas. Unknown fields
 are errors (like kubectl's strict field validation), so a typo in a construct fails."""
 
 from __future__ import annotations
@@ -11,12 +12,16 @@ from jsonschema import Draft7Validator
 
 from kubetrain.api import crd_schema
 from kubetrain.api.k8s_openapi import object_schema, strict_schema
+from kubetrain.api.trainer import trainer_crd_schema
 
 
 @cache
 def _validator(api_version: str, kind: str) -> Draft7Validator:
-    if api_version.startswith("kubeflow.org/"):
-        schema = strict_schema(crd_schema(kind))
+    if api_version.startswith(("kubeflow.org/", "trainer.kubeflow.org/")):
+        generated = (
+            trainer_crd_schema(kind) if api_version.startswith("trainer.") else crd_schema(kind)
+        )
+        schema = strict_schema(generated)
         # The API server owns root metadata; the CRD schema only constrains its name.
         schema["properties"]["metadata"].pop("additionalProperties", None)
         return Draft7Validator(schema)

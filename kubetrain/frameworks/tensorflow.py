@@ -20,6 +20,7 @@ from typing import Any
 from kubetrain.api.common import JobBase
 from kubetrain.api.kinds import TENSORFLOW, KindInfo
 from kubetrain.api.tensorflow import SuccessPolicy, TFJob, TFReplicaType
+from kubetrain.api.trainer.resolve import ResolvedTrainJob
 from kubetrain.frameworks.addressing import (
     Addressing,
     EnvVar,
@@ -96,6 +97,33 @@ def replica_env(job: TFJob, replica_type: str, index: int, addressing: Addressin
     config = tf_config(job, replica_type, index, addressing)
     if config is None:
         return []
+    return [env_var("TF_CONFIG", json.dumps(config, separators=(",", ":")))]
+
+
+# -- TrainJob (a runtime labelled trainer.kubeflow.org/framework: tensorflow) ---------------
+
+
+def trainjob_env(job: ResolvedTrainJob, index: int, addressing: Addressing) -> list[EnvVar]:
+    """``TF_CONFIG`` for node ``index`` of a TrainJob whose runtime is TensorFlow's (a
+    kubetrain extension: upstream Trainer has no TensorFlow policy, so kubetrain reads the
+    runtime's framework label). Every node is a ``worker`` on port 2222 of its host
+    (MultiWorkerMirroredStrategy); one node gets none, as a single-replica TFJob."""
+    nodes = job.spec.num_nodes
+    if nodes <= 1:
+        return []
+    namespace = job.metadata.namespace or "default"
+    workers = []
+    for i in range(nodes):
+        replica = ReplicaRef(
+            job_name=job.name, namespace=namespace, replica_type=job.spec.trainer_job, index=i
+        )
+        host = addressing.trainjob_host(job.name, job.spec.trainer_job, i)
+        workers.append(f"{host}:{addressing.replica_port(replica, DEFAULT_PORT)}")
+    config = {
+        "cluster": {"worker": workers},
+        "task": {"type": "worker", "index": index},
+        "environment": "cloud",
+    }
     return [env_var("TF_CONFIG", json.dumps(config, separators=(",", ":")))]
 
 

@@ -8,7 +8,9 @@ module dispatches to them.
 - Replicas: the runtime's replicated jobs (``node``, ``launcher``, ``dataset-initializer``,
   ...), pod ``i`` of job ``j`` named ``<trainjob>-<j>-0-<i>`` (JobSet's host names).
 - Environment: the policy's variables in the trainer's ``node`` container (torch: also
-  the ``envInjection`` targets; MPI: the launcher's), nothing for a plain runtime.
+  the ``envInjection`` targets; MPI: the launcher's), nothing for a plain runtime; a
+  runtime labelled ``trainer.kubeflow.org/framework: tensorflow`` (upstream has no
+  TensorFlow policy) gets ``TF_CONFIG`` for MultiWorkerMirroredStrategy.
 - Start order: each replicated job's ``dependsOn`` (and ``startupPolicy: InOrder``): its
   pods start once those jobs' pods are Ready, or Complete.
 - Success: JobSet's success policy: every pod of ``All`` (or ``Any`` one) of the target
@@ -24,7 +26,7 @@ from kubetrain.api.common import JobBase
 from kubetrain.api.kinds import TRAINJOB, KindInfo
 from kubetrain.api.trainer import constants as T
 from kubetrain.api.trainer.resolve import LAUNCHER, ResolvedTrainJob
-from kubetrain.frameworks import jax, mpi, pytorch, xgboost
+from kubetrain.frameworks import jax, mpi, pytorch, tensorflow, xgboost
 from kubetrain.frameworks.addressing import Addressing, EnvVar, trainjob_pod_name
 from kubetrain.frameworks.base import Done, StartAfter
 from kubetrain.frameworks.trainjob_nodes import typed
@@ -60,6 +62,8 @@ class TrainJobFramework:
             return jax.trainjob_env(resolved, index, addressing)
         elif policy == "xgboost" and trainer:
             return xgboost.trainjob_env(resolved, index, addressing)
+        elif policy == "tensorflow" and trainer:
+            return tensorflow.trainjob_env(resolved, index, addressing)
         return []
 
     def run_container(self, job: JobBase, replica_type: str) -> str | None:

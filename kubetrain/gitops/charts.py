@@ -20,7 +20,7 @@ from kubetrain.constructs.objects import construct_errors
 from kubetrain.constructs.operator import TrainingOperator, TrainingOperatorProps
 from kubetrain.constructs.samples import HorovodSample, PyTorchDdpSample, TensorFlowMwmsSample
 from kubetrain.constructs.trainer_access import TrainerUserAccess
-from kubetrain.gitops.stack import Samples
+from kubetrain.gitops.stack import Samples, StackRuntime
 
 
 class CrdsChart(cdk8s.Chart):
@@ -59,6 +59,26 @@ class GpuNodesChart(cdk8s.Chart):
                 raise ValueError(f"node_pools[{index}].name ({props.name!r}) is used twice")
             with construct_errors(self, props.name):
                 self.pools[props.name] = GpuNodePool(self, props.name, props)
+
+
+class RuntimesChart(cdk8s.Chart):
+    """The stack's training runtimes, each bound to its node pool when it names one."""
+
+    def __init__(
+        self,
+        scope: constructs.Construct,
+        id: str,
+        runtimes: Sequence[StackRuntime],
+        pools: dict[str, GpuNodePool],
+    ) -> None:
+        super().__init__(scope, id, disable_resource_name_hashes=True)
+        for entry in runtimes:
+            props = entry.props
+            if entry.node_pool is not None:
+                props = dataclasses.replace(props, node_pool=pools[entry.node_pool])
+            name = str(props.name)
+            with construct_errors(self, name):
+                entry.construct(self, name, props)
 
 
 class SamplesChart(cdk8s.Chart):

@@ -12,7 +12,7 @@ from kubetrain.gitops.stack import Stack
 
 # Chart order is deployment order and sync-wave order; folder numbers are fixed per chart
 # so a chart keeps its path whichever charts a stack has.
-CHART_ORDER = ("crds", "operator", "gpu-nodes", "samples")
+CHART_ORDER = ("crds", "operator", "gpu-nodes", "runtimes", "samples")
 
 
 @dataclass(frozen=True)
@@ -40,7 +40,13 @@ def render_charts(stack: Stack) -> list[RenderedChart]:
     import cdk8s
 
     from kubetrain.constructs.crds import KubeflowCrdsProps
-    from kubetrain.gitops.charts import CrdsChart, GpuNodesChart, OperatorChart, SamplesChart
+    from kubetrain.gitops.charts import (
+        CrdsChart,
+        GpuNodesChart,
+        OperatorChart,
+        RuntimesChart,
+        SamplesChart,
+    )
 
     app = cdk8s.App()
     charts: dict[str, cdk8s.Chart] = {
@@ -53,6 +59,7 @@ def render_charts(stack: Stack) -> list[RenderedChart]:
     }
     gpu_nodes = GpuNodesChart(app, "gpu-nodes", stack.node_pools)
     charts["gpu-nodes"] = gpu_nodes
+    charts["runtimes"] = RuntimesChart(app, "runtimes", stack.runtimes, gpu_nodes.pools)
     pool = gpu_nodes.pools.get(stack.samples.node_pool) if stack.samples.node_pool else None
     charts["samples"] = SamplesChart(app, "samples", stack.samples, node_pool=pool)
     rendered: list[RenderedChart] = []
@@ -63,7 +70,7 @@ def render_charts(stack: Stack) -> list[RenderedChart]:
         chart = RenderedChart(name, objects)
         for obj in objects:
             _annotate(obj, {argo.SYNC_WAVE_ANNOTATION: str(chart.wave)})
-            if name == "samples":
+            if name in ("samples", "runtimes"):
                 _annotate(obj, {argo.SYNC_OPTIONS_ANNOTATION: argo.SAMPLE_SYNC_OPTIONS})
         rendered.append(chart)
     return rendered

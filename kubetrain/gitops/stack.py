@@ -14,6 +14,12 @@ from pathlib import Path
 
 from kubetrain.constructs.node_pool import GpuNodePoolProps
 from kubetrain.constructs.operator import TrainingOperatorProps
+from kubetrain.constructs.runtimes import (
+    MpiRuntime,
+    MpiRuntimeProps,
+    RuntimeConstruct,
+    RuntimeProps,
+)
 from kubetrain.constructs.samples import (
     HorovodSampleProps,
     PyTorchDdpSampleProps,
@@ -65,6 +71,25 @@ class Samples:
     """Name of one of the stack's node pools the samples run on. Default: none."""
 
 
+@dataclass(frozen=True)
+class StackRuntime:
+    """One training runtime of the stack (the ``runtimes`` chart): its construct
+    (``TorchRuntime``, ``MpiRuntime``, ...), props and, optionally, the name of the
+    stack's node pool it is bound to."""
+
+    construct: type[RuntimeConstruct]
+    props: RuntimeProps
+    node_pool: str | None = None
+
+    def __post_init__(self) -> None:
+        if issubclass(self.construct, MpiRuntime) != isinstance(self.props, MpiRuntimeProps):
+            raise ValueError(
+                f"runtime {self.props.name!r}: MpiRuntime takes MpiRuntimeProps and the "
+                f"other runtimes RuntimeProps (got {self.construct.__name__} with "
+                f"{type(self.props).__name__})"
+            )
+
+
 @dataclass(frozen=True, kw_only=True)
 class Stack:
     """One environment: its version, the operator, GPU node pools and samples."""
@@ -77,6 +102,8 @@ class Stack:
     """The operator's Deployment and RBAC."""
     node_pools: tuple[GpuNodePoolProps, ...] = ()
     """``GpuNodePoolProps`` of the stack's GPU pools (the ``gpu-nodes`` chart)."""
+    runtimes: tuple[StackRuntime, ...] = ()
+    """Training runtimes for TrainJobs and the Kubeflow SDK (the ``runtimes`` chart)."""
     samples: Samples = field(default_factory=Samples)
     """Sample jobs (the ``samples`` chart)."""
     argocd: ArgoCd = field(default_factory=ArgoCd)
@@ -90,6 +117,17 @@ class Stack:
         pool_names = [p.name for p in self.node_pools]
         if len(set(pool_names)) != len(pool_names):
             raise ValueError(f"node_pools ({', '.join(map(str, pool_names))}) repeat a name")
+        runtime_names = [r.props.name for r in self.runtimes]
+        if any(n is None for n in runtime_names) or len(set(runtime_names)) != len(runtime_names):
+            raise ValueError(
+                f"runtimes ({', '.join(map(str, runtime_names))}) must each have a name, used once"
+            )
+        for runtime in self.runtimes:
+            if runtime.node_pool is not None and runtime.node_pool not in pool_names:
+                raise ValueError(
+                    f"runtime {runtime.props.name!r}: node_pool ({runtime.node_pool!r}) is not "
+                    f"one of the stack's node pools: {', '.join(map(str, pool_names)) or 'none'}"
+                )
         if self.samples.node_pool is not None and self.samples.node_pool not in pool_names:
             raise ValueError(
                 f"samples.node_pool ({self.samples.node_pool!r}) is not one of the stack's "

@@ -17,7 +17,7 @@ from tests.conftest import REPO_ROOT
 
 def test_render_local_stack_starts_with_the_crds() -> None:
     charts = render_stack("local", root=REPO_ROOT)
-    assert [c.name for c in charts] == ["crds", "operator", "samples"]
+    assert [c.name for c in charts] == ["crds", "operator", "runtimes", "samples"]
     expected = [*generate_crds(), *generate_trainer_crds()]
     for rendered, generated in zip(charts[0].objects, expected, strict=True):
         annotations = rendered["metadata"].pop("annotations")

@@ -20,6 +20,9 @@ follows. Pure: the operator and ``kubetrain run --local`` both call :func:`resol
   trainer's Job template (6 when unset, batch/v1's default); ``cleanPodPolicy`` unset
   (kubetrain's default). Pods restart as their template says (``OnFailure`` by default,
   as JobSet defaults it).
+- Success: JobSet's success policy; without one, every replicated job's pods succeeded,
+  except under an MPI policy, where the launcher's success is the job's (its nodes serve
+  ``sshd`` and never end).
 """
 
 from __future__ import annotations
@@ -49,6 +52,9 @@ LAUNCHER = "launcher"
 NODE_JOB = "node"
 #: The port upstream's torch, JAX and XGBoost plugins use for rank 0.
 RENDEZVOUS_PORT = 29500
+#: The framework label value under which kubetrain gives a policy-less runtime's nodes
+#: ``TF_CONFIG`` (upstream Trainer has no TensorFlow policy).
+TENSORFLOW = "tensorflow"
 
 
 class Dependency(KubeModel):
@@ -63,7 +69,8 @@ class ResolvedSpec(KubeModel):
 
     run_policy: RunPolicy
     replicated_jobs: dict[str, ReplicaSpec]
-    #: The runtime's framework (``torch``, ``mpi``, ``jax``, ``xgboost``, ``flux``), if any.
+    #: The runtime's framework (``torch``, ``mpi``, ``jax``, ``xgboost``, ``flux``, or
+    #: ``tensorflow`` from the framework label), if any.
     framework: str | None = None
     num_nodes: int = 1
     #: ``spec.trainer.numProcPerNode``, when set.
@@ -233,6 +240,9 @@ def resolve(trainjob: TrainJob, runtime: RuntimeBase) -> ResolvedTrainJob:
     where = f"{runtime.kind} {runtime.name}"
     policy = runtime.spec.ml_policy
     framework = policy.framework() if policy is not None else None
+    labels_of_runtime = runtime.metadata.labels or {}
+    if framework is None and labels_of_runtime.get(T.FRAMEWORK_LABEL) == TENSORFLOW:
+        framework = TENSORFLOW  # kubetrain's extension: TF_CONFIG for the nodes
     trainer_job = trainer_job_name(runtime)
     if trainer_job is None:
         errors.append(
@@ -316,7 +326,10 @@ def resolve(trainjob: TrainJob, runtime: RuntimeBase) -> ResolvedTrainJob:
     if errors:
         raise JobValidationError(errors)
     success = jobset.success_policy
-    targets = list((success.target_replicated_jobs if success else None) or names)
+    # An MPI runtime's nodes serve sshd and never end: the launcher's success is the
+    # job's unless the runtime says otherwise.
+    default_targets = [LAUNCHER] if mpi is not None and LAUNCHER in names else names
+    targets = list((success.target_replicated_jobs if success else None) or default_targets)
     network = jobset.network
     publish = network.publish_not_ready_addresses if network is not None else None
     trainer = trainjob.spec.trainer

@@ -45,10 +45,13 @@ from kubetrain.controller.plugins.base import (
 from kubetrain.controller.plugins.trainjob_status import CODEC
 from kubetrain.controller.policies import startup, success
 from kubetrain.controller.sshkeys import SshKeyPair, generate_ssh_keys, ssh_secret
-from kubetrain.frameworks import ClusterAddressing, mpi, trainjob
+from kubetrain.frameworks import ClusterAddressing, mpi, tensorflow, trainjob
 from kubetrain.frameworks.addressing import trainjob_pod_name
 from kubetrain.frameworks.trainjob_nodes import typed
 
+#: The port a node of each framework listens on for its peers (added to its container).
+RANK_PORTS = {"torch": RENDEZVOUS_PORT, "jax": RENDEZVOUS_PORT, "xgboost": RENDEZVOUS_PORT}
+RANK_PORTS["tensorflow"] = tensorflow.DEFAULT_PORT
 #: How long a TrainJob waits for the runtime it names to appear before it fails.
 RUNTIME_WAIT_SECONDS = 30.0
 SSH_VOLUME = "mpi-ssh-auth"
@@ -229,10 +232,11 @@ class TrainJobPlugin:
         for container in pod_spec.get("containers") or []:
             if container.get("name") != T.NODE:
                 continue
-            if trainer and resolved.spec.framework in ("torch", "jax", "xgboost"):
+            port = RANK_PORTS.get(resolved.spec.framework or "") if trainer else None
+            if port is not None:
                 ports = container.setdefault("ports", [])
-                if not any(p.get("containerPort") == RENDEZVOUS_PORT for p in ports):
-                    ports.append({"containerPort": RENDEZVOUS_PORT, "protocol": "TCP"})
+                if not any(p.get("containerPort") == port for p in ports):
+                    ports.append({"containerPort": port, "protocol": "TCP"})
         if resolved.spec.mpi is not None and secret is not None:
             self._mount_mpi(resolved, replica.replica_type, pod_spec, secret)
         return children.pod(job, replica.pod_name, template)

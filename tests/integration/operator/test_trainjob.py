@@ -19,18 +19,11 @@ from kubernetes.dynamic import DynamicClient
 from kubetrain.api import keys as K
 from kubetrain.constructs import App, Chart
 from kubetrain.constructs.trainer_access import TrainerUserAccess
-from kubetrain.controller.kube import KubeApi
 from tests.conftest import REPO_ROOT
-from tests.integration.credentials import (
-    ROLE_BINDINGS,
-    create_service_account,
-    request_token,
-    write_token_kubeconfig,
-)
 from tests.integration.kube import apply, wait_for
 from tests.integration.operator.conftest import RunningOperator
 from tests.integration.operator.jobs import GPU_TOLERATION, Jobs
-from tests.integration.sdk import run_sdk
+from tests.integration.operator.sdk_users import Sdk, scientist_env
 
 UPSTREAM = REPO_ROOT / "tests/data/upstream/trainer-v2.3.0/manifests/base/runtimes"
 TRAINJOBS = ("trainer.kubeflow.org", "v1alpha1", "trainjobs")
@@ -110,43 +103,7 @@ def _release_runtimes(jobs: Jobs) -> None:
 def user_env(
     sdk_access: None, runtimes: None, kubeconfig: Path, namespace: str, tmp_path: Path
 ) -> dict[str, str]:
-    """``KUBECONFIG`` of a data scientist: a ServiceAccount token, the namespace in the
-    context, and only the SDK users' ClusterRole bound in that namespace."""
-    admin = KubeApi.connect(str(kubeconfig))
-    try:
-        create_service_account(admin, namespace, "scientist")
-        admin.create(
-            {
-                "apiVersion": "rbac.authorization.k8s.io/v1",
-                "kind": "RoleBinding",
-                "metadata": {"name": "scientist-trainer", "namespace": namespace},
-                "roleRef": {
-                    "apiGroup": "rbac.authorization.k8s.io",
-                    "kind": "ClusterRole",
-                    "name": "kubetrain-trainer-edit",
-                },
-                "subjects": [
-                    {"kind": "ServiceAccount", "name": "scientist", "namespace": namespace}
-                ],
-            },
-            resource=ROLE_BINDINGS,
-        )
-        token = request_token(admin, namespace, "scientist")
-    finally:
-        admin.close()
-    path = write_token_kubeconfig(kubeconfig, token, tmp_path / "scientist.kubeconfig")
-    config = yaml.safe_load(path.read_text())
-    config["contexts"][0]["context"]["namespace"] = namespace
-    path.write_text(yaml.safe_dump(config))
-    return {"KUBECONFIG": str(path), "KUBEFLOW_SYSTEM_NAMESPACE": "kubeflow-system"}
-
-
-class Sdk:
-    def __init__(self, env: dict[str, str]) -> None:
-        self.env = env
-
-    def __call__(self, *args: str) -> Any:
-        return run_sdk("trainer_v2", *args, env=self.env)
+    return scientist_env(kubeconfig, namespace, tmp_path)
 
 
 @pytest.fixture

@@ -194,6 +194,11 @@ def test_mpi_with_the_launcher_as_a_node() -> None:
     assert node(job, "launcher")["resources"]["limits"] == {"cpu": "4"}
 
 
+def test_an_mpi_runtime_without_a_success_policy_succeeds_with_its_launcher() -> None:
+    rt = runtime({"numNodes": 2, "mpi": {}}, [rjob("node"), rjob("launcher", trainer=True)])
+    assert resolve(trainjob(), rt).spec.success_targets == ["launcher"]
+
+
 def test_run_policy_from_the_trainjob_and_the_runtime() -> None:
     job_template = rjob("node", trainer=True)
     job_template["template"]["spec"]["backoffLimit"] = 2

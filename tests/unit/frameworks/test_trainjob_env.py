@@ -3,6 +3,7 @@ v2.3.0's tables (../shared/reference/trainer-v2-sdk-facts.md, section 5.5)."""
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import pytest
@@ -166,3 +167,25 @@ def test_pods_are_named_as_jobset_names_their_hosts() -> None:
         "tj-node-0-1",
         "tj-launcher-0-0",
     ]
+
+
+def test_tensorflow_runtimes_get_tf_config() -> None:
+    # Upstream has no TensorFlow policy: kubetrain reads the runtime's framework label.
+    base = rjob("node", trainer=True)
+    rt = runtime({"numNodes": 2}, [base])
+    labelled = rt.model_copy(
+        update={
+            "metadata": rt.metadata.model_copy(
+                update={"labels": {"trainer.kubeflow.org/framework": "tensorflow"}}
+            )
+        }
+    )
+    resolved = resolve(make_trainjob(), labelled)
+    config = json.loads(env(resolved, 1)["TF_CONFIG"])
+    assert config == {
+        "cluster": {"worker": ["tj-node-0-0.tj:2222", "tj-node-0-1.tj:2222"]},
+        "task": {"type": "worker", "index": 1},
+        "environment": "cloud",
+    }
+    # Without the label, a policy-less runtime is plain: nothing injected.
+    assert env(resolve(make_trainjob(), rt), 1) == {}

@@ -60,7 +60,8 @@ def test_sync_waves_and_options() -> None:
             _annotations(obj)["argocd.argoproj.io/sync-options"]
             == "ServerSideApply=true,Prune=false"
         )
-    for obj in charts["samples"].objects:
+    # Samples and runtimes are custom resources: their CRDs may still be on their way.
+    for obj in [*charts["samples"].objects, *charts["runtimes"].objects]:
         assert (
             _annotations(obj)["argocd.argoproj.io/sync-options"]
             == "SkipDryRunOnMissingResource=true"
@@ -78,6 +79,7 @@ def test_applications_point_at_the_version_folders() -> None:
     assert sorted(apps) == [
         "argocd/applications/local-crds.yaml",
         "argocd/applications/local-operator.yaml",
+        "argocd/applications/local-runtimes.yaml",
         "argocd/applications/local-samples.yaml",
     ]
     crds = apps["argocd/applications/local-crds.yaml"]
@@ -90,7 +92,7 @@ def test_applications_point_at_the_version_folders() -> None:
     root = yaml.safe_load(files["argocd/root-application.yaml"])
     assert root["spec"]["source"]["path"] == "dist/local/0.1.0/argocd/applications"
     top = yaml.safe_load(files["kustomization.yaml"])
-    assert top["resources"] == ["00-crds", "01-operator", "03-samples"]
+    assert top["resources"] == ["00-crds", "01-operator", "03-runtimes", "04-samples"]
 
 
 def test_rejects_sample_pool_that_does_not_exist() -> None:
