@@ -224,7 +224,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"kubetrain run: {error}", file=sys.stderr)
             return EXIT_FAILED
     replicas = ", ".join(
-        f"{label} {'running' if code is None else f'exit {code}'}"
+        f"{label} not started"
+        if label in outcome.not_started
+        else f"{label} {'running' if code is None else f'exit {code}'}"
         for label, code in outcome.exit_codes.items()
     )
     out.write(

@@ -53,6 +53,9 @@ class Outcome:
     """The label of the replica whose exit failed the job, if one did."""
     logs: dict[str, Path] = field(default_factory=dict)
     """Each started replica's log file, by label (with ``log_dir``)."""
+    not_started: tuple[str, ...] = ()
+    """Replicas still waiting for their turn when the job ended (e.g. after a failed
+    initializer)."""
 
 
 class _Replica:
@@ -307,4 +310,5 @@ def execute(
         seconds=time.monotonic() - started,
         failed=failed_label,
         logs=logs,
+        not_started=tuple(spec.label for spec in pending),
     )

@@ -42,6 +42,21 @@ def test_torchrun_nodes_train_ddp_to_identical_parameters(tmp_path: Path) -> Non
         assert f"[node-{node}] [rank{rank}]:final rank={rank} " in result.output, result.output
 
 
+def test_a_runtime_of_the_local_stack_with_its_own_command(tmp_path: Path) -> None:
+    # torch-ddp-sample runs the sample trainer under the linear scaling rule; the TrainJob
+    # only shortens the run (argparse keeps the last --steps).
+    job = trainjob(
+        "sample",
+        runtimeRef={"name": "torch-ddp-sample"},
+        trainer={"numNodes": 2, "numProcPerNode": 2, "args": ["--steps", "40"]},
+    )
+    result = kubetrain("run", "--local", str(write(tmp_path / "tj.yaml", job)), "--stack", "local")
+    assert_trained(result, world_size=4, steps=40)
+    assert "runs ClusterTrainingRuntime torch-ddp-sample (stack local" in result.output
+    # 0.05 for one process of 32 samples, x 4 processes.
+    assert "peak_lr=0.200000" in result.output
+
+
 def test_initializers_complete_before_the_trainer_starts(tmp_path: Path) -> None:
     marker = tmp_path / "dataset" / "ready"
     init = rjob(
@@ -93,6 +108,7 @@ def test_a_failing_initializer_fails_the_trainjob_before_training(tmp_path: Path
     assert result.returncode == 4, result.output
     assert "TrainJob/badinit Failed" in result.output
     assert "dataset-initializer-0 exited with code 4" in result.output
+    assert "(dataset-initializer-0 exit 4, node-0 not started)" in result.output
     assert "trained" not in result.output and "starting node-0" not in result.output
 
 

@@ -136,20 +136,14 @@ def test_a_stacks_written_version(
     dist = tmp_path / "dist"
     assert main(["synth", "local", "--out", str(dist)]) == 0
     (version,) = (dist / "local").iterdir()
-    # A runtime among the stack's objects, as a chart of runtimes writes it.
-    runtime = yaml.safe_load(TORCH_RUNTIME.read_text())
-    runtime["metadata"]["name"] = "stack-test-runtime"
-    extra = version / "99-test" / "0000-clustertrainingruntime-stack-test-runtime.yaml"
-    extra.parent.mkdir()
-    write(extra, runtime)
     capsys.readouterr()
-    path = write(tmp_path / "job.yaml", hello("stack-test-runtime"))
+    path = write(tmp_path / "job.yaml", hello())
     code, out, err = dry_run(capsys, str(path), "--stack", "local", "--dist", str(dist))
     assert code == 0, err
     assert (
-        f"runs ClusterTrainingRuntime stack-test-runtime (stack local {version.name} as "
-        f"written in {version})" in out
-    )
+        f"runs ClusterTrainingRuntime torch-distributed (stack local {version.name} as "
+        f"written in {version})"
+    ) in out
     assert node_env(out, "node-1")["PET_NODE_RANK"] == "1"
 
 
@@ -160,6 +154,11 @@ def test_a_stack_rendered_now(
     path = write(tmp_path / "job.yaml", hello("no-such-runtime"))
     code, _, err = dry_run(capsys, str(path), "--stack", "local", "--dist", str(tmp_path))
     assert code == 2
-    assert f"stack local 0.1.0 rendered now ({tmp_path / 'local' / '0.1.0'} does not exist)" in err
+    written = tmp_path / "local" / "0.1.0"
+    # Where it looked, and the runtimes the stack has.
+    assert f"stack local 0.1.0 rendered now ({written} does not exist): " in err
+    assert (
+        "ClusterTrainingRuntime torch-distributed, ClusterTrainingRuntime torch-ddp-sample" in err
+    )
     code, _, err = dry_run(capsys, str(path), "--stack", "nope")
     assert code == 2 and "--stack nope: no such stack; choose one of" in err
