@@ -42,7 +42,10 @@ help:
 	@echo "make lint           ruff, mypy --strict and the import contract"
 	@echo "make demo           local control plane + operator; sample jobs to Succeeded"
 	@echo "make bench          operator scale benchmark (150 jobs, 50 fake GPU nodes)"
-	@echo "make cluster-up     start the local control plane (cluster-down stops it)"
+	@echo "make cluster-up     start the local control plane (cluster-down stops it;"
+	@echo "                    CLUSTER_SCHEDULER=coscheduling: gang scheduling)"
+	@echo "make kueue-up       run Kueue against it (kueue-down stops it)"
+	@echo "make cluster-tools  build the Go tools (control plane, gang scheduler, Kueue, helm)"
 	@echo "make training-deps  torch, Horovod, TensorFlow, Open MPI for the samples"
 
 $(STAMPS)/venv: pyproject.toml

@@ -1,6 +1,7 @@
-"""``python -m cluster up|down|status``: the local control plane from the command line.
+"""``python -m cluster up|down|status|kueue``: the local control plane from the command line.
 
-The make targets (``make cluster-up`` and friends, in cluster/cluster.mk) call this.
+The make targets (``make cluster-up``, ``make kueue-up`` and friends, in cluster/cluster.mk)
+call this.
 """
 
 from __future__ import annotations
@@ -11,7 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from cluster.local import ClusterError, LocalCluster
+from cluster.kueue import Kueue
+from cluster.local import SCHEDULERS, ClusterError, LocalCluster
 from cluster.tools import ToolsMissingError
 from cluster.topology import DEFAULT_TOPOLOGY_LABEL, default_topology
 
@@ -43,9 +45,19 @@ def _parser() -> argparse.ArgumentParser:
     up.add_argument("--gpus-per-node", type=int, default=_env_int("KUBETRAIN_GPUS_PER_NODE", 8))
     up.add_argument("--nodes-per-block", type=int, default=_env_int("KUBETRAIN_NODES_PER_BLOCK", 2))
     up.add_argument("--topology-label", default=DEFAULT_TOPOLOGY_LABEL)
+    up.add_argument(
+        "--scheduler",
+        choices=SCHEDULERS,
+        default=os.environ.get("KUBETRAIN_SCHEDULER") or "kube",
+        help="kube (kube-scheduler, the default) or coscheduling (scheduler-plugins, "
+        "gang scheduling of PodGroups)",
+    )
     up.add_argument("--timeout", type=float, default=180.0, help="seconds to wait (180)")
     commands.add_parser("down", help="stop the control plane and delete its state")
     commands.add_parser("status", help="say whether it runs, where, and its memory use")
+    kueue = commands.add_parser("kueue", help="run Kueue against the running control plane")
+    kueue.add_argument("action", choices=("up", "down", "status"))
+    kueue.add_argument("--timeout", type=float, default=120.0, help="seconds to wait (120)")
     return parser
 
 
@@ -60,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
                 nodes_per_block=args.nodes_per_block,
                 topology_label=args.topology_label,
             )
-            cluster = LocalCluster(args.workdir, topology=topology)
+            cluster = LocalCluster(args.workdir, topology=topology, scheduler=args.scheduler)
             if cluster.is_running():
                 print(f"already running in {cluster.workdir}")
                 print(cluster.usage())
@@ -69,6 +81,8 @@ def main(argv: list[str] | None = None) -> int:
             cluster.up(timeout=args.timeout)
             print(f"up in {time.monotonic() - started:.1f}s")
             print(cluster.usage())
+        elif args.command == "kueue":
+            return _kueue(LocalCluster(args.workdir), args.action, args.timeout)
         elif args.command == "down":
             cluster = LocalCluster(args.workdir)
             saved = cluster.down()
@@ -84,15 +98,37 @@ def main(argv: list[str] | None = None) -> int:
                 return 1
             print(f"running: KUBECONFIG={cluster.kubeconfig} server {cluster.server_url()}")
             rss = cluster.memory_rss_bytes()
+            width = max([len(name) for name in rss] + [24])
+            pids = cluster.pids()
             for component, value in sorted(rss.items()):
                 print(
-                    f"  {component:<24} pid {cluster.pids()[component]:<8} "
-                    f"RSS {value / 2**20:7.1f} MiB"
+                    f"  {component:<{width}} pid {pids[component]:<8} RSS {value / 2**20:7.1f} MiB"
                 )
-            print(f"  {'total':<37} RSS {sum(rss.values()) / 2**20:7.1f} MiB")
+            print(f"  {'total':<{width + 13}} RSS {sum(rss.values()) / 2**20:7.1f} MiB")
     except (ClusterError, ToolsMissingError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
+    return 0
+
+
+def _kueue(cluster: LocalCluster, action: str, timeout: float) -> int:
+    kueue = Kueue(cluster)
+    if action == "up":
+        if kueue.is_running():
+            print("Kueue already runs")
+        else:
+            started = time.monotonic()
+            kueue.start(timeout=timeout)
+            print(f"Kueue up in {time.monotonic() - started:.1f}s")
+        print(kueue.usage())
+    elif action == "down":
+        stopped = kueue.stop()
+        print("Kueue stopped" if stopped else f"Kueue was not running against {cluster.workdir}")
+    else:
+        if not kueue.is_running():
+            print(f"Kueue is not running against {cluster.workdir}")
+            return 1
+        print(kueue.usage())
     return 0
 
 

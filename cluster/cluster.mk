@@ -1,56 +1,114 @@
-# The local control plane: real kube-apiserver, kube-controller-manager, kube-scheduler
-# and etcd, with kwok faking nodes and pod lifecycle. Included by the top-level Makefile.
-#   make cluster-tools   build the binaries into $(CLUSTER_TOOLS_DIR) (a no-op when built)
+# The local control plane (real kube-apiserver, kube-controller-manager, kube-scheduler and
+# etcd, with kwok faking nodes and pod lifecycle) and the Go tools that run beside it: the
+# scheduler-plugins scheduler (gang scheduling), Kueue, helm, and Volcano's PodGroup CRD.
+# Included by the top-level Makefile.
+#   make cluster-tools   build every Go tool (a no-op when built; one tool per cache dir)
 #   make cluster-up      start the control plane; prints how to use its kubeconfig
-#   make cluster-down    stop it and remove its work directory
+#                        (CLUSTER_SCHEDULER=coscheduling: the scheduler-plugins scheduler)
+#   make cluster-down    stop it (and Kueue) and remove its work directory
 #   make cluster-status  show whether it is running and where
+#   make kueue-up        run Kueue (CRDs, webhooks, controller manager) against it
+#   make kueue-down      stop Kueue and remove its webhook configurations
 #
-# The versions come from the Go modules under cluster/tools (go.mod is the one place
-# they are pinned); the binaries are cached outside the repository, keyed by them.
+# Versions are pinned in the Go modules under cluster/tools (go.mod is the one place they
+# are pinned). Each tool is built into a cache directory of its own outside the
+# repository, named after what it is built from, so a fresh clone rebuilds nothing the
+# cache holds and changing one pin rebuilds only that tool. Every build shares Go's
+# module and build caches (GOMODCACHE, GOCACHE: Go's defaults unless set), so modules
+# are downloaded once and a package two tools compile identically is compiled once
+# (only modules they select at the same version: see the README).
 
-.PHONY: cluster-tools cluster-up cluster-down cluster-status
+.PHONY: cluster-tools cluster-tool-dirs cluster-up cluster-down cluster-status kueue-up kueue-down
 
 CLUSTER_KUBE_MODULE := cluster/tools/kubernetes
 CLUSTER_KWOK_MODULE := cluster/tools/kwok
+SCHEDULER_PLUGINS_MODULE := cluster/tools/scheduler-plugins
+KUEUE_MODULE := cluster/tools/kueue
+HELM_MODULE := cluster/tools/helm
+VOLCANO_MODULE := cluster/tools/volcano
 
 # The version that follows a module path on a require line of a go.mod.
 cluster_mod_version = $(shell awk '$$1 != "//" {for (i = 1; i < NF; i++) if ($$i == "$(1)" && $$(i+1) != "=>") { print $$(i+1); exit }}' $(2)/go.mod)
+# The first 12 hex digits of the SHA-256 of a module's go.mod followed by its go.sum:
+# every pin of the tool, indirect ones included (cluster/tools.py computes the same).
+cluster_mod_digest = $(shell cat $(1)/go.mod $(1)/go.sum | sha256sum | cut -c1-12)
 
 CLUSTER_K8S_VERSION := $(call cluster_mod_version,k8s.io/kubernetes,$(CLUSTER_KUBE_MODULE))
 CLUSTER_ETCD_VERSION := $(call cluster_mod_version,go.etcd.io/etcd/server/v3,$(CLUSTER_KUBE_MODULE))
 CLUSTER_KWOK_VERSION := $(call cluster_mod_version,sigs.k8s.io/kwok,$(CLUSTER_KWOK_MODULE))
+SCHEDULER_PLUGINS_VERSION := $(call cluster_mod_version,sigs.k8s.io/scheduler-plugins,$(SCHEDULER_PLUGINS_MODULE))
+KUEUE_VERSION := $(call cluster_mod_version,sigs.k8s.io/kueue,$(KUEUE_MODULE))
+HELM_VERSION := $(call cluster_mod_version,helm.sh/helm/v3,$(HELM_MODULE))
+VOLCANO_APIS_VERSION := $(call cluster_mod_version,volcano.sh/apis,$(VOLCANO_MODULE))
+CONTROLLER_GEN_VERSION := $(call cluster_mod_version,sigs.k8s.io/controller-tools,$(VOLCANO_MODULE))
 
 KUBETRAIN_CACHE ?= $(HOME)/.cache/kubetrain
-# Keep in step with cluster/tools.py, which finds the binaries the same way.
-CLUSTER_TOOLS_DIR := $(KUBETRAIN_CACHE)/cluster-tools/kubernetes-$(CLUSTER_K8S_VERSION)_etcd-$(CLUSTER_ETCD_VERSION)_kwok-$(CLUSTER_KWOK_VERSION)
+CLUSTER_TOOLS_ROOT := $(KUBETRAIN_CACHE)/cluster-tools
+# Keep in step with cluster/tools.py, which finds the binaries the same way. The control
+# plane's directory keeps the name it always had (versions only), so caches built before
+# the other tools existed stay valid.
+CLUSTER_TOOLS_DIR := $(CLUSTER_TOOLS_ROOT)/kubernetes-$(CLUSTER_K8S_VERSION)_etcd-$(CLUSTER_ETCD_VERSION)_kwok-$(CLUSTER_KWOK_VERSION)
 export KUBETRAIN_CLUSTER_TOOLS_DIR := $(CLUSTER_TOOLS_DIR)
+SCHEDULER_PLUGINS_DIR := $(CLUSTER_TOOLS_ROOT)/scheduler-plugins-$(SCHEDULER_PLUGINS_VERSION)-$(call cluster_mod_digest,$(SCHEDULER_PLUGINS_MODULE))
+KUEUE_DIR := $(CLUSTER_TOOLS_ROOT)/kueue-$(KUEUE_VERSION)-$(call cluster_mod_digest,$(KUEUE_MODULE))
+HELM_DIR := $(CLUSTER_TOOLS_ROOT)/helm-$(HELM_VERSION)-$(call cluster_mod_digest,$(HELM_MODULE))
+VOLCANO_DIR := $(CLUSTER_TOOLS_ROOT)/volcano-$(VOLCANO_APIS_VERSION)-$(call cluster_mod_digest,$(VOLCANO_MODULE))
 
 CLUSTER_GO_ENV := GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
 CLUSTER_GO_BUILD := go build -trimpath -buildvcs=false
+# The other tools never change their go.mod or go.sum while building (their digest names
+# the cache directory, and cluster/tools.py must find the same one): read-only modules.
+TOOL_GO_ENV := GOTOOLCHAIN=local GOFLAGS=-mod=readonly CGO_ENABLED=0
+
+# Shell snippet (run inside a tool module, with Go environment $(1)) that sets $ldflags
+# to stamp Kubernetes' version packages as upstream's release builds do: kwokctl reads a
+# scheduler's version from `--version`, and the components report it on /version.
+cluster_k8s_ldflags = k8s=$(CLUSTER_K8S_VERSION); minor=$${k8s\#v*.}; minor=$${minor%%.*}; major=$${k8s\#v}; major=$${major%%.*}; \
+  date=$$($(1) go list -m -f '{{with .Replace}}{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}{{else}}{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}{{end}}' k8s.io/kubernetes); \
+  ldflags="-s -w"; \
+  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do \
+    ldflags="$$ldflags -X $$pkg.gitVersion=$$k8s -X $$pkg.gitMajor=$$major -X $$pkg.gitMinor=$$minor"; \
+    ldflags="$$ldflags -X $$pkg.gitTreeState=archive -X $$pkg.buildDate=$$date"; \
+  done
+
+# Recipe lines shared by every tool: $(1) is its cache dir, $(2) what is built. The tool
+# is built into $(1).partial and moved into place only once it is complete and checked.
+define cluster_tool_start
+@echo "building $(2) into $(1)"
+@rm -rf $(1).partial && mkdir -p $(1).partial/bin
+endef
+define cluster_tool_finish
+@rm -rf $(1) && mv $(1).partial $(1)
+@touch $(1)/.done
+@cd $(1) && find . -type f ! -name .done | sort | sed "s|^\./|  |"
+endef
 
 # make test needs the binaries; the top-level Makefile makes test depend on TEST_PREREQS.
 TEST_PREREQS += cluster-tools
 
-cluster-tools: $(CLUSTER_TOOLS_DIR)/.done
+# One step builds every Go tool, one after the other without `make -j` (each go build
+# already uses every core; two at once on a small machine only compete for memory).
+cluster-tools: $(CLUSTER_TOOLS_DIR)/.done $(SCHEDULER_PLUGINS_DIR)/.done $(KUEUE_DIR)/.done \
+  $(HELM_DIR)/.done $(VOLCANO_DIR)/.done
 
-# No prerequisites on purpose: the directory name already carries every version, and a
-# fresh clone (new file times) must not rebuild what the cache holds.
+# Where each tool lives (a test checks that cluster/tools.py agrees).
+cluster-tool-dirs:
+	@echo "control-plane $(CLUSTER_TOOLS_DIR)"
+	@echo "scheduler-plugins $(SCHEDULER_PLUGINS_DIR)"
+	@echo "kueue $(KUEUE_DIR)"
+	@echo "helm $(HELM_DIR)"
+	@echo "volcano $(VOLCANO_DIR)"
+
+# No prerequisites on purpose, here and below: the directory name already carries what
+# the tool is built from, and a fresh clone (new file times) must not rebuild the cache.
 $(CLUSTER_TOOLS_DIR)/.done:
 	@if [ -n "$${K8S_VERSION-}" ] && [ "$(CLUSTER_K8S_VERSION)" != "$${K8S_VERSION}" ]; then \
 	  echo "cluster/tools/kubernetes/go.mod pins k8s.io/kubernetes $(CLUSTER_K8S_VERSION)," \
 	       "but the Makefile's K8S_VERSION is $${K8S_VERSION}: make them the same" >&2; exit 1; fi
-	@echo "building Kubernetes $(CLUSTER_K8S_VERSION), etcd $(CLUSTER_ETCD_VERSION)," \
-	      "kwok $(CLUSTER_KWOK_VERSION) into $(CLUSTER_TOOLS_DIR) (a cold build takes a while)"
-	@rm -rf $(CLUSTER_TOOLS_DIR).partial && mkdir -p $(CLUSTER_TOOLS_DIR).partial/bin
+	$(call cluster_tool_start,$(CLUSTER_TOOLS_DIR),Kubernetes $(CLUSTER_K8S_VERSION) + etcd $(CLUSTER_ETCD_VERSION) + kwok $(CLUSTER_KWOK_VERSION) (a cold build takes a while))
 	@start=$$(date +%s); \
 	  cd $(CLUSTER_KUBE_MODULE); \
-	  k8s=$(CLUSTER_K8S_VERSION); minor=$${k8s#v*.}; minor=$${minor%%.*}; major=$${k8s#v}; major=$${major%%.*}; \
-	  date=$$($(CLUSTER_GO_ENV) go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' k8s.io/kubernetes); \
-	  ldflags="-s -w"; \
-	  for pkg in k8s.io/component-base/version k8s.io/client-go/pkg/version; do \
-	    ldflags="$$ldflags -X $$pkg.gitVersion=$$k8s -X $$pkg.gitMajor=$$major -X $$pkg.gitMinor=$$minor"; \
-	    ldflags="$$ldflags -X $$pkg.gitTreeState=archive -X $$pkg.buildDate=$$date"; \
-	  done; \
+	  $(call cluster_k8s_ldflags,$(CLUSTER_GO_ENV)); \
 	  $(CLUSTER_GO_ENV) $(CLUSTER_GO_BUILD) -ldflags "$$ldflags" -o $(CLUSTER_TOOLS_DIR).partial/bin/ \
 	    k8s.io/kubernetes/cmd/kube-apiserver \
 	    k8s.io/kubernetes/cmd/kube-controller-manager \
@@ -66,24 +124,121 @@ $(CLUSTER_TOOLS_DIR)/.done:
 	@got=$$($(CLUSTER_TOOLS_DIR).partial/bin/kube-apiserver --version); \
 	  if [ "$$got" != "Kubernetes $(CLUSTER_K8S_VERSION)" ]; then \
 	    echo "kube-apiserver --version says '$$got', expected 'Kubernetes $(CLUSTER_K8S_VERSION)'" >&2; exit 1; fi
-	@rm -rf $(CLUSTER_TOOLS_DIR) && mv $(CLUSTER_TOOLS_DIR).partial $(CLUSTER_TOOLS_DIR)
-	@touch $@
-	@ls -1 $(CLUSTER_TOOLS_DIR)/bin | sed 's|^|  |'
+	$(call cluster_tool_finish,$(CLUSTER_TOOLS_DIR))
+
+# The scheduler-plugins kube-scheduler (stamped with the Kubernetes version it is built
+# against, as kwokctl needs), its controller (PodGroup and ElasticQuota status), and the
+# CRDs of both from the release.
+$(SCHEDULER_PLUGINS_DIR)/.done:
+	$(call cluster_tool_start,$(SCHEDULER_PLUGINS_DIR),scheduler-plugins $(SCHEDULER_PLUGINS_VERSION) on Kubernetes $(CLUSTER_K8S_VERSION))
+	@start=$$(date +%s); \
+	  cd $(SCHEDULER_PLUGINS_MODULE); \
+	  $(call cluster_k8s_ldflags,$(TOOL_GO_ENV)); \
+	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) -ldflags "$$ldflags" \
+	    -o $(SCHEDULER_PLUGINS_DIR).partial/bin/kube-scheduler-plugins sigs.k8s.io/scheduler-plugins/cmd/scheduler; \
+	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) -ldflags "$$ldflags" \
+	    -o $(SCHEDULER_PLUGINS_DIR).partial/bin/scheduler-plugins-controller sigs.k8s.io/scheduler-plugins/cmd/controller; \
+	  src=$$($(TOOL_GO_ENV) go list -m -f '{{.Dir}}' sigs.k8s.io/scheduler-plugins); \
+	  mkdir -p $(SCHEDULER_PLUGINS_DIR).partial/crds; \
+	  install -m 0644 $$src/config/crd/bases/scheduling.x-k8s.io_podgroups.yaml \
+	    $$src/config/crd/bases/scheduling.x-k8s.io_elasticquotas.yaml $(SCHEDULER_PLUGINS_DIR).partial/crds/; \
+	  echo "built in $$(( $$(date +%s) - start ))s"
+	@got=$$($(SCHEDULER_PLUGINS_DIR).partial/bin/kube-scheduler-plugins --version); \
+	  if [ "$$got" != "Kubernetes $(CLUSTER_K8S_VERSION)" ]; then \
+	    echo "kube-scheduler-plugins --version says '$$got', expected 'Kubernetes $(CLUSTER_K8S_VERSION)'" >&2; exit 1; fi
+	$(call cluster_tool_finish,$(SCHEDULER_PLUGINS_DIR))
+
+# The Kueue controller manager, and from the same module its CRDs (with the conversion
+# webhook patches) and webhook manifests; from the modules Kueue builds its Kubeflow
+# integrations on, the CRDs those integrations watch (JobSet, Trainer v2's TrainJob and
+# runtimes), for tests that enable them.
+$(KUEUE_DIR)/.done:
+	$(call cluster_tool_start,$(KUEUE_DIR),Kueue $(KUEUE_VERSION))
+	@start=$$(date +%s); \
+	  cd $(KUEUE_MODULE); \
+	  date=$$($(TOOL_GO_ENV) go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' sigs.k8s.io/kueue); \
+	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) \
+	    -ldflags "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$(KUEUE_VERSION) -X sigs.k8s.io/kueue/pkg/version.BuildDate=$$date" \
+	    -o $(KUEUE_DIR).partial/bin/kueue sigs.k8s.io/kueue/cmd/kueue; \
+	  src=$$($(TOOL_GO_ENV) go list -m -f '{{.Dir}}' sigs.k8s.io/kueue); \
+	  mkdir -p $(KUEUE_DIR).partial/crds/patches $(KUEUE_DIR).partial/webhook $(KUEUE_DIR).partial/crds/deps; \
+	  install -m 0644 $$src/config/components/crd/bases/*.yaml $(KUEUE_DIR).partial/crds/; \
+	  install -m 0644 $$src/config/components/crd/patches/*.yaml $(KUEUE_DIR).partial/crds/patches/; \
+	  install -m 0644 $$src/config/components/crd/kustomization.yaml $(KUEUE_DIR).partial/crds/patches/; \
+	  install -m 0644 $$src/config/components/webhook/manifests.yaml \
+	    $$src/config/components/webhook/kustomization.yaml $(KUEUE_DIR).partial/webhook/; \
+	  install -m 0644 $$src/config/default/kustomization.yaml \
+	    $(KUEUE_DIR).partial/webhook/default-kustomization.yaml; \
+	  jobset=$$($(TOOL_GO_ENV) go list -m -f '{{.Dir}}' sigs.k8s.io/jobset); \
+	  trainer=$$($(TOOL_GO_ENV) go list -m -f '{{.Dir}}' github.com/kubeflow/trainer/v2); \
+	  install -m 0644 $$jobset/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml \
+	    $$trainer/manifests/base/crds/trainer.kubeflow.org_*.yaml $(KUEUE_DIR).partial/crds/deps/; \
+	  echo "built in $$(( $$(date +%s) - start ))s"
+	@$(KUEUE_DIR).partial/bin/kueue --help 2>&1 | grep -q -- '-feature-gates' || \
+	  { echo "$(KUEUE_DIR).partial/bin/kueue --help does not list -feature-gates: not the Kueue manager?" >&2; exit 1; }
+	$(call cluster_tool_finish,$(KUEUE_DIR))
+
+# helm, stamped as upstream's release builds are (version, and the Kubernetes minor of
+# its client libraries as the default for .Capabilities.KubeVersion).
+$(HELM_DIR)/.done:
+	$(call cluster_tool_start,$(HELM_DIR),helm $(HELM_VERSION))
+	@start=$$(date +%s); \
+	  cd $(HELM_MODULE); \
+	  kube=$$($(TOOL_GO_ENV) go list -m -f '{{.Version}}' k8s.io/client-go); kube=$${kube#v0.}; \
+	  ldflags="-s -w -X helm.sh/helm/v3/internal/version.version=$(HELM_VERSION)"; \
+	  for pkg in helm.sh/helm/v3/pkg/lint/rules helm.sh/helm/v3/pkg/chartutil; do \
+	    ldflags="$$ldflags -X $$pkg.k8sVersionMajor=1 -X $$pkg.k8sVersionMinor=$${kube%%.*}"; \
+	  done; \
+	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) -ldflags "$$ldflags" \
+	    -o $(HELM_DIR).partial/bin/helm helm.sh/helm/v3/cmd/helm; \
+	  echo "built in $$(( $$(date +%s) - start ))s"
+	@got=$$($(HELM_DIR).partial/bin/helm version --template '{{.Version}}'); \
+	  if [ "$$got" != "$(HELM_VERSION)" ]; then \
+	    echo "helm version says '$$got', expected '$(HELM_VERSION)'" >&2; exit 1; fi
+	$(call cluster_tool_finish,$(HELM_DIR))
+
+# Volcano's scheduling.volcano.sh CRDs (PodGroup, Queue), generated from volcano.sh/apis
+# with the controller-gen release and options Volcano's own Makefile uses (see the
+# go.mod of cluster/tools/volcano for why they are generated rather than copied).
+$(VOLCANO_DIR)/.done:
+	$(call cluster_tool_start,$(VOLCANO_DIR),Volcano $(VOLCANO_APIS_VERSION) CRDs with controller-gen $(CONTROLLER_GEN_VERSION))
+	@start=$$(date +%s); \
+	  cd $(VOLCANO_MODULE); \
+	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) \
+	    -ldflags "-s -w -X sigs.k8s.io/controller-tools/pkg/version.version=$(CONTROLLER_GEN_VERSION)" \
+	    -o $(VOLCANO_DIR).partial/bin/controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen; \
+	  $(TOOL_GO_ENV) $(VOLCANO_DIR).partial/bin/controller-gen \
+	    crd:crdVersions=v1,generateEmbeddedObjectMeta=true \
+	    paths=volcano.sh/apis/pkg/apis/scheduling/v1beta1 \
+	    output:crd:artifacts:config=$(VOLCANO_DIR).partial/crds; \
+	  echo "built in $$(( $$(date +%s) - start ))s"
+	@test -s $(VOLCANO_DIR).partial/crds/scheduling.volcano.sh_podgroups.yaml || \
+	  { echo "controller-gen wrote no scheduling.volcano.sh_podgroups.yaml into $(VOLCANO_DIR).partial/crds" >&2; exit 1; }
+	$(call cluster_tool_finish,$(VOLCANO_DIR))
 
 # The demo cluster lives in build/cluster (git-ignored); the tests start their own.
 KUBETRAIN_CLUSTER_DIR ?= build/cluster
 CLUSTER_CPU_NODES ?= 2
 CLUSTER_GPU_NODES ?= 4
 CLUSTER_GPUS_PER_NODE ?= 8
+# kube (kube-scheduler) or coscheduling (the scheduler-plugins scheduler: gang scheduling).
+CLUSTER_SCHEDULER ?= kube
 CLUSTER_PY := $(BIN)/python
 
 cluster-up: venv cluster-tools
 	$(CLUSTER_PY) -m cluster --workdir $(KUBETRAIN_CLUSTER_DIR) up \
 	  --cpu-nodes $(CLUSTER_CPU_NODES) --gpu-nodes $(CLUSTER_GPU_NODES) \
-	  --gpus-per-node $(CLUSTER_GPUS_PER_NODE)
+	  --gpus-per-node $(CLUSTER_GPUS_PER_NODE) --scheduler $(CLUSTER_SCHEDULER)
 
 cluster-down: venv
 	$(CLUSTER_PY) -m cluster --workdir $(KUBETRAIN_CLUSTER_DIR) down
 
 cluster-status: venv
 	$(CLUSTER_PY) -m cluster --workdir $(KUBETRAIN_CLUSTER_DIR) status
+
+# Kueue against the cluster that cluster-up started (cluster-down stops it too).
+kueue-up: venv cluster-tools
+	$(CLUSTER_PY) -m cluster --workdir $(KUBETRAIN_CLUSTER_DIR) kueue up
+
+kueue-down: venv
+	$(CLUSTER_PY) -m cluster --workdir $(KUBETRAIN_CLUSTER_DIR) kueue down

@@ -5,6 +5,12 @@ kube-scheduler and the kwok controller as local processes, all bound to 127.0.0.
 a work directory of their own. kubetrain then registers the fake nodes of a
 ``Topology`` and waits until they are Ready and the cluster can admit pods.
 
+With ``scheduler="coscheduling"`` the scheduler is the scheduler-plugins build instead
+of kube-scheduler, with the Coscheduling plugin enabled (gang scheduling of PodGroups):
+kwokctl runs it in kube-scheduler's place with a configuration file written into the
+work directory, the PodGroup CRD is installed as soon as the API server is up, and the
+scheduler-plugins controller (PodGroup status) runs beside it.
+
 Nothing here runs containers: kwok plays the kubelet, driven by the Stage resources in
 ``cluster/stages`` (pods start at once; an annotation makes them exit, see
 ``cluster.fake_pods``).
@@ -20,10 +26,11 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, get_args
 
 import yaml
 
+from cluster.process import LocalProcess, ProcessError, free_port
 from cluster.tools import CLUSTER_DIR, Tools, find_tools
 from cluster.topology import Topology, default_topology
 
@@ -38,6 +45,16 @@ COMPONENTS = (
     "kube-scheduler",
     "kwok-controller",
 )
+#: The schedulers ``LocalCluster`` can run: kube-scheduler, or the scheduler-plugins
+#: scheduler with gang scheduling (Coscheduling) enabled.
+Scheduler = Literal["kube", "coscheduling"]
+SCHEDULERS: tuple[str, ...] = get_args(Scheduler)
+#: The scheduler profile name the coscheduling scheduler serves: the default one, so every
+#: pod goes through it as it would through the kube-scheduler it replaces.
+COSCHEDULING_SCHEDULER_NAME = "default-scheduler"
+#: How long (seconds) Coscheduling holds the bound members of an incomplete gang at
+#: Permit before giving their resources back (upstream's sample configuration uses 10).
+COSCHEDULING_PERMIT_WAITING_SECONDS = 10
 
 
 class ClusterError(RuntimeError):
@@ -74,17 +91,29 @@ class LocalCluster:
         *,
         topology: Topology | None = None,
         tools: Tools | None = None,
+        scheduler: Scheduler = "kube",
     ) -> None:
+        if scheduler not in SCHEDULERS:
+            raise ValueError(
+                f"scheduler {scheduler!r} is not one LocalCluster can run: expected one of "
+                f"{', '.join(SCHEDULERS)}"
+            )
         self.workdir = workdir.resolve()
         self.topology = topology or default_topology()
+        self.scheduler: Scheduler = scheduler
         self._tools = tools
 
     # Paths -------------------------------------------------------------------------
 
     @property
     def tools(self) -> Tools:
+        """The Go tools this cluster runs: the control plane's, and the scheduler-plugins
+        build when it runs the coscheduling scheduler."""
         if self._tools is None:
-            self._tools = find_tools()
+            needed = ["control-plane"]
+            if self.scheduler == "coscheduling":
+                needed.append("scheduler-plugins")
+            self._tools = find_tools(only=needed)
         return self._tools
 
     @property
@@ -118,12 +147,38 @@ class LocalCluster:
     def config_path(self) -> Path:
         return self.workdir / "kwokctl.yaml"
 
+    @property
+    def scheduler_config_path(self) -> Path:
+        """The KubeSchedulerConfiguration given to the coscheduling scheduler."""
+        return self.workdir / "scheduler-config.yaml"
+
+    @property
+    def processes_dir(self) -> Path:
+        """Pid files of the processes started beside kwokctl's (see ``extra_process``)."""
+        return self.workdir / "processes"
+
+    def extra_process(self, name: str) -> LocalProcess:
+        """A process that runs beside the control plane, logging into ``logs_dir``.
+
+        ``down()`` stops every such process before the control plane, so nothing is
+        left talking to an API server that is gone.
+        """
+        return LocalProcess(
+            name,
+            pid_file=self.processes_dir / f"{name}.pid",
+            log_file=self.logs_dir / f"{name}.log",
+        )
+
+    def extra_processes(self) -> list[LocalProcess]:
+        """Every process with a pid file in ``processes_dir``, running or not."""
+        return [self.extra_process(path.stem) for path in sorted(self.processes_dir.glob("*.pid"))]
+
     # Lifecycle ---------------------------------------------------------------------
 
     def is_running(self) -> bool:
-        """True when every component's process is alive."""
+        """True when every control-plane component's process is alive."""
         pids = self.pids()
-        return len(pids) == len(COMPONENTS) and all(_alive(pid) for pid in pids.values())
+        return all(component in pids and _alive(pids[component]) for component in COMPONENTS)
 
     def is_orphaned(self) -> bool:
         """True when some component still runs but the process that started it is gone
@@ -147,11 +202,19 @@ class LocalCluster:
             )
         if self.cluster_dir.exists():
             # Left over from a run that did not stop cleanly: start from scratch.
+            for process in self.extra_processes():
+                process.stop()
             self._kwokctl("delete", "cluster", "--name", CLUSTER_NAME, check=False)
             shutil.rmtree(self.cluster_dir, ignore_errors=True)
         deadline = time.monotonic() + timeout
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.kubeconfig.unlink(missing_ok=True)
+        if self.scheduler == "coscheduling":
+            self.scheduler_config_path.write_text(
+                yaml.safe_dump(coscheduling_config(), sort_keys=False), encoding="utf-8"
+            )
+        else:
+            self.scheduler_config_path.unlink(missing_ok=True)
         self.config_path.write_text(self._kwokctl_config(), encoding="utf-8")
         self.owner_file.write_text(f"{os.getpid()}\n", encoding="utf-8")
         self._kwokctl(
@@ -170,8 +233,44 @@ class LocalCluster:
             f"{max(1, int(deadline - time.monotonic()))}s",
         )
         shutil.copyfile(self.cluster_dir / "kubeconfig.yaml", self.kubeconfig)
+        if self.scheduler == "coscheduling":
+            self._start_gang_scheduling(deadline)
         self.register_nodes(deadline=deadline)
         self._wait_for_default_service_account(deadline)
+
+    def install_crds(self, paths: Sequence[Path], *, deadline: float) -> None:
+        """Apply CRD files server-side and wait until every one is Established."""
+        names = []
+        for path in paths:
+            self.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
+            document = yaml.safe_load(path.read_text(encoding="utf-8"))
+            names.append(f"crd/{document['metadata']['name']}")
+        self.kubectl(
+            "wait",
+            "--for=condition=Established",
+            *names,
+            f"--timeout={max(1, int(deadline - time.monotonic()))}s",
+        )
+
+    def _start_gang_scheduling(self, deadline: float) -> None:
+        # The scheduler waits for its PodGroup informer to sync before it schedules
+        # anything, so it is the CRD's arrival, right after the API server's, that
+        # lets it start; no pod can be created before this (no nodes yet either).
+        tools = self.tools
+        self.install_crds([tools.podgroup_crd, tools.elasticquota_crd], deadline=deadline)
+        controller = self.extra_process("scheduler-plugins-controller")
+        env = {**os.environ, "KUBECONFIG": str(self.kubeconfig)}
+        try:
+            controller.start(
+                [
+                    str(tools.scheduler_plugins_controller),
+                    f"--metricsAddr=127.0.0.1:{free_port()}",
+                    f"--probeAddr=127.0.0.1:{free_port()}",
+                ],
+                env=env,
+            )
+        except ProcessError as err:
+            raise ClusterError(str(err)) from err
 
     def register_nodes(self, *, deadline: float) -> None:
         """Create the topology's nodes and wait until kwok reports them Ready."""
@@ -214,6 +313,8 @@ class LocalCluster:
         the copies are returned.
         """
         saved: list[Path] = []
+        for process in self.extra_processes():
+            process.stop()
         if self.cluster_dir.exists():
             shutil.rmtree(self.saved_logs_dir, ignore_errors=True)
             saved = self.save_logs(self.saved_logs_dir)
@@ -224,7 +325,8 @@ class LocalCluster:
     # Introspection -----------------------------------------------------------------
 
     def pids(self) -> dict[str, int]:
-        """Process ids of the running components, by component name."""
+        """Process ids of the components, by name: kwokctl's, and those running beside
+        them (``extra_processes``: the scheduler-plugins controller, Kueue)."""
         out: dict[str, int] = {}
         for component in COMPONENTS:
             pid_file = self.cluster_dir / "pids" / f"{component}.pid"
@@ -232,7 +334,16 @@ class LocalCluster:
                 out[component] = int(pid_file.read_text(encoding="utf-8").strip())
             except (FileNotFoundError, ValueError):
                 continue
+        for process in self.extra_processes():
+            pid = process.pid
+            if pid is not None:
+                out[process.name] = pid
         return out
+
+    def running_scheduler(self) -> Scheduler:
+        """The scheduler the cluster in ``workdir`` was started with (``up()`` leaves a
+        scheduler configuration file only for the coscheduling scheduler)."""
+        return "coscheduling" if self.scheduler_config_path.exists() else "kube"
 
     def memory_rss_bytes(self) -> dict[str, int]:
         """Resident memory of each running component, in bytes (from /proc)."""
@@ -282,9 +393,15 @@ class LocalCluster:
             "get", "nodes", "-o", "jsonpath={.items[*].metadata.name}", check=False
         )
         nodes = listed.stdout.split() if listed.returncode == 0 else self.topology.node_names()
+        scheduler = (
+            f"scheduler-plugins {self.tools.versions.scheduler_plugins} (Coscheduling)"
+            if self.running_scheduler() == "coscheduling"
+            else "kube-scheduler"
+        )
         return (
             f"Kubernetes {self.tools.versions.kubernetes} control plane is up at "
             f"{self.server_url()}\n"
+            f"  scheduler: {scheduler}\n"
             f"  nodes: {', '.join(nodes)}\n"
             f"  export KUBECONFIG={self.kubeconfig}\n"
             f"  {self.tools.kubectl} get nodes\n"
@@ -346,14 +463,59 @@ class LocalCluster:
                 "etcdBinary": str(tools.path("etcd")),
                 "kubeApiserverBinary": str(tools.path("kube-apiserver")),
                 "kubeControllerManagerBinary": str(tools.path("kube-controller-manager")),
-                "kubeSchedulerBinary": str(tools.path("kube-scheduler")),
+                "kubeSchedulerBinary": str(
+                    tools.scheduler_plugins
+                    if self.scheduler == "coscheduling"
+                    else tools.path("kube-scheduler")
+                ),
                 "kubectlBinary": str(tools.path("kubectl")),
                 "kwokControllerBinary": str(tools.path("kwok")),
             },
         }
+        if self.scheduler == "coscheduling":
+            config["options"]["kubeSchedulerConfig"] = str(self.scheduler_config_path)
         documents = [yaml.safe_dump(config, sort_keys=True)]
         documents += [path.read_text(encoding="utf-8") for path in stage_files()]
         return "---\n".join(documents)
+
+
+def coscheduling_config(
+    *, permit_waiting_seconds: int = COSCHEDULING_PERMIT_WAITING_SECONDS
+) -> dict[str, Any]:
+    """The KubeSchedulerConfiguration of the coscheduling scheduler.
+
+    One profile, the default scheduler name, with Coscheduling at every extension point
+    it implements and as the only queue sort (it orders a gang's pods together). kwokctl
+    adds ``clientConnection.kubeconfig`` when it copies the file.
+    """
+    if permit_waiting_seconds < 1:
+        raise ValueError(
+            f"permit_waiting_seconds is {permit_waiting_seconds}: expected at least 1 second"
+        )
+    return {
+        "apiVersion": "kubescheduler.config.k8s.io/v1",
+        "kind": "KubeSchedulerConfiguration",
+        # One scheduler per cluster: no Lease to take first.
+        "leaderElection": {"leaderElect": False},
+        "profiles": [
+            {
+                "schedulerName": COSCHEDULING_SCHEDULER_NAME,
+                "plugins": {
+                    "multiPoint": {"enabled": [{"name": "Coscheduling"}]},
+                    "queueSort": {
+                        "enabled": [{"name": "Coscheduling"}],
+                        "disabled": [{"name": "*"}],
+                    },
+                },
+                "pluginConfig": [
+                    {
+                        "name": "Coscheduling",
+                        "args": {"permitWaitingTimeSeconds": permit_waiting_seconds},
+                    }
+                ],
+            }
+        ],
+    }
 
 
 def stop_orphaned_clusters(workdirs: Iterable[Path]) -> list[Path]:

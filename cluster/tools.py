@@ -1,36 +1,74 @@
-"""Where the control-plane binaries live and which versions they are.
+"""Where the Go tools of the local control plane live and which versions they are.
 
-The versions are pinned in one place, the Go modules under ``cluster/tools``; the binaries
-are built by ``make cluster-tools`` into a cache outside the repository whose directory
-name carries every version (see ``cluster/cluster.mk``, which computes the same path).
+The versions are pinned in one place, the Go modules under ``cluster/tools``; ``make
+cluster-tools`` (``cluster/cluster.mk``, which computes the same paths) builds each tool
+into a cache directory of its own outside the repository:
+
+- the control plane (kube-apiserver, kube-controller-manager, kube-scheduler, kubectl,
+  etcd, kwok, kwokctl), in a directory named after its versions;
+- the scheduler-plugins scheduler and controller, with the PodGroup and ElasticQuota
+  CRDs of that release;
+- the Kueue controller manager, with Kueue's CRDs, their conversion-webhook patches and
+  its webhook manifests, and the CRDs of the Kubeflow projects its integrations watch
+  (JobSet, Trainer v2);
+- helm;
+- Volcano's ``scheduling.volcano.sh`` CRDs, generated from ``volcano.sh/apis`` by
+  controller-gen as Volcano's own build does.
+
+The other tools' directories are named ``<tool>-<version>-<digest>``, the digest being the
+first 12 hex digits of the SHA-256 of the module's ``go.mod`` followed by its ``go.sum``,
+so that changing any pin of one tool rebuilds that tool and nothing else.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 import subprocess
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
 CLUSTER_DIR = Path(__file__).resolve().parent
-KUBE_MODULE = CLUSTER_DIR / "tools" / "kubernetes"
-KWOK_MODULE = CLUSTER_DIR / "tools" / "kwok"
+TOOL_MODULES_DIR = CLUSTER_DIR / "tools"
+KUBE_MODULE = TOOL_MODULES_DIR / "kubernetes"
+KWOK_MODULE = TOOL_MODULES_DIR / "kwok"
+SCHEDULER_PLUGINS_MODULE = TOOL_MODULES_DIR / "scheduler-plugins"
+KUEUE_MODULE = TOOL_MODULES_DIR / "kueue"
+HELM_MODULE = TOOL_MODULES_DIR / "helm"
+VOLCANO_MODULE = TOOL_MODULES_DIR / "volcano"
 
-#: Every binary the local control plane needs, by file name.
-BINARIES = (
-    "etcd",
-    "kube-apiserver",
-    "kube-controller-manager",
-    "kube-scheduler",
-    "kubectl",
-    "kwok",
-    "kwokctl",
-)
+#: Every binary ``make cluster-tools`` builds, by file name, with the tool it belongs to
+#: (the ``ToolDirs`` field naming its cache directory).
+BINARY_TOOLS = {
+    "etcd": "control_plane",
+    "kube-apiserver": "control_plane",
+    "kube-controller-manager": "control_plane",
+    "kube-scheduler": "control_plane",
+    "kubectl": "control_plane",
+    "kwok": "control_plane",
+    "kwokctl": "control_plane",
+    "kube-scheduler-plugins": "scheduler_plugins",
+    "scheduler-plugins-controller": "scheduler_plugins",
+    "kueue": "kueue",
+    "helm": "helm",
+    "controller-gen": "volcano",
+}
+#: Every binary ``make cluster-tools`` builds, by file name.
+BINARIES = tuple(BINARY_TOOLS)
+
+#: The CRD file of the scheduler-plugins PodGroup (``scheduling.x-k8s.io/v1alpha1``).
+PODGROUP_CRD = "scheduling.x-k8s.io_podgroups.yaml"
+#: The CRD file of the scheduler-plugins ElasticQuota (its controller watches it).
+ELASTICQUOTA_CRD = "scheduling.x-k8s.io_elasticquotas.yaml"
+#: The CRD files of Volcano's PodGroup and Queue (``scheduling.volcano.sh/v1beta1``).
+VOLCANO_PODGROUP_CRD = "scheduling.volcano.sh_podgroups.yaml"
+VOLCANO_QUEUE_CRD = "scheduling.volcano.sh_queues.yaml"
 
 
 class ToolsMissingError(RuntimeError):
-    """The control-plane binaries have not been built (run ``make cluster-tools``)."""
+    """The Go tools have not been built (run ``make cluster-tools``)."""
 
 
 def module_version(go_mod: Path, module: str) -> str:
@@ -50,27 +88,52 @@ def module_version(go_mod: Path, module: str) -> str:
     raise ValueError(f"{go_mod} has no requirement on {module}: expected a line '{module} vX.Y.Z'")
 
 
+def module_digest(module_dir: Path) -> str:
+    """First 12 hex digits of the SHA-256 of ``go.mod`` then ``go.sum`` in ``module_dir``.
+
+    It changes with any pin of the module, indirect ones included; cluster/cluster.mk
+    computes the same with ``cat go.mod go.sum | sha256sum``.
+    """
+    digest = hashlib.sha256()
+    for name in ("go.mod", "go.sum"):
+        digest.update((module_dir / name).read_bytes())
+    return digest.hexdigest()[:12]
+
+
 @dataclass(frozen=True)
 class Versions:
-    """The pinned versions of the control-plane components."""
+    """The pinned versions of the Go tools."""
 
     kubernetes: str
     etcd: str
     kwok: str
+    scheduler_plugins: str
+    kueue: str
+    helm: str
+    volcano_apis: str
+    controller_gen: str
 
     @classmethod
     def pinned(cls) -> Versions:
         """Read the versions from the Go modules under ``cluster/tools``."""
         kube_mod = KUBE_MODULE / "go.mod"
+        volcano_mod = VOLCANO_MODULE / "go.mod"
         return cls(
             kubernetes=module_version(kube_mod, "k8s.io/kubernetes"),
             etcd=module_version(kube_mod, "go.etcd.io/etcd/server/v3"),
             kwok=module_version(KWOK_MODULE / "go.mod", "sigs.k8s.io/kwok"),
+            scheduler_plugins=module_version(
+                SCHEDULER_PLUGINS_MODULE / "go.mod", "sigs.k8s.io/scheduler-plugins"
+            ),
+            kueue=module_version(KUEUE_MODULE / "go.mod", "sigs.k8s.io/kueue"),
+            helm=module_version(HELM_MODULE / "go.mod", "helm.sh/helm/v3"),
+            volcano_apis=module_version(volcano_mod, "volcano.sh/apis"),
+            controller_gen=module_version(volcano_mod, "sigs.k8s.io/controller-tools"),
         )
 
     @property
     def cache_key(self) -> str:
-        """The cache directory name; cluster/cluster.mk builds the same one."""
+        """The control plane's cache directory name; cluster/cluster.mk builds the same."""
         return f"kubernetes-{self.kubernetes}_etcd-{self.etcd}_kwok-{self.kwok}"
 
 
@@ -81,7 +144,7 @@ def cache_root() -> Path:
 
 
 def tools_dir(versions: Versions | None = None) -> Path:
-    """The directory ``make cluster-tools`` builds into for ``versions`` (default pinned)."""
+    """The directory ``make cluster-tools`` builds the control plane into."""
     configured = os.environ.get("KUBETRAIN_CLUSTER_TOOLS_DIR")
     if configured:
         return Path(configured)
@@ -89,17 +152,61 @@ def tools_dir(versions: Versions | None = None) -> Path:
 
 
 @dataclass(frozen=True)
+class ToolDirs:
+    """The cache directory of each tool."""
+
+    control_plane: Path
+    scheduler_plugins: Path
+    kueue: Path
+    helm: Path
+    volcano: Path
+
+    @classmethod
+    def for_versions(cls, versions: Versions) -> ToolDirs:
+        """The directories ``make cluster-tools`` builds ``versions`` into."""
+        root = cache_root() / "cluster-tools"
+        return cls(
+            control_plane=tools_dir(versions),
+            scheduler_plugins=root
+            / (
+                f"scheduler-plugins-{versions.scheduler_plugins}-"
+                f"{module_digest(SCHEDULER_PLUGINS_MODULE)}"
+            ),
+            kueue=root / f"kueue-{versions.kueue}-{module_digest(KUEUE_MODULE)}",
+            helm=root / f"helm-{versions.helm}-{module_digest(HELM_MODULE)}",
+            volcano=root / f"volcano-{versions.volcano_apis}-{module_digest(VOLCANO_MODULE)}",
+        )
+
+    def by_tool(self) -> dict[str, Path]:
+        """Every directory by tool name, as ``make cluster-tool-dirs`` prints them."""
+        return {
+            "control-plane": self.control_plane,
+            "scheduler-plugins": self.scheduler_plugins,
+            "kueue": self.kueue,
+            "helm": self.helm,
+            "volcano": self.volcano,
+        }
+
+
+@dataclass(frozen=True)
 class Tools:
-    """Paths of the built control-plane binaries."""
+    """Paths of the built Go tools and of the upstream files cached beside them."""
 
     versions: Versions
-    bin_dir: Path
+    dirs: ToolDirs
+
+    @property
+    def bin_dir(self) -> Path:
+        """The control plane's binary directory."""
+        return self.dirs.control_plane / "bin"
 
     def path(self, name: str) -> Path:
         """The path of binary ``name`` (one of ``BINARIES``)."""
-        if name not in BINARIES:
+        tool = BINARY_TOOLS.get(name)
+        if tool is None:
             raise ValueError(f"unknown binary {name!r}: expected one of {', '.join(BINARIES)}")
-        return self.bin_dir / name
+        tool_dir: Path = getattr(self.dirs, tool)
+        return tool_dir / "bin" / name
 
     @property
     def kubectl(self) -> Path:
@@ -109,27 +216,152 @@ class Tools:
     def kwokctl(self) -> Path:
         return self.path("kwokctl")
 
+    @property
+    def helm(self) -> Path:
+        return self.path("helm")
+
+    @property
+    def kueue(self) -> Path:
+        """The Kueue controller manager."""
+        return self.path("kueue")
+
+    @property
+    def scheduler_plugins(self) -> Path:
+        """The scheduler-plugins kube-scheduler (coscheduling and the other plugins)."""
+        return self.path("kube-scheduler-plugins")
+
+    @property
+    def scheduler_plugins_controller(self) -> Path:
+        """The scheduler-plugins controller (PodGroup and ElasticQuota status)."""
+        return self.path("scheduler-plugins-controller")
+
+    # Upstream files ------------------------------------------------------------------
+
+    @property
+    def podgroup_crd(self) -> Path:
+        """scheduler-plugins' PodGroup CRD (``scheduling.x-k8s.io/v1alpha1``)."""
+        return self.dirs.scheduler_plugins / "crds" / PODGROUP_CRD
+
+    @property
+    def elasticquota_crd(self) -> Path:
+        """scheduler-plugins' ElasticQuota CRD (its controller watches it)."""
+        return self.dirs.scheduler_plugins / "crds" / ELASTICQUOTA_CRD
+
+    @property
+    def volcano_podgroup_crd(self) -> Path:
+        """Volcano's PodGroup CRD (``scheduling.volcano.sh/v1beta1``)."""
+        return self.dirs.volcano / "crds" / VOLCANO_PODGROUP_CRD
+
+    @property
+    def volcano_queue_crd(self) -> Path:
+        """Volcano's Queue CRD (``scheduling.volcano.sh/v1beta1``)."""
+        return self.dirs.volcano / "crds" / VOLCANO_QUEUE_CRD
+
+    @property
+    def kueue_crds(self) -> list[Path]:
+        """Kueue's own CRDs (``kueue.x-k8s.io``), as its module ships them."""
+        return sorted((self.dirs.kueue / "crds").glob("*.yaml"))
+
+    @property
+    def kueue_crd_patches_dir(self) -> Path:
+        """Kueue's CRD patches (conversion webhook) and the kustomization naming them."""
+        return self.dirs.kueue / "crds" / "patches"
+
+    @property
+    def kueue_webhook_dir(self) -> Path:
+        """Kueue's webhook manifests, the kustomization that patches them, and the
+        release's top-level kustomization (``default-kustomization.yaml``: namespace and
+        name prefix)."""
+        return self.dirs.kueue / "webhook"
+
+    @property
+    def kueue_dependency_crds(self) -> list[Path]:
+        """CRDs of the projects Kueue's Kubeflow integrations build on, from the module
+        versions Kueue pins: JobSet, and Trainer v2's TrainJob and training runtimes."""
+        return sorted((self.dirs.kueue / "crds" / "deps").glob("*.yaml"))
+
+    def crd_files(self) -> list[Path]:
+        """Every upstream CRD file ``make cluster-tools`` caches."""
+        return [
+            self.podgroup_crd,
+            self.elasticquota_crd,
+            self.volcano_podgroup_crd,
+            self.volcano_queue_crd,
+            *self.kueue_crds,
+            *self.kueue_dependency_crds,
+        ]
+
+    # Versions as the binaries report them --------------------------------------------
+
     def kubectl_version(self) -> str:
         """``kubectl version --client`` as reported by the binary (e.g. ``v1.34.4``)."""
-        out = subprocess.run(
-            [str(self.kubectl), "version", "--client", "-o", "json"],
-            check=True,
-            capture_output=True,
-            text=True,
-        ).stdout
+        out = _output([str(self.kubectl), "version", "--client", "-o", "json"])
         version: str = json.loads(out)["clientVersion"]["gitVersion"]
         return version
 
+    def helm_version(self) -> str:
+        """``helm version`` as reported by the binary (e.g. ``v3.19.5``)."""
+        return _output([str(self.helm), "version", "--template", "{{.Version}}"]).strip()
 
-def find_tools(versions: Versions | None = None) -> Tools:
-    """Locate the built binaries, or raise ``ToolsMissingError`` saying how to build them."""
+
+def _output(args: list[str]) -> str:
+    return subprocess.run(args, check=True, capture_output=True, text=True).stdout
+
+
+#: The tools ``make cluster-tools`` builds, by the names ``ToolDirs.by_tool`` uses.
+TOOL_NAMES = ("control-plane", "scheduler-plugins", "kueue", "helm", "volcano")
+
+
+def _tool_files(tools: Tools, tool: str) -> list[Path]:
+    """The files ``make cluster-tools`` leaves in ``tool``'s directory, binaries first."""
+    field = tool.replace("-", "_")
+    files = [tools.path(name) for name, owner in BINARY_TOOLS.items() if owner == field]
+    if tool == "scheduler-plugins":
+        files += [tools.podgroup_crd, tools.elasticquota_crd]
+    elif tool == "volcano":
+        files += [tools.volcano_podgroup_crd, tools.volcano_queue_crd]
+    elif tool == "kueue":
+        files += [
+            tools.kueue_webhook_dir / "manifests.yaml",
+            tools.kueue_webhook_dir / "kustomization.yaml",
+            tools.kueue_webhook_dir / "default-kustomization.yaml",
+            tools.kueue_crd_patches_dir / "kustomization.yaml",
+        ]
+    return files
+
+
+def find_tools(versions: Versions | None = None, *, only: Iterable[str] = TOOL_NAMES) -> Tools:
+    """Locate the built tools, or raise ``ToolsMissingError`` saying how to build them.
+
+    ``only`` limits the check to some of ``TOOL_NAMES`` (stopping a control plane needs
+    kwokctl, not helm); the returned ``Tools`` names every tool's paths either way.
+    """
     versions = versions or Versions.pinned()
-    bin_dir = tools_dir(versions) / "bin"
-    missing = [name for name in BINARIES if not os.access(bin_dir / name, os.X_OK)]
+    tools = Tools(versions=versions, dirs=ToolDirs.for_versions(versions))
+    wanted = list(only)
+    unknown = sorted(set(wanted) - set(TOOL_NAMES))
+    if unknown:
+        raise ValueError(
+            f"unknown tools {', '.join(unknown)}: expected some of {', '.join(TOOL_NAMES)}"
+        )
+    missing: list[str] = []
+    for tool in wanted:
+        for path in _tool_files(tools, tool):
+            is_binary = path.parent.name == "bin"
+            if not (os.access(path, os.X_OK) if is_binary else path.is_file()):
+                missing.append(str(path))
+    if "kueue" in wanted:
+        if not tools.kueue_crds:
+            missing.append(f"{tools.dirs.kueue / 'crds'}/*.yaml")
+        if not tools.kueue_dependency_crds:
+            missing.append(f"{tools.dirs.kueue / 'crds' / 'deps'}/*.yaml")
     if missing:
         raise ToolsMissingError(
-            f"control-plane binaries missing from {bin_dir}: {', '.join(missing)}; "
-            f"expected all of {', '.join(BINARIES)} for Kubernetes {versions.kubernetes}, "
-            f"etcd {versions.etcd}, kwok {versions.kwok}. Run `make cluster-tools` to build them."
+            f"{len(missing)} file(s) missing from the Go tools' cache: {', '.join(missing)}; "
+            f"expected the tools {', '.join(wanted)} built from Kubernetes "
+            f"{versions.kubernetes}, etcd {versions.etcd}, kwok {versions.kwok}, "
+            f"scheduler-plugins {versions.scheduler_plugins}, Kueue {versions.kueue}, "
+            f"helm {versions.helm}, Volcano APIs {versions.volcano_apis}. "
+            "Run `make cluster-tools` to build them."
         )
-    return Tools(versions=versions, bin_dir=bin_dir)
+    return tools

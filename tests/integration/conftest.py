@@ -5,6 +5,18 @@ and kwok, see ``cluster/``) is started per test session and stopped at its end; 
 component logs are kept and, when a test failed, their tails are printed. Each test gets
 a fresh namespace. Set ``KUBETRAIN_TEST_CLUSTER_DIR`` to the work directory of a
 control plane already running (``make cluster-up``: build/cluster) to use that instead.
+
+Two more control planes are started only when a test asks for them, once per session
+(``KUBETRAIN_TEST_CLUSTER_DIR`` does not apply to them):
+
+- ``coscheduling_cluster``: the scheduler-plugins scheduler with Coscheduling (gang
+  scheduling of PodGroups) in kube-scheduler's place; ``coscheduling`` holds its clients
+  and ``coscheduling_namespace`` gives a test a namespace there;
+- ``kueue_cluster``, with the real Kueue running against it (``kueue``; clients in
+  ``kueue_clients``, a namespace in ``kueue_namespace``). Kueue gets a control plane of
+  its own because its webhooks fail closed on every Job and pod outside kube-system: on
+  the shared one they would put Kueue in the path of every other test's objects (and
+  block them whenever Kueue is not running), and its queues would change what they see.
 """
 
 from __future__ import annotations
@@ -13,6 +25,8 @@ import os
 import re
 import secrets
 from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -21,14 +35,106 @@ from kubernetes import client, config
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
-from cluster.local import ClusterError, LocalCluster, stop_orphaned_clusters
+from cluster.kueue import Kueue
+from cluster.local import ClusterError, LocalCluster, Scheduler, stop_orphaned_clusters
 from cluster.tools import ToolsMissingError, find_tools
 from tests.integration.kube import apply, list_objects, wait_for, wait_for_established
 
-CLUSTER_KEY = pytest.StashKey[LocalCluster]()
-RSS_KEY = pytest.StashKey[dict[str, int]]()
+#: The control planes this session started, by role (main, coscheduling, kueue).
+CLUSTERS_KEY = pytest.StashKey[dict[str, LocalCluster]]()
+RSS_KEY = pytest.StashKey[dict[str, dict[str, int]]]()
 TEST_NAMESPACE_LABEL = "kubetrain.dev/test"
 CONTROL_PLANE_DIR = "control-plane"
+
+
+def _start_cluster(
+    request: pytest.FixtureRequest,
+    tmp_path_factory: pytest.TempPathFactory,
+    role: str,
+    *,
+    scheduler: Scheduler = "kube",
+) -> Iterator[LocalCluster]:
+    """Start a control plane for the session, yield it, stop it (keeping its logs)."""
+    try:
+        tools = find_tools()
+    except ToolsMissingError as err:
+        pytest.fail(str(err), pytrace=False)
+    # A session killed before its teardown leaves its control planes running: stop those.
+    sessions = tmp_path_factory.getbasetemp().parent
+    stop_orphaned_clusters(sessions.glob(f"*/{CONTROL_PLANE_DIR}*"))
+    suffix = "" if role == "main" else f"-{role}"
+    cluster = LocalCluster(
+        tmp_path_factory.mktemp(CONTROL_PLANE_DIR + suffix), tools=tools, scheduler=scheduler
+    )
+    request.config.stash.setdefault(CLUSTERS_KEY, {})[role] = cluster
+    try:
+        cluster.up()
+    except ClusterError as err:
+        cluster.down()
+        pytest.fail(f"the {role} local control plane did not start: {err}", pytrace=False)
+    try:
+        yield cluster
+    finally:
+        request.config.stash.setdefault(RSS_KEY, {})[role] = cluster.memory_rss_bytes()
+        cluster.down()
+
+
+@dataclass
+class ClusterClients:
+    """Kubernetes clients bound to one control plane's admin kubeconfig."""
+
+    cluster: LocalCluster
+    api_client: client.ApiClient
+    core_v1: client.CoreV1Api
+    batch_v1: client.BatchV1Api
+    dyn: DynamicClient
+
+    @classmethod
+    def connect(cls, cluster: LocalCluster) -> ClusterClients:
+        api: client.ApiClient = config.new_client_from_config(  # type: ignore[no-untyped-call]
+            config_file=str(cluster.kubeconfig)
+        )
+        return cls(
+            cluster=cluster,
+            api_client=api,
+            core_v1=client.CoreV1Api(api),
+            batch_v1=client.BatchV1Api(api),
+            dyn=DynamicClient(api),  # type: ignore[no-untyped-call]
+        )
+
+    def close(self) -> None:
+        self.api_client.close()  # type: ignore[no-untyped-call]
+
+
+@contextmanager
+def fresh_namespace(
+    core_v1: client.CoreV1Api, dyn: DynamicClient, request: pytest.FixtureRequest
+) -> Iterator[str]:
+    """A new namespace named after the test, ready for pods; deleted afterwards."""
+    slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
+    name = f"t-{slug}-{secrets.token_hex(3)}"
+    core_v1.create_namespace(
+        client.V1Namespace(
+            metadata=client.V1ObjectMeta(name=name, labels={TEST_NAMESPACE_LABEL: "true"})
+        )
+    )
+    # Pods are admitted only once the namespace's default ServiceAccount exists.
+    wait_for(
+        lambda: [
+            sa["metadata"]["name"]
+            for sa in list_objects(dyn, "v1", "ServiceAccount", namespace=name)
+        ],
+        lambda names: "default" in names,
+        what=f"ServiceAccount default in namespace {name}",
+    )
+    try:
+        yield name
+    finally:
+        try:
+            core_v1.delete_namespace(name)
+        except ApiException as err:
+            if err.status != 404:
+                raise
 
 
 @pytest.fixture(scope="session")
@@ -47,25 +153,7 @@ def local_cluster(
             )
         yield running
         return
-    try:
-        tools = find_tools()
-    except ToolsMissingError as err:
-        pytest.fail(str(err), pytrace=False)
-    # A session killed before its teardown leaves its control plane running: stop those.
-    sessions = tmp_path_factory.getbasetemp().parent
-    stop_orphaned_clusters(sessions.glob(f"*/{CONTROL_PLANE_DIR}*"))
-    cluster = LocalCluster(tmp_path_factory.mktemp(CONTROL_PLANE_DIR), tools=tools)
-    request.config.stash[CLUSTER_KEY] = cluster
-    try:
-        cluster.up()
-    except ClusterError as err:
-        cluster.down()
-        pytest.fail(f"the local control plane did not start: {err}", pytrace=False)
-    try:
-        yield cluster
-    finally:
-        request.config.stash[RSS_KEY] = cluster.memory_rss_bytes()
-        cluster.down()
+    yield from _start_cluster(request, tmp_path_factory, "main")
 
 
 @pytest.fixture(scope="session")
@@ -121,48 +209,120 @@ def namespace(
     core_v1: client.CoreV1Api, dyn: DynamicClient, request: pytest.FixtureRequest
 ) -> Iterator[str]:
     """A fresh namespace for one test, deleted afterwards (its pods with it)."""
-    slug = re.sub(r"[^a-z0-9]+", "-", request.node.name.lower()).strip("-")[:40].strip("-")
-    name = f"t-{slug}-{secrets.token_hex(3)}"
-    core_v1.create_namespace(
-        client.V1Namespace(
-            metadata=client.V1ObjectMeta(name=name, labels={TEST_NAMESPACE_LABEL: "true"})
-        )
-    )
-    # Pods are admitted only once the namespace's default ServiceAccount exists.
-    wait_for(
-        lambda: [
-            sa["metadata"]["name"]
-            for sa in list_objects(dyn, "v1", "ServiceAccount", namespace=name)
-        ],
-        lambda names: "default" in names,
-        what=f"ServiceAccount default in namespace {name}",
-    )
-    try:
+    with fresh_namespace(core_v1, dyn, request) as name:
         yield name
+
+
+# Gang scheduling: a control plane whose scheduler is scheduler-plugins' --------------
+
+
+@pytest.fixture(scope="session")
+def coscheduling_cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalCluster]:
+    """A second control plane with the coscheduling scheduler (PodGroup CRD installed,
+    scheduler-plugins controller running), started on first use, stopped at the end."""
+    yield from _start_cluster(request, tmp_path_factory, "coscheduling", scheduler="coscheduling")
+
+
+@pytest.fixture(scope="session")
+def coscheduling(coscheduling_cluster: LocalCluster) -> Iterator[ClusterClients]:
+    """Clients of the coscheduling control plane."""
+    clients = ClusterClients.connect(coscheduling_cluster)
+    try:
+        yield clients
     finally:
-        try:
-            core_v1.delete_namespace(name)
-        except ApiException as err:
-            if err.status != 404:
-                raise
+        clients.close()
+
+
+@pytest.fixture
+def coscheduling_namespace(
+    coscheduling: ClusterClients, request: pytest.FixtureRequest
+) -> Iterator[str]:
+    """A fresh namespace on the coscheduling control plane."""
+    with fresh_namespace(coscheduling.core_v1, coscheduling.dyn, request) as name:
+        yield name
+
+
+# Kueue: a control plane of its own with the real Kueue running against it ------------
+
+
+@pytest.fixture(scope="session")
+def kueue_cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalCluster]:
+    """The control plane Kueue runs against (kube-scheduler), started on first use."""
+    yield from _start_cluster(request, tmp_path_factory, "kueue")
+
+
+@pytest.fixture(scope="session")
+def kueue(kueue_cluster: LocalCluster) -> Iterator[Kueue]:
+    """The real Kueue (CRDs, webhooks, controller manager) against ``kueue_cluster``,
+    with kubetrain's job CRDs (Kubeflow v1 and Trainer v2) installed first and Kueue's
+    integrations for them: batch/job, kubeflow.org/pytorchjob, tfjob, mpijob and
+    trainer.kubeflow.org/trainjob. Stopped at the end of the session."""
+    from kubetrain.api.crds import generate_crds
+    from kubetrain.api.trainer.crds import generate_trainer_crds
+
+    # kubetrain's job CRDs first: Kueue sets a Kubeflow integration up at start when its
+    # kind is served, and otherwise only once it polls again (back-off up to 2 minutes).
+    # With Trainer's CRDs served, Kueue runs its TrainJob integration too.
+    crds = [*generate_crds(), *generate_trainer_crds()]
+    clients = ClusterClients.connect(kueue_cluster)
+    try:
+        for crd in crds:
+            apply(clients.dyn, crd)
+        for crd in crds:
+            wait_for_established(clients.dyn, crd["metadata"]["name"])
+    finally:
+        clients.close()
+    running = Kueue(kueue_cluster)
+    try:
+        running.start()
+    except ClusterError as err:
+        running.stop()
+        pytest.fail(f"Kueue did not start: {err}", pytrace=False)
+    try:
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture(scope="session")
+def kueue_clients(kueue: Kueue) -> Iterator[ClusterClients]:
+    """Clients of the control plane Kueue runs against."""
+    clients = ClusterClients.connect(kueue.cluster)
+    try:
+        yield clients
+    finally:
+        clients.close()
+
+
+@pytest.fixture
+def kueue_namespace(kueue_clients: ClusterClients, request: pytest.FixtureRequest) -> Iterator[str]:
+    """A fresh namespace on Kueue's control plane (Kueue manages the Jobs in it)."""
+    with fresh_namespace(kueue_clients.core_v1, kueue_clients.dyn, request) as name:
+        yield name
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
-    cluster = config.stash.get(CLUSTER_KEY, None)
-    if cluster is None:
-        return
-    terminalreporter.write_sep("-", "local control plane")
-    rss = config.stash.get(RSS_KEY, {})
-    if rss:
-        parts = ", ".join(f"{name} {value / 2**20:.0f}" for name, value in sorted(rss.items()))
-        terminalreporter.write_line(
-            f"RSS at the end of the session: {sum(rss.values()) / 2**20:.0f} MiB ({parts} MiB)"
-        )
-    terminalreporter.write_line(f"component logs: {cluster.saved_logs_dir}")
+    clusters = config.stash.get(CLUSTERS_KEY, {})
+    all_rss = config.stash.get(RSS_KEY, {})
     failed = terminalreporter.stats.get("failed") or terminalreporter.stats.get("error")
-    if failed:
+    for role, cluster in clusters.items():
+        title = "local control plane" if role == "main" else f"local control plane ({role})"
+        terminalreporter.write_sep("-", title)
+        rss = all_rss.get(role, {})
+        if rss:
+            parts = ", ".join(f"{name} {value / 2**20:.0f}" for name, value in sorted(rss.items()))
+            terminalreporter.write_line(
+                f"RSS at the end of the session: {sum(rss.values()) / 2**20:.0f} MiB ({parts} MiB)"
+            )
+        terminalreporter.write_line(f"component logs: {cluster.saved_logs_dir}")
+        if not failed:
+            continue
         for path in sorted(cluster.saved_logs_dir.glob("*.log")):
             lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
-            terminalreporter.write_sep("-", f"{path.name} (last 60 of {len(lines)} lines)")
+            terminalreporter.write_sep("-", f"{role}: {path.name} (last 60 of {len(lines)} lines)")
             for line in lines[-60:]:
                 terminalreporter.write_line(line)

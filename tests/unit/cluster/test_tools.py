@@ -1,0 +1,148 @@
+"""Where the Go tools live: the pinned versions, the cache directory names (the same in
+cluster/cluster.mk and cluster/tools.py), and the error when they are not built."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cluster.tools import (
+    BINARIES,
+    KUEUE_MODULE,
+    SCHEDULER_PLUGINS_MODULE,
+    ToolDirs,
+    Tools,
+    ToolsMissingError,
+    Versions,
+    find_tools,
+    module_digest,
+    module_version,
+)
+from tests.conftest import REPO_ROOT
+
+
+def test_pinned_versions_come_from_the_tool_modules() -> None:
+    versions = Versions.pinned()
+    assert versions.kubernetes == "v1.34.4"
+    assert versions.scheduler_plugins.startswith("v0.34."), versions
+    assert versions.kueue.startswith("v0.15."), versions
+    assert versions.helm.startswith("v3.19."), versions
+    assert versions.volcano_apis.startswith("v1.14."), versions
+    assert versions.controller_gen == "v0.18.0", versions
+
+
+def test_scheduler_plugins_is_built_against_the_pinned_kubernetes() -> None:
+    # The release pins a later 1.34 patch; the replace block makes it the control plane's.
+    go_mod = (SCHEDULER_PLUGINS_MODULE / "go.mod").read_text(encoding="utf-8")
+    kubernetes = Versions.pinned().kubernetes
+    assert f"k8s.io/kubernetes => k8s.io/kubernetes {kubernetes}" in go_mod
+    assert f"k8s.io/api => k8s.io/api v0{kubernetes[2:]}" in go_mod
+
+
+def test_module_version_reads_require_lines_and_skips_replacements(tmp_path: Path) -> None:
+    go_mod = tmp_path / "go.mod"
+    go_mod.write_text(
+        "module example.com/tools\n\nrequire example.com/a v1.2.3\n\n"
+        "require (\n\texample.com/b v0.4.0 // indirect\n)\n\n"
+        "replace example.com/a => example.com/a v1.0.0\n",
+        encoding="utf-8",
+    )
+    assert module_version(go_mod, "example.com/a") == "v1.2.3"
+    assert module_version(go_mod, "example.com/b") == "v0.4.0"
+
+
+def test_rejects_a_module_the_go_mod_does_not_require(tmp_path: Path) -> None:
+    go_mod = tmp_path / "go.mod"
+    go_mod.write_text("module example.com/tools\n", encoding="utf-8")
+    with pytest.raises(ValueError, match=r"has no requirement on example.com/missing"):
+        module_version(go_mod, "example.com/missing")
+
+
+def test_module_digest_covers_go_mod_then_go_sum(tmp_path: Path) -> None:
+    (tmp_path / "go.mod").write_bytes(b"module a\n")
+    (tmp_path / "go.sum").write_bytes(b"example.com/a v1 h1:x=\n")
+    expected = hashlib.sha256(b"module a\nexample.com/a v1 h1:x=\n").hexdigest()[:12]
+    assert module_digest(tmp_path) == expected
+    (tmp_path / "go.sum").write_bytes(b"example.com/a v2 h1:y=\n")
+    assert module_digest(tmp_path) != expected
+
+
+def test_make_and_python_agree_on_every_tool_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("KUBETRAIN_CACHE", str(cache))
+    monkeypatch.delenv("KUBETRAIN_CLUSTER_TOOLS_DIR", raising=False)
+    env = {k: v for k, v in os.environ.items() if not k.startswith("MAKE")}
+    printed = subprocess.run(
+        ["make", "--no-print-directory", "-s", "cluster-tool-dirs"],
+        cwd=REPO_ROOT,
+        env=env,
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    from_make = dict(line.split(" ", 1) for line in printed.splitlines())
+    from_python = {
+        tool: str(path) for tool, path in ToolDirs.for_versions(Versions.pinned()).by_tool().items()
+    }
+    assert from_make == from_python
+    versions = Versions.pinned()
+    assert from_python["kueue"] == (
+        f"{cache}/cluster-tools/kueue-{versions.kueue}-{module_digest(KUEUE_MODULE)}"
+    )
+
+
+def test_each_binary_lives_in_its_tools_directory(tmp_path: Path) -> None:
+    dirs = ToolDirs(
+        control_plane=tmp_path / "cp",
+        scheduler_plugins=tmp_path / "sp",
+        kueue=tmp_path / "kueue",
+        helm=tmp_path / "helm",
+        volcano=tmp_path / "volcano",
+    )
+    tools = Tools(versions=Versions.pinned(), dirs=dirs)
+    assert tools.kubectl == tmp_path / "cp" / "bin" / "kubectl"
+    assert tools.scheduler_plugins == tmp_path / "sp" / "bin" / "kube-scheduler-plugins"
+    assert tools.kueue == tmp_path / "kueue" / "bin" / "kueue"
+    assert tools.helm == tmp_path / "helm" / "bin" / "helm"
+    assert tools.volcano_podgroup_crd == (
+        tmp_path / "volcano" / "crds" / "scheduling.volcano.sh_podgroups.yaml"
+    )
+    assert {tools.path(name).parent.parent for name in BINARIES} == set(dirs.by_tool().values())
+
+
+def test_rejects_an_unknown_binary() -> None:
+    tools = Tools(versions=Versions.pinned(), dirs=ToolDirs.for_versions(Versions.pinned()))
+    with pytest.raises(ValueError, match=r"unknown binary 'kube-proxy': expected one of etcd"):
+        tools.path("kube-proxy")
+
+
+def test_fails_with_what_is_missing_and_how_to_build_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KUBETRAIN_CACHE", str(tmp_path))
+    monkeypatch.delenv("KUBETRAIN_CLUSTER_TOOLS_DIR", raising=False)
+    with pytest.raises(ToolsMissingError) as raised:
+        find_tools()
+    message = str(raised.value)
+    assert "Run `make cluster-tools` to build them." in message
+    assert f"{tmp_path}/cluster-tools/" in message
+    for expected in ("kube-scheduler-plugins", "bin/kueue", "bin/helm", "podgroups.yaml"):
+        assert expected in message
+
+
+def test_checks_only_the_tools_asked_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KUBETRAIN_CACHE", str(tmp_path))
+    monkeypatch.delenv("KUBETRAIN_CLUSTER_TOOLS_DIR", raising=False)
+    with pytest.raises(ToolsMissingError) as raised:
+        find_tools(only=("helm",))
+    message = str(raised.value)
+    assert "1 file(s) missing" in message and message.count("bin/helm") == 1, message
+    assert "kwokctl" not in message.split(";")[0], message
+    with pytest.raises(ValueError, match=r"unknown tools kind: expected some of control-plane"):
+        find_tools(only=("kind",))
