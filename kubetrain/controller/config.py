@@ -20,6 +20,15 @@ SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
 
 
+class LogLevel(StrEnum):
+    """How much the operator logs."""
+
+    DEBUG = "debug"
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
 class GangScheduler(StrEnum):
     """Gang-scheduling backend; ``none`` schedules pods one by one."""
 
@@ -74,6 +83,8 @@ class OperatorConfig:
     event_qps: float = 10.0
     """Events per second the operator records at most (bursts of 10x); the rest wait in
     a bounded queue, so a large job's per-pod Events never crowd out its reconciles."""
+    log_level: LogLevel = LogLevel.INFO
+    """Lowest level of the log lines the operator writes: debug, info, warning, error."""
 
     def __post_init__(self) -> None:
         unknown = [k for k in self.kinds if k not in JOB_KINDS]
@@ -165,6 +176,7 @@ class OperatorConfig:
             f"--startup-timeout-seconds={self.startup_timeout_seconds}",
             f"--success-grace-seconds={self.success_grace_seconds}",
             f"--event-qps={self.event_qps:g}",
+            f"--log-level={self.log_level.value}",
         ]
         return args
 
@@ -211,6 +223,9 @@ class OperatorConfig:
         )
         parser.add_argument("--success-grace-seconds", type=int, default=d.success_grace_seconds)
         parser.add_argument("--event-qps", type=float, default=d.event_qps)
+        parser.add_argument(
+            "--log-level", default=d.log_level.value, choices=[level.value for level in LogLevel]
+        )
 
     @classmethod
     def from_namespace(cls, args: argparse.Namespace) -> OperatorConfig:
@@ -234,6 +249,7 @@ class OperatorConfig:
             startup_timeout_seconds=args.startup_timeout_seconds,
             success_grace_seconds=args.success_grace_seconds,
             event_qps=args.event_qps,
+            log_level=LogLevel(args.log_level),
         )
 
     @classmethod
