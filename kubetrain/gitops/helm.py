@@ -178,3 +178,31 @@ def stale_files(stack: Stack, chart_dir: Path) -> list[str]:
         [p for p, t in files.items() if present.get(p) != t]
         + [p for p in present if p not in files]
     )
+
+
+def _type_text(schema: dict[str, Any]) -> str:
+    if "enum" in schema:
+        return " \\| ".join(f"`{v}`" for v in schema["enum"])
+    kind = str(schema.get("type", "object"))
+    if kind == "array":
+        return f"list of {schema.get('items', {}).get('type', 'object')}"
+    return kind
+
+
+def values_table(schema: dict[str, Any], values: dict[str, Any]) -> str:
+    """The README's table of values: name, type, default (the stack's), description."""
+    rows = ["| value | type | default | description |", "|---|---|---|---|"]
+
+    def row(name: str, prop: dict[str, Any], default: Any) -> None:
+        text = json.dumps(default) if not isinstance(default, str) else f'"{default}"'
+        description = prop.get("description", "").replace("|", "\\|")
+        rows.append(f"| `{name}` | {_type_text(prop)} | `{text}` | {description} |")
+
+    for key, prop in schema["properties"].items():
+        nested = prop.get("properties")
+        if prop.get("type") == "object" and nested and key != "kinds":
+            for sub, sub_prop in nested.items():
+                row(f"{key}.{sub}", sub_prop, values[key][sub])
+        else:
+            row(key, prop, values[key])
+    return "\n".join(rows) + "\n"
