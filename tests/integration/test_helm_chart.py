@@ -318,7 +318,9 @@ def test_install_upgrade_uninstall_with_the_operator_from_the_installed_config(
         assert done.returncode == 0, done.stderr
         status = helm("list", *kube, "-o", "yaml")
         (release,) = yaml.safe_load(status.stdout)
-        assert release["chart"] == f"{CHART_NAME}-0.1.1" and release["revision"] == 2, release
+        assert release["chart"] == f"{CHART_NAME}-0.1.1" and str(release["revision"]) == "2", (
+            release
+        )
         upgraded = _deployment(apps, ops_ns, name)
         assert upgraded is not None
         assert (
