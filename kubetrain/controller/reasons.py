@@ -191,6 +191,13 @@ def startup_waiting(waiting: str, needed: str) -> str:
     return f"Waiting for {needed} to be Ready before creating {waiting}."
 
 
+def gang_waiting(scheduler: str, group: str) -> str:
+    return (
+        f"Waiting for the gang scheduler ({scheduler}) to place every pod of PodGroup "
+        f"{group} together."
+    )
+
+
 def pod_failed(kind: str, name: str, replica_type: str, pod: str, cause: str, policy: str) -> str:
     return (
         f"{_replica_failed(kind, name, replica_type)}: pod {pod} failed ({cause}) and its "

@@ -41,6 +41,7 @@ from kubetrain.api.trainer import constants as T
 from kubetrain.api.trainer.runtime import (
     MLPolicy,
     MPIMLPolicySource,
+    PodGroupPolicy,
     RuntimeBase,
     TorchMLPolicySource,
 )
@@ -89,6 +90,8 @@ class ResolvedSpec(KubeModel):
     #: The runtime template's (and patches') labels and annotations, for every child.
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
+    #: The runtime's gang-scheduling policy (coscheduling or volcano), if any.
+    pod_group_policy: PodGroupPolicy | None = None
 
 
 class ResolvedTrainJob(JobBase):
@@ -358,5 +361,6 @@ def resolve(trainjob: TrainJob, runtime: RuntimeBase) -> ResolvedTrainJob:
             runtime_name=runtime.name,
             labels=labels,
             annotations=annotations,
+            pod_group_policy=runtime.spec.pod_group_policy,
         ),
     )
