@@ -168,6 +168,11 @@ VALUE_CASES: list[tuple[str, dict[str, Any]]] = [
             "eventQps": 2.5,
         },
     ),
+    ("gang-volcano", {"gangScheduler": "volcano"}),
+    (
+        "gang-scheduler-plugins-one-namespace",
+        {"gangScheduler": "scheduler-plugins", "watchNamespaces": ["ml"]},
+    ),
     (
         "everything-at-once",
         {
