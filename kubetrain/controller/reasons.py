@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-# The reason strings live with the other wire keys; the operator's code reads them here.
 from kubetrain.api.keys import (
     BACKOFF_LIMIT_EXCEEDED as BACKOFF_LIMIT_EXCEEDED,
 )
@@ -30,6 +29,9 @@ from kubetrain.api.keys import (
 from kubetrain.api.keys import (
     MANAGED_ELSEWHERE as MANAGED_ELSEWHERE,
 )
+
+# The reason strings live with the other wire keys; the operator's code reads them here.
+from kubetrain.api.keys import MAX_RESTARTS_ANNOTATION
 from kubetrain.api.keys import (
     RUNTIME_IN_USE as RUNTIME_IN_USE,
 )
@@ -210,7 +212,7 @@ def replica_restarts_exceeded(
 ) -> str:
     return (
         f"{_replica_failed(kind, name, replica_type)} and its restarts allowed "
-        f"(kubetrain.dev/max-restarts {limit}) are used up: pod {pod} failed ({cause})."
+        f"({MAX_RESTARTS_ANNOTATION} {limit}) are used up: pod {pod} failed ({cause})."
     )
 
 
