@@ -35,6 +35,38 @@ def amount(quantity: Quantity) -> Decimal:
     return Decimal(str(parse_quantity(quantity.value)))  # type: ignore[no-untyped-call]
 
 
+_BINARY = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
+_DECIMAL = {-9: "n", -6: "u", -3: "m", 0: "", 3: "k", 6: "M", 9: "G", 12: "T", 15: "P", 18: "E"}
+
+
+def canonical(quantity: Quantity) -> Quantity:
+    """``quantity`` as Kubernetes' Go ``resource.Quantity`` prints it (``4096Gi`` ->
+    ``4Ti``, ``1000`` -> ``1k``, ``0.5`` -> ``500m``). Kueue's objects pass through its
+    conversion webhook (v1beta2 is not the stored version), which rewrites quotas in this
+    form; writing them so keeps a re-apply from changing anything."""
+    value = amount(quantity)
+    binary = quantity.value.rstrip().endswith("i")
+    if binary and abs(value) >= 1024 and value == value.to_integral_value():
+        whole = int(value)
+        power = 0
+        while power < len(_BINARY) - 1 and whole % 1024 ** (power + 1) == 0:
+            power += 1
+        return Quantity(f"{whole // 1024**power}{_BINARY[power]}")
+    if value == 0:
+        return Quantity("0")
+    exponent = -9
+    while (
+        exponent < 18
+        and (value / Decimal(10) ** (exponent + 3))
+        == (value / Decimal(10) ** (exponent + 3)).to_integral_value()
+    ):
+        exponent += 3
+    mantissa = value / Decimal(10) ** exponent
+    if mantissa != mantissa.to_integral_value():
+        return quantity  # finer than nano: left as written
+    return Quantity(f"{int(mantissa)}{_DECIMAL[exponent]}")
+
+
 def scaled(prop: str, quantity: Quantity | int | str, factor: int) -> Quantity:
     """``quantity`` x ``factor`` written in the quantity's own unit (``5120Mi`` x 4 =
     ``20480Mi``): per-node amounts of a pool times its nodes."""
@@ -110,11 +142,12 @@ class Quota:
         return self.borrowing_limit is not None or self.lending_limit is not None
 
     def to_wire(self, resource: str) -> dict[str, Any]:
-        out: dict[str, Any] = {"name": resource, "nominalQuota": self.nominal.value}
+        """The quota on the wire, quantities in canonical form (see :func:`canonical`)."""
+        out: dict[str, Any] = {"name": resource, "nominalQuota": canonical(self.nominal).value}
         if self.borrowing_limit is not None:
-            out["borrowingLimit"] = self.borrowing_limit.value
+            out["borrowingLimit"] = canonical(self.borrowing_limit).value
         if self.lending_limit is not None:
-            out["lendingLimit"] = self.lending_limit.value
+            out["lendingLimit"] = canonical(self.lending_limit).value
         return out
 
 

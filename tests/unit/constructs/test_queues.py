@@ -534,3 +534,25 @@ def test_schema_check_catches_a_field_kueue_does_not_have() -> None:
     obj["spec"]["cohort"] = obj["spec"].pop("cohortName")
     with pytest.raises(AssertionError, match=r"Additional properties are not allowed \('cohort'"):
         assert_valid([obj])
+
+
+@pytest.mark.parametrize(
+    ("written", "stored"),
+    [
+        ("4096Gi", "4Ti"),
+        ("20480Mi", "20Gi"),
+        ("3744Gi", "3744Gi"),
+        ("1536Mi", "1536Mi"),
+        ("1000", "1k"),
+        ("256", "256"),
+        ("0.5", "500m"),
+        ("2000m", "2"),
+        ("1024", "1024"),
+        ("0", "0"),
+    ],
+)
+def test_quotas_are_written_as_the_api_server_stores_them(written: str, stored: str) -> None:
+    # Kueue's conversion webhook rewrites quantities in Go's canonical form; writing them
+    # so keeps a re-apply of the queues chart a no-op (checked against the real Kueue in
+    # tests/integration/test_kueue_queues.py).
+    assert Quota.of(written).to_wire("x")["nominalQuota"] == stored
