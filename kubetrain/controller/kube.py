@@ -91,11 +91,21 @@ RUNTIME_RESOURCES: Mapping[str, Resource] = {
 CHILD_RESOURCES: Mapping[str, Resource] = {
     r.kind: r for r in (PODS, SERVICES, CONFIG_MAPS, SECRETS, BATCH_JOBS)
 }
+#: The gang schedulers' PodGroups (one kind name, two API groups), by apiVersion.
+POD_GROUP_RESOURCES: Mapping[str, Resource] = {
+    r.api_version: r
+    for r in (
+        Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup"),
+        Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup"),
+    )
+}
 
 
 def resource_of(obj: Mapping[str, Any]) -> Resource:
     """The resource of an object by its kind (jobs, children, events, leases)."""
     kind = obj.get("kind")
+    if kind == "PodGroup" and obj.get("apiVersion") in POD_GROUP_RESOURCES:
+        return POD_GROUP_RESOURCES[str(obj["apiVersion"])]
     for table in (JOB_RESOURCES, CHILD_RESOURCES, RUNTIME_RESOURCES):
         if kind in table:
             return table[str(kind)]
