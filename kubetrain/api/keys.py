@@ -42,6 +42,9 @@ STARTUP_GATE = f"{KUBETRAIN_PREFIX}/startup"
 #: default, recreates only the failed pod).
 RESTART_SCOPE_ANNOTATION = f"{KUBETRAIN_PREFIX}/restart-scope"
 RESTART_SCOPES = ("Pod", "Gang")
+#: Replica pod-template annotation: how many times the operator may recreate this replica
+#: type's pods after failures (alongside the job-wide ``runPolicy.backoffLimit``).
+MAX_RESTARTS_ANNOTATION = f"{KUBETRAIN_PREFIX}/max-restarts"
 #: Pod label: the gang attempt a pod belongs to (under restart scope Gang).
 ATTEMPT_LABEL = f"{KUBETRAIN_PREFIX}/attempt"
 #: Environment variable: the gang attempt, for the training program.

@@ -205,6 +205,15 @@ def gang_restarting(
     )
 
 
+def replica_restarts_exceeded(
+    kind: str, name: str, replica_type: str, pod: str, cause: str, limit: int
+) -> str:
+    return (
+        f"{_replica_failed(kind, name, replica_type)} and its restarts allowed "
+        f"(kubetrain.dev/max-restarts {limit}) are used up: pod {pod} failed ({cause})."
+    )
+
+
 def gang_restarts_exceeded(kind: str, name: str, pod: str, cause: str, limit: int) -> str:
     return (
         f"{kind} {name} is failed: pod {pod} failed ({cause}) and the gang restarts allowed "
