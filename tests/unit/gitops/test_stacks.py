@@ -173,3 +173,13 @@ def test_rejects_bad_stack(props: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError) as caught:
         Stack(**{**base, **props})
     assert message in str(caught.value)
+
+
+def test_helm_export_of_a_gpu_stack_leaves_the_queues_out() -> None:
+    # The Helm chart renders the operator from the stack without its node pools; the
+    # queues name those pools, so they go too (Kueue's objects need Kueue installed).
+    from kubetrain.gitops.helm import chart_files
+
+    files = chart_files(STACKS["h100-infiniband"])
+    assert "templates/runtimes.yaml" in files
+    assert not any("kueue.x-k8s.io/v1beta2" in text for text in files.values())
