@@ -80,6 +80,21 @@ MANAGED_BY_MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 #: Every value admitted (CEL and ``kubetrain validate``).
 MANAGED_BY_VALUES = (MANAGED_BY_KUBETRAIN, *MANAGED_BY_UPSTREAM, MANAGED_BY_MULTIKUEUE)
 
+# -- Kueue (kubetrain.constructs.queues and the jobs' queue= prop) -------------------------
+
+KUEUE_GROUP = "kueue.x-k8s.io"
+#: The Kueue API kubetrain writes: v1beta2, what Kueue v0.15 asks users to write (its
+#: v1beta1 is served with the warning "This version is deprecated. Use v1beta2 instead.",
+#: though it is still the stored version).
+KUEUE_API_VERSION = f"{KUEUE_GROUP}/v1beta2"
+#: The label that puts a job into a LocalQueue of its namespace.
+KUEUE_QUEUE_NAME_LABEL = f"{KUEUE_GROUP}/queue-name"
+#: The label naming a job's WorkloadPriorityClass.
+KUEUE_PRIORITY_CLASS_LABEL = f"{KUEUE_GROUP}/priority-class"
+#: The LocalQueue name Kueue's LocalQueueDefaulting (beta, on by default since v0.12)
+#: gives a job without a queue-name label, when its namespace has a LocalQueue so named.
+KUEUE_DEFAULT_LOCAL_QUEUE = "default"
+
 # -- Kubeflow Trainer v2 (kubetrain.api.trainer) -----------------------------------------------
 
 TRAINER_PREFIX = TRAINER_GROUP

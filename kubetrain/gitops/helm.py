@@ -39,7 +39,7 @@ from kubetrain.gitops.helm_values import (
     values_schema,
 )
 from kubetrain.gitops.render import RenderedChart, render_charts
-from kubetrain.gitops.stack import Samples, Stack
+from kubetrain.gitops.stack import Queues, Samples, Stack
 from kubetrain.manifest import dump
 
 CHART_NAME = "kubetrain"
@@ -81,7 +81,10 @@ def strip_helm_labels(obj: dict[str, Any]) -> dict[str, Any]:
 
 
 def _operator_render(stack: Stack) -> Any:
-    bare = dataclasses.replace(stack, node_pools=(), runtimes=(), samples=Samples())
+    # Only the operator is rendered here: its queues name node pools the bare stack lacks.
+    bare = dataclasses.replace(
+        stack, node_pools=(), runtimes=(), samples=Samples(), queues=Queues()
+    )
 
     def render(values: dict[str, Any]) -> list[dict[str, Any]] | None:
         try:

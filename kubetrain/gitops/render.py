@@ -12,8 +12,13 @@ from kubetrain.gitops import argocd as argo
 from kubetrain.gitops.stack import Stack
 
 # Chart order is deployment order and sync-wave order; folder numbers are fixed per chart
-# so a chart keeps its path whichever charts a stack has.
-CHART_ORDER = ("crds", "operator", "gpu-nodes", "runtimes", "samples")
+# so a chart keeps its path whichever charts a stack has. A new chart therefore takes the
+# next number: inserting one would move the folders and waves of the charts after it in
+# every stack, and so change the content of versions that did not change. ``queues``
+# (Kueue's objects) comes last: nothing the other charts hold needs it (a runtime's queue
+# rule names a queue but needs no queue object; queued jobs wait for their LocalQueue),
+# and it needs only Kueue's CRDs, which Kueue's own installation provides.
+CHART_ORDER = ("crds", "operator", "gpu-nodes", "runtimes", "samples", "queues")
 
 
 @dataclass(frozen=True)
@@ -46,6 +51,7 @@ def render_charts(stack: Stack, only: Collection[str] = CHART_ORDER) -> list[Ren
         CrdsChart,
         GpuNodesChart,
         OperatorChart,
+        QueuesChart,
         RuntimesChart,
         SamplesChart,
     )
@@ -65,6 +71,7 @@ def render_charts(stack: Stack, only: Collection[str] = CHART_ORDER) -> list[Ren
     charts["runtimes"] = RuntimesChart(app, "runtimes", stack.runtimes, gpu_nodes.pools)
     pool = gpu_nodes.pools.get(stack.samples.node_pool) if stack.samples.node_pool else None
     charts["samples"] = SamplesChart(app, "samples", stack.samples, node_pool=pool)
+    charts["queues"] = QueuesChart(app, "queues", stack.queues, gpu_nodes.pools)
     rendered: list[RenderedChart] = []
     for name in CHART_ORDER:
         if name not in only:
@@ -75,7 +82,7 @@ def render_charts(stack: Stack, only: Collection[str] = CHART_ORDER) -> list[Ren
         chart = RenderedChart(name, objects)
         for obj in objects:
             _annotate(obj, {argo.SYNC_WAVE_ANNOTATION: str(chart.wave)})
-            if name in ("samples", "runtimes"):
+            if name in ("samples", "runtimes", "queues"):
                 _annotate(obj, {argo.SYNC_OPTIONS_ANNOTATION: argo.SAMPLE_SYNC_OPTIONS})
         rendered.append(chart)
     return rendered
