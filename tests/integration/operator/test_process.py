@@ -1,5 +1,5 @@
-"""The operator as a process: killed and restarted mid-job, and two replicas with
-leader election where only the leader acts."""
+"""The operator as a process: killed and restarted mid-job (at every step of a restart),
+and two replicas with leader election where only the leader acts."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from tests.integration.fault_proxy import FaultProxy, Request, Trap
 from tests.integration.kube import condition, wait_for
 from tests.integration.operator.jobs import Jobs, pytorch_job
 from tests.integration.operator.process import OperatorProcess
@@ -69,6 +70,106 @@ def test_a_killed_operator_resumes_without_duplicates(
 
     jobs.exit("resume-master-0", 0)
     jobs.wait_condition("PyTorchJob", "resume", "Succeeded")
+
+
+@pytest.fixture
+def proxy(kubeconfig: Path, tmp_path: Path) -> Iterator[FaultProxy]:
+    running = FaultProxy(kubeconfig, tmp_path).start()
+    yield running
+    running.stop()
+
+
+def _restart_status(job: str, restarts: int) -> Callable[[Request], bool]:
+    """The status write that records restart number ``restarts`` of the job's Workers."""
+
+    def matches(request: Request) -> bool:
+        if request.method != "PATCH" or not request.path.endswith(f"/pytorchjobs/{job}/status"):
+            return False
+        workers = ((request.json() or {}).get("status") or {}).get("replicaStatuses") or {}
+        return bool((workers.get("Worker") or {}).get("restarts") == restarts)
+
+    return matches
+
+
+def _pod_call(method: str, namespace: str, pod: str) -> Callable[[Request], bool]:
+    """The DELETE of pod ``pod``, or the POST that creates it."""
+
+    def matches(request: Request) -> bool:
+        if request.method != method:
+            return False
+        if method == "DELETE":
+            return request.path == f"/api/v1/namespaces/{namespace}/pods/{pod}"
+        body = request.json() or {}
+        return bool(
+            request.path == f"/api/v1/namespaces/{namespace}/pods"
+            and (body.get("metadata") or {}).get("name") == pod
+        )
+
+    return matches
+
+
+def test_a_restart_is_counted_once_whichever_step_the_operator_dies_at(
+    installed_crds: list[dict[str, Any]],
+    namespace: str,
+    jobs: Jobs,
+    proxy: FaultProxy,
+    processes: list[OperatorProcess],
+    tmp_path: Path,
+) -> None:
+    """A Worker is OOM-killed four times; each time the operator is killed (SIGKILL) at
+    another step of the restart, at the exact request, and a new one finishes it. With
+    backoffLimit 4, a failure counted twice would fail the job or show in the count."""
+    log = tmp_path / "operator.log"
+    operator = OperatorProcess(proxy.kubeconfig_path, namespace, log).start()
+    processes.append(operator)
+    jobs.create(
+        pytorch_job("steps", workers=1, restart_policy="ExitCode", run_policy={"backoffLimit": 4})
+    )
+    worker = "steps-worker-0"
+    pods = jobs.wait_running("steps", {"steps-master-0", worker})
+    steps = [
+        ("the status write is lost", _restart_status("steps", 1), "before"),
+        ("status written, failed pod not deleted", _restart_status("steps", 2), "after"),
+        ("pod deleted, not created again", _pod_call("DELETE", namespace, worker), "after"),
+        ("pod created again, status not updated", _pod_call("POST", namespace, worker), "after"),
+    ]
+    for restarts, (step, matches, when) in enumerate(steps, start=1):
+        trap = proxy.arm(Trap(matches, operator.kill, when=when))
+        old_uid = pods[worker]["metadata"]["uid"]
+        jobs.exit(worker, 137, "OOMKilled")
+        assert trap.fired.wait(60), f"the operator never reached the step: {step}"
+        assert operator.proc is not None and operator.proc.returncode is not None
+        operator = OperatorProcess(proxy.kubeconfig_path, namespace, log).start()
+        processes.append(operator)
+        pods = jobs.wait_pods(
+            "steps",
+            lambda p, uid=old_uid: (  # type: ignore[misc]
+                worker in p
+                and p[worker]["metadata"]["uid"] != uid
+                and p[worker]["status"].get("phase") == "Running"
+            ),
+            what=f"{worker} recreated after the operator died at: {step}",
+        )
+        job = jobs.wait(
+            "PyTorchJob",
+            "steps",
+            _settled_after_restart,
+            what=f"the job Running again, its failures all gone, after: {step}",
+        )
+        assert job is not None
+        assert job["status"]["replicaStatuses"]["Worker"]["restarts"] == restarts, step
+        assert set(pods) == {"steps-master-0", worker}, step
+        assert set(jobs.services("steps")) == set(pods), step
+    jobs.exit("steps-master-0", 0)
+    done = jobs.wait_condition("PyTorchJob", "steps", "Succeeded")
+    assert done["status"]["replicaStatuses"]["Worker"]["restarts"] == 4
+
+
+def _settled_after_restart(job: dict[str, Any] | None) -> bool:
+    """Running, and no counted failure left to delete."""
+    workers = ((job or {}).get("status") or {}).get("replicaStatuses", {}).get("Worker", {})
+    running = condition(job, "Running") or {}
+    return "countedFailures" not in workers and running.get("status") == "True"
 
 
 def test_only_the_leader_acts_and_a_standby_takes_over(

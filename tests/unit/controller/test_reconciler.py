@@ -119,6 +119,49 @@ def test_a_restart_is_committed_to_the_status_before_the_pod_is_deleted() -> Non
     assert registry.get_sample_value("kubetrain_jobs_created_total", labels) == 1
 
 
+class Crash(Exception):
+    """The operator process dying at a precise step (nothing after it runs)."""
+
+
+@pytest.mark.parametrize("crash_at", ["delete", "recreate"])
+def test_a_restart_is_counted_once_whatever_step_a_crash_interrupts(crash_at: str) -> None:
+    """Each reconciler stands for one operator process: its memory dies with it. The
+    first one dies after writing the status but before deleting the failed pod, or after
+    deleting it but before creating it again; a fresh one finishes the restart."""
+    cluster, first, key, clock = setup(
+        pytorch_raw(workers=1, restart_policy="ExitCode", run_policy={"backoffLimit": 1})
+    )
+    for name in ("job-master-0", "job-worker-0"):
+        cluster.children["Pod"][name] = pod(name)
+    first.reconcile(key)
+    cluster.children["Pod"]["job-worker-0"] = pod(
+        "job-worker-0", "Failed", exit_code=137, reason="OOMKilled", uid="failed-uid"
+    )
+
+    def crash(*_args: Any) -> None:
+        raise Crash
+
+    setattr(cluster, "delete" if crash_at == "delete" else "create", crash)
+    with pytest.raises(Crash):
+        first.reconcile(key)
+        first.reconcile(key)  # the recreation comes in the reconcile after the deletion
+    worker = cluster.jobs[key]["status"]["replicaStatuses"]["Worker"]
+    assert worker["restarts"] == 1 and worker["countedFailures"] == ["failed-uid"]
+    delattr(cluster, "delete" if crash_at == "delete" else "create")  # writes go through
+
+    second = Reconciler(cluster, cluster, PLUGINS, clock=clock)
+    second.reconcile(key)  # a backoffLimit of 1 is not exceeded by the same failure
+    if crash_at == "delete":
+        assert "job-worker-0" not in cluster.children["Pod"]
+        second.reconcile(key)
+    assert cluster.children["Pod"]["job-worker-0"]["metadata"]["uid"] != "failed-uid"
+    cluster.children["Pod"]["job-worker-0"] = pod("job-worker-0", uid="recreated")
+    second.reconcile(key)
+    worker = cluster.jobs[key]["status"]["replicaStatuses"]["Worker"]
+    assert worker["restarts"] == 1 and "countedFailures" not in worker
+    assert cluster.state(key) == "Running"
+
+
 def test_repeated_problems_make_one_event() -> None:
     cluster, reconciler, key, clock = setup(pytorch_raw(workers=1))
     cluster.children["Pod"]["job-master-0"] = pod(
