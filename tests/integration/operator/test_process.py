@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -275,3 +276,73 @@ def _settled(read: Callable[[], float]) -> float:
         observe, lambda pair: pair[0] == pair[1], what="writes to settle", interval=1.0
     )
     return now
+
+
+def _lease(api_client: client.ApiClient, namespace: str) -> client.V1LeaseSpec:
+    lease = client.CoordinationV1Api(api_client).read_namespaced_lease("kubetrain-test", namespace)
+    assert lease.spec is not None
+    return lease.spec
+
+
+def _taken_over(
+    api_client: client.ApiClient, namespace: str, old_holder: str, standby: OperatorProcess
+) -> client.V1LeaseSpec:
+    """The Lease once ``standby`` acts on it as the new leader."""
+    wait_for(
+        lambda: standby.metric("kubetrain_is_leader"),
+        lambda v: v == 1,
+        what="the standby to lead",
+        timeout=60,
+    )
+    spec = _lease(api_client, namespace)
+    assert spec.holder_identity not in (old_holder, "", None)
+    return spec
+
+
+def test_a_graceful_stop_hands_over_at_once_a_killed_leader_when_its_lease_expires(
+    installed_crds: list[dict[str, Any]],
+    kubeconfig: Path,
+    namespace: str,
+    api_client: client.ApiClient,
+    processes: list[OperatorProcess],
+    tmp_path: Path,
+    figures: list[str],
+) -> None:
+    """SIGTERM (a rolling update): the leader stops its workers, sends its last writes and
+    releases the Lease, and the standby takes it at its next attempt, long before the
+    Lease could have expired. SIGKILL (a crashed node): nothing is released, and the
+    standby waits out the Lease (15 s). Handover times are measured on the Lease itself,
+    from the signal to the new holder's ``acquireTime``."""
+    election = ("--leader-elect=true", "--leader-election-id=kubetrain-test")
+
+    def start(name: str) -> OperatorProcess:
+        started = OperatorProcess(kubeconfig, namespace, tmp_path / f"{name}.log", extra=election)
+        processes.append(started.start())
+        return started
+
+    one = start("one")
+    wait_for(lambda: one.metric("kubetrain_is_leader"), lambda v: v == 1, what="one leads")
+    two = start("two")
+    before = _lease(api_client, namespace)
+    assert before.renew_time is not None and before.lease_duration_seconds == 15
+
+    signalled = datetime.now(UTC)
+    assert one.terminate() == 0
+    after_term = _taken_over(api_client, namespace, str(before.holder_identity), two)
+    assert after_term.acquire_time is not None
+    # Taken before the old leader's last renewal we saw could have expired: released.
+    assert after_term.acquire_time < before.renew_time + timedelta(seconds=15)
+    graceful = (after_term.acquire_time - signalled).total_seconds()
+
+    three = start("three")
+    assert three.ready() == (200, "standby: waiting for the leader lease\n")
+    killed = datetime.now(UTC)
+    two.kill()
+    after_kill = _taken_over(api_client, namespace, str(after_term.holder_identity), three)
+    assert after_kill.acquire_time is not None
+    crash = (after_kill.acquire_time - killed).total_seconds()
+    assert after_kill.lease_transitions == (after_term.lease_transitions or 0) + 1
+    figures.append(
+        f"leader handover: SIGTERM {graceful:.1f} s (Lease released), "
+        f"SIGKILL {crash:.1f} s (Lease of 15 s expired)"
+    )
