@@ -3,7 +3,15 @@ yet; pods of replicas being recreated wait until the old pod is gone), what to a
 again (a child of this job whose desired content changed), what to create under a
 generated name, and the per-replica pods and Services no replica needs any more. A
 Service or pod the startup gate waits for that this reconcile creates makes the job be
-looked at again at once."""
+looked at again at once.
+
+Work per reconcile is bounded: at most :data:`WRITE_BATCH` children are created or
+applied, and as many surplus ones deleted; a job with more to do is looked at again at
+once, behind the jobs already waiting, and its Created condition says how far it got. So
+a job of 2,000 pods never holds a worker and the shared write pool for minutes while
+small jobs wait, and the children being written are the only ones the operator builds
+and holds at a time (the plugins build children lazily, and the pass stops at the
+batch)."""
 
 from __future__ import annotations
 
@@ -25,6 +33,10 @@ CREATE_ONCE = frozenset({"Pod", "Job", "Secret"})
 GENERATED_NAME_STATUS = {"Secret": "sshAuthSecretName"}
 #: Requeue delay after creating a child the startup gate waits for.
 IMMEDIATE_REQUEUE_SECONDS = 0.05
+#: Children created or applied (and surplus ones deleted) in one reconcile at most.
+#: At the default 20 API requests per second a batch is 2.5 s of writes: the longest a
+#: small job's creations wait behind a huge job's in the shared write pool.
+WRITE_BATCH = 50
 
 
 def decide(draft: Draft) -> Decision:
@@ -32,8 +44,13 @@ def decide(draft: Draft) -> Decision:
     job, observed = draft.job, draft.observed
     assert job is not None
     recreating = {r.replica.pod_name for r in draft.restart.recreate} if draft.restart else set()
-    decision = Decision(delete=_surplus(draft))
+    surplus = _surplus(draft)
+    decision = Decision(delete=surplus[:WRITE_BATCH])
+    more = len(surplus) > WRITE_BATCH
     for desired in draft.plugin.build(job, observed):
+        if len(decision.create) + len(decision.apply) >= WRITE_BATCH:
+            more = True  # the rest is neither built nor compared in this reconcile
+            break
         kind = desired["kind"]
         name = desired["metadata"].get("name")
         if not name:
@@ -48,10 +65,17 @@ def decide(draft: Draft) -> Decision:
         ):
             decision.apply.append(desired)
     written = {(o["kind"], o["metadata"]["name"]) for o in (*decision.create, *decision.apply)}
-    if written & draft.plan.awaiting:
+    if written & draft.plan.awaiting or more:
         # The gate was evaluated before this reconcile created what it waits for: look
         # again as soon as the write is in the cache (the Service may be all it lacked).
+        # Or a batch is done and more children are missing: the next one comes once the
+        # jobs already in the queue had their turn.
         decision.requeue_after = IMMEDIATE_REQUEUE_SECONDS
+    if more:
+        wanted = [r.pod_name for r in draft.plugin.replicas(job)]
+        there = sum(1 for name in wanted if name in observed.pods)
+        created = sum(1 for o in decision.create if o["kind"] == "Pod")
+        draft.creating = (there + created, len(wanted))
     return decision
 
 

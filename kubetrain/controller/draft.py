@@ -115,6 +115,9 @@ class Draft:
         }
         self.restart: RestartVerdict | None = None
         self.gate: Gate | None = None
+        #: Set when this reconcile writes only a batch of the children still missing:
+        #: (pods there or being created now, pods the job should have).
+        self.creating: tuple[int, int] | None = None
         if self.job is not None and not self.finished:
             counted = self.plugin.status(self.job, self.observed).replica_statuses or {}
             self.replica_statuses = with_restarts(counted, self.persisted_restarts)

@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
+from kubetrain.controller.desired import WRITE_BATCH
 from kubetrain.controller.errors import ApiError
 from kubetrain.controller.plugins.registry import build_registry
 from kubetrain.controller.reconciler import Reconciler
-from tests.unit.controller.builders import JOB_UID, NOW, mpi_raw, pod, pytorch_raw
+from tests.unit.controller.builders import JOB_UID, NOW, mpi_raw, pod, pytorch_raw, tf_raw
 from tests.unit.controller.memory_cluster import MemoryCluster
 
 PLUGINS = build_registry(("PyTorchJob", "TFJob", "MPIJob"))
@@ -380,3 +381,48 @@ def test_each_pod_exit_is_recorded_once() -> None:
     reconciler.reconcile(key)
     exits = [e.message for e in cluster.events if e.reason == "ExitedWithCode"]
     assert exits == ["Pod: ns.job-worker-0 exited with code 3"]
+
+
+def test_a_large_job_gets_its_children_in_batches_with_progress_in_its_status() -> None:
+    """120 Workers and 30 PS (300 children): each reconcile writes one batch and asks to
+    be looked at again at once; the Created condition counts the pods so far."""
+    cluster, reconciler, key, _ = setup(tf_raw(workers=120, ps=30))
+    passes = []
+    while True:
+        before = sum(len(cluster.children[k]) for k in ("Pod", "Service"))
+        result = reconciler.reconcile(key)
+        written = sum(len(cluster.children[k]) for k in ("Pod", "Service")) - before
+        created = cluster.condition(key, "Created")
+        assert created is not None
+        passes.append((written, result.requeue_after, created["message"]))
+        if result.requeue_after is None:
+            break
+        assert len(passes) < 20, passes
+    assert [w for w, _, _ in passes] == [WRITE_BATCH] * 6
+    assert "Creating its children, 50 per pass: 25 of 150 pods so far." in passes[0][2]
+    assert "125 of 150 pods so far." in passes[4][2]
+    # The last batch completes the job's children; the message no longer counts.
+    assert "Creating" not in passes[-1][2]
+    assert len(cluster.children["Pod"]) == len(cluster.children["Service"]) == 150
+
+
+def test_a_large_job_builds_only_the_children_of_one_batch() -> None:
+    """The plugin's children are built lazily: a pass stops at the batch."""
+    plugin = PLUGINS["TFJob"]
+    built = []
+
+    class Counting:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(plugin, name)
+
+        def build(self, job: Any, observed: Any) -> Any:
+            for child in plugin.build(job, observed):
+                built.append(child["metadata"]["name"])
+                yield child
+
+    cluster = MemoryCluster()
+    key = cluster.add_job(tf_raw(workers=1000))
+    counting = {**PLUGINS, "TFJob": Counting()}
+    Reconciler(cluster, cluster, counting, clock=Clock()).reconcile(key)
+    assert len(cluster.children["Pod"]) == WRITE_BATCH // 2
+    assert len(built) <= WRITE_BATCH + 1
