@@ -15,12 +15,16 @@ batch)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from kubetrain.api import keys as K
+from kubetrain.api.common import JobBase as Job
+from kubetrain.controller import gang as G
 from kubetrain.controller import podstate
 from kubetrain.controller.decisions import ChildRef, Decision, ref
 from kubetrain.controller.plugins import children
+from kubetrain.controller.policies import gang_restart
 
 if TYPE_CHECKING:
     from kubetrain.controller.draft import Draft
@@ -47,7 +51,17 @@ def decide(draft: Draft) -> Decision:
     surplus = _surplus(draft)
     decision = Decision(delete=surplus[:WRITE_BATCH])
     more = len(surplus) > WRITE_BATCH
-    for desired in draft.plugin.build(job, observed):
+    built: Iterable[dict[str, Any]] = draft.plugin.build(job, observed)
+    if gang_restart.scope(job)[0]:
+        state = draft.current.gang_restart
+        built = _with_attempt(job, state.attempt if state else 0, built)
+    gang = draft.plugin.gang_of(job)
+    held = False
+    if gang is not None:
+        # The PodGroup counts every member: a gang's children are built in full (its
+        # writes are still batched).
+        built, held = with_gang(draft, gang, list(built))
+    for desired in built:
         if len(decision.create) + len(decision.apply) >= WRITE_BATCH:
             more = True  # the rest is neither built nor compared in this reconcile
             break
@@ -65,6 +79,9 @@ def decide(draft: Draft) -> Decision:
         ):
             decision.apply.append(desired)
     written = {(o["kind"], o["metadata"]["name"]) for o in (*decision.create, *decision.apply)}
+    if held and any(o["kind"] == G.POD_GROUP for o in decision.create):
+        # The pods follow as soon as the PodGroup is in the cache.
+        decision.requeue_after = IMMEDIATE_REQUEUE_SECONDS
     if written & draft.plan.awaiting or more:
         # The gate was evaluated before this reconcile created what it waits for: look
         # again as soon as the write is in the cache (the Service may be all it lacked).
@@ -77,6 +94,39 @@ def decide(draft: Draft) -> Decision:
         created = sum(1 for o in decision.create if o["kind"] == "Pod")
         draft.creating = (there + created, len(wanted))
     return decision
+
+
+def with_gang(
+    draft: Draft, gang: G.Gang, built: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], bool]:
+    """``built`` with the job's PodGroup and its member pods marked for the gang
+    scheduler; the members are left out (``True``) until the PodGroup exists (and, with
+    Volcano, has left ``Pending``). Nothing changes while no member is built yet (a
+    TrainJob's initializers run first)."""
+    assert draft.job is not None
+    job = draft.job
+    members = [c for c in built if G.is_member(gang, c)]
+    if not members:
+        return built, False
+    for member in members:
+        G.mark(gang, job.name, member)
+    metadata = children.metadata(job, job.name, children.job_labels(job))
+    group = children.with_hash(
+        G.pod_group(gang, job.name, children.namespace_of(job), members, metadata)
+    )
+    held = G.holds_pods(gang, draft.observed.pod_groups.get(job.name))
+    ids = {id(m) for m in members}
+    kept = [c for c in built if not (held and id(c) in ids)]
+    return [group, *kept], held
+
+
+def _with_attempt(
+    job: Job, attempt: int, built: Iterable[dict[str, Any]]
+) -> Iterator[dict[str, Any]]:
+    """``built`` with the gang restart's attempt on each pod, one child at a time."""
+    for child in built:
+        gang_restart.with_attempt(job, attempt, [child])
+        yield child
 
 
 def _surplus(draft: Draft) -> list[ChildRef]:

@@ -41,6 +41,7 @@ from kubetrain.api.trainer import constants as T
 from kubetrain.api.trainer.runtime import (
     MLPolicy,
     MPIMLPolicySource,
+    PodGroupPolicy,
     RuntimeBase,
     TorchMLPolicySource,
 )
@@ -89,6 +90,11 @@ class ResolvedSpec(KubeModel):
     #: The runtime template's (and patches') labels and annotations, for every child.
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
+    #: The runtime's gang-scheduling policy (coscheduling or volcano), if any.
+    pod_group_policy: PodGroupPolicy | None = None
+    #: JobSet's ``failurePolicy.maxRestarts``: the whole gang is restarted on a failure,
+    #: at most this many times (None: pods restart one by one).
+    gang_max_restarts: int | None = None
 
 
 class ResolvedTrainJob(JobBase):
@@ -358,5 +364,9 @@ def resolve(trainjob: TrainJob, runtime: RuntimeBase) -> ResolvedTrainJob:
             runtime_name=runtime.name,
             labels=labels,
             annotations=annotations,
+            pod_group_policy=runtime.spec.pod_group_policy,
+            gang_max_restarts=(
+                jobset.failure_policy.max_restarts if jobset.failure_policy is not None else None
+            ),
         ),
     )

@@ -28,6 +28,7 @@ from kubetrain.api import keys as K
 from kubetrain.api.common import ConditionType, JobStatus, RestartPolicy
 from kubetrain.api.common import JobBase as Job
 from kubetrain.api.errors import FieldError
+from kubetrain.controller.gang import Gang, GangConfig
 
 Obj = Mapping[str, Any]
 
@@ -48,6 +49,8 @@ class Observed:
     config_maps: Mapping[str, Obj] = field(default_factory=dict)
     secrets: Mapping[str, Obj] = field(default_factory=dict)
     batch_jobs: Mapping[str, Obj] = field(default_factory=dict)
+    #: The job's PodGroup (gang scheduling), by name.
+    pod_groups: Mapping[str, Obj] = field(default_factory=dict)
     now: datetime = field(default_factory=_epoch)
     #: A TrainJob's runtime (TrainingRuntime or ClusterTrainingRuntime), when it exists.
     runtime: Obj | None = None
@@ -60,6 +63,7 @@ class Observed:
             "ConfigMap": self.config_maps,
             "Secret": self.secrets,
             "Job": self.batch_jobs,
+            "PodGroup": self.pod_groups,
         }[kind]
 
 
@@ -145,6 +149,12 @@ class JobPlugin(Protocol):
     #: last two keep the job and its status.
     ttl_deletes: str
     status_codec: StatusCodec
+    #: The operator's gang scheduler (None: off); set by the registry.
+    gang: GangConfig | None
+
+    def gang_of(self, job: Job) -> Gang | None:
+        """The gang the job is scheduled as (None: its pods are scheduled one by one)."""
+        ...
 
     def serving_replica_types(self, job: Job) -> tuple[str, ...]:
         """Replica types whose pods never end by themselves (MPI workers serve ``sshd``):

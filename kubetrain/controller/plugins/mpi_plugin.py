@@ -45,6 +45,7 @@ from kubetrain.api.mpi import (
     MPIJob,
     MPIReplicaType,
 )
+from kubetrain.controller import gang as G
 from kubetrain.controller import podstate
 from kubetrain.controller.plugins import children, v1
 from kubetrain.controller.plugins.base import (
@@ -139,6 +140,8 @@ class MPIPlugin:
     #: As upstream: the TTL removes the launcher Job; the MPIJob and its status stay.
     ttl_deletes = "launcher"
     status_codec: StatusCodec = v1.V1_STATUS
+    #: The operator's gang scheduler (None: off).
+    gang: G.GangConfig | None = None
 
     def __init__(
         self,
@@ -147,6 +150,11 @@ class MPIPlugin:
     ) -> None:
         self.addressing = addressing or ClusterAddressing()
         self.keygen = keygen
+
+    def gang_of(self, job: Job) -> G.Gang | None:
+        """The launcher and every worker are one gang when the operator has a gang
+        scheduler."""
+        return G.gang_of(job, self.gang, job.replica_specs())
 
     # -- capabilities ----------------------------------------------------------------
 
@@ -194,7 +202,9 @@ class MPIPlugin:
 
     def startup_rules(self, job: Job) -> list[StartupRule]:
         """The framework's start order: the workers' pods, reached through the job's
-        Service."""
+        Service (none under gang scheduling: the launcher is a member of the gang)."""
+        if self.gang_of(job) is not None:
+            return []
         return [
             StartupRule(
                 waiting=order.waiting,

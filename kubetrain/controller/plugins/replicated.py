@@ -14,6 +14,7 @@ from kubetrain.api.base import LabelSelector
 from kubetrain.api.common import JobBase as Job
 from kubetrain.api.common import JobStatus, ReplicaSpec, ReplicaStatus, RestartPolicy
 from kubetrain.api.errors import FieldError
+from kubetrain.controller import gang as G
 from kubetrain.controller import podstate
 from kubetrain.controller.plugins import children, v1
 from kubetrain.controller.plugins.base import (
@@ -35,6 +36,8 @@ class ReplicatedPlugin:
     child_kinds: tuple[str, ...] = ("Pod", "Service")
     ttl_deletes = "job"
     status_codec: StatusCodec = v1.V1_STATUS
+    #: The operator's gang scheduler (None: off).
+    gang: G.GangConfig | None = None
 
     def __init__(self, framework: Framework, addressing: ClusterAddressing | None = None) -> None:
         self.framework = framework
@@ -81,8 +84,15 @@ class ReplicatedPlugin:
         tolerates = getattr(self.framework, "tolerates_failure", None)
         return bool(tolerates(job, replica.replica_type)) if tolerates else False
 
+    def gang_of(self, job: Job) -> G.Gang | None:
+        """Every replica of the job is one gang when the operator has a gang scheduler."""
+        return G.gang_of(job, self.gang, job.replica_specs())
+
     def startup_rules(self, job: Job) -> list[StartupRule]:
-        """The framework's start order, on each needed replica's Pod and Service."""
+        """The framework's start order, on each needed replica's Pod and Service (none
+        under gang scheduling: the gang starts together)."""
+        if self.gang_of(job) is not None:
+            return []
         rules = []
         for order in self.framework.start_order(job):
             names = tuple(replica_name(job.name, t, i) for t, i in order.needed)

@@ -23,8 +23,9 @@ from kubetrain.controller.plugins.base import Observed
 if TYPE_CHECKING:
     from kubetrain.controller.draft import Draft
 
-#: Kinds of children deleted while a job is suspended.
-SUSPENDED_KINDS = ("Pod", "Service", "Job")
+#: Kinds of children deleted while a job is suspended (the PodGroup too, as upstream:
+#: a resumed job's gang is formed again from its current spec).
+SUSPENDED_KINDS = ("Pod", "Service", "Job", "PodGroup")
 
 
 def _owned_by_batch_job(obj: Mapping[str, Any]) -> bool:
