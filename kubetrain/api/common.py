@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from pydantic import ConfigDict, Field, StrictBool, StrictStr
 
@@ -12,6 +12,7 @@ from kubetrain.api.base import (
     Int32,
     KubeModel,
     LabelSelector,
+    ListType,
     NonNegInt32,
     NonNegInt64,
     PodTemplateSpec,
@@ -148,6 +149,12 @@ class ReplicaStatus(KubeModel):
         default=None,
         description="Pods of this type the operator deleted and recreated after a failure "
         "(kubetrain; counted against runPolicy.backoffLimit).",
+    )
+    counted_failures: Annotated[list[StrictStr], ListType("atomic")] | None = Field(
+        default=None,
+        description="uids of failed pods of this type already counted in restarts whose "
+        "deletion is still pending (kubetrain; an operator that restarts mid-way does not "
+        "count them again).",
     )
 
 

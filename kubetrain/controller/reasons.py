@@ -99,6 +99,11 @@ def created(kind: str, name: str) -> str:
     return f"{kind} {name} is created."
 
 
+def creating_children(pods: int, total: int, batch: int) -> str:
+    """Progress of a job whose children are created over several reconciles."""
+    return f"Creating its children, {batch} per pass: {pods:,} of {total:,} pods so far."
+
+
 def running(kind: str, name: str) -> str:
     return f"{kind} {name} is running."
 

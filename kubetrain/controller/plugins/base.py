@@ -8,7 +8,7 @@ observed state of its children, all pure.
 - ``validate(job)``: problems only the operator checks (the typed API checked the rest);
 - ``replicas(job)``: the pods the job should have, one per replica index;
 - ``startup_rules(job)``: which replica types wait for which others to be Ready;
-- ``build(job, observed)``: the desired children, with startup gating applied;
+- ``build(job, observed)``: the desired children, with startup gating applied (lazily);
 - ``status(job, observed)``: replica counts and selectors (conditions are the
   reconciler's, from the outcome and the policies);
 - ``outcome(job, observed)``: success (or, for MPI, the launcher Job's failure);
@@ -19,7 +19,7 @@ observed state of its children, all pure.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -181,8 +181,10 @@ class JobPlugin(Protocol):
         """Which replica types wait for which pods to be Ready before starting."""
         ...
 
-    def build(self, job: Job, observed: Observed) -> list[dict[str, Any]]:
-        """The desired children now (gated replicas' pods left out); pure."""
+    def build(self, job: Job, observed: Observed) -> Iterator[dict[str, Any]]:
+        """The desired children now (gated replicas' pods left out), one at a time, in a
+        stable order; pure. Lazy, so that a reconcile that stops after a batch never
+        builds the rest of a large job's children."""
         ...
 
     def status(self, job: Job, observed: Observed) -> JobStatus:

@@ -26,7 +26,7 @@ Success and failure come from the launcher Job's Complete and Failed conditions.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from kubetrain.api import keys as K
@@ -216,18 +216,17 @@ class MPIPlugin:
             for order in self.framework.start_order(job)
         ]
 
-    def build(self, job: Job, observed: Observed) -> list[dict[str, Any]]:
+    def build(self, job: Job, observed: Observed) -> Iterator[dict[str, Any]]:
         typed = _typed(job)
-        out = [
-            children.with_hash(self._service(typed)),
-            children.with_hash(self._config_map(typed, observed)),
-        ]
+        yield children.with_hash(self._service(typed))
+        yield children.with_hash(self._config_map(typed, observed))
         secret = secret_name(observed)
         if secret is None:
             # Pods mount the key pair: they come once its generated name is recorded.
-            out.append(self._secret(typed))
-            return out
-        out += [children.with_hash(self._worker(typed, r, secret)) for r in self.replicas(job)]
+            yield self._secret(typed)
+            return
+        for replica in self.replicas(job):
+            yield children.with_hash(self._worker(typed, replica, secret))
         gate = startup.evaluate(
             self.startup_rules(job), observed, started_at=None, timeout_seconds=1
         )
@@ -235,8 +234,7 @@ class MPIPlugin:
         if not blocked or waits_at_startup(typed):
             # Gated when created before its workers are Ready; the startup policy lifts
             # the gate. A launcher Job created later needs none.
-            out.append(children.with_hash(self._launcher(typed, secret, gated=blocked)))
-        return out
+            yield children.with_hash(self._launcher(typed, secret, gated=blocked))
 
     def status(self, job: Job, observed: Observed) -> JobStatus:
         workers = self.replicas(job)

@@ -6,7 +6,7 @@ them into children and counts."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from kubetrain.api import keys as K
@@ -107,14 +107,13 @@ class ReplicatedPlugin:
             )
         return rules
 
-    def build(self, job: Job, observed: Observed) -> list[dict[str, Any]]:
+    def build(self, job: Job, observed: Observed) -> Iterator[dict[str, Any]]:
         """A pod and a headless Service per replica; pods of gated replica types are left
         out (their Services are created at once: names resolve once the pods are Ready)."""
         gate = startup.evaluate(
             self.startup_rules(job), observed, started_at=None, timeout_seconds=1
         )
         specs = job.replica_specs()
-        out: list[dict[str, Any]] = []
         for replica in self.replicas(job):
             spec: ReplicaSpec = specs[replica.replica_type]
             role = self.framework.role(job, replica.replica_type, replica.index)
@@ -128,7 +127,7 @@ class ReplicatedPlugin:
                 ),
             )
             if replica.replica_type not in gate.blocked:
-                out.append(children.with_hash(children.pod(job, replica.pod_name, template)))
+                yield children.with_hash(children.pod(job, replica.pod_name, template))
             selector = {
                 k: labels[k] for k in (K.OPERATOR_NAME, K.JOB_NAME, K.REPLICA_TYPE, K.REPLICA_INDEX)
             }
@@ -139,8 +138,7 @@ class ReplicatedPlugin:
                 selector=selector,
                 ports=children.service_ports(template["spec"], replica.main_container),
             )
-            out.append(children.with_hash(service))
-        return out
+            yield children.with_hash(service)
 
     def status(self, job: Job, observed: Observed) -> JobStatus:
         """A JobStatus holding only the replica counts."""

@@ -18,7 +18,7 @@ suspend, cleanup), and its children are made directly, no JobSet needed:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from kubetrain.api import keys as K
@@ -187,24 +187,23 @@ class TrainJobPlugin:
 
     # -- children -----------------------------------------------------------------------
 
-    def build(self, job: Job, observed: Observed) -> list[dict[str, Any]]:
+    def build(self, job: Job, observed: Observed) -> Iterator[dict[str, Any]]:
         resolved = typed(job)
-        out = [children.with_hash(self._service(resolved))]
+        yield children.with_hash(self._service(resolved))
         secret: str | None = None
         if resolved.spec.mpi is not None:
-            out.append(children.with_hash(self._hostfile(resolved)))
+            yield children.with_hash(self._hostfile(resolved))
             secret = next(iter(observed.secrets), None)
             if secret is None:
-                out.append(self._secret(resolved))
-                return out  # pods mount the key pair: they come once its name is recorded
+                yield self._secret(resolved)
+                return  # pods mount the key pair: they come once its name is recorded
         gate = startup.evaluate(
             self.startup_rules(job), observed, started_at=None, timeout_seconds=1
         )
         for replica in self.replicas(job):
             if replica.replica_type in gate.blocked:
                 continue
-            out.append(children.with_hash(self._pod(resolved, replica, secret)))
-        return out
+            yield children.with_hash(self._pod(resolved, replica, secret))
 
     def _labels(self, job: Job, replicated_job: str, index: int) -> dict[str, str]:
         labels = children.replica_labels(job, replicated_job, index)

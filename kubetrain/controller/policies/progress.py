@@ -11,6 +11,7 @@ from kubetrain.api.common import ConditionStatus, ConditionType
 from kubetrain.controller import podstate
 from kubetrain.controller import reasons as R
 from kubetrain.controller.decisions import ConditionChange, Decision, Event
+from kubetrain.controller.desired import WRITE_BATCH
 from kubetrain.controller.plugins.base import Observed
 
 if TYPE_CHECKING:
@@ -80,7 +81,10 @@ def decide(draft: Draft) -> Decision:
                 waiting = " ".join(
                     t for t in (waiting, R.gang_waiting(gang.backend.scheduler, name)) if t
                 )
-        text = " ".join(t for t in (R.created(kind, name), waiting, problem_text) if t)
+        creating = ""
+        if draft.creating is not None:
+            creating = R.creating_children(*draft.creating, batch=WRITE_BATCH)
+        text = " ".join(t for t in (R.created(kind, name), creating, waiting, problem_text) if t)
         decision.conditions.append(
             ConditionChange(
                 ConditionType.CREATED,
