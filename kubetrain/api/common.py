@@ -151,6 +151,19 @@ class ReplicaStatus(KubeModel):
     )
 
 
+class GangRestartStatus(KubeModel):
+    """kubetrain: whole-gang restarts (``kubetrain.dev/restart-scope: Gang``)."""
+
+    attempt: NonNegInt32 = Field(
+        description="The gang's current attempt: 0 at first, one more per gang restart."
+    )
+    trigger: StrictStr | None = Field(
+        default=None,
+        max_length=64,
+        description="uid of the failed pod that started the current attempt (counted once).",
+    )
+
+
 class JobStatus(KubeModel):
     conditions: list[JobCondition] | None = None
     replica_statuses: dict[str, ReplicaStatus] | None = None
@@ -161,6 +174,10 @@ class JobStatus(KubeModel):
         default=None,
         description="MPIJob: the Secret holding the job's SSH key pair, which the operator "
         "created under a generated name (kubetrain; it never reads or adopts Secrets).",
+    )
+    gang_restart: GangRestartStatus | None = Field(
+        default=None,
+        description="Whole-gang restarts made (kubetrain; counted against runPolicy.backoffLimit).",
     )
 
 

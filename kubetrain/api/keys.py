@@ -38,6 +38,17 @@ SUCCESS_GRACE_ANNOTATION = f"{KUBETRAIN_PREFIX}/success-grace-seconds"
 #: The scheduling gate on a pod created before the pods it connects to are Ready (an
 #: MPIJob's launcher under ``launcherCreationPolicy: AtStartup``); the operator removes it.
 STARTUP_GATE = f"{KUBETRAIN_PREFIX}/startup"
+#: Job annotation: ``Gang`` restarts every pod of the job when one fails (``Pod``, the
+#: default, recreates only the failed pod).
+RESTART_SCOPE_ANNOTATION = f"{KUBETRAIN_PREFIX}/restart-scope"
+RESTART_SCOPES = ("Pod", "Gang")
+#: Replica pod-template annotation: how many times the operator may recreate this replica
+#: type's pods after failures (alongside the job-wide ``runPolicy.backoffLimit``).
+MAX_RESTARTS_ANNOTATION = f"{KUBETRAIN_PREFIX}/max-restarts"
+#: Pod label: the gang attempt a pod belongs to (under restart scope Gang).
+ATTEMPT_LABEL = f"{KUBETRAIN_PREFIX}/attempt"
+#: Environment variable: the gang attempt, for the training program.
+ATTEMPT_ENV = "KUBETRAIN_RESTART_ATTEMPT"
 #: The linear-scaling arithmetic of a sample job, for people.
 LEARNING_RATE_ANNOTATION = f"{KUBETRAIN_PREFIX}/learning-rate"
 #: The node label naming a block (rail, rack, IB island) when the platform has none.

@@ -23,6 +23,15 @@ _DNS1123_SUBDOMAIN = re.compile(
 )
 
 
+class LogLevel(StrEnum):
+    """How much the operator logs."""
+
+    DEBUG = "debug"
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
+
+
 class GangScheduler(StrEnum):
     """Gang-scheduling backend; ``none`` schedules pods one by one."""
 
@@ -83,6 +92,8 @@ class OperatorConfig:
     event_qps: float = 10.0
     """Events per second the operator records at most (bursts of 10x); the rest wait in
     a bounded queue, so a large job's per-pod Events never crowd out its reconciles."""
+    log_level: LogLevel = LogLevel.INFO
+    """Lowest level of the log lines the operator writes: debug, info, warning, error."""
 
     def __post_init__(self) -> None:
         unknown = [k for k in self.kinds if k not in JOB_KINDS]
@@ -180,6 +191,7 @@ class OperatorConfig:
             f"--startup-timeout-seconds={self.startup_timeout_seconds}",
             f"--success-grace-seconds={self.success_grace_seconds}",
             f"--event-qps={self.event_qps:g}",
+            f"--log-level={self.log_level.value}",
         ]
         if self.gang_scheduler_name:
             args.append(f"--gang-scheduler-name={self.gang_scheduler_name}")
@@ -233,6 +245,9 @@ class OperatorConfig:
         )
         parser.add_argument("--success-grace-seconds", type=int, default=d.success_grace_seconds)
         parser.add_argument("--event-qps", type=float, default=d.event_qps)
+        parser.add_argument(
+            "--log-level", default=d.log_level.value, choices=[level.value for level in LogLevel]
+        )
 
     @classmethod
     def from_namespace(cls, args: argparse.Namespace) -> OperatorConfig:
@@ -257,6 +272,7 @@ class OperatorConfig:
             startup_timeout_seconds=args.startup_timeout_seconds,
             success_grace_seconds=args.success_grace_seconds,
             event_qps=args.event_qps,
+            log_level=LogLevel(args.log_level),
         )
 
     @classmethod

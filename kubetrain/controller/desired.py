@@ -14,6 +14,7 @@ from kubetrain.controller import gang as G
 from kubetrain.controller import podstate
 from kubetrain.controller.decisions import ChildRef, Decision, ref
 from kubetrain.controller.plugins import children
+from kubetrain.controller.policies import gang_restart
 
 if TYPE_CHECKING:
     from kubetrain.controller.draft import Draft
@@ -35,6 +36,9 @@ def decide(draft: Draft) -> Decision:
     recreating = {r.replica.pod_name for r in draft.restart.recreate} if draft.restart else set()
     decision = Decision(delete=_surplus(draft))
     built = draft.plugin.build(job, observed)
+    if gang_restart.scope(job)[0]:
+        state = draft.current.gang_restart
+        gang_restart.with_attempt(job, state.attempt if state else 0, built)
     gang = draft.plugin.gang_of(job)
     held = False
     if gang is not None:

@@ -34,6 +34,7 @@ from kubetrain import __version__
 from kubetrain.api.kinds import CLUSTER_TRAINING_RUNTIME, OPERATOR_KINDS, TRAINING_RUNTIME
 from kubetrain.controller.credentials import auth_headers, credential_loader
 from kubetrain.controller.errors import ApiError
+from kubetrain.controller.gang import BACKENDS
 
 log = logging.getLogger("kubetrain.kube")
 
@@ -93,11 +94,7 @@ CHILD_RESOURCES: Mapping[str, Resource] = {
 }
 #: The gang schedulers' PodGroups (one kind name, two API groups), by apiVersion.
 POD_GROUP_RESOURCES: Mapping[str, Resource] = {
-    r.api_version: r
-    for r in (
-        Resource("scheduling.x-k8s.io", "v1alpha1", "podgroups", "PodGroup"),
-        Resource("scheduling.volcano.sh", "v1beta1", "podgroups", "PodGroup"),
-    )
+    b.api_version: Resource(b.group, b.version, "podgroups", "PodGroup") for b in BACKENDS.values()
 }
 
 

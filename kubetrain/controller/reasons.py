@@ -191,6 +191,44 @@ def startup_waiting(waiting: str, needed: str) -> str:
     return f"Waiting for {needed} to be Ready before creating {waiting}."
 
 
+GANG_RESTART = "GangRestart"
+
+
+def gang_restarting(
+    kind: str, name: str, pod: str, cause: str, attempt: int, limit: int | None
+) -> str:
+    budget = f"{attempt} of {limit}" if limit is not None else f"{attempt} (no limit)"
+    return (
+        f"{kind} {name} is restarting as a gang: pod {pod} failed ({cause}), so every pod "
+        f"is deleted and the gang starts again as attempt {attempt}; gang restarts used: "
+        f"{budget}."
+    )
+
+
+def replica_restarts_exceeded(
+    kind: str, name: str, replica_type: str, pod: str, cause: str, limit: int
+) -> str:
+    return (
+        f"{_replica_failed(kind, name, replica_type)} and its restarts allowed "
+        f"(kubetrain.dev/max-restarts {limit}) are used up: pod {pod} failed ({cause})."
+    )
+
+
+def gang_restarts_exceeded(kind: str, name: str, pod: str, cause: str, limit: int) -> str:
+    return (
+        f"{kind} {name} is failed: pod {pod} failed ({cause}) and the gang restarts allowed "
+        f"({limit}) are used up. Raise spec.runPolicy.backoffLimit (a TrainJob: its "
+        "runtime's failurePolicy.maxRestarts) to allow more."
+    )
+
+
+def gang_waiting(scheduler: str, group: str) -> str:
+    return (
+        f"Waiting for the gang scheduler ({scheduler}) to place every pod of PodGroup "
+        f"{group} together."
+    )
+
+
 def pod_failed(kind: str, name: str, replica_type: str, pod: str, cause: str, policy: str) -> str:
     return (
         f"{_replica_failed(kind, name, replica_type)}: pod {pod} failed ({cause}) and its "

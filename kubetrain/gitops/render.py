@@ -3,6 +3,7 @@ Applications that deploy them."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -34,8 +35,9 @@ def _annotate(obj: dict[str, Any], annotations: dict[str, str]) -> None:
     meta["annotations"] = {**meta.get("annotations", {}), **annotations}
 
 
-def render_charts(stack: Stack) -> list[RenderedChart]:
-    """Every non-empty chart of ``stack``, in deployment order, as plain dicts."""
+def render_charts(stack: Stack, only: Collection[str] = CHART_ORDER) -> list[RenderedChart]:
+    """Every non-empty chart of ``stack`` (of those named in ``only``), in deployment
+    order, as plain dicts."""
     quiet_jsii()
     import cdk8s
 
@@ -49,14 +51,15 @@ def render_charts(stack: Stack) -> list[RenderedChart]:
     )
 
     app = cdk8s.App()
-    charts: dict[str, cdk8s.Chart] = {
-        "crds": CrdsChart(
+    charts: dict[str, cdk8s.Chart] = {}
+    if "crds" in only:
+        charts["crds"] = CrdsChart(
             app,
             "crds",
             KubeflowCrdsProps(annotations={argo.SYNC_OPTIONS_ANNOTATION: argo.CRD_SYNC_OPTIONS}),
-        ),
-        "operator": OperatorChart(app, "operator", stack.operator),
-    }
+        )
+    if "operator" in only:
+        charts["operator"] = OperatorChart(app, "operator", stack.operator)
     gpu_nodes = GpuNodesChart(app, "gpu-nodes", stack.node_pools)
     charts["gpu-nodes"] = gpu_nodes
     charts["runtimes"] = RuntimesChart(app, "runtimes", stack.runtimes, gpu_nodes.pools)
@@ -64,6 +67,8 @@ def render_charts(stack: Stack) -> list[RenderedChart]:
     charts["samples"] = SamplesChart(app, "samples", stack.samples, node_pool=pool)
     rendered: list[RenderedChart] = []
     for name in CHART_ORDER:
+        if name not in only:
+            continue
         objects = [dict(o) for o in charts[name].to_json()]
         if not objects:
             continue

@@ -94,6 +94,9 @@ class ResolvedSpec(KubeModel):
     annotations: dict[str, str] = Field(default_factory=dict)
     #: The runtime's gang-scheduling policy (coscheduling or volcano), if any.
     pod_group_policy: PodGroupPolicy | None = None
+    #: JobSet's ``failurePolicy.maxRestarts``: the whole gang is restarted on a failure,
+    #: at most this many times (None: pods restart one by one).
+    gang_max_restarts: int | None = None
 
 
 class ResolvedTrainJob(JobBase):
@@ -367,5 +370,8 @@ def resolve(trainjob: TrainJob, runtime: RuntimeBase) -> ResolvedTrainJob:
             labels=labels,
             annotations=annotations,
             pod_group_policy=runtime.spec.pod_group_policy,
+            gang_max_restarts=(
+                jobset.failure_policy.max_restarts if jobset.failure_policy is not None else None
+            ),
         ),
     )

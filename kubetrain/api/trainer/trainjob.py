@@ -29,7 +29,7 @@ from kubetrain.api.base import (
     SchemaFormat,
     Time,
 )
-from kubetrain.api.common import JobCondition, ObjectMeta, ReplicaStatus
+from kubetrain.api.common import GangRestartStatus, JobCondition, ObjectMeta, ReplicaStatus
 from kubetrain.api.trainer.constants import DEFAULT_RUNTIME_API_GROUP, MANAGED_BY_VALUES
 from kubetrain.api.trainer.jobset import EmbeddedObjectMeta
 from kubetrain.api.trainer.runtime import DNS1123_SUBDOMAIN_PATTERN
@@ -341,6 +341,7 @@ class Bookkeeping(KubeModel):
     )
     replica_statuses: dict[str, ReplicaStatus] | None = None
     ssh_auth_secret_name: StrictStr | None = Field(default=None, max_length=253)
+    gang_restart: GangRestartStatus | None = None
 
 
 class TrainJobStatus(KubeModel):

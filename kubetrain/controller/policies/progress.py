@@ -73,6 +73,13 @@ def decide(draft: Draft) -> Decision:
         waiting = "; ".join(
             R.startup_waiting(r.waiting_label, r.needed_label) for r in waiting_rules
         )
+        gang = draft.plugin.gang_of(draft.job)
+        if gang is not None:
+            unbound = [p for p in draft.observed.pods.values() if podstate.is_unbound(p)]
+            if unbound or not draft.observed.pods:
+                waiting = " ".join(
+                    t for t in (waiting, R.gang_waiting(gang.backend.scheduler, name)) if t
+                )
         text = " ".join(t for t in (R.created(kind, name), waiting, problem_text) if t)
         decision.conditions.append(
             ConditionChange(

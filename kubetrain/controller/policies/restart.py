@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from kubetrain.api import keys as K
 from kubetrain.api.common import ConditionStatus, ConditionType, RestartPolicy
 from kubetrain.controller import podstate
 from kubetrain.controller import reasons as R
@@ -31,6 +32,7 @@ from kubetrain.controller.plugins.base import Observed, Outcome, Replica
 from kubetrain.controller.podstate import Termination
 
 if TYPE_CHECKING:
+    from kubetrain.api.common import JobBase
     from kubetrain.controller.draft import Draft
 
 
@@ -92,6 +94,7 @@ def evaluate(
     seen_restart_counts: Mapping[str, int] | None = None,
     tolerates_failure: Callable[[Replica], bool] = lambda r: False,
     job_name: str = "",
+    max_restarts: Mapping[str, int] | None = None,
 ) -> RestartVerdict:
     """Decide, for every failed pod, between recreating it and failing the job.
 
@@ -145,6 +148,16 @@ def evaluate(
         if uid in counted:
             recreate.append(Recreate(replica, uid, cause, counted_now=False))
             continue
+        cap = (max_restarts or {}).get(replica.replica_type)
+        if cap is not None and made.get(replica.replica_type, 0) + 1 > cap:
+            failure = Outcome(
+                ConditionType.FAILED,
+                R.BACKOFF_LIMIT_EXCEEDED,
+                R.replica_restarts_exceeded(
+                    kind, job_name, replica.replica_type, replica.pod_name, cause.describe(), cap
+                ),
+            )
+            break
         if backoff_limit is not None and used + 1 > backoff_limit:
             failure = Outcome(
                 ConditionType.FAILED,
@@ -186,6 +199,18 @@ def evaluate(
     )
 
 
+def replica_limits(job: JobBase) -> dict[str, int]:
+    """Per replica type, the recreations its pods may use (``kubetrain.dev/max-restarts``
+    on the replica's pod template), alongside the job-wide backoffLimit."""
+    out: dict[str, int] = {}
+    for rtype, spec in job.replica_specs().items():
+        annotations = ((spec.template or {}).get("metadata") or {}).get("annotations") or {}
+        value = annotations.get(K.MAX_RESTARTS_ANNOTATION)
+        if value is not None and str(value).isdigit():
+            out[rtype] = int(value)
+    return out
+
+
 def _limit(draft: Draft) -> int | None:
     return draft.run_policy.backoff_limit if draft.run_policy else None
 
@@ -207,6 +232,7 @@ def decide_failure(draft: Draft) -> Decision:
         seen_restart_counts=ctx.seen_restart_counts,
         tolerates_failure=lambda r: plugin.tolerates_failure(job, r),
         job_name=draft.name,
+        max_restarts=replica_limits(job),
     )
     draft.restart = verdict
     decision = Decision(outcome=verdict.failure)

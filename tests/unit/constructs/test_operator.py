@@ -10,7 +10,7 @@ import pytest
 from kubetrain.constructs.objects import manifests
 from kubetrain.constructs.operator import TrainingOperator, TrainingOperatorProps
 from kubetrain.constructs.types import Image
-from kubetrain.controller.config import OperatorConfig
+from kubetrain.controller.config import LogLevel, OperatorConfig
 from kubetrain.manifest import dump_all
 from tests.k8s_schema import assert_valid
 from tests.snapshot import assert_snapshot
@@ -186,6 +186,9 @@ def test_deployment_is_hardened() -> None:
             health_bind_address="::1",
             exclude_namespaces=("kube-system", "platform"),
             startup_timeout_seconds=120,
+            success_grace_seconds=5,
+            event_qps=2.5,
+            log_level=LogLevel.DEBUG,
         ),
     ],
     ids=["defaults", "every-field-changed"],
