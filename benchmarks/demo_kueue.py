@@ -208,13 +208,13 @@ def main(argv: list[str] | None = None) -> int:
 
     cluster = LocalCluster(args.workdir)
     started_cluster = not cluster.is_running()
-    if started_cluster:
-        print(f"starting the local control plane in {args.workdir}")
-        cluster.up()
     kueue = Kueue(cluster)
     started_kueue = not kueue.is_running()
     stop = threading.Event()
     try:
+        if started_cluster:
+            print(f"starting the local control plane in {args.workdir}")
+            cluster.up()
         crds = [*generate_crds(), *generate_trainer_crds()]
         cluster.kubectl("apply", "--server-side", "-f", "-", input=_json_list(crds))
         for crd in crds:
