@@ -42,6 +42,7 @@ help:
 	@echo "make test           install everything, lint, run every test tier"
 	@echo "make lint           ruff, mypy --strict and the import contract"
 	@echo "make demo           local control plane + operator; sample jobs to Succeeded"
+	@echo "make demo-kueue     the real Kueue too: two jobs competing for one GPU quota"
 	@echo "make bench          operator scale benchmark (150 jobs, 50 fake GPU nodes)"
 	@echo "make cluster-up     start the local control plane (cluster-down stops it;"
 	@echo "                    CLUSTER_SCHEDULER=coscheduling: gang scheduling)"
