@@ -27,7 +27,7 @@ export GOFLAGS := -mod=mod
 # jsii (under cdk8s) prints a Node.js end-of-life banner unless told the major version.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := $(shell node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 20)
 
-.PHONY: help venv synth lint test test-unit openapi schemas cdk8s-cli sdk-venv clean
+.PHONY: help venv synth helm lint test test-unit openapi schemas cdk8s-cli sdk-venv clean
 
 # Component makefiles add their targets and append to TEST_PREREQS (what `make test`
 # must build or install first: the control-plane binaries, torch, the Horovod wheel).
@@ -38,9 +38,11 @@ TEST_PREREQS :=
 
 help:
 	@echo "make synth          synthesize the local stack into dist/"
+	@echo "make helm           export the local stack as charts/kubetrain/, lint and package it"
 	@echo "make test           install everything, lint, run every test tier"
 	@echo "make lint           ruff, mypy --strict and the import contract"
 	@echo "make demo           local control plane + operator; sample jobs to Succeeded"
+	@echo "make demo-kueue     the real Kueue too: two jobs competing for one GPU quota"
 	@echo "make bench          operator scale benchmark (250 jobs, 50 fake GPU nodes)"
 	@echo "make bench-peers    kubetrain vs training-operator and mpi-operator, same workload"
 	@echo "make bench-scale    operator cost from 150 to 1,000 jobs on 500 fake GPU nodes"
@@ -101,6 +103,14 @@ TEST_PREREQS += sdk-venv
 
 synth: venv
 	$(BIN)/kubetrain synth local
+
+# The Helm chart of the local stack, from the same constructs as `make synth`; linted and
+# packaged (dist/charts/kubetrain-<version>.tgz) by the real helm.
+HELM_STACK ?= local
+helm: venv $(HELM_DIR)/.done
+	$(BIN)/kubetrain helm $(HELM_STACK)
+	$(HELM_DIR)/bin/helm lint --strict charts/kubetrain
+	$(HELM_DIR)/bin/helm package charts/kubetrain -d dist/charts
 
 lint: venv
 	$(BIN)/ruff check .

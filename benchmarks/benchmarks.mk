@@ -1,20 +1,30 @@
 # The operator's demo and benchmark (included by the top-level Makefile).
 #   make demo    local control plane + the `local` stack + the operator as a local
 #                process, driving one sample job per framework to Succeeded
+#   make demo-kueue  the real Kueue beside it: two PyTorchJobs competing for one GPU
+#                quota, the urgent one preempting the other, which resumes afterwards
 #   make bench   benchmarks/operator_scale.py: 250 jobs (PyTorchJob, MPIJob, TrainJob) on 50 fake GPU nodes
+#   make bench-gang  the same workload without, then with gang scheduling (Coscheduling)
 #   make bench-peers  benchmarks/peers.py: kubetrain against training-operator v1.9 (100
 #                PyTorchJobs) and mpi-operator v0.8 (50 MPIJobs), interleaved, 3 runs each at
 #                default and at equal QPS/burst (about 30 minutes on 2 cores; PEERS_ARGS to change)
 #   make bench-scale  benchmarks/operator_sweep.py: 150, 300, 600 and 1,000 jobs (operator_scale's
 #                mix, about 5 pods each) on 500 fake GPU nodes (SCALE_ARGS to change)
 #   make bench-synth  benchmarks/synth.py: synth CPU against kubectl kustomize
-.PHONY: demo bench bench-peers bench-scale bench-synth
+.PHONY: demo demo-kueue bench bench-gang bench-peers bench-scale bench-synth
 
 demo: venv cluster-tools
 	$(BIN)/python -m benchmarks.demo --workdir $(KUBETRAIN_CLUSTER_DIR)
 
+demo-kueue: venv cluster-tools
+	$(BIN)/python -m benchmarks.demo_kueue --workdir $(KUBETRAIN_CLUSTER_DIR)
+
 bench: venv cluster-tools
 	$(BIN)/python -m benchmarks.operator_scale
+
+bench-gang: venv cluster-tools
+	$(BIN)/python -m benchmarks.operator_scale $(BENCH_GANG_ARGS)
+	$(BIN)/python -m benchmarks.operator_scale --gang $(BENCH_GANG_ARGS)
 
 PEERS_ARGS ?=
 bench-peers: venv cluster-tools peer-tools

@@ -371,6 +371,12 @@ def main(argv: list[str] | None = None) -> int:
         default=None,
         help="use a running control plane (make cluster-up)",
     )
+    parser.add_argument(
+        "--gang",
+        action="store_true",
+        help="gang scheduling: the scheduler-plugins scheduler (Coscheduling) in "
+        "kube-scheduler's place and the operator with --gang-scheduler=scheduler-plugins",
+    )
     args = parser.parse_args(argv)
 
     workdir = Path(tempfile.mkdtemp(prefix="kubetrain-bench-"))
@@ -378,7 +384,9 @@ def main(argv: list[str] | None = None) -> int:
     cluster = LocalCluster(
         args.cluster_dir or workdir / "cluster",
         topology=default_topology(cpu_nodes=2, gpu_nodes=args.gpu_nodes, gpus_per_node=8),
+        scheduler="coscheduling" if args.gang else "kube",
     )
+    print(f"gang scheduling: {'on (scheduler-plugins Coscheduling)' if args.gang else 'off'}")
     operator: subprocess.Popen[bytes] | None = None
     try:
         if own_cluster:
@@ -416,6 +424,7 @@ def main(argv: list[str] | None = None) -> int:
                 "--health-port=18481",
                 "--health-bind-address=127.0.0.1",
                 "--log-level=warning",
+                *(["--gang-scheduler=scheduler-plugins"] if args.gang else []),
             ],
             stdout=log_path.open("wb"),
             stderr=subprocess.STDOUT,

@@ -483,12 +483,7 @@ class Kueue:
             ca_bundle=serving.ca_bundle,
         )
         self._apply(crds)
-        self.cluster.kubectl(
-            "wait",
-            "--for=condition=Established",
-            *[f"crd/{crd['metadata']['name']}" for crd in crds],
-            f"--timeout={max(1, int(deadline - time.monotonic()))}s",
-        )
+        self._wait_established([crd["metadata"]["name"] for crd in crds], deadline)
         config = kueue_config(
             namespace=namespace,
             webhook_port=ports["webhook"],
@@ -533,6 +528,25 @@ class Kueue:
             # Nothing half-started is left behind (make kueue-up exits with the error).
             self.stop()
             raise
+
+    def _wait_established(self, names: Sequence[str], deadline: float) -> None:
+        # `kubectl wait` fails at once on a CRD the API server has not given a status yet
+        # ("accessor error: <nil>"), which a loaded machine shows: asked again until then.
+        while True:
+            result = self.cluster.kubectl(
+                "wait",
+                "--for=condition=Established",
+                *[f"crd/{name}" for name in names],
+                f"--timeout={max(1, int(deadline - time.monotonic()))}s",
+                check=False,
+            )
+            if result.returncode == 0:
+                return
+            if time.monotonic() > deadline:
+                raise KueueError(
+                    f"Kueue's CRDs were not Established in time: {result.stderr.strip()}"
+                )
+            time.sleep(0.5)
 
     def _with_metrics_certificate(
         self, serving: ServingCertificate, command: Sequence[str]

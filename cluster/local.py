@@ -52,6 +52,9 @@ SCHEDULERS: tuple[str, ...] = get_args(Scheduler)
 #: The scheduler profile name the coscheduling scheduler serves: the default one, so every
 #: pod goes through it as it would through the kube-scheduler it replaces.
 COSCHEDULING_SCHEDULER_NAME = "default-scheduler"
+#: Every profile it serves: the default one, and the name scheduler-plugins' own install
+#: gives its scheduler (what gang-scheduled pods name by default), both with Coscheduling.
+COSCHEDULING_SCHEDULER_NAMES = (COSCHEDULING_SCHEDULER_NAME, "scheduler-plugins-scheduler")
 #: How long (seconds) Coscheduling holds the bound members of an incomplete gang at
 #: Permit before giving their resources back (upstream's sample configuration uses 10).
 COSCHEDULING_PERMIT_WAITING_SECONDS = 10
@@ -501,37 +504,40 @@ def coscheduling_config(
 ) -> dict[str, Any]:
     """The KubeSchedulerConfiguration of the coscheduling scheduler.
 
-    One profile, the default scheduler name, with Coscheduling at every extension point
-    it implements and as the only queue sort (it orders a gang's pods together). kwokctl
+    Two profiles (:data:`COSCHEDULING_SCHEDULER_NAMES`), each with Coscheduling at every
+    extension point it implements and as the only queue sort (it orders a gang's pods
+    together). kwokctl
     adds ``clientConnection.kubeconfig`` when it copies the file.
     """
     if permit_waiting_seconds < 1:
         raise ValueError(
             f"permit_waiting_seconds is {permit_waiting_seconds}: expected at least 1 second"
         )
+
+    def profile(name: str) -> dict[str, Any]:
+        return {
+            "schedulerName": name,
+            "plugins": {
+                "multiPoint": {"enabled": [{"name": "Coscheduling"}]},
+                "queueSort": {
+                    "enabled": [{"name": "Coscheduling"}],
+                    "disabled": [{"name": "*"}],
+                },
+            },
+            "pluginConfig": [
+                {
+                    "name": "Coscheduling",
+                    "args": {"permitWaitingTimeSeconds": permit_waiting_seconds},
+                }
+            ],
+        }
+
     return {
         "apiVersion": "kubescheduler.config.k8s.io/v1",
         "kind": "KubeSchedulerConfiguration",
         # One scheduler per cluster: no Lease to take first.
         "leaderElection": {"leaderElect": False},
-        "profiles": [
-            {
-                "schedulerName": COSCHEDULING_SCHEDULER_NAME,
-                "plugins": {
-                    "multiPoint": {"enabled": [{"name": "Coscheduling"}]},
-                    "queueSort": {
-                        "enabled": [{"name": "Coscheduling"}],
-                        "disabled": [{"name": "*"}],
-                    },
-                },
-                "pluginConfig": [
-                    {
-                        "name": "Coscheduling",
-                        "args": {"permitWaitingTimeSeconds": permit_waiting_seconds},
-                    }
-                ],
-            }
-        ],
+        "profiles": [profile(n) for n in COSCHEDULING_SCHEDULER_NAMES],
     }
 
 

@@ -17,6 +17,7 @@ COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("crds", "kubetrain.commands.crds", "print the CRDs as YAML"),
     ("synth", "kubetrain.commands.synth", "render stacks into dist/<stack>/<version>/"),
     ("diff", "kubetrain.commands.diff", "object-level diff between two versions of a stack"),
+    ("helm", "kubetrain.commands.helm", "export a stack as the Helm chart charts/kubetrain/"),
     ("run", "kubetrain.commands.run", "run a job manifest on this machine (--local)"),
     ("operator", "kubetrain.commands.operator", "run the operator that reconciles training jobs"),
 )

@@ -99,10 +99,16 @@ def local_runtimes() -> tuple[StackRuntime, ...]:
 
 
 def gpu_torch_runtime(
-    name: str, pool: str, *, placement: Placement, resources: Resources | None = None
+    name: str,
+    pool: str,
+    *,
+    placement: Placement,
+    resources: Resources | None = None,
+    queue: str | None = None,
 ) -> StackRuntime:
     """A torch runtime on a stack's GPU pool: the pool's node selector, tolerations,
-    priority, NCCL profile (env, /dev/shm, IPC_LOCK, RDMA resources) and all its GPUs."""
+    priority, NCCL profile (env, /dev/shm, IPC_LOCK, RDMA resources) and all its GPUs;
+    with ``queue``, its TrainJobs must be queued in that LocalQueue of their namespace."""
     return StackRuntime(
         TorchRuntime,
         RuntimeProps(
@@ -111,6 +117,7 @@ def gpu_torch_runtime(
             num_nodes=2,
             placement=placement,
             resources=resources or Resources(),
+            queue=queue,
         ),
         node_pool=pool,
     )

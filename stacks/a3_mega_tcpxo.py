@@ -7,6 +7,7 @@ from kubetrain.constructs.operator import TrainingOperatorProps
 from kubetrain.constructs.samples import LinearScaling, PyTorchDdpSampleProps
 from kubetrain.gitops.stack import Samples, Stack
 from stacks._common import NCCL_TESTS_IMAGE, OPERATOR_IMAGE
+from stacks._queues import team_queues
 from stacks._runtimes import gpu_torch_runtime
 
 STACK = Stack(
@@ -26,8 +27,14 @@ STACK = Stack(
         ),
     ),
     runtimes=(
-        gpu_torch_runtime("torch-a3-mega", "a3-mega", placement=Placement.PREFER_SAME_BLOCK),
+        gpu_torch_runtime(
+            "torch-a3-mega",
+            "a3-mega",
+            placement=Placement.PREFER_SAME_BLOCK,
+            queue="default",
+        ),
     ),
+    queues=team_queues("a3-mega", nodes_per_team=2, cpu_per_node=208, memory_per_node="1872Gi"),
     samples=Samples(
         node_pool="a3-mega",
         pytorch=PyTorchDdpSampleProps(

@@ -7,6 +7,7 @@ from kubetrain.constructs.operator import TrainingOperatorProps
 from kubetrain.constructs.samples import LinearScaling, PyTorchDdpSampleProps
 from kubetrain.gitops.stack import Samples, Stack
 from stacks._common import NCCL_TESTS_IMAGE, OPERATOR_IMAGE
+from stacks._queues import team_queues
 from stacks._runtimes import gpu_torch_runtime
 
 STACK = Stack(
@@ -25,7 +26,15 @@ STACK = Stack(
             preflight_image=NCCL_TESTS_IMAGE,
         ),
     ),
-    runtimes=(gpu_torch_runtime("torch-h100-ib", "h100-ib", placement=Placement.SAME_BLOCK),),
+    runtimes=(
+        gpu_torch_runtime(
+            "torch-h100-ib",
+            "h100-ib",
+            placement=Placement.SAME_BLOCK,
+            queue="default",
+        ),
+    ),
+    queues=team_queues("h100-ib", nodes_per_team=2, cpu_per_node=128, memory_per_node="2048Gi"),
     samples=Samples(
         node_pool="h100-ib",
         pytorch=PyTorchDdpSampleProps(

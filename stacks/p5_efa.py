@@ -8,6 +8,7 @@ from kubetrain.constructs.samples import HorovodSampleProps, LinearScaling, PyTo
 from kubetrain.constructs.types import Quantity, Resources
 from kubetrain.gitops.stack import Samples, Stack
 from stacks._common import NCCL_TESTS_IMAGE, OPERATOR_IMAGE
+from stacks._queues import team_queues
 from stacks._runtimes import gpu_torch_runtime
 
 # Pods that get hugepages (the EFA profile) must also request memory or CPU.
@@ -33,9 +34,14 @@ STACK = Stack(
     ),
     runtimes=(
         gpu_torch_runtime(
-            "torch-p5-efa", "p5", placement=Placement.PREFER_SAME_BLOCK, resources=_NODE
+            "torch-p5-efa",
+            "p5",
+            placement=Placement.PREFER_SAME_BLOCK,
+            queue="default",
+            resources=_NODE,
         ),
     ),
+    queues=team_queues("p5", nodes_per_team=2, cpu_per_node=192, memory_per_node="2048Gi"),
     samples=Samples(
         node_pool="p5",
         pytorch=PyTorchDdpSampleProps(nodes=2, gpus_per_node=8, scaling=_SCALING, resources=_NODE),

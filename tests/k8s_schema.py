@@ -1,13 +1,16 @@
 """Validate synthesized manifests: built-in kinds against the pinned Kubernetes OpenAPI,
 kubeflow.org and trainer.kubeflow.org custom resources against kubetrain's generated CRD
-schemas. Unknown fields
-are errors (like kubectl's strict field validation), so a typo in a construct fails."""
+schemas, kueue.x-k8s.io objects against the CRDs of the pinned Kueue module (cached by
+``make cluster-tools``). Unknown fields are errors (like kubectl's strict field
+validation), so a typo in a construct fails. CEL rules are the API server's to check
+(the integration tests apply the objects)."""
 
 from __future__ import annotations
 
 from functools import cache
 from typing import Any
 
+import yaml
 from jsonschema import Draft7Validator
 
 from kubetrain.api import crd_schema
@@ -25,7 +28,31 @@ def _validator(api_version: str, kind: str) -> Draft7Validator:
         # The API server owns root metadata; the CRD schema only constrains its name.
         schema["properties"]["metadata"].pop("additionalProperties", None)
         return Draft7Validator(schema)
+    if api_version.startswith("kueue.x-k8s.io/"):
+        return Draft7Validator(strict_schema(kueue_crd_schema(api_version, kind)))
     return Draft7Validator(strict_schema(object_schema(api_version, kind)))
+
+
+@cache
+def kueue_crd_schema(api_version: str, kind: str) -> dict[str, Any]:
+    """The openAPIV3Schema of a Kueue kind at one of its versions, from the CRD files of
+    the pinned Kueue module."""
+    from cluster.tools import find_tools
+
+    version = api_version.split("/", 1)[1]
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the Workload CRD is large
+    for path in find_tools(only=("kueue",)).kueue_crds:
+        if not path.name.split("_", 1)[-1].startswith(kind.lower()):
+            continue
+        crd = yaml.load(path.read_text(), Loader=loader)
+        if crd["spec"]["names"]["kind"] != kind:
+            continue
+        for served in crd["spec"]["versions"]:
+            if served["name"] == version:
+                schema: dict[str, Any] = served["schema"]["openAPIV3Schema"]
+                return schema
+        raise KeyError(f"Kueue's {kind} CRD ({path.name}) serves no version {version}")
+    raise KeyError(f"{api_version} {kind} is not a kind of Kueue's CRDs")
 
 
 def schema_errors(obj: dict[str, Any]) -> list[str]:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Any, ClassVar
+from typing import Annotated, Any, ClassVar
 
 from pydantic import ConfigDict, Field, StrictBool, StrictStr
 
@@ -12,6 +12,7 @@ from kubetrain.api.base import (
     Int32,
     KubeModel,
     LabelSelector,
+    ListType,
     NonNegInt32,
     NonNegInt64,
     PodTemplateSpec,
@@ -149,6 +150,25 @@ class ReplicaStatus(KubeModel):
         description="Pods of this type the operator deleted and recreated after a failure "
         "(kubetrain; counted against runPolicy.backoffLimit).",
     )
+    counted_failures: Annotated[list[StrictStr], ListType("atomic")] | None = Field(
+        default=None,
+        description="uids of failed pods of this type already counted in restarts whose "
+        "deletion is still pending (kubetrain; an operator that restarts mid-way does not "
+        "count them again).",
+    )
+
+
+class GangRestartStatus(KubeModel):
+    """kubetrain: whole-gang restarts (``kubetrain.dev/restart-scope: Gang``)."""
+
+    attempt: NonNegInt32 = Field(
+        description="The gang's current attempt: 0 at first, one more per gang restart."
+    )
+    trigger: StrictStr | None = Field(
+        default=None,
+        max_length=64,
+        description="uid of the failed pod that started the current attempt (counted once).",
+    )
 
 
 class JobStatus(KubeModel):
@@ -161,6 +181,10 @@ class JobStatus(KubeModel):
         default=None,
         description="MPIJob: the Secret holding the job's SSH key pair, which the operator "
         "created under a generated name (kubetrain; it never reads or adopts Secrets).",
+    )
+    gang_restart: GangRestartStatus | None = Field(
+        default=None,
+        description="Whole-gang restarts made (kubetrain; counted against runPolicy.backoffLimit).",
     )
 
 

@@ -38,6 +38,17 @@ SUCCESS_GRACE_ANNOTATION = f"{KUBETRAIN_PREFIX}/success-grace-seconds"
 #: The scheduling gate on a pod created before the pods it connects to are Ready (an
 #: MPIJob's launcher under ``launcherCreationPolicy: AtStartup``); the operator removes it.
 STARTUP_GATE = f"{KUBETRAIN_PREFIX}/startup"
+#: Job annotation: ``Gang`` restarts every pod of the job when one fails (``Pod``, the
+#: default, recreates only the failed pod).
+RESTART_SCOPE_ANNOTATION = f"{KUBETRAIN_PREFIX}/restart-scope"
+RESTART_SCOPES = ("Pod", "Gang")
+#: Replica pod-template annotation: how many times the operator may recreate this replica
+#: type's pods after failures (alongside the job-wide ``runPolicy.backoffLimit``).
+MAX_RESTARTS_ANNOTATION = f"{KUBETRAIN_PREFIX}/max-restarts"
+#: Pod label: the gang attempt a pod belongs to (under restart scope Gang).
+ATTEMPT_LABEL = f"{KUBETRAIN_PREFIX}/attempt"
+#: Environment variable: the gang attempt, for the training program.
+ATTEMPT_ENV = "KUBETRAIN_RESTART_ATTEMPT"
 #: The linear-scaling arithmetic of a sample job, for people.
 LEARNING_RATE_ANNOTATION = f"{KUBETRAIN_PREFIX}/learning-rate"
 #: The node label naming a block (rail, rack, IB island) when the platform has none.
@@ -68,6 +79,21 @@ MANAGED_BY_UPSTREAM = ("kubeflow.org/training-operator", "kubeflow.org/mpi-opera
 MANAGED_BY_MULTIKUEUE = "kueue.x-k8s.io/multikueue"
 #: Every value admitted (CEL and ``kubetrain validate``).
 MANAGED_BY_VALUES = (MANAGED_BY_KUBETRAIN, *MANAGED_BY_UPSTREAM, MANAGED_BY_MULTIKUEUE)
+
+# -- Kueue (kubetrain.constructs.queues and the jobs' queue= prop) -------------------------
+
+KUEUE_GROUP = "kueue.x-k8s.io"
+#: The Kueue API kubetrain writes: v1beta2, what Kueue v0.15 asks users to write (its
+#: v1beta1 is served with the warning "This version is deprecated. Use v1beta2 instead.",
+#: though it is still the stored version).
+KUEUE_API_VERSION = f"{KUEUE_GROUP}/v1beta2"
+#: The label that puts a job into a LocalQueue of its namespace.
+KUEUE_QUEUE_NAME_LABEL = f"{KUEUE_GROUP}/queue-name"
+#: The label naming a job's WorkloadPriorityClass.
+KUEUE_PRIORITY_CLASS_LABEL = f"{KUEUE_GROUP}/priority-class"
+#: The LocalQueue name Kueue's LocalQueueDefaulting (beta, on by default since v0.12)
+#: gives a job without a queue-name label, when its namespace has a LocalQueue so named.
+KUEUE_DEFAULT_LOCAL_QUEUE = "default"
 
 # -- Kubeflow Trainer v2 (kubetrain.api.trainer) -----------------------------------------------
 
@@ -135,6 +161,12 @@ RUNTIME_IN_USE = "RuntimeInUse"
 """Event: a runtime being deleted waits for the TrainJobs that still use it."""
 RUNTIME_NOT_FOUND = "RuntimeNotFound"
 """A TrainJob's ``runtimeRef`` names no runtime (after a short wait for it to appear)."""
+GANG_SCHEDULER_UNAVAILABLE = "GangSchedulerUnavailable"
+"""A TrainJob's runtime asks for a gang scheduler the operator does not run."""
+GANG_SCHEDULER_MISSING = "GangSchedulerMissing"
+"""The operator's gang scheduler's PodGroup API is not served: the job's pods wait."""
+GANG_WAITING = "WaitingForGang"
+"""Condition reason: the gang scheduler has not placed the whole gang yet."""
 MANAGED_ELSEWHERE = "ManagedByOtherController"
 """Event: ``runPolicy.managedBy`` names another controller."""
 

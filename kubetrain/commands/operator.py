@@ -13,7 +13,8 @@ from kubetrain.controller.config import OperatorConfig
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    """The operator's flags (``OperatorConfig``) plus connection and logging."""
+    """The operator's flags (``OperatorConfig``, the log level included) plus connection
+    and log format."""
     OperatorConfig.add_arguments(parser)
     parser.add_argument(
         "--kubeconfig",
@@ -22,9 +23,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--context", default=None, help="kubeconfig context")
     parser.add_argument("--log-format", choices=("json", "text"), default="json")
-    parser.add_argument(
-        "--log-level", choices=("debug", "info", "warning", "error"), default="info"
-    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,7 +32,7 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(f"kubetrain operator: {err}", file=sys.stderr)
         return 2
-    logs.configure(args.log_level, args.log_format)
+    logs.configure(config.log_level.value, args.log_format)
     # Imported here: `kubetrain --help` should not load the Kubernetes client.
     from kubetrain.controller.kube import KubeApi
     from kubetrain.controller.operator import Operator

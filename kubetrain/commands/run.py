@@ -1,5 +1,7 @@
 """``kubetrain run --local JOB.yaml``: run a job manifest on this machine as real processes
-(planned by :mod:`kubetrain.local.plan`, run by :mod:`kubetrain.local.execute`).
+(planned by :mod:`kubetrain.local.plan`, or for a TrainJob by
+:mod:`kubetrain.local.trainjob` with its runtime found by
+:mod:`kubetrain.commands.run_trainjob`; run by :mod:`kubetrain.local.execute`).
 
 The exit code is 0 when the job succeeded, the failed replica's exit code when it failed,
 1 when the manifest cannot be read or is invalid, 124 when it ran past its deadline and 130
@@ -17,7 +19,12 @@ from contextlib import ExitStack
 from pathlib import Path
 from typing import TextIO
 
-from kubetrain.api import JobValidationError, load_job_file
+from kubetrain.api import JobValidationError
+from kubetrain.api.errors import FieldError
+from kubetrain.api.loader import Job, read_manifest
+from kubetrain.api.trainer import TrainJob, load_objects_from_yaml
+from kubetrain.api.trainer.runtime import RuntimeBase
+from kubetrain.commands.run_trainjob import plan_trainjob_run
 from kubetrain.local.execute import EXIT_FAILED, execute
 from kubetrain.local.plan import LocalPlan, LocalRunError, plan_local_run
 
@@ -28,7 +35,11 @@ EXIT_USAGE = 2
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of ``kubetrain run``."""
-    parser.add_argument("manifest", metavar="JOB.yaml", help="a PyTorchJob, TFJob or MPIJob")
+    parser.add_argument(
+        "manifest",
+        metavar="JOB.yaml",
+        help="a PyTorchJob, TFJob, MPIJob, or a TrainJob (its runtime may follow in the same file)",
+    )
     parser.add_argument(
         "--local",
         action="store_true",
@@ -58,6 +69,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="fail the job after this many seconds (default: runPolicy.activeDeadlineSeconds)",
     )
     parser.add_argument(
+        "--runtime",
+        action="append",
+        default=[],
+        metavar="RUNTIME.yaml",
+        help="a file with the TrainJob's ClusterTrainingRuntime or TrainingRuntime (repeatable)",
+    )
+    parser.add_argument(
+        "--stack",
+        default=None,
+        help="look for the TrainJob's runtime among what this stack renders (its version "
+        "in --dist, else rendered now)",
+    )
+    parser.add_argument(
+        "--dist",
+        default="dist",
+        help="where kubetrain synth writes the stacks (default: dist)",
+    )
+    parser.add_argument(
         "--dry-run",
         action="store_true",
         help="print each replica's command and injected environment, start nothing",
@@ -83,6 +112,45 @@ def _print_plan(plan: LocalPlan, out: TextIO) -> None:
             out.write(f"  {name}={value}\n")
 
 
+class InvalidDocuments(Exception):
+    """Documents of a manifest file that are not valid, each with its errors."""
+
+    def __init__(self, errors: list[JobValidationError]) -> None:
+        super().__init__("\n".join(str(error) for error in errors))
+        self.errors = errors
+
+
+def _load(path: str) -> tuple[Job | TrainJob, list[RuntimeBase]]:
+    """The one job of a manifest file (a v1 job or a TrainJob) and the runtimes beside it;
+    :class:`InvalidDocuments` listing every document in error, JobValidationError when the
+    file cannot be read or holds no job or several."""
+    jobs: list[Job | TrainJob] = []
+    runtimes: list[RuntimeBase] = []
+    errors: list[JobValidationError] = []
+    documents = list(load_objects_from_yaml(read_manifest(path), path))
+    for _, result in documents:
+        if isinstance(result, JobValidationError):
+            errors.append(result)
+        elif isinstance(result, RuntimeBase):
+            runtimes.append(result)
+        else:
+            jobs.append(result)
+    if errors:
+        raise InvalidDocuments(errors)
+    if len(jobs) != 1:
+        raise JobValidationError(
+            [
+                FieldError(
+                    "",
+                    "exactly one job document (PyTorchJob, TFJob, MPIJob or TrainJob, which "
+                    f"runtimes may accompany), found {len(jobs)}",
+                )
+            ],
+            path,
+        )
+    return jobs[0], runtimes
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``kubetrain run``; return its exit code."""
     out = sys.stdout
@@ -99,23 +167,45 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_USAGE
     try:
         # Any file ends here or below, never in a traceback (see kubetrain.api.loader).
-        job = load_job_file(args.manifest)
-    except JobValidationError as error:
+        job, runtimes = _load(args.manifest)
+    except (JobValidationError, InvalidDocuments) as error:
         print(error, file=sys.stderr)
         return EXIT_INVALID_MANIFEST
     except OSError as error:
         print(f"kubetrain run: cannot read {args.manifest}: {error.strerror}", file=sys.stderr)
         return EXIT_INVALID_MANIFEST
+    if not isinstance(job, TrainJob) and (runtimes or args.runtime or args.stack):
+        print(
+            f"kubetrain run: {job.kind}/{job.name} uses no runtime: runtimes (in the file, "
+            "--runtime, --stack) are for a TrainJob",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
 
     with ExitStack() as stack:
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kubetrain-run-")))
         try:
-            plan = plan_local_run(
-                job,
-                scratch=scratch,
-                entrypoint=shlex.split(args.entrypoint),
-                extra_env=_parse_env(args.env),
-            )
+            if isinstance(job, TrainJob):
+                plan = plan_trainjob_run(
+                    args,
+                    job,
+                    runtimes,
+                    scratch=scratch,
+                    entrypoint=shlex.split(args.entrypoint),
+                    extra_env=_parse_env(args.env),
+                    out=out,
+                )
+            else:
+                plan = plan_local_run(
+                    job,
+                    scratch=scratch,
+                    entrypoint=shlex.split(args.entrypoint),
+                    extra_env=_parse_env(args.env),
+                )
+        except JobValidationError as error:
+            # A TrainJob its runtime cannot run (what the operator would report on it).
+            print(error, file=sys.stderr)
+            return EXIT_INVALID_MANIFEST
         except LocalRunError as error:
             print(f"kubetrain run: {error}", file=sys.stderr)
             return EXIT_USAGE
@@ -124,7 +214,7 @@ def run(args: argparse.Namespace) -> int:
         if args.dry_run:
             _print_plan(plan, out)
             return 0
-        run_policy = plan.job.spec.run_policy
+        run_policy = plan.job.run_policy
         deadline = args.timeout
         if deadline is None and run_policy is not None:
             deadline = run_policy.active_deadline_seconds
@@ -134,7 +224,9 @@ def run(args: argparse.Namespace) -> int:
             print(f"kubetrain run: {error}", file=sys.stderr)
             return EXIT_FAILED
     replicas = ", ".join(
-        f"{label} {'running' if code is None else f'exit {code}'}"
+        f"{label} not started"
+        if label in outcome.not_started
+        else f"{label} {'running' if code is None else f'exit {code}'}"
         for label, code in outcome.exit_codes.items()
     )
     out.write(

@@ -45,6 +45,16 @@ class NodePoolLike(Protocol):
     ) -> dict[str, Any]: ...
 
 
+class LocalQueueLike(Protocol):
+    """What a job needs from a Kueue LocalQueue (``kubetrain.constructs.queues``)."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def namespace(self) -> str: ...
+
+
 class Placement(StrEnum):
     """Where a job's pods may land relative to each other."""
 
@@ -105,11 +115,21 @@ class JobProps:
     """Mount the ServiceAccount token into the pods. Default: no
     (``automountServiceAccountToken: false``): training code does not call the Kubernetes
     API, and a mounted token is a credential a compromised job could use."""
+    queue: str | LocalQueueLike | None = None
+    """Kueue LocalQueue of the job's namespace (a ``LocalQueue`` or its name): the job
+    gets the label ``kueue.x-k8s.io/queue-name``, so Kueue creates it suspended and starts
+    it once its ClusterQueue admits it. Default: none (Kueue leaves the job alone, unless
+    the namespace has a LocalQueue named ``default``: Kueue then labels it itself)."""
+    workload_priority_class: str | None = None
+    """Kueue WorkloadPriorityClass of the job (label ``kueue.x-k8s.io/priority-class``):
+    its queueing and preemption priority. Default: none (Kueue takes the pods'
+    PriorityClass, e.g. a node pool's)."""
 
     def __post_init__(self) -> None:
         if self.name is not None:
             _check_job_name(self.name)
         check_dns_label("namespace", self.namespace)
+        self._check_queue()
         if self.gpus_per_node is not None and self.gpus_per_node < 0:
             raise ValueError(f"gpus_per_node ({self.gpus_per_node}) must be >= 0")
         if self.resources.gpus:
@@ -140,6 +160,60 @@ class JobProps:
                 or not all(c.isalnum() or c in "_.-" for c in key)
             ):
                 raise ValueError(f"env key ({key!r}) is not a valid environment variable name")
+
+    def _check_queue(self) -> None:
+        queue = self.queue
+        foreign = (
+            queue is not None
+            and not isinstance(queue, str)
+            and self.queue_in_namespace
+            and queue.namespace != self.namespace
+        )
+        if foreign:
+            assert queue is not None and not isinstance(queue, str)
+            raise ValueError(
+                f"queue ({queue.name!r}) is a LocalQueue of namespace {queue.namespace!r}, "
+                f"but the job runs in {self.namespace!r}: a job can only use a LocalQueue "
+                "of its own namespace"
+            )
+        for prop, key in (
+            ("queue", K.KUEUE_QUEUE_NAME_LABEL),
+            ("workload_priority_class", K.KUEUE_PRIORITY_CLASS_LABEL),
+        ):
+            value = self.queue_name if prop == "queue" else self.workload_priority_class
+            if value is not None:
+                check_labels(prop, {key: value})
+                if not value:
+                    raise ValueError(f"{prop} ('') must name a Kueue object, or be None")
+        for key in (K.KUEUE_QUEUE_NAME_LABEL, K.KUEUE_PRIORITY_CLASS_LABEL):
+            if key in self.labels:
+                prop = "queue" if key == K.KUEUE_QUEUE_NAME_LABEL else "workload_priority_class"
+                raise ValueError(
+                    f"labels[{key!r}] ({self.labels[key]!r}) is set by hand: use {prop}=, "
+                    "which also keeps the label off the pods"
+                )
+
+    @property
+    def queue_in_namespace(self) -> bool:
+        """Whether ``queue`` must be a LocalQueue of ``namespace`` (a job's must)."""
+        return True
+
+    @property
+    def queue_name(self) -> str | None:
+        """The LocalQueue's name (the label value), or None."""
+        if self.queue is None or isinstance(self.queue, str):
+            return self.queue
+        return self.queue.name
+
+    @property
+    def kueue_labels(self) -> dict[str, str]:
+        """The Kueue labels the job object carries."""
+        out: dict[str, str] = {}
+        if self.queue_name is not None:
+            out[K.KUEUE_QUEUE_NAME_LABEL] = self.queue_name
+        if self.workload_priority_class is not None:
+            out[K.KUEUE_PRIORITY_CLASS_LABEL] = self.workload_priority_class
+        return out
 
     @property
     def gpus(self) -> int:
@@ -271,8 +345,8 @@ def emit_job(scope: constructs.Construct, manifest: dict[str, Any]) -> Job:
 
 def metadata(props: JobProps, name: str) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": props.namespace}
-    if props.labels:
-        meta["labels"] = dict(props.labels)
+    if props.labels or props.kueue_labels:
+        meta["labels"] = {**props.labels, **props.kueue_labels}
     if props.annotations:
         meta["annotations"] = dict(props.annotations)
     return meta

@@ -19,7 +19,14 @@ import constructs
 from kubetrain.api import keys as K
 from kubetrain.constructs.objects import api_object
 from kubetrain.constructs.operator_access import add_exclusion_policy, add_rbac
-from kubetrain.constructs.types import Image, Quantity, Resources, check_dns_label, check_labels
+from kubetrain.constructs.types import (
+    Image,
+    Quantity,
+    Resources,
+    check_dns_label,
+    check_labels,
+    check_toleration,
+)
 from kubetrain.controller.config import OperatorConfig
 
 # A non-root UID/GID that exists in distroless and slim images alike.
@@ -54,6 +61,10 @@ class TrainingOperatorProps:
     """Container resources. Default: 100m CPU and 256Mi memory requested, 256Mi limit."""
     node_selector: dict[str, str] = field(default_factory=dict)
     """Node selector for the operator pods. Default: none."""
+    tolerations: tuple[dict[str, Any], ...] = ()
+    """Tolerations of the operator pods, in Kubernetes' form (``key``, ``operator``,
+    ``value``, ``effect``, ``tolerationSeconds``), e.g. to run on tainted system nodes.
+    Default: none."""
     labels: dict[str, str] = field(default_factory=dict)
     """Extra labels on every object. Default: none."""
     monitoring_namespace: str | None = "monitoring"
@@ -76,6 +87,8 @@ class TrainingOperatorProps:
                 f"resources.gpus ({self.resources.gpus}) must be 0: the operator needs no GPU"
             )
         check_labels("node_selector", self.node_selector)
+        for index, toleration in enumerate(self.tolerations):
+            check_toleration(f"tolerations[{index}]", toleration)
         check_labels("labels", self.labels)
         if self.monitoring_namespace is not None:
             check_dns_label("monitoring_namespace", self.monitoring_namespace)
@@ -238,6 +251,8 @@ class TrainingOperator(constructs.Construct):
         }
         if self.props.node_selector:
             pod_spec["nodeSelector"] = dict(self.props.node_selector)
+        if self.props.tolerations:
+            pod_spec["tolerations"] = [dict(t) for t in self.props.tolerations]
         if self.props.replicas > 1:
             # Spread replicas so one node failure does not take the leader and its standby.
             pod_spec["topologySpreadConstraints"] = [

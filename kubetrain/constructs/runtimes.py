@@ -37,6 +37,7 @@ from kubetrain.api.kinds import CLUSTER_TRAINING_RUNTIME, TRAINING_RUNTIME
 from kubetrain.api.trainer.loader import load_trainer_object
 from kubetrain.constructs.job_common import JobProps, Placement, pod_template
 from kubetrain.constructs.objects import api_object
+from kubetrain.constructs.runtime_queue import RuntimeQueuePolicy, RuntimeQueuePolicyProps
 from kubetrain.constructs.types import Resources
 
 API_VERSION = TRAINING_RUNTIME.api_version
@@ -81,8 +82,23 @@ class RuntimeProps(JobProps):
     """Run the containers as this user (and give the pod's volumes that group), for images
     built around a non-root user (upstream's DeepSpeed image: 1000). Default: the image's."""
 
+    # ``queue`` (from JobProps) on a runtime: every TrainJob of the runtime must carry
+    # that LocalQueue's label (see kubetrain.constructs.runtime_queue).
+
+    @property
+    def queue_in_namespace(self) -> bool:
+        # A cluster runtime's queue is a LocalQueue name every team namespace has.
+        return not self.cluster_scoped
+
     def __post_init__(self) -> None:
         super().__post_init__()
+        if self.workload_priority_class is not None:
+            raise ValueError(
+                f"workload_priority_class ({self.workload_priority_class!r}) is set on a "
+                f"runtime: Kueue reads it from each TrainJob's own label "
+                f"{K.KUEUE_PRIORITY_CLASS_LABEL}; set it there (Kubeflow SDK: "
+                "options=[Labels(...)])"
+            )
         if self.run_policy is not None:
             raise ValueError(
                 "run_policy is set on a runtime: a TrainJob carries its own suspend, "
@@ -175,6 +191,16 @@ class RuntimeConstruct(constructs.Construct):
         except JobValidationError as exc:
             raise ValueError(str(exc)) from None
         api_object(self, "Resource", self.runtime.to_wire())
+        if props.queue_name is not None:
+            RuntimeQueuePolicy(
+                self,
+                "QueuePolicy",
+                RuntimeQueuePolicyProps(
+                    runtime=self.name,
+                    queue=props.queue_name,
+                    namespace=None if props.cluster_scoped else props.namespace,
+                ),
+            )
 
     # -- what each framework says ---------------------------------------------------------
 

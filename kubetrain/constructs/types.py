@@ -50,6 +50,45 @@ def check_labels(prop: str, labels: dict[str, str]) -> None:
             )
 
 
+TOLERATION_OPERATORS = ("Exists", "Equal")
+TOLERATION_EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
+_TOLERATION_FIELDS = ("key", "operator", "value", "effect", "tolerationSeconds")
+
+
+def check_toleration(prop: str, toleration: dict[str, Any]) -> None:
+    """Raise unless ``toleration`` is a Kubernetes Toleration (the fields the API server
+    checks: known keys, operator, effect, a value only with ``Equal``)."""
+    unknown = sorted(set(toleration) - set(_TOLERATION_FIELDS))
+    if unknown:
+        raise ValueError(
+            f"{prop} has unknown field(s) {', '.join(unknown)}: use {', '.join(_TOLERATION_FIELDS)}"
+        )
+    operator = toleration.get("operator", "Equal")
+    if operator not in TOLERATION_OPERATORS:
+        raise ValueError(f"{prop}.operator ({operator!r}) must be Exists or Equal")
+    effect = toleration.get("effect", "")
+    if effect and effect not in TOLERATION_EFFECTS:
+        raise ValueError(
+            f"{prop}.effect ({effect!r}) must be one of {', '.join(TOLERATION_EFFECTS)}"
+        )
+    key = toleration.get("key", "")
+    if key and not _QUALIFIED_NAME.match(key):
+        raise ValueError(
+            f"{prop}.key ({key!r}) must be a qualified name such as 'example.com/pool'"
+        )
+    if operator == "Exists" and toleration.get("value"):
+        raise ValueError(
+            f"{prop}.value ({toleration['value']!r}) must be empty with operator Exists"
+        )
+    if not key and operator != "Exists":
+        raise ValueError(f"{prop}.key is empty: an empty key needs operator Exists")
+    seconds = toleration.get("tolerationSeconds")
+    if seconds is not None and (not isinstance(seconds, int) or effect != "NoExecute"):
+        raise ValueError(
+            f"{prop}.tolerationSeconds ({seconds!r}) must be an integer, with effect NoExecute"
+        )
+
+
 @dataclass(frozen=True)
 class Quantity:
     """A Kubernetes resource quantity (``16Gi``, ``500m``, ``8``)."""

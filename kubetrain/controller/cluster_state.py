@@ -23,12 +23,15 @@ from kubetrain.controller.informer import (
     trim_batch_job,
     trim_metadata_only,
     trim_pod,
+    trim_pod_group,
     trim_training_job,
 )
 from kubetrain.controller.kube import (
     CHILD_RESOURCES,
     JOB_RESOURCES,
+    POD_GROUP_RESOURCES,
     KubeApi,
+    Resource,
 )
 from kubetrain.controller.ownership import Holder, holder
 from kubetrain.controller.plugins.base import Observed
@@ -43,6 +46,7 @@ _TRANSFORMS: Mapping[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
     "Service": trim_metadata_only,
     "ConfigMap": trim_metadata_only,
     "Job": trim_batch_job,
+    "PodGroup": trim_pod_group,
 }
 
 
@@ -83,8 +87,13 @@ class KubeCluster:
         exclude_namespaces: tuple[str, ...] = (),
         may_write: Callable[[], bool] = lambda: True,
         event_qps: float = 10.0,
+        pod_group_api_version: str | None = None,
     ) -> None:
         self.api = api
+        #: Where each child kind lives; PodGroups in the gang scheduler's API group.
+        self.child_resources: dict[str, Resource] = dict(CHILD_RESOURCES)
+        if pod_group_api_version is not None:
+            self.child_resources["PodGroup"] = POD_GROUP_RESOURCES[pod_group_api_version]
         #: Job kind -> the child kinds the operator watches for it (its plugin's).
         self.child_kinds = dict(child_kinds)
         kinds = tuple(child_kinds)
@@ -128,7 +137,7 @@ class KubeCluster:
             for child in watched:
                 self.child_informers[(child, scope)] = Informer(
                     api,
-                    CHILD_RESOURCES[child],
+                    self.child_resources[child],
                     namespace=scope,
                     label_selector=selector,
                     field_selector=fields,
@@ -294,6 +303,7 @@ class KubeCluster:
             services=found.get("Service", {}),
             config_maps=found.get("ConfigMap", {}),
             batch_jobs=found.get("Job", {}),
+            pod_groups=found.get("PodGroup", {}),
             now=now,
             runtime=self.runtimes.for_trainjob(raw) if raw and self.runtimes else None,
         )
@@ -322,7 +332,7 @@ class KubeCluster:
         except ApiError as err:
             if err.status != 409:
                 raise
-            existing = self.api.get(CHILD_RESOURCES[kind], meta.get("namespace"), meta["name"])
+            existing = self.api.get(self.child_resources[kind], meta.get("namespace"), meta["name"])
             if existing is None:
                 raise  # deleted in between: a retry creates it
             verdict = holder(existing, obj)
@@ -353,7 +363,7 @@ class KubeCluster:
     def delete(self, namespace: str, ref: ChildRef) -> None:
         """Delete a child with a uid precondition; the cache shows it as being deleted."""
         self._fence()
-        resource = CHILD_RESOURCES[ref.kind]
+        resource = self.child_resources[ref.kind]
         self.api.delete(resource, namespace, ref.name, uid=ref.uid or None)
         informer = self._child_informer(ref.kind, namespace)
         if informer is not None:

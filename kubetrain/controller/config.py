@@ -18,6 +18,18 @@ JOB_KINDS = tuple(OPERATOR_KINDS)
 #: belongs there, and the operator must never write into them.
 SYSTEM_NAMESPACES = ("kube-system", "kube-public", "kube-node-lease")
 _DNS1123 = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
+_DNS1123_SUBDOMAIN = re.compile(
+    r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
+)
+
+
+class LogLevel(StrEnum):
+    """How much the operator logs."""
+
+    DEBUG = "debug"
+    INFO = "info"
+    WARNING = "warning"
+    ERROR = "error"
 
 
 class GangScheduler(StrEnum):
@@ -65,7 +77,13 @@ class OperatorConfig:
     health_bind_address: str = "0.0.0.0"
     """Address the health endpoints listen on (the kubelet probes the pod's IP)."""
     gang_scheduler: GangScheduler = GangScheduler.NONE
-    """Gang scheduler whose PodGroups the operator creates."""
+    """Gang scheduler whose PodGroups the operator creates: ``none``, ``scheduler-plugins``
+    (the Coscheduling plugin) or ``volcano``. The operator refuses to start when the
+    backend's PodGroup CRD is not installed."""
+    gang_scheduler_name: str = ""
+    """The ``schedulerName`` gang-scheduled pods get (unless their template names one).
+    Default: the backend's own, ``scheduler-plugins-scheduler`` or ``volcano``; e.g.
+    ``default-scheduler`` where scheduler-plugins replaces kube-scheduler."""
     startup_timeout_seconds: int = 600
     """How long a launcher/master waits for its workers to be Ready before the job fails."""
     success_grace_seconds: int = 60
@@ -74,6 +92,8 @@ class OperatorConfig:
     event_qps: float = 10.0
     """Events per second the operator records at most (bursts of 10x); the rest wait in
     a bounded queue, so a large job's per-pod Events never crowd out its reconciles."""
+    log_level: LogLevel = LogLevel.INFO
+    """Lowest level of the log lines the operator writes: debug, info, warning, error."""
 
     def __post_init__(self) -> None:
         unknown = [k for k in self.kinds if k not in JOB_KINDS]
@@ -123,12 +143,18 @@ class OperatorConfig:
             raise ValueError(
                 f"leader_election_id ({self.leader_election_id!r}) must be a DNS-1123 label"
             )
-        if self.gang_scheduler is not GangScheduler.NONE:
-            # Scheduling a gang's pods one by one while claiming gang scheduling would be
-            # worse than refusing: the manifests fail at synth, the operator at start.
+        if self.gang_scheduler_name and (
+            not _DNS1123_SUBDOMAIN.match(self.gang_scheduler_name)
+            or len(self.gang_scheduler_name) > 253
+        ):
             raise ValueError(
-                f"gang_scheduler ({self.gang_scheduler.value}) is not supported yet: "
-                "kubetrain does not create PodGroups; use none"
+                f"gang_scheduler_name ({self.gang_scheduler_name!r}) must be a scheduler name "
+                "(a DNS-1123 subdomain, e.g. scheduler-plugins-scheduler)"
+            )
+        if self.gang_scheduler_name and self.gang_scheduler is GangScheduler.NONE:
+            raise ValueError(
+                f"gang_scheduler_name ({self.gang_scheduler_name}) needs a gang_scheduler "
+                "(scheduler-plugins or volcano); it is none"
             )
         if self.startup_timeout_seconds < 1:
             raise ValueError(
@@ -165,7 +191,10 @@ class OperatorConfig:
             f"--startup-timeout-seconds={self.startup_timeout_seconds}",
             f"--success-grace-seconds={self.success_grace_seconds}",
             f"--event-qps={self.event_qps:g}",
+            f"--log-level={self.log_level.value}",
         ]
+        if self.gang_scheduler_name:
+            args.append(f"--gang-scheduler-name={self.gang_scheduler_name}")
         return args
 
     @classmethod
@@ -207,10 +236,18 @@ class OperatorConfig:
             choices=[g.value for g in GangScheduler],
         )
         parser.add_argument(
+            "--gang-scheduler-name",
+            default=d.gang_scheduler_name,
+            help="schedulerName of gang-scheduled pods (default: the backend's own)",
+        )
+        parser.add_argument(
             "--startup-timeout-seconds", type=int, default=d.startup_timeout_seconds
         )
         parser.add_argument("--success-grace-seconds", type=int, default=d.success_grace_seconds)
         parser.add_argument("--event-qps", type=float, default=d.event_qps)
+        parser.add_argument(
+            "--log-level", default=d.log_level.value, choices=[level.value for level in LogLevel]
+        )
 
     @classmethod
     def from_namespace(cls, args: argparse.Namespace) -> OperatorConfig:
@@ -231,9 +268,11 @@ class OperatorConfig:
             health_port=args.health_port,
             health_bind_address=args.health_bind_address,
             gang_scheduler=GangScheduler(args.gang_scheduler),
+            gang_scheduler_name=args.gang_scheduler_name,
             startup_timeout_seconds=args.startup_timeout_seconds,
             success_grace_seconds=args.success_grace_seconds,
             event_qps=args.event_qps,
+            log_level=LogLevel(args.log_level),
         )
 
     @classmethod

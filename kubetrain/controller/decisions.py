@@ -55,8 +55,6 @@ class Context:
     startup_timeout_seconds: int = 600
     #: How long ranks may run on after a success (``cleanPodPolicy`` unset).
     success_grace_seconds: int = 60
-    #: uids of failed pods already counted as restarts (deletion may be pending).
-    counted_failures: frozenset[str] = frozenset()
     #: In-place restart counts by pod uid, as last seen.
     seen_restart_counts: Mapping[str, int] = field(default_factory=dict)
 
@@ -104,8 +102,7 @@ class Decision:
     ungate: list[ChildRef] = field(default_factory=list)
     #: Children (kind, name) the startup gate waits for.
     awaiting: frozenset[tuple[str, str]] | None = None
-    #: What the reconciler remembers: failures counted, in-place restart counts seen.
-    counted_failures: frozenset[str] | None = None
+    #: What the reconciler remembers: the in-place restart counts seen.
     seen_restart_counts: dict[str, int] = field(default_factory=dict)
 
 
@@ -132,7 +129,6 @@ class Plan:
     events: list[Event] = field(default_factory=list)
     requeue_after: float | None = None
     delete_job: bool = False
-    counted_failures: frozenset[str] = frozenset()
     seen_restart_counts: dict[str, int] = field(default_factory=dict)
     #: Metric events: created, succeeded, failed, restarted.
     metrics: list[str] = field(default_factory=list)

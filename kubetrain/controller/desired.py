@@ -3,16 +3,28 @@ yet; pods of replicas being recreated wait until the old pod is gone), what to a
 again (a child of this job whose desired content changed), what to create under a
 generated name, and the per-replica pods and Services no replica needs any more. A
 Service or pod the startup gate waits for that this reconcile creates makes the job be
-looked at again at once."""
+looked at again at once.
+
+Work per reconcile is bounded: at most :data:`WRITE_BATCH` children are created or
+applied, and as many surplus ones deleted; a job with more to do is looked at again at
+once, behind the jobs already waiting, and its Created condition says how far it got. So
+a job of 2,000 pods never holds a worker and the shared write pool for minutes while
+small jobs wait, and the children being written are the only ones the operator builds
+and holds at a time (the plugins build children lazily, and the pass stops at the
+batch)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Iterable, Iterator
+from typing import TYPE_CHECKING, Any
 
 from kubetrain.api import keys as K
+from kubetrain.api.common import JobBase as Job
+from kubetrain.controller import gang as G
 from kubetrain.controller import podstate
 from kubetrain.controller.decisions import ChildRef, Decision, ref
 from kubetrain.controller.plugins import children
+from kubetrain.controller.policies import gang_restart
 
 if TYPE_CHECKING:
     from kubetrain.controller.draft import Draft
@@ -25,6 +37,10 @@ CREATE_ONCE = frozenset({"Pod", "Job", "Secret"})
 GENERATED_NAME_STATUS = {"Secret": "sshAuthSecretName"}
 #: Requeue delay after creating a child the startup gate waits for.
 IMMEDIATE_REQUEUE_SECONDS = 0.05
+#: Children created or applied (and surplus ones deleted) in one reconcile at most.
+#: At the default 20 API requests per second a batch is 2.5 s of writes: the longest a
+#: small job's creations wait behind a huge job's in the shared write pool.
+WRITE_BATCH = 50
 
 
 def decide(draft: Draft) -> Decision:
@@ -32,8 +48,23 @@ def decide(draft: Draft) -> Decision:
     job, observed = draft.job, draft.observed
     assert job is not None
     recreating = {r.replica.pod_name for r in draft.restart.recreate} if draft.restart else set()
-    decision = Decision(delete=_surplus(draft))
-    for desired in draft.plugin.build(job, observed):
+    surplus = _surplus(draft)
+    decision = Decision(delete=surplus[:WRITE_BATCH])
+    more = len(surplus) > WRITE_BATCH
+    built: Iterable[dict[str, Any]] = draft.plugin.build(job, observed)
+    if gang_restart.scope(job)[0]:
+        state = draft.current.gang_restart
+        built = _with_attempt(job, state.attempt if state else 0, built)
+    gang = draft.plugin.gang_of(job)
+    held = False
+    if gang is not None:
+        # The PodGroup counts every member: a gang's children are built in full (its
+        # writes are still batched).
+        built, held = with_gang(draft, gang, list(built))
+    for desired in built:
+        if len(decision.create) + len(decision.apply) >= WRITE_BATCH:
+            more = True  # the rest is neither built nor compared in this reconcile
+            break
         kind = desired["kind"]
         name = desired["metadata"].get("name")
         if not name:
@@ -48,11 +79,54 @@ def decide(draft: Draft) -> Decision:
         ):
             decision.apply.append(desired)
     written = {(o["kind"], o["metadata"]["name"]) for o in (*decision.create, *decision.apply)}
-    if written & draft.plan.awaiting:
+    if held and any(o["kind"] == G.POD_GROUP for o in decision.create):
+        # The pods follow as soon as the PodGroup is in the cache.
+        decision.requeue_after = IMMEDIATE_REQUEUE_SECONDS
+    if written & draft.plan.awaiting or more:
         # The gate was evaluated before this reconcile created what it waits for: look
         # again as soon as the write is in the cache (the Service may be all it lacked).
+        # Or a batch is done and more children are missing: the next one comes once the
+        # jobs already in the queue had their turn.
         decision.requeue_after = IMMEDIATE_REQUEUE_SECONDS
+    if more:
+        wanted = [r.pod_name for r in draft.plugin.replicas(job)]
+        there = sum(1 for name in wanted if name in observed.pods)
+        created = sum(1 for o in decision.create if o["kind"] == "Pod")
+        draft.creating = (there + created, len(wanted))
     return decision
+
+
+def with_gang(
+    draft: Draft, gang: G.Gang, built: list[dict[str, Any]]
+) -> tuple[list[dict[str, Any]], bool]:
+    """``built`` with the job's PodGroup and its member pods marked for the gang
+    scheduler; the members are left out (``True``) until the PodGroup exists (and, with
+    Volcano, has left ``Pending``). Nothing changes while no member is built yet (a
+    TrainJob's initializers run first)."""
+    assert draft.job is not None
+    job = draft.job
+    members = [c for c in built if G.is_member(gang, c)]
+    if not members:
+        return built, False
+    for member in members:
+        G.mark(gang, job.name, member)
+    metadata = children.metadata(job, job.name, children.job_labels(job))
+    group = children.with_hash(
+        G.pod_group(gang, job.name, children.namespace_of(job), members, metadata)
+    )
+    held = G.holds_pods(gang, draft.observed.pod_groups.get(job.name))
+    ids = {id(m) for m in members}
+    kept = [c for c in built if not (held and id(c) in ids)]
+    return [group, *kept], held
+
+
+def _with_attempt(
+    job: Job, attempt: int, built: Iterable[dict[str, Any]]
+) -> Iterator[dict[str, Any]]:
+    """``built`` with the gang restart's attempt on each pod, one child at a time."""
+    for child in built:
+        gang_restart.with_attempt(job, attempt, [child])
+        yield child
 
 
 def _surplus(draft: Draft) -> list[ChildRef]:

@@ -98,7 +98,6 @@ class Draft:
             kind=self.kind,
             name=self.name,
             job=self.job,
-            counted_failures=ctx.counted_failures,
             seen_restart_counts=dict(ctx.seen_restart_counts),
         )
         #: Set by the policies for the ones after them.
@@ -108,8 +107,17 @@ class Draft:
             for rtype, st in (self.current.replica_statuses or {}).items()
             if st.restarts
         }
+        #: Failed pods already counted in ``restarts``, by replica type (see restart.py).
+        self.persisted_counted: dict[str, frozenset[str]] = {
+            rtype: frozenset(st.counted_failures)
+            for rtype, st in (self.current.replica_statuses or {}).items()
+            if st.counted_failures
+        }
         self.restart: RestartVerdict | None = None
         self.gate: Gate | None = None
+        #: Set when this reconcile writes only a batch of the children still missing:
+        #: (pods there or being created now, pods the job should have).
+        self.creating: tuple[int, int] | None = None
         if self.job is not None and not self.finished:
             counted = self.plugin.status(self.job, self.observed).replica_statuses or {}
             self.replica_statuses = with_restarts(counted, self.persisted_restarts)
@@ -148,8 +156,6 @@ class Draft:
         self.plan.generate.extend(decision.generate)
         self.plan.ungate.extend(decision.ungate)
         self.plan.seen_restart_counts.update(decision.seen_restart_counts)
-        if decision.counted_failures is not None:
-            self.plan.counted_failures = decision.counted_failures
         if decision.awaiting is not None:
             self.plan.awaiting = decision.awaiting
         if decision.replica_statuses is not None:
@@ -215,6 +221,11 @@ class Draft:
             "Warning" if failed else "Normal",
         )
         statuses = self.status.replica_statuses if self.job is None else self.replica_statuses
+        # A finished job recreates nothing: no failure waits to be counted any more.
+        statuses = {
+            rtype: st.model_copy(update={"counted_failures": None})
+            for rtype, st in (statuses or {}).items()
+        } or None
         # Counted as they are: ranks still running are active, not succeeded.
         self.status = self.status.model_copy(
             update={

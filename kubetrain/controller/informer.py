@@ -152,6 +152,17 @@ def trim_batch_job(obj: Mapping[str, Any]) -> Obj:
     }
 
 
+def trim_pod_group(obj: Mapping[str, Any]) -> Obj:
+    """PodGroups: identity, the spec-hash annotation and the scheduler's phase."""
+    phase = (obj.get("status") or {}).get("phase")
+    return {
+        "apiVersion": obj.get("apiVersion"),
+        "kind": "PodGroup",
+        "metadata": _trim_meta(obj.get("metadata") or {}, KEPT_ANNOTATIONS),
+        "status": {"phase": phase} if phase else {},
+    }
+
+
 def trim_training_job(obj: Mapping[str, Any]) -> Obj:
     """Jobs are kept whole (their spec builds the children) but for managedFields."""
     out = dict(obj)

@@ -34,6 +34,7 @@ from kubetrain import __version__
 from kubetrain.api.kinds import CLUSTER_TRAINING_RUNTIME, OPERATOR_KINDS, TRAINING_RUNTIME
 from kubetrain.controller.credentials import auth_headers, credential_loader
 from kubetrain.controller.errors import ApiError
+from kubetrain.controller.gang import BACKENDS
 
 log = logging.getLogger("kubetrain.kube")
 
@@ -91,11 +92,17 @@ RUNTIME_RESOURCES: Mapping[str, Resource] = {
 CHILD_RESOURCES: Mapping[str, Resource] = {
     r.kind: r for r in (PODS, SERVICES, CONFIG_MAPS, SECRETS, BATCH_JOBS)
 }
+#: The gang schedulers' PodGroups (one kind name, two API groups), by apiVersion.
+POD_GROUP_RESOURCES: Mapping[str, Resource] = {
+    b.api_version: Resource(b.group, b.version, "podgroups", "PodGroup") for b in BACKENDS.values()
+}
 
 
 def resource_of(obj: Mapping[str, Any]) -> Resource:
     """The resource of an object by its kind (jobs, children, events, leases)."""
     kind = obj.get("kind")
+    if kind == "PodGroup" and obj.get("apiVersion") in POD_GROUP_RESOURCES:
+        return POD_GROUP_RESOURCES[str(obj["apiVersion"])]
     for table in (JOB_RESOURCES, CHILD_RESOURCES, RUNTIME_RESOURCES):
         if kind in table:
             return table[str(kind)]

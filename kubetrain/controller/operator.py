@@ -11,6 +11,7 @@ import logging
 import os
 import secrets
 import socket
+import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -19,8 +20,9 @@ from pathlib import Path
 from kubetrain.controller.cluster_state import JobKey, KubeCluster
 from kubetrain.controller.config import OperatorConfig
 from kubetrain.controller.errors import ApiError, Deposed, ErrorClass
+from kubetrain.controller.gang import GangConfig
 from kubetrain.controller.health import HttpServers
-from kubetrain.controller.kube import KubeApi
+from kubetrain.controller.kube import POD_GROUP_RESOURCES, KubeApi
 from kubetrain.controller.leader import LeaderElector
 from kubetrain.controller.metrics import Metrics
 from kubetrain.controller.plugins.registry import build_registry
@@ -83,16 +85,19 @@ class Operator:
                 retry_period=retry_period,
                 on_change=lambda leader: self.metrics.is_leader.set(1 if leader else 0),
             )
-        self.plugins = build_registry(config.kinds)
+        self.gang = GangConfig.of(config)
+        self.plugins = build_registry(config.kinds, gang=self.gang)
+        extra_children = ("PodGroup",) if self.gang is not None else ()
         self.cluster = KubeCluster(
             api,
-            {kind: plugin.child_kinds for kind, plugin in self.plugins.items()},
+            {kind: (*plugin.child_kinds, *extra_children) for kind, plugin in self.plugins.items()},
             config.namespaces,
             self.queue.add,
             identity=self.identity,
             exclude_namespaces=config.exclude_namespaces,
             may_write=self.may_write,
             event_qps=config.event_qps,
+            pod_group_api_version=self.gang.backend.api_version if self.gang else None,
         )
         # Child writes of one reconcile go out concurrently: the API server's latency, not
         # the operator's CPU, bounds how fast a job gets its children.
@@ -155,8 +160,43 @@ class Operator:
 
     # -- main loop -----------------------------------------------------------------------
 
+    def check_gang_scheduler(self) -> str | None:
+        """Why the configured gang scheduler cannot be used (its PodGroup API is not
+        served, or the operator may not list PodGroups), or None. Pods of a gang are
+        never scheduled one by one instead."""
+        if self.gang is None:
+            return None
+        backend = self.gang.backend
+        resource = POD_GROUP_RESOURCES[backend.api_version]
+        for scope in self.config.namespaces or (None,):
+            try:
+                self.api.request("GET", resource.path(scope), query={"limit": "1"})
+            except ApiError as err:
+                if err.status == 404:
+                    return (
+                        f"--gang-scheduler={backend.scheduler.value}: the PodGroup API "
+                        f"{backend.api_version} is not served (CRD {backend.crd} is not "
+                        f"installed); install {backend.scheduler.value} first, or run with "
+                        "--gang-scheduler=none"
+                    )
+                if err.status == 403:
+                    return (
+                        f"--gang-scheduler={backend.scheduler.value}: the operator may not "
+                        f"list {backend.crd}"
+                        + (f" in namespace {scope}" if scope else "")
+                        + f" ({err.message}); grant it the PodGroup rights of its RBAC"
+                    )
+                raise
+        return None
+
     def run(self, stop: threading.Event) -> int:
-        """Serve until ``stop`` is set; 0 on a clean stop, 1 when leadership was lost."""
+        """Serve until ``stop`` is set; 0 on a clean stop, 1 when leadership was lost, 2
+        when the configured gang scheduler is missing."""
+        missing = self.check_gang_scheduler()
+        if missing is not None:
+            log.error("gang scheduler missing", extra={"error": missing})
+            print(f"kubetrain operator: {missing}", file=sys.stderr)
+            return 2
         if self.http is not None:
             self.http.start()
         code = 0

@@ -6,8 +6,8 @@ Each policy decides one concern and returns its consequences (conditions, Events
 increments, deletions); :data:`PRECEDENCE` is the order in which they are asked, and the
 first one that ends the job (or the reconcile) has the last word:
 
-    invalid > finished > suspended > deadline > failure/restart > success > startup
-    > children > progress
+    invalid > finished > suspended > deadline > gang restart > failure/restart > success
+    > startup > children > progress
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ from kubetrain.controller.plugins.base import JobPlugin, Observed, Outcome
 from kubetrain.controller.policies import (
     cleanup,
     deadlines,
+    gang_restart,
     progress,
     restart,
     startup,
@@ -43,6 +44,7 @@ PRECEDENCE: tuple[Policy, ...] = (
     Draft.created,
     suspend.decide,
     deadlines.decide,
+    gang_restart.decide,
     restart.decide_failure,
     success.decide,
     startup.decide,

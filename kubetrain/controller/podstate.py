@@ -59,6 +59,11 @@ def is_deleting(obj: Obj) -> bool:
     return bool((obj.get("metadata") or {}).get("deletionTimestamp"))
 
 
+def is_unbound(pod: Obj) -> bool:
+    """Not placed on a node yet (and not finished)."""
+    return not (pod.get("spec") or {}).get("nodeName") and phase(pod) == "Pending"
+
+
 def is_active(pod: Obj) -> bool:
     """Pending, Running or Unknown, and not being deleted."""
     return phase(pod) in ACTIVE_PHASES and not is_deleting(pod)

@@ -17,7 +17,8 @@ from kubetrain.api.kinds import (
     TRAINJOB,
     kind_info,
 )
-from kubetrain.controller.config import OperatorConfig
+from kubetrain.controller.config import GangScheduler, OperatorConfig
+from kubetrain.controller.gang import BACKENDS
 
 # Children are created with POST, changed only by server-side apply or a JSON patch (both
 # PATCH), deleted with a uid precondition; nothing is ever PUT, so no child gets
@@ -84,9 +85,12 @@ def operator_rules(config: OperatorConfig) -> list[PolicyRule]:
         ]
     if mpi:
         rules.append(PolicyRule(("batch",), ("jobs",), ("create", "delete", *_WATCHED)))
-    # No HorizontalPodAutoscaler or PodGroup rights: the operator creates neither yet
-    # (elastic metrics and gang scheduling are not implemented), and unused rights are
-    # exactly what least privilege forbids.
+    if config.gang_scheduler is not GangScheduler.NONE:
+        # The gang scheduler's PodGroups only (one per job, applied when the gang changes).
+        group = BACKENDS[config.gang_scheduler].group
+        rules.append(PolicyRule((group,), ("podgroups",), ("create", "delete", *_WATCHED, "patch")))
+    # No HorizontalPodAutoscaler rights: the operator creates none (elastic metrics are
+    # not implemented), and unused rights are exactly what least privilege forbids.
     return rules
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-# The reason strings live with the other wire keys; the operator's code reads them here.
 from kubetrain.api.keys import (
     BACKOFF_LIMIT_EXCEEDED as BACKOFF_LIMIT_EXCEEDED,
 )
@@ -30,6 +29,9 @@ from kubetrain.api.keys import (
 from kubetrain.api.keys import (
     MANAGED_ELSEWHERE as MANAGED_ELSEWHERE,
 )
+
+# The reason strings live with the other wire keys; the operator's code reads them here.
+from kubetrain.api.keys import MAX_RESTARTS_ANNOTATION
 from kubetrain.api.keys import (
     RUNTIME_IN_USE as RUNTIME_IN_USE,
 )
@@ -95,6 +97,11 @@ POD_PROBLEM_REASONS = (
 
 def created(kind: str, name: str) -> str:
     return f"{kind} {name} is created."
+
+
+def creating_children(pods: int, total: int, batch: int) -> str:
+    """Progress of a job whose children are created over several reconciles."""
+    return f"Creating its children, {batch} per pass: {pods:,} of {total:,} pods so far."
 
 
 def running(kind: str, name: str) -> str:
@@ -189,6 +196,44 @@ def startup_timeout(
 
 def startup_waiting(waiting: str, needed: str) -> str:
     return f"Waiting for {needed} to be Ready before creating {waiting}."
+
+
+GANG_RESTART = "GangRestart"
+
+
+def gang_restarting(
+    kind: str, name: str, pod: str, cause: str, attempt: int, limit: int | None
+) -> str:
+    budget = f"{attempt} of {limit}" if limit is not None else f"{attempt} (no limit)"
+    return (
+        f"{kind} {name} is restarting as a gang: pod {pod} failed ({cause}), so every pod "
+        f"is deleted and the gang starts again as attempt {attempt}; gang restarts used: "
+        f"{budget}."
+    )
+
+
+def replica_restarts_exceeded(
+    kind: str, name: str, replica_type: str, pod: str, cause: str, limit: int
+) -> str:
+    return (
+        f"{_replica_failed(kind, name, replica_type)} and its restarts allowed "
+        f"({MAX_RESTARTS_ANNOTATION} {limit}) are used up: pod {pod} failed ({cause})."
+    )
+
+
+def gang_restarts_exceeded(kind: str, name: str, pod: str, cause: str, limit: int) -> str:
+    return (
+        f"{kind} {name} is failed: pod {pod} failed ({cause}) and the gang restarts allowed "
+        f"({limit}) are used up. Raise spec.runPolicy.backoffLimit (a TrainJob: its "
+        "runtime's failurePolicy.maxRestarts) to allow more."
+    )
+
+
+def gang_waiting(scheduler: str, group: str) -> str:
+    return (
+        f"Waiting for the gang scheduler ({scheduler}) to place every pod of PodGroup "
+        f"{group} together."
+    )
 
 
 def pod_failed(kind: str, name: str, replica_type: str, pod: str, cause: str, policy: str) -> str:

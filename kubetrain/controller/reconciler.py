@@ -47,12 +47,12 @@ log = logging.getLogger("kubetrain.reconciler")
 @dataclass
 class JobMemory:
     """What the operator remembers about a job between reconciles (lost on restart,
-    which only costs repeated Events: the counts that matter are in the status)."""
+    which only costs repeated Events: the counts that matter, and the failures already
+    counted, are in the status)."""
 
     uid: str = ""
     #: Consecutive reconciles whose child writes the API server refused.
     refusals: int = 0
-    counted_failures: frozenset[str] = frozenset()
     seen_restart_counts: dict[str, int] = field(default_factory=dict)
     emitted: OrderedDict[str, None] = field(default_factory=OrderedDict)
     #: uids of the job's ended pods whose exit was recorded.
@@ -182,7 +182,6 @@ class Reconciler:
             now=now,
             startup_timeout_seconds=self.startup_timeout_seconds,
             success_grace_seconds=self.success_grace_seconds,
-            counted_failures=memory.counted_failures,
             seen_restart_counts=dict(memory.seen_restart_counts),
         )
         plan = planner.plan(raw, plugin, observed, ctx)
@@ -336,7 +335,6 @@ class Reconciler:
                 if err.status == 404:
                     return
                 raise
-        memory.counted_failures = plan.counted_failures
         memory.seen_restart_counts = plan.seen_restart_counts
         for ref in plan.delete:
             self.writer.delete(namespace, ref)

@@ -18,9 +18,17 @@ from kubetrain.constructs.job_common import NodePoolLike
 from kubetrain.constructs.node_pool import GpuNodePool, GpuNodePoolProps
 from kubetrain.constructs.objects import construct_errors
 from kubetrain.constructs.operator import TrainingOperator, TrainingOperatorProps
+from kubetrain.constructs.queues import (
+    ClusterQueue,
+    LocalQueue,
+    ResourceFlavor,
+    ResourceFlavorProps,
+    WorkloadPriorityClass,
+    resolve_flavors,
+)
 from kubetrain.constructs.samples import HorovodSample, PyTorchDdpSample, TensorFlowMwmsSample
 from kubetrain.constructs.trainer_access import TrainerUserAccess
-from kubetrain.gitops.stack import Samples, StackRuntime
+from kubetrain.gitops.stack import Queues, Samples, StackRuntime
 
 
 class CrdsChart(cdk8s.Chart):
@@ -79,6 +87,42 @@ class RuntimesChart(cdk8s.Chart):
             name = str(props.name)
             with construct_errors(self, name):
                 entry.construct(self, name, props)
+
+
+class QueuesChart(cdk8s.Chart):
+    """The stack's Kueue objects: priority classes, a ResourceFlavor per node pool it
+    names, ClusterQueues and LocalQueues (names resolved to the constructs)."""
+
+    def __init__(
+        self,
+        scope: constructs.Construct,
+        id: str,
+        queues: Queues,
+        pools: dict[str, GpuNodePool],
+    ) -> None:
+        super().__init__(scope, id, disable_resource_name_hashes=True)
+        for priority in queues.priority_classes:
+            with construct_errors(self, f"priority-{priority.name}"):
+                WorkloadPriorityClass(self, f"priority-{priority.name}", priority)
+        flavors: dict[str, ResourceFlavor] = {}
+        for entry in queues.flavors:
+            props = entry.props or ResourceFlavorProps(name=entry.node_pool)
+            props = dataclasses.replace(props, pool=pools[entry.node_pool])
+            with construct_errors(self, f"flavor-{entry.name}"):
+                flavors[entry.name] = ResourceFlavor(self, f"flavor-{entry.name}", props)
+        cluster_queues: dict[str, ClusterQueue] = {}
+        for queue in queues.cluster_queues:
+            with construct_errors(self, f"queue-{queue.name}"):
+                cluster_queues[queue.name] = ClusterQueue(
+                    self, f"queue-{queue.name}", resolve_flavors(queue, flavors)
+                )
+        for local in queues.local_queues:
+            local_id = f"local-{local.namespace}-{local.name}"
+            with construct_errors(self, local_id):
+                resolved = dataclasses.replace(
+                    local, cluster_queue=cluster_queues[local.cluster_queue_name]
+                )
+                LocalQueue(self, local_id, resolved)
 
 
 class SamplesChart(cdk8s.Chart):

@@ -3,6 +3,7 @@ Applications that deploy them."""
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -11,8 +12,13 @@ from kubetrain.gitops import argocd as argo
 from kubetrain.gitops.stack import Stack
 
 # Chart order is deployment order and sync-wave order; folder numbers are fixed per chart
-# so a chart keeps its path whichever charts a stack has.
-CHART_ORDER = ("crds", "operator", "gpu-nodes", "runtimes", "samples")
+# so a chart keeps its path whichever charts a stack has. A new chart therefore takes the
+# next number: inserting one would move the folders and waves of the charts after it in
+# every stack, and so change the content of versions that did not change. ``queues``
+# (Kueue's objects) comes last: nothing the other charts hold needs it (a runtime's queue
+# rule names a queue but needs no queue object; queued jobs wait for their LocalQueue),
+# and it needs only Kueue's CRDs, which Kueue's own installation provides.
+CHART_ORDER = ("crds", "operator", "gpu-nodes", "runtimes", "samples", "queues")
 
 
 @dataclass(frozen=True)
@@ -34,8 +40,9 @@ def _annotate(obj: dict[str, Any], annotations: dict[str, str]) -> None:
     meta["annotations"] = {**meta.get("annotations", {}), **annotations}
 
 
-def render_charts(stack: Stack) -> list[RenderedChart]:
-    """Every non-empty chart of ``stack``, in deployment order, as plain dicts."""
+def render_charts(stack: Stack, only: Collection[str] = CHART_ORDER) -> list[RenderedChart]:
+    """Every non-empty chart of ``stack`` (of those named in ``only``), in deployment
+    order, as plain dicts."""
     quiet_jsii()
     import cdk8s
 
@@ -44,33 +51,38 @@ def render_charts(stack: Stack) -> list[RenderedChart]:
         CrdsChart,
         GpuNodesChart,
         OperatorChart,
+        QueuesChart,
         RuntimesChart,
         SamplesChart,
     )
 
     app = cdk8s.App()
-    charts: dict[str, cdk8s.Chart] = {
-        "crds": CrdsChart(
+    charts: dict[str, cdk8s.Chart] = {}
+    if "crds" in only:
+        charts["crds"] = CrdsChart(
             app,
             "crds",
             KubeflowCrdsProps(annotations={argo.SYNC_OPTIONS_ANNOTATION: argo.CRD_SYNC_OPTIONS}),
-        ),
-        "operator": OperatorChart(app, "operator", stack.operator),
-    }
+        )
+    if "operator" in only:
+        charts["operator"] = OperatorChart(app, "operator", stack.operator)
     gpu_nodes = GpuNodesChart(app, "gpu-nodes", stack.node_pools)
     charts["gpu-nodes"] = gpu_nodes
     charts["runtimes"] = RuntimesChart(app, "runtimes", stack.runtimes, gpu_nodes.pools)
     pool = gpu_nodes.pools.get(stack.samples.node_pool) if stack.samples.node_pool else None
     charts["samples"] = SamplesChart(app, "samples", stack.samples, node_pool=pool)
+    charts["queues"] = QueuesChart(app, "queues", stack.queues, gpu_nodes.pools)
     rendered: list[RenderedChart] = []
     for name in CHART_ORDER:
+        if name not in only:
+            continue
         objects = [dict(o) for o in charts[name].to_json()]
         if not objects:
             continue
         chart = RenderedChart(name, objects)
         for obj in objects:
             _annotate(obj, {argo.SYNC_WAVE_ANNOTATION: str(chart.wave)})
-            if name in ("samples", "runtimes"):
+            if name in ("samples", "runtimes", "queues"):
                 _annotate(obj, {argo.SYNC_OPTIONS_ANNOTATION: argo.SAMPLE_SYNC_OPTIONS})
         rendered.append(chart)
     return rendered

@@ -14,6 +14,12 @@ from pathlib import Path
 
 from kubetrain.constructs.node_pool import GpuNodePoolProps
 from kubetrain.constructs.operator import TrainingOperatorProps
+from kubetrain.constructs.queues import (
+    ClusterQueueProps,
+    LocalQueueProps,
+    ResourceFlavorProps,
+    WorkloadPriorityClassProps,
+)
 from kubetrain.constructs.runtimes import (
     MpiRuntime,
     MpiRuntimeProps,
@@ -90,6 +96,70 @@ class StackRuntime:
             )
 
 
+@dataclass(frozen=True)
+class StackFlavor:
+    """A Kueue ResourceFlavor of the stack standing for one of its node pools (by name);
+    ``props`` default to a flavor named like the pool."""
+
+    node_pool: str
+    props: ResourceFlavorProps | None = None
+
+    @property
+    def name(self) -> str:
+        return self.props.flavor_name if self.props is not None else self.node_pool
+
+
+@dataclass(frozen=True, kw_only=True)
+class Queues:
+    """Kueue quota of the stack (the ``queues`` chart). Queues name flavors and cluster
+    queues by name; the chart resolves them."""
+
+    flavors: tuple[StackFlavor, ...] = ()
+    """ResourceFlavors, each from a node pool of the stack. Default: none."""
+    cluster_queues: tuple[ClusterQueueProps, ...] = ()
+    """ClusterQueues; their ``FlavorQuota.flavor`` names one of ``flavors``."""
+    local_queues: tuple[LocalQueueProps, ...] = ()
+    """LocalQueues; their ``cluster_queue`` names one of ``cluster_queues``."""
+    priority_classes: tuple[WorkloadPriorityClassProps, ...] = ()
+    """WorkloadPriorityClasses. Default: none."""
+
+    def check(self, pool_names: list[str]) -> None:
+        """Raise unless every name a queue refers to is defined, once."""
+        flavors = [f.name for f in self.flavors]
+        queues = [q.name for q in self.cluster_queues]
+        locals_ = [f"{q.namespace}/{q.name}" for q in self.local_queues]
+        classes = [p.name for p in self.priority_classes]
+        for what, names in (
+            ("queues.flavors", flavors),
+            ("queues.cluster_queues", queues),
+            ("queues.local_queues", locals_),
+            ("queues.priority_classes", classes),
+        ):
+            for name in names:
+                if names.count(name) > 1:
+                    raise ValueError(f"{what} define {name!r} twice")
+        for flavor in self.flavors:
+            if flavor.node_pool not in pool_names:
+                raise ValueError(
+                    f"queues.flavors: node_pool ({flavor.node_pool!r}) is not one of the "
+                    f"stack's node pools: {', '.join(pool_names) or 'none defined'}"
+                )
+        for queue in self.cluster_queues:
+            for quota in queue.quotas:
+                if quota.flavor_name not in flavors:
+                    raise ValueError(
+                        f"cluster queue {queue.name!r}: flavor {quota.flavor_name!r} is not "
+                        f"one of queues.flavors: {', '.join(flavors) or 'none defined'}"
+                    )
+        for local in self.local_queues:
+            if local.cluster_queue_name not in queues:
+                raise ValueError(
+                    f"local queue {local.namespace}/{local.name}: cluster_queue "
+                    f"({local.cluster_queue_name!r}) is not one of queues.cluster_queues: "
+                    f"{', '.join(queues) or 'none defined'}"
+                )
+
+
 @dataclass(frozen=True, kw_only=True)
 class Stack:
     """One environment: its version, the operator, GPU node pools and samples."""
@@ -106,6 +176,8 @@ class Stack:
     """Training runtimes for TrainJobs and the Kubeflow SDK (the ``runtimes`` chart)."""
     samples: Samples = field(default_factory=Samples)
     """Sample jobs (the ``samples`` chart)."""
+    queues: Queues = field(default_factory=Queues)
+    """Kueue flavors, queues and priorities (the ``queues`` chart). Default: none."""
     argocd: ArgoCd = field(default_factory=ArgoCd)
     """Argo CD Applications for the rendered charts."""
     description: str = ""
@@ -128,6 +200,7 @@ class Stack:
                     f"runtime {runtime.props.name!r}: node_pool ({runtime.node_pool!r}) is not "
                     f"one of the stack's node pools: {', '.join(map(str, pool_names)) or 'none'}"
                 )
+        self.queues.check([str(n) for n in pool_names])
         if self.samples.node_pool is not None and self.samples.node_pool not in pool_names:
             raise ValueError(
                 f"samples.node_pool ({self.samples.node_pool!r}) is not one of the stack's "

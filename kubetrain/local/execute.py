@@ -1,8 +1,12 @@
 """Running a planned job: one process per replica, each in its own process group, their
-output streamed with a ``[<type>-<index>]`` prefix. The job's status follows the
-operator's rules (its framework's success rule); the remaining processes are stopped once
-it is decided (after a few seconds to finish by themselves when it succeeded). Ctrl-C
-stops every process started. Locally nothing is restarted: a failed replica fails the job.
+output streamed with a ``[<type>-<index>]`` prefix (and, with ``log_dir``, written to
+``<log_dir>/<type>-<index>.log``). Replicas start in the framework's order: one that
+waits for others to be Ready starts once they run, one that waits for them to be
+Complete (a TrainJob's trainer after its initializers) once they exited with 0. The job's
+status follows the operator's rules (its framework's success rule); the remaining
+processes are stopped once it is decided (after a few seconds to finish by themselves
+when it succeeded). Ctrl-C stops every process started. Locally nothing is restarted: a
+failed replica fails the job.
 """
 
 from __future__ import annotations
@@ -16,12 +20,13 @@ import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import TextIO
+from typing import IO, TextIO
 
-from kubetrain.local.plan import LocalPlan, LocalReplica, LocalRunError, job_succeeded
+from kubetrain.frameworks import StartAfter
+from kubetrain.local.plan import LocalPlan, LocalReplica, LocalRunError
 
 #: Exit codes for outcomes that are not a replica's own exit code.
 EXIT_FAILED = 1
@@ -38,11 +43,19 @@ class Outcome:
     """How a local run ended."""
 
     phase: str
-    """``Succeeded``, ``Failed`` or ``Interrupted``."""
+    """``Succeeded`` (a TrainJob: ``Complete``), ``Failed`` or ``Interrupted``."""
     reason: str
     exit_code: int
     exit_codes: dict[str, int | None]
+    """By replica label; None for one still running when stopped, or never started."""
     seconds: float
+    failed: str | None = None
+    """The label of the replica whose exit failed the job, if one did."""
+    logs: dict[str, Path] = field(default_factory=dict)
+    """Each started replica's log file, by label (with ``log_dir``)."""
+    not_started: tuple[str, ...] = ()
+    """Replicas still waiting for their turn when the job ended (e.g. after a failed
+    initializer)."""
 
 
 class _Replica:
@@ -52,10 +65,12 @@ class _Replica:
         process: subprocess.Popen[bytes],
         out: TextIO,
         lock: threading.Lock,
+        log: IO[str] | None = None,
     ) -> None:
         self.spec = spec
         self.process = process
         self.exit_code: int | None = None
+        self._log = log
         self._reader = threading.Thread(
             target=self._stream, args=(out, lock), name=f"log-{spec.label}", daemon=True
         )
@@ -64,11 +79,18 @@ class _Replica:
     def _stream(self, out: TextIO, lock: threading.Lock) -> None:
         assert self.process.stdout is not None
         prefix = f"[{self.spec.label}] "
-        for raw in iter(self.process.stdout.readline, b""):
-            line = raw.decode("utf-8", errors="replace").rstrip("\n")
-            with lock:
-                out.write(prefix + line + "\n")
-                out.flush()
+        try:
+            for raw in iter(self.process.stdout.readline, b""):
+                line = raw.decode("utf-8", errors="replace").rstrip("\n")
+                if self._log is not None:
+                    self._log.write(line + "\n")
+                    self._log.flush()
+                with lock:
+                    out.write(prefix + line + "\n")
+                    out.flush()
+        finally:
+            if self._log is not None:
+                self._log.close()
 
     def poll(self) -> int | None:
         if self.exit_code is None:
@@ -125,6 +147,48 @@ def _interrupt_flag() -> Iterator[threading.Event]:
             signal.signal(sig, old)
 
 
+def _waits_for(
+    spec: LocalReplica,
+    orders: Sequence[StartAfter],
+    plan: LocalPlan,
+    started: dict[tuple[str, int], _Replica],
+) -> StartAfter | None:
+    """The first start-order rule that still holds ``spec`` back (None: it may start).
+    Locally a running process counts as Ready."""
+    for order in orders:
+        if spec.replica_type not in order.waiting:
+            continue
+        for needed in order.needed:
+            if needed in plan.absent:
+                continue
+            replica = started.get(needed)
+            if replica is None or (order.until == "Complete" and replica.poll() != 0):
+                return order
+    return None
+
+
+def _start(
+    spec: LocalReplica, *, workdir: Path, env: dict[str, str], log_dir: Path | None
+) -> tuple[subprocess.Popen[bytes], IO[str] | None, Path | None]:
+    log_path = log_dir / f"{spec.label}.log" if log_dir is not None else None
+    try:
+        process = subprocess.Popen(
+            spec.argv,
+            cwd=workdir,
+            env={**env, **spec.env},
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+    except OSError as error:
+        raise LocalRunError(
+            f"{spec.label}: cannot start {spec.argv[0]!r}: {error.strerror}"
+        ) from None
+    log = log_path.open("w", encoding="utf-8") if log_path is not None else None
+    return process, log, log_path
+
+
 def execute(
     plan: LocalPlan,
     *,
@@ -133,8 +197,10 @@ def execute(
     deadline_seconds: float | None = None,
     grace_seconds: float = GRACE_SECONDS,
     settle_seconds: float = SETTLE_SECONDS,
+    log_dir: Path | None = None,
 ) -> Outcome:
-    """Start every replica of ``plan``, stream their logs to ``out`` and decide the job.
+    """Start every replica of ``plan`` in its start order, stream their logs to ``out``
+    (and to ``log_dir``, when given) and decide the job.
 
     Once the job has succeeded, replicas still running get ``settle_seconds`` to exit by
     themselves; then (and at once when it failed) they get SIGTERM and, after
@@ -143,6 +209,8 @@ def execute(
     for path, text in plan.files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(text)
+    if log_dir is not None:
+        log_dir.mkdir(parents=True, exist_ok=True)
     base_env = dict(os.environ)
     # `python`, `torchrun`, `horovodrun` resolve to the environment kubetrain runs in.
     tools = str(Path(sys.executable).parent)
@@ -150,44 +218,63 @@ def execute(
 
     lock = threading.Lock()
     started = time.monotonic()
-    replicas: list[_Replica] = []
-    job = plan.job
+    replicas: dict[tuple[str, int], _Replica] = {}
+    logs: dict[str, Path] = {}
+    pending = list(plan.replicas)
+    orders = plan.framework.start_order(plan.job)
+    announced: set[str] = set()
+
+    def say(message: str) -> None:
+        with lock:
+            out.write(f"kubetrain: {message}\n")
+            out.flush()
+
     with _interrupt_flag() as interrupted:
         try:
-            for spec in plan.replicas:
-                with lock:
-                    out.write(f"kubetrain: starting {spec.label}: {shlex.join(spec.argv)}\n")
-                    out.flush()
-                try:
-                    process = subprocess.Popen(
-                        spec.argv,
-                        cwd=workdir,
-                        env={**base_env, **spec.env},
-                        stdin=subprocess.DEVNULL,
-                        stdout=subprocess.PIPE,
-                        stderr=subprocess.STDOUT,
-                        start_new_session=True,
-                    )
-                except OSError as error:
-                    raise LocalRunError(
-                        f"{spec.label}: cannot start {spec.argv[0]!r}: {error.strerror}"
-                    ) from None
-                replicas.append(_Replica(spec, process, out, lock))
-
-            phase, reason, code = "", "", 0
+            phase, reason, code, failed_label = "", "", 0, None
             while not phase:
-                exit_codes = {(r.spec.replica_type, r.spec.index): r.poll() for r in replicas}
-                failed = [r for r in replicas if r.exit_code not in (None, 0)]
-                if job_succeeded(job, exit_codes):
-                    phase, reason = "Succeeded", "the job's success condition was met"
+                for spec in list(pending):
+                    holding = _waits_for(spec, orders, plan, replicas)
+                    if holding is not None:
+                        if spec.label not in announced:
+                            announced.add(spec.label)
+                            say(
+                                f"{spec.label} waits for {holding.needed_label} to be "
+                                f"{'Complete' if holding.until == 'Complete' else 'running'}"
+                            )
+                        continue
+                    say(f"starting {spec.label}: {shlex.join(spec.argv)}")
+                    process, log, log_path = _start(
+                        spec, workdir=workdir, env=base_env, log_dir=log_dir
+                    )
+                    if log_path is not None:
+                        logs[spec.label] = log_path
+                    replicas[(spec.replica_type, spec.index)] = _Replica(
+                        spec, process, out, lock, log
+                    )
+                    pending.remove(spec)
+                running = list(replicas.values())
+                exit_codes = {key: r.poll() for key, r in replicas.items()}
+                failed = [r for r in running if r.exit_code not in (None, 0)]
+                success = plan.succeeded(exit_codes)
+                if success is not None:
+                    phase, reason = plan.success_phase, success
                 elif failed:
                     first = failed[0]
                     assert first.exit_code is not None
                     code = _exit_code_of(first.exit_code)
+                    failed_label = first.spec.label
                     phase, reason = "Failed", f"{first.spec.label} exited with code {code}"
-                elif all(r.exit_code is not None for r in replicas):
+                elif all(r.exit_code is not None for r in running):
+                    if any(_waits_for(s, orders, plan, replicas) is None for s in pending):
+                        continue  # what they waited for just completed: start them
                     phase, code = "Failed", EXIT_FAILED
-                    reason = "every replica exited but the job's success condition was not met"
+                    reason = (
+                        "every replica exited but the job's success condition was not met"
+                        if not pending
+                        else f"{', '.join(s.label for s in pending)} can never start: "
+                        "what they wait for exited"
+                    )
                 elif interrupted.is_set():
                     phase, reason, code = "Interrupted", "interrupted", EXIT_INTERRUPTED
                 elif deadline_seconds is not None and time.monotonic() - started > deadline_seconds:
@@ -195,28 +282,33 @@ def execute(
                     reason = f"DeadlineExceeded: still running after {deadline_seconds:g}s"
                 else:
                     time.sleep(0.05)
-            if phase == "Succeeded":
+            if phase == plan.success_phase:
                 # The rest are usually finishing too (a DDP worker after its master):
                 # let them, so their last lines are not lost, before stopping the others
                 # (a parameter server never exits by itself).
                 settle = time.monotonic() + settle_seconds
                 while (
-                    any(r.poll() is None for r in replicas)
+                    any(r.poll() is None for r in replicas.values())
                     and time.monotonic() < settle
                     and not interrupted.is_set()
                 ):
                     time.sleep(0.05)
         finally:
-            _stop(replicas, grace_seconds)
-            for replica in replicas:
+            _stop(list(replicas.values()), grace_seconds)
+            for replica in replicas.values():
                 replica.finish_logs(timeout=5)
+    codes: dict[str, int | None] = {spec.label: None for spec in plan.replicas}
+    for replica in replicas.values():
+        codes[replica.spec.label] = (
+            None if replica.exit_code is None else _exit_code_of(replica.exit_code)
+        )
     return Outcome(
         phase=phase,
         reason=reason,
         exit_code=code,
-        exit_codes={
-            r.spec.label: None if r.exit_code is None else _exit_code_of(r.exit_code)
-            for r in replicas
-        },
+        exit_codes=codes,
         seconds=time.monotonic() - started,
+        failed=failed_label,
+        logs=logs,
+        not_started=tuple(spec.label for spec in pending),
     )

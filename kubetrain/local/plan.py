@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from kubetrain.api import MPIJob, apply_defaults
+from kubetrain.api.common import JobBase
 from kubetrain.api.loader import Job
-from kubetrain.frameworks import LocalAddressing, framework_for, mpi, replica_name
+from kubetrain.frameworks import Framework, LocalAddressing, framework_for, mpi, replica_name
 from kubetrain.frameworks.replicas import main_container, replicas_of
 
 _VAR_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
@@ -48,10 +49,29 @@ class LocalReplica:
 class LocalPlan:
     """Everything needed to run a job locally."""
 
-    job: Job
+    job: JobBase
+    """The job as its framework reads it (defaulted; a TrainJob resolved against its
+    runtime)."""
+    framework: Framework
+    """The job's rules: start order and success, as the operator applies them."""
     replicas: list[LocalReplica]
     files: dict[Path, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)
+    absent: frozenset[tuple[str, int]] = frozenset()
+    """Replicas the job has but that do not run here (an MPI worker, which only serves
+    sshd to the launcher): counted as Ready and done by the start order and success rule."""
+    success_phase: str = "Succeeded"
+    """What the kind calls success (``Succeeded``; a TrainJob's condition is ``Complete``)."""
+
+    def succeeded(self, exit_codes: Mapping[tuple[str, int], int | None]) -> str | None:
+        """Why the job has succeeded given the replicas' exit codes, by the framework's
+        rule (the one the operator applies to pods); None while it has not."""
+        return self.framework.succeeded(
+            self.job,
+            lambda rtype, index: (
+                (rtype, index) in self.absent or exit_codes.get((rtype, index)) == 0
+            ),
+        )
 
 
 def free_ports(count: int, host: str = "127.0.0.1") -> list[int]:
@@ -83,9 +103,17 @@ def expand_references(value: str, env: Mapping[str, str]) -> str:
     return _VAR_REF.sub(replace, value)
 
 
-def _manifest_env(
-    container: dict[str, Any], *, where: str, pod_name: str, namespace: str
+def pod_fields(pod_name: str, namespace: str, **extra: str) -> dict[str, str]:
+    """The ``fieldRef`` paths run --local resolves: the pod's name and namespace, plus
+    ``extra`` (e.g. an annotation's path)."""
+    return {"metadata.name": pod_name, "metadata.namespace": namespace, **extra}
+
+
+def manifest_env(
+    container: Mapping[str, Any], *, where: str, fields: Mapping[str, str]
 ) -> dict[str, str]:
+    """The container's own ``env``, in order, ``$(VAR)`` expanded as the kubelet does;
+    ``valueFrom.fieldRef`` is read from ``fields`` (see :func:`pod_fields`)."""
     if container.get("envFrom"):
         raise LocalRunError(
             f"{where}: envFrom is not supported by run --local (it reads ConfigMaps and "
@@ -97,23 +125,23 @@ def _manifest_env(
         if "value" in item or "valueFrom" not in item:
             env[name] = expand_references(str(item.get("value", "")), env)
             continue
-        field_path = (item["valueFrom"].get("fieldRef") or {}).get("fieldPath")
-        if field_path == "metadata.name":
-            env[name] = pod_name
-        elif field_path == "metadata.namespace":
-            env[name] = namespace
+        field_path = str((item["valueFrom"].get("fieldRef") or {}).get("fieldPath"))
+        if field_path in fields:
+            env[name] = fields[field_path]
         else:
             raise LocalRunError(
                 f"{where}: env {name} uses valueFrom {item['valueFrom']!r}, which run --local "
-                "cannot resolve (only fieldRef metadata.name and metadata.namespace); "
+                f"cannot resolve (only fieldRef {', '.join(fields)}); "
                 "set it with --env NAME=VALUE"
             )
     return env
 
 
-def _command(
-    container: dict[str, Any], env: Mapping[str, str], *, where: str, entrypoint: list[str]
+def command_of(
+    container: Mapping[str, Any], env: Mapping[str, str], *, where: str, entrypoint: list[str]
 ) -> list[str]:
+    """The container's command and args with ``$(VAR)`` expanded (``entrypoint`` stands in
+    for an image's entrypoint when the container has no command)."""
     command = [str(part) for part in container.get("command") or []]
     args = [str(part) for part in container.get("args") or []]
     if not command:
@@ -168,7 +196,9 @@ def plan_local_run(
 
     notes: list[str] = []
     files: dict[Path, str] = {}
+    absent: frozenset[tuple[str, int]] = frozenset()
     if isinstance(job, MPIJob):
+        absent = frozenset(slot for slot in slots if slot[0] == mpi.WORKER)
         files[hostfile] = mpi.hostfile(job, addressing)
         notes.append(
             "MPIJob: workers only run sshd for the launcher, so they are not started; the "
@@ -190,11 +220,11 @@ def plan_local_run(
                 "the process runs in --workdir"
             )
         pod_name = replica_name(job.name, rtype, index)
-        env = _manifest_env(container, where=where, pod_name=pod_name, namespace=namespace)
+        env = manifest_env(container, where=where, fields=pod_fields(pod_name, namespace))
         for var in framework.container_env(job, rtype, index, container, addressing):
             env[var["name"]] = var["value"]
         env.update(extra_env or {})
-        argv = _command(container, env, where=where, entrypoint=list(entrypoint))
+        argv = command_of(container, env, where=where, entrypoint=list(entrypoint))
         replicas.append(
             LocalReplica(
                 replica_type=rtype,
@@ -204,7 +234,9 @@ def plan_local_run(
                 env=env,
             )
         )
-    return LocalPlan(job=job, replicas=replicas, files=files, notes=notes)
+    return LocalPlan(
+        job=job, framework=framework, replicas=replicas, files=files, notes=notes, absent=absent
+    )
 
 
 def job_succeeded(job: Job, exit_codes: Mapping[tuple[str, int], int | None]) -> bool:

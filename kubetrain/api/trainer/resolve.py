@@ -14,7 +14,9 @@ follows. Pure: the operator and ``kubetrain run --local`` both call :func:`resol
 - ``spec.initializer``: ``STORAGE_URI``, ``env`` and the Secret (``envFrom``) go into the
   ``dataset-initializer`` / ``model-initializer`` containers.
 - ``runtimePatches``, in order: labels and annotations are merged; pod fields are set,
-  lists keyed by name are merged by name, tolerations appended.
+  lists keyed by name are merged by name, tolerations appended; then Trainer v2.1's
+  ``podTemplateOverrides`` (what Kueue v0.15 writes on admission), the same way, on the
+  replicated jobs each targets.
 - Run policy: ``suspend``, ``activeDeadlineSeconds`` and ``managedBy`` from the TrainJob;
   ``ttlSecondsAfterFinished`` from the runtime's JobSet; ``backoffLimit`` from the
   trainer's Job template (6 when unset, batch/v1's default); ``cleanPodPolicy`` unset
@@ -41,6 +43,7 @@ from kubetrain.api.trainer import constants as T
 from kubetrain.api.trainer.runtime import (
     MLPolicy,
     MPIMLPolicySource,
+    PodGroupPolicy,
     RuntimeBase,
     TorchMLPolicySource,
 )
@@ -89,6 +92,11 @@ class ResolvedSpec(KubeModel):
     #: The runtime template's (and patches') labels and annotations, for every child.
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
+    #: The runtime's gang-scheduling policy (coscheduling or volcano), if any.
+    pod_group_policy: PodGroupPolicy | None = None
+    #: JobSet's ``failurePolicy.maxRestarts``: the whole gang is restarted on a failure,
+    #: at most this many times (None: pods restart one by one).
+    gang_max_restarts: int | None = None
 
 
 class ResolvedTrainJob(JobBase):
@@ -290,6 +298,9 @@ def resolve(trainjob: TrainJob, runtime: RuntimeBase) -> ResolvedTrainJob:
                 if rpatch.get("name") == rjob.name:
                     pod_patch = ((rpatch.get("template") or {}).get("spec") or {}).get("template")
                     _patch_pod(template, pod_patch or {})
+        for override in trainjob.spec.pod_template_overrides or []:
+            if any(target.name == rjob.name for target in override.target_jobs):
+                _patch_pod(template, override.to_wire())
         if rjob.name == trainer_job:
             _apply_trainer(template, trainjob, resources_only=False)
             if job_spec.get("backoffLimit") is not None:
@@ -358,5 +369,9 @@ def resolve(trainjob: TrainJob, runtime: RuntimeBase) -> ResolvedTrainJob:
             runtime_name=runtime.name,
             labels=labels,
             annotations=annotations,
+            pod_group_policy=runtime.spec.pod_group_policy,
+            gang_max_restarts=(
+                jobset.failure_policy.max_restarts if jobset.failure_policy is not None else None
+            ),
         ),
     )

@@ -29,7 +29,7 @@ from kubetrain.api.base import (
     SchemaFormat,
     Time,
 )
-from kubetrain.api.common import JobCondition, ObjectMeta, ReplicaStatus
+from kubetrain.api.common import GangRestartStatus, JobCondition, ObjectMeta, ReplicaStatus
 from kubetrain.api.trainer.constants import DEFAULT_RUNTIME_API_GROUP, MANAGED_BY_VALUES
 from kubetrain.api.trainer.jobset import EmbeddedObjectMeta
 from kubetrain.api.trainer.runtime import DNS1123_SUBDOMAIN_PATTERN
@@ -231,6 +231,24 @@ class RuntimePatch(KubeModel):
     training_runtime_spec: TrainingRuntimeSpecPatch | None = None
 
 
+class PodTemplateOverrideTargetJob(KubeModel):
+    name: StrictStr = Field(
+        min_length=1, max_length=253, description="A replicated job of the runtime."
+    )
+
+
+class PodTemplateOverride(KubeModel):
+    """Trainer v2.1's change to the pod template of some of the runtime's replicated jobs
+    (``runtimePatches`` replaced it in v2.2). Kept because Kueue v0.15 writes one per pod
+    set on admission, with the ResourceFlavor's node selector and tolerations."""
+
+    target_jobs: Annotated[
+        list[PodTemplateOverrideTargetJob], ListType("atomic"), Field(min_length=1, max_length=16)
+    ] = Field(description="The replicated jobs whose pods it changes.")
+    metadata: EmbeddedObjectMeta | None = Field(default=None, description="Labels, annotations.")
+    spec: PodSpecPatch | None = None
+
+
 class TrainJobSpec(KubeModel):
     runtime_ref: RuntimeRef = Field(description="The runtime the TrainJob starts from.")
     initializer: Initializer | None = Field(
@@ -242,6 +260,13 @@ class TrainJobSpec(KubeModel):
     runtime_patches: (
         Annotated[list[RuntimePatch], ListType("map", ("manager",)), Field(max_length=16)] | None
     ) = Field(default=None, description="Changes only while the TrainJob is suspended.")
+    pod_template_overrides: (
+        Annotated[list[PodTemplateOverride], ListType("atomic"), Field(max_length=16)] | None
+    ) = Field(
+        default=None,
+        description="Trainer v2.1's form of runtimePatches (Kueue v0.15 writes it), applied "
+        "after them. Changes only while the TrainJob is suspended.",
+    )
     suspend: StrictBool | None = Field(
         default=None, description="A suspended TrainJob has no pods. Default: false."
     )
@@ -316,6 +341,7 @@ class Bookkeeping(KubeModel):
     )
     replica_statuses: dict[str, ReplicaStatus] | None = None
     ssh_auth_secret_name: StrictStr | None = Field(default=None, max_length=253)
+    gang_restart: GangRestartStatus | None = None
 
 
 class TrainJobStatus(KubeModel):

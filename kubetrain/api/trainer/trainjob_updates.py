@@ -6,7 +6,8 @@ Upstream makes ``runtimeRef``, ``initializer``, ``trainer``, ``activeDeadlineSec
 is present before and after; here adding or removing them is refused too. A left-out
 ``apiGroup``, ``kind`` or ``managedBy`` reads as upstream's default, so a client writing
 the defaults back changes nothing. ``runtimePatches`` change only while the TrainJob is
-suspended before or after the update (how Kueue writes them).
+suspended before or after the update (how Kueue writes them), and so do Trainer v2.1's
+``podTemplateOverrides`` (how Kueue v0.15 writes them).
 """
 
 from __future__ import annotations
@@ -102,16 +103,31 @@ def _suspended(obj: dict[str, Any]) -> bool:
     return at(obj, "spec", "suspend") is True
 
 
-def _check_patches_while_suspended(old: dict[str, Any], new: dict[str, Any]) -> list[FieldError]:
-    before = at(old, "spec", "runtimePatches") or []
-    after = at(new, "spec", "runtimePatches") or []
-    if before != after and not (_suspended(old) or _suspended(new)):
-        return [FieldError("spec.runtimePatches", PATCHES_WHILE_SUSPENDED)]
-    return []
+OVERRIDES_WHILE_SUSPENDED = (
+    "spec.podTemplateOverrides can only change while the TrainJob is suspended (spec.suspend "
+    "true before or after the update)"
+)
+
+
+def _while_suspended_check(field: str, message: str) -> Callable[..., list[FieldError]]:
+    def check(old: dict[str, Any], new: dict[str, Any]) -> list[FieldError]:
+        before, after = at(old, "spec", field) or [], at(new, "spec", field) or []
+        if before != after and not (_suspended(old) or _suspended(new)):
+            return [FieldError(f"spec.{field}", message)]
+        return []
+
+    return check
+
+
+_check_patches_while_suspended = _while_suspended_check("runtimePatches", PATCHES_WHILE_SUSPENDED)
+
+
+def _list_cel(root: str, field: str) -> str:
+    return f"(has({root}.spec.{field}) ? {root}.spec.{field} : [])"
 
 
 def _patches_cel(root: str) -> str:
-    return f"(has({root}.spec.runtimePatches) ? {root}.spec.runtimePatches : [])"
+    return _list_cel(root, "runtimePatches")
 
 
 def _suspended_cel(root: str) -> str:
@@ -159,6 +175,16 @@ def trainjob_transitions() -> list[Transition]:
             f"{_suspended_cel('self')} || {_suspended_cel('oldSelf')}",
             ".spec.runtimePatches",
             _check_patches_while_suspended,
+        ),
+        Transition(
+            "trainjob-overrides-while-suspended",
+            TRAINJOB,
+            OVERRIDES_WHILE_SUSPENDED,
+            f"{_list_cel('self', 'podTemplateOverrides')} == "
+            f"{_list_cel('oldSelf', 'podTemplateOverrides')} || "
+            f"{_suspended_cel('self')} || {_suspended_cel('oldSelf')}",
+            ".spec.podTemplateOverrides",
+            _while_suspended_check("podTemplateOverrides", OVERRIDES_WHILE_SUSPENDED),
         ),
     ]
     return rules

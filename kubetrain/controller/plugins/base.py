@@ -8,7 +8,7 @@ observed state of its children, all pure.
 - ``validate(job)``: problems only the operator checks (the typed API checked the rest);
 - ``replicas(job)``: the pods the job should have, one per replica index;
 - ``startup_rules(job)``: which replica types wait for which others to be Ready;
-- ``build(job, observed)``: the desired children, with startup gating applied;
+- ``build(job, observed)``: the desired children, with startup gating applied (lazily);
 - ``status(job, observed)``: replica counts and selectors (conditions are the
   reconciler's, from the outcome and the policies);
 - ``outcome(job, observed)``: success (or, for MPI, the launcher Job's failure);
@@ -19,7 +19,7 @@ observed state of its children, all pure.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Protocol
@@ -28,6 +28,7 @@ from kubetrain.api import keys as K
 from kubetrain.api.common import ConditionType, JobStatus, RestartPolicy
 from kubetrain.api.common import JobBase as Job
 from kubetrain.api.errors import FieldError
+from kubetrain.controller.gang import Gang, GangConfig
 
 Obj = Mapping[str, Any]
 
@@ -48,6 +49,8 @@ class Observed:
     config_maps: Mapping[str, Obj] = field(default_factory=dict)
     secrets: Mapping[str, Obj] = field(default_factory=dict)
     batch_jobs: Mapping[str, Obj] = field(default_factory=dict)
+    #: The job's PodGroup (gang scheduling), by name.
+    pod_groups: Mapping[str, Obj] = field(default_factory=dict)
     now: datetime = field(default_factory=_epoch)
     #: A TrainJob's runtime (TrainingRuntime or ClusterTrainingRuntime), when it exists.
     runtime: Obj | None = None
@@ -60,6 +63,7 @@ class Observed:
             "ConfigMap": self.config_maps,
             "Secret": self.secrets,
             "Job": self.batch_jobs,
+            "PodGroup": self.pod_groups,
         }[kind]
 
 
@@ -145,6 +149,12 @@ class JobPlugin(Protocol):
     #: last two keep the job and its status.
     ttl_deletes: str
     status_codec: StatusCodec
+    #: The operator's gang scheduler (None: off); set by the registry.
+    gang: GangConfig | None
+
+    def gang_of(self, job: Job) -> Gang | None:
+        """The gang the job is scheduled as (None: its pods are scheduled one by one)."""
+        ...
 
     def serving_replica_types(self, job: Job) -> tuple[str, ...]:
         """Replica types whose pods never end by themselves (MPI workers serve ``sshd``):
@@ -171,8 +181,10 @@ class JobPlugin(Protocol):
         """Which replica types wait for which pods to be Ready before starting."""
         ...
 
-    def build(self, job: Job, observed: Observed) -> list[dict[str, Any]]:
-        """The desired children now (gated replicas' pods left out); pure."""
+    def build(self, job: Job, observed: Observed) -> Iterator[dict[str, Any]]:
+        """The desired children now (gated replicas' pods left out), one at a time, in a
+        stable order; pure. Lazy, so that a reconcile that stops after a batch never
+        builds the rest of a large job's children."""
         ...
 
     def status(self, job: Job, observed: Observed) -> JobStatus:

@@ -26,7 +26,7 @@ Success and failure come from the launcher Job's Complete and Failed conditions.
 from __future__ import annotations
 
 import copy
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from kubetrain.api import keys as K
@@ -45,6 +45,7 @@ from kubetrain.api.mpi import (
     MPIJob,
     MPIReplicaType,
 )
+from kubetrain.controller import gang as G
 from kubetrain.controller import podstate
 from kubetrain.controller.plugins import children, v1
 from kubetrain.controller.plugins.base import (
@@ -139,6 +140,8 @@ class MPIPlugin:
     #: As upstream: the TTL removes the launcher Job; the MPIJob and its status stay.
     ttl_deletes = "launcher"
     status_codec: StatusCodec = v1.V1_STATUS
+    #: The operator's gang scheduler (None: off).
+    gang: G.GangConfig | None = None
 
     def __init__(
         self,
@@ -147,6 +150,11 @@ class MPIPlugin:
     ) -> None:
         self.addressing = addressing or ClusterAddressing()
         self.keygen = keygen
+
+    def gang_of(self, job: Job) -> G.Gang | None:
+        """The launcher and every worker are one gang when the operator has a gang
+        scheduler."""
+        return G.gang_of(job, self.gang, job.replica_specs())
 
     # -- capabilities ----------------------------------------------------------------
 
@@ -194,7 +202,9 @@ class MPIPlugin:
 
     def startup_rules(self, job: Job) -> list[StartupRule]:
         """The framework's start order: the workers' pods, reached through the job's
-        Service."""
+        Service (none under gang scheduling: the launcher is a member of the gang)."""
+        if self.gang_of(job) is not None:
+            return []
         return [
             StartupRule(
                 waiting=order.waiting,
@@ -206,18 +216,17 @@ class MPIPlugin:
             for order in self.framework.start_order(job)
         ]
 
-    def build(self, job: Job, observed: Observed) -> list[dict[str, Any]]:
+    def build(self, job: Job, observed: Observed) -> Iterator[dict[str, Any]]:
         typed = _typed(job)
-        out = [
-            children.with_hash(self._service(typed)),
-            children.with_hash(self._config_map(typed, observed)),
-        ]
+        yield children.with_hash(self._service(typed))
+        yield children.with_hash(self._config_map(typed, observed))
         secret = secret_name(observed)
         if secret is None:
             # Pods mount the key pair: they come once its generated name is recorded.
-            out.append(self._secret(typed))
-            return out
-        out += [children.with_hash(self._worker(typed, r, secret)) for r in self.replicas(job)]
+            yield self._secret(typed)
+            return
+        for replica in self.replicas(job):
+            yield children.with_hash(self._worker(typed, replica, secret))
         gate = startup.evaluate(
             self.startup_rules(job), observed, started_at=None, timeout_seconds=1
         )
@@ -225,8 +234,7 @@ class MPIPlugin:
         if not blocked or waits_at_startup(typed):
             # Gated when created before its workers are Ready; the startup policy lifts
             # the gate. A launcher Job created later needs none.
-            out.append(children.with_hash(self._launcher(typed, secret, gated=blocked)))
-        return out
+            yield children.with_hash(self._launcher(typed, secret, gated=blocked))
 
     def status(self, job: Job, observed: Observed) -> JobStatus:
         workers = self.replicas(job)

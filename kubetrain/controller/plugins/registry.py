@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 
 from kubetrain.api.kinds import MPI, PYTORCH, TENSORFLOW, TRAINJOB
+from kubetrain.controller.gang import GangConfig
 from kubetrain.controller.plugins.base import JobPlugin
 from kubetrain.controller.plugins.mpi_plugin import MPIPlugin
 from kubetrain.controller.plugins.pytorch_plugin import PyTorchPlugin
@@ -22,12 +23,18 @@ FACTORIES: tuple[tuple[str, Callable[[ClusterAddressing], JobPlugin]], ...] = (
 
 
 def build_registry(
-    kinds: tuple[str, ...], addressing: ClusterAddressing | None = None
+    kinds: tuple[str, ...],
+    addressing: ClusterAddressing | None = None,
+    gang: GangConfig | None = None,
 ) -> Mapping[str, JobPlugin]:
-    """The plugins for ``kinds``, in registry order (unknown kinds raise ValueError)."""
+    """The plugins for ``kinds``, in registry order (unknown kinds raise ValueError),
+    each told the operator's gang scheduler."""
     known = [k for k, _ in FACTORIES]
     unknown = [k for k in kinds if k not in known]
     if unknown:
         raise ValueError(f"no plugin for kinds {unknown}: expected some of {known}")
     cluster = addressing or ClusterAddressing()
-    return {kind: factory(cluster) for kind, factory in FACTORIES if kind in kinds}
+    plugins = {kind: factory(cluster) for kind, factory in FACTORIES if kind in kinds}
+    for plugin in plugins.values():
+        plugin.gang = gang
+    return plugins

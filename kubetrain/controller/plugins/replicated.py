@@ -6,7 +6,7 @@ them into children and counts."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from kubetrain.api import keys as K
@@ -14,6 +14,7 @@ from kubetrain.api.base import LabelSelector
 from kubetrain.api.common import JobBase as Job
 from kubetrain.api.common import JobStatus, ReplicaSpec, ReplicaStatus, RestartPolicy
 from kubetrain.api.errors import FieldError
+from kubetrain.controller import gang as G
 from kubetrain.controller import podstate
 from kubetrain.controller.plugins import children, v1
 from kubetrain.controller.plugins.base import (
@@ -35,6 +36,8 @@ class ReplicatedPlugin:
     child_kinds: tuple[str, ...] = ("Pod", "Service")
     ttl_deletes = "job"
     status_codec: StatusCodec = v1.V1_STATUS
+    #: The operator's gang scheduler (None: off).
+    gang: G.GangConfig | None = None
 
     def __init__(self, framework: Framework, addressing: ClusterAddressing | None = None) -> None:
         self.framework = framework
@@ -81,8 +84,15 @@ class ReplicatedPlugin:
         tolerates = getattr(self.framework, "tolerates_failure", None)
         return bool(tolerates(job, replica.replica_type)) if tolerates else False
 
+    def gang_of(self, job: Job) -> G.Gang | None:
+        """Every replica of the job is one gang when the operator has a gang scheduler."""
+        return G.gang_of(job, self.gang, job.replica_specs())
+
     def startup_rules(self, job: Job) -> list[StartupRule]:
-        """The framework's start order, on each needed replica's Pod and Service."""
+        """The framework's start order, on each needed replica's Pod and Service (none
+        under gang scheduling: the gang starts together)."""
+        if self.gang_of(job) is not None:
+            return []
         rules = []
         for order in self.framework.start_order(job):
             names = tuple(replica_name(job.name, t, i) for t, i in order.needed)
@@ -97,14 +107,13 @@ class ReplicatedPlugin:
             )
         return rules
 
-    def build(self, job: Job, observed: Observed) -> list[dict[str, Any]]:
+    def build(self, job: Job, observed: Observed) -> Iterator[dict[str, Any]]:
         """A pod and a headless Service per replica; pods of gated replica types are left
         out (their Services are created at once: names resolve once the pods are Ready)."""
         gate = startup.evaluate(
             self.startup_rules(job), observed, started_at=None, timeout_seconds=1
         )
         specs = job.replica_specs()
-        out: list[dict[str, Any]] = []
         for replica in self.replicas(job):
             spec: ReplicaSpec = specs[replica.replica_type]
             role = self.framework.role(job, replica.replica_type, replica.index)
@@ -118,7 +127,7 @@ class ReplicatedPlugin:
                 ),
             )
             if replica.replica_type not in gate.blocked:
-                out.append(children.with_hash(children.pod(job, replica.pod_name, template)))
+                yield children.with_hash(children.pod(job, replica.pod_name, template))
             selector = {
                 k: labels[k] for k in (K.OPERATOR_NAME, K.JOB_NAME, K.REPLICA_TYPE, K.REPLICA_INDEX)
             }
@@ -129,8 +138,7 @@ class ReplicatedPlugin:
                 selector=selector,
                 ports=children.service_ports(template["spec"], replica.main_container),
             )
-            out.append(children.with_hash(service))
-        return out
+            yield children.with_hash(service)
 
     def status(self, job: Job, observed: Observed) -> JobStatus:
         """A JobStatus holding only the replica counts."""

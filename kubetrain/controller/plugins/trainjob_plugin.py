@@ -18,7 +18,7 @@ suspend, cleanup), and its children are made directly, no JobSet needed:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from kubetrain.api import keys as K
@@ -31,6 +31,7 @@ from kubetrain.api.trainer.loader import load_trainer_object
 from kubetrain.api.trainer.resolve import LAUNCHER, NODE_JOB, RENDEZVOUS_PORT, resolve
 from kubetrain.api.trainer.runtime import RuntimeBase
 from kubetrain.api.trainer.trainjob import TrainJob
+from kubetrain.controller import gang as G
 from kubetrain.controller import podstate
 from kubetrain.controller.conditions import parse_time
 from kubetrain.controller.plugins import children, v1
@@ -81,6 +82,8 @@ class TrainJobPlugin:
     #: As upstream's JobSet TTL: the pods and Services go, the TrainJob and status stay.
     ttl_deletes = "children"
     status_codec: StatusCodec = CODEC
+    #: The operator's gang scheduler (None: off).
+    gang: G.GangConfig | None = None
 
     def __init__(
         self,
@@ -121,7 +124,24 @@ class TrainJobPlugin:
             resolved = resolve(job, apply_trainer_defaults(runtime))
         except JobValidationError as err:
             return Loaded(None, errors=list(err.errors))
+        mismatch = G.check_backend(resolved, self.gang)
+        if mismatch:
+            return Loaded(None, errors=mismatch, reason=K.GANG_SCHEDULER_UNAVAILABLE)
         return Loaded(resolved, resolved)
+
+    def gang_of(self, job: Job) -> G.Gang | None:
+        """A TrainJob whose runtime has a ``podGroupPolicy`` is one gang of the pods that
+        run together: every replicated job but those others wait to Complete (the
+        initializers, which finish before the trainer starts)."""
+        resolved = typed(job)
+        before = {
+            d.name
+            for deps in resolved.spec.depends_on.values()
+            for d in deps
+            if d.status == "Complete"
+        }
+        members = [name for name in resolved.spec.replicated_jobs if name not in before]
+        return G.gang_of(resolved, self.gang, members)
 
     def validate(self, job: Job) -> list[FieldError]:
         return []
@@ -149,6 +169,9 @@ class TrainJobPlugin:
         return False
 
     def startup_rules(self, job: Job) -> list[StartupRule]:
+        """The runtime's start order (only the waits for initializers to Complete under
+        gang scheduling: the trainer's pods start together)."""
+        gang = self.gang_of(job) is not None
         return [
             StartupRule(
                 waiting=order.waiting,
@@ -159,28 +182,28 @@ class TrainJobPlugin:
                 until=order.until,
             )
             for order in self.framework.start_order(job)
+            if not (gang and order.until == "Ready")
         ]
 
     # -- children -----------------------------------------------------------------------
 
-    def build(self, job: Job, observed: Observed) -> list[dict[str, Any]]:
+    def build(self, job: Job, observed: Observed) -> Iterator[dict[str, Any]]:
         resolved = typed(job)
-        out = [children.with_hash(self._service(resolved))]
+        yield children.with_hash(self._service(resolved))
         secret: str | None = None
         if resolved.spec.mpi is not None:
-            out.append(children.with_hash(self._hostfile(resolved)))
+            yield children.with_hash(self._hostfile(resolved))
             secret = next(iter(observed.secrets), None)
             if secret is None:
-                out.append(self._secret(resolved))
-                return out  # pods mount the key pair: they come once its name is recorded
+                yield self._secret(resolved)
+                return  # pods mount the key pair: they come once its name is recorded
         gate = startup.evaluate(
             self.startup_rules(job), observed, started_at=None, timeout_seconds=1
         )
         for replica in self.replicas(job):
             if replica.replica_type in gate.blocked:
                 continue
-            out.append(children.with_hash(self._pod(resolved, replica, secret)))
-        return out
+            yield children.with_hash(self._pod(resolved, replica, secret))
 
     def _labels(self, job: Job, replicated_job: str, index: int) -> dict[str, str]:
         labels = children.replica_labels(job, replicated_job, index)

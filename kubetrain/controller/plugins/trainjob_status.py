@@ -118,6 +118,7 @@ class TrainJobStatusCodec:
             start_time=status.start_time,
             completion_time=status.completion_time,
             ssh_auth_secret_name=book.ssh_auth_secret_name,
+            gang_restart=book.gang_restart,
         )
 
     def write(self, job: JobBase | None, status: JobStatus, observed: Observed) -> dict[str, Any]:
@@ -166,6 +167,7 @@ class TrainJobStatusCodec:
             conditions=conditions or None,
             replica_statuses=replicas or None,
             ssh_auth_secret_name=status.ssh_auth_secret_name,
+            gang_restart=status.gang_restart,
         ).to_wire()
         if book:
             out["kubetrain"] = book

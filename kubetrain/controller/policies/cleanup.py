@@ -131,11 +131,14 @@ def _in_grace(draft: Draft, succeeded: bool) -> tuple[frozenset[str], float | No
 def at_end(draft: Draft, succeeded: bool) -> tuple[list[ChildRef], float | None]:
     """What to delete now that the job has ended (or this reconcile of a job that had),
     and when to look again for ranks still in their grace period."""
+    # The PodGroup goes whatever the policy: nothing is left to place together.
+    groups = [ref("PodGroup", g) for g in draft.observed.pod_groups.values()]
+    groups = [g for g in groups if not g.deleting]
     declared = declared_policy(draft)
     if declared is not None:
-        return children_to_delete(declared, draft.observed), None
+        return children_to_delete(declared, draft.observed) + groups, None
     spare, after = _in_grace(draft, succeeded)
-    return children_to_delete(CleanPodPolicy.RUNNING, draft.observed, spare=spare), after
+    return children_to_delete(CleanPodPolicy.RUNNING, draft.observed, spare=spare) + groups, after
 
 
 def counts_after_end(

@@ -11,6 +11,7 @@ from kubetrain.api.common import ConditionStatus, ConditionType
 from kubetrain.controller import podstate
 from kubetrain.controller import reasons as R
 from kubetrain.controller.decisions import ConditionChange, Decision, Event
+from kubetrain.controller.desired import WRITE_BATCH
 from kubetrain.controller.plugins.base import Observed
 
 if TYPE_CHECKING:
@@ -73,7 +74,17 @@ def decide(draft: Draft) -> Decision:
         waiting = "; ".join(
             R.startup_waiting(r.waiting_label, r.needed_label) for r in waiting_rules
         )
-        text = " ".join(t for t in (R.created(kind, name), waiting, problem_text) if t)
+        gang = draft.plugin.gang_of(draft.job)
+        if gang is not None:
+            unbound = [p for p in draft.observed.pods.values() if podstate.is_unbound(p)]
+            if unbound or not draft.observed.pods:
+                waiting = " ".join(
+                    t for t in (waiting, R.gang_waiting(gang.backend.scheduler, name)) if t
+                )
+        creating = ""
+        if draft.creating is not None:
+            creating = R.creating_children(*draft.creating, batch=WRITE_BATCH)
+        text = " ".join(t for t in (R.created(kind, name), creating, waiting, problem_text) if t)
         decision.conditions.append(
             ConditionChange(
                 ConditionType.CREATED,

@@ -15,6 +15,13 @@ the pods the operator recreated (kept in ``replicaStatuses[*].restarts``, so the
 pod deletion) and the in-place container restarts of the current pods. A failure that
 would exceed it fails the job with ``BackoffLimitExceeded``; unset means no limit.
 Every decision ends in either a recreation or a final state: nothing stays Restarting.
+
+Counting is idempotent across operator crashes: the uid of a failed pod counted now is
+written with the count (``replicaStatuses[*].countedFailures``) in the status write that
+comes *before* the pod's deletion, and dropped once no pod of that uid is left. An
+operator killed after that write and before (or after) the deletion finds the uid in the
+status and recreates the pod without counting it again; one killed before the write
+finds neither the count nor the uid, and counts the failure once.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from kubetrain.api import keys as K
 from kubetrain.api.common import ConditionStatus, ConditionType, RestartPolicy
 from kubetrain.controller import podstate
 from kubetrain.controller import reasons as R
@@ -31,6 +39,7 @@ from kubetrain.controller.plugins.base import Observed, Outcome, Replica
 from kubetrain.controller.podstate import Termination
 
 if TYPE_CHECKING:
+    from kubetrain.api.common import JobBase
     from kubetrain.controller.draft import Draft
 
 
@@ -68,6 +77,8 @@ class RestartVerdict:
     #: Restarts used against backoffLimit (recreations + in-place restarts).
     used: int = 0
     in_place: tuple[InPlaceRestart, ...] = ()
+    #: Per replica type, the uids of failed pods counted and not yet gone (persisted).
+    counted: Mapping[str, frozenset[str]] = field(default_factory=dict)
 
 
 def retryable(policy: RestartPolicy, cause: Termination) -> bool:
@@ -88,18 +99,24 @@ def evaluate(
     *,
     backoff_limit: int | None,
     restarts: Mapping[str, int],
-    counted: frozenset[str] = frozenset(),
+    counted: Mapping[str, frozenset[str]] | None = None,
     seen_restart_counts: Mapping[str, int] | None = None,
     tolerates_failure: Callable[[Replica], bool] = lambda r: False,
     job_name: str = "",
+    max_restarts: Mapping[str, int] | None = None,
 ) -> RestartVerdict:
     """Decide, for every failed pod, between recreating it and failing the job.
 
     ``restarts`` are the persisted recreation counts per replica type; ``counted`` the
-    uids of failed pods already counted whose deletion may not be visible yet;
-    ``seen_restart_counts`` the in-place restart counts by pod uid at the last look.
+    persisted uids, per replica type, of failed pods already counted whose deletion is
+    pending (or not visible yet); ``seen_restart_counts`` the in-place restart counts by
+    pod uid at the last look.
     """
     made = dict(restarts)
+    counted = counted or {}
+    # A counted uid is kept while its pod is still there; once the pod is gone (deleted,
+    # or recreated under a new uid) its failure is part of ``restarts`` only.
+    still_counted: dict[str, set[str]] = {}
     in_place_total = 0
     in_place: list[InPlaceRestart] = []
     seen = seen_restart_counts or {}
@@ -127,6 +144,10 @@ def evaluate(
             continue
         cause = podstate.failure(pod, replica.main_container)
         uid = podstate.uid(pod)
+        if uid in counted.get(replica.replica_type, frozenset()):
+            still_counted.setdefault(replica.replica_type, set()).add(uid)
+            recreate.append(Recreate(replica, uid, cause, counted_now=False))
+            continue
         if not retryable(replica.restart_policy, cause):
             verb = R.Verb.EVICTED if podstate.is_disruption(cause) else R.Verb.FAILED
             failure = Outcome(
@@ -142,9 +163,16 @@ def evaluate(
                 ),
             )
             break
-        if uid in counted:
-            recreate.append(Recreate(replica, uid, cause, counted_now=False))
-            continue
+        cap = (max_restarts or {}).get(replica.replica_type)
+        if cap is not None and made.get(replica.replica_type, 0) + 1 > cap:
+            failure = Outcome(
+                ConditionType.FAILED,
+                R.BACKOFF_LIMIT_EXCEEDED,
+                R.replica_restarts_exceeded(
+                    kind, job_name, replica.replica_type, replica.pod_name, cause.describe(), cap
+                ),
+            )
+            break
         if backoff_limit is not None and used + 1 > backoff_limit:
             failure = Outcome(
                 ConditionType.FAILED,
@@ -161,6 +189,7 @@ def evaluate(
             break
         used += 1
         made[replica.replica_type] = made.get(replica.replica_type, 0) + 1
+        still_counted.setdefault(replica.replica_type, set()).add(uid)
         recreate.append(Recreate(replica, uid, cause, counted_now=True))
     if failure is None and backoff_limit is not None and used > backoff_limit:
         latest = in_place[-1] if in_place else None
@@ -182,8 +211,24 @@ def evaluate(
             failure=failure, restarts=dict(restarts), used=used, in_place=tuple(in_place)
         )
     return RestartVerdict(
-        recreate=tuple(recreate), restarts=made, used=used, in_place=tuple(in_place)
+        recreate=tuple(recreate),
+        restarts=made,
+        used=used,
+        in_place=tuple(in_place),
+        counted={rtype: frozenset(uids) for rtype, uids in still_counted.items()},
     )
+
+
+def replica_limits(job: JobBase) -> dict[str, int]:
+    """Per replica type, the recreations its pods may use (``kubetrain.dev/max-restarts``
+    on the replica's pod template), alongside the job-wide backoffLimit."""
+    out: dict[str, int] = {}
+    for rtype, spec in job.replica_specs().items():
+        annotations = ((spec.template or {}).get("metadata") or {}).get("annotations") or {}
+        value = annotations.get(K.MAX_RESTARTS_ANNOTATION)
+        if value is not None and str(value).isdigit():
+            out[rtype] = int(value)
+    return out
 
 
 def _limit(draft: Draft) -> int | None:
@@ -203,10 +248,11 @@ def decide_failure(draft: Draft) -> Decision:
         draft.observed,
         backoff_limit=limit,
         restarts=draft.persisted_restarts,
-        counted=ctx.counted_failures,
+        counted=draft.persisted_counted,
         seen_restart_counts=ctx.seen_restart_counts,
         tolerates_failure=lambda r: plugin.tolerates_failure(job, r),
         job_name=draft.name,
+        max_restarts=replica_limits(job),
     )
     draft.restart = verdict
     decision = Decision(outcome=verdict.failure)
@@ -236,25 +282,24 @@ def decide_failure(draft: Draft) -> Decision:
     for rtype, count in verdict.restarts.items():
         if count and rtype in replica_statuses:
             replica_statuses[rtype] = replica_statuses[rtype].model_copy(update={"restarts": count})
+    for rtype, uids in verdict.counted.items():
+        if uids and rtype in replica_statuses:
+            replica_statuses[rtype] = replica_statuses[rtype].model_copy(
+                update={"counted_failures": sorted(uids)}
+            )
     decision.replica_statuses = replica_statuses
     return decision
 
 
 def decide_recreate(draft: Draft) -> Decision | None:
     """Delete each failed pod to recreate (the build step creates it again), with the
-    Restarting condition, an Event and a metric for each restart counted now; remember
-    which failures were counted while their deletion is pending."""
+    Restarting condition, an Event and a metric for each restart counted now. The status
+    (written before the deletions) records which failures were counted."""
     verdict = draft.restart
     if verdict is None:
         return None
     limit = _limit(draft)
-    live_uids = {podstate.uid(p) for p in draft.observed.pods.values()}
-    decision = Decision(
-        counted_failures=frozenset(
-            {u for u in draft.ctx.counted_failures if u in live_uids}
-            | {r.uid for r in verdict.recreate}
-        )
-    )
+    decision = Decision()
     for item in verdict.recreate:
         decision.delete.append(ref("Pod", draft.observed.pods[item.replica.pod_name]))
         if item.counted_now:

@@ -7,14 +7,21 @@ pair is generated once per job). On resume every child is built again from the
 *current* spec (mpi-operator#687: launcher changes were ignored), Suspended turns False
 with reason ``<Kind>Resumed``, and ``startTime`` is reset to the resume, restarting the
 deadline clock.
+
+While suspended, a replica's ``active`` count is its pods that have not ended, those
+being deleted included: a Terminating pod still holds its node's GPUs, and Kueue releases
+a job's quota as soon as no replica reports an active pod (``replicaStatuses[*].active``,
+a TrainJob's ``jobsStatus[*].active``). Reporting 0 at the delete request would let
+Kueue admit the next job onto GPUs still in use (kueue#1574).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
-from kubetrain.api.common import ConditionStatus, ConditionType, RunPolicy
+from kubetrain.api.common import ConditionStatus, ConditionType, ReplicaStatus, RunPolicy
 from kubetrain.controller import conditions as C
 from kubetrain.controller import reasons as R
 from kubetrain.controller.decisions import ChildRef, ConditionChange, Decision, ref
@@ -23,8 +30,9 @@ from kubetrain.controller.plugins.base import Observed
 if TYPE_CHECKING:
     from kubetrain.controller.draft import Draft
 
-#: Kinds of children deleted while a job is suspended.
-SUSPENDED_KINDS = ("Pod", "Service", "Job")
+#: Kinds of children deleted while a job is suspended (the PodGroup too, as upstream:
+#: a resumed job's gang is formed again from its current spec).
+SUSPENDED_KINDS = ("Pod", "Service", "Job", "PodGroup")
 
 
 def _owned_by_batch_job(obj: Mapping[str, Any]) -> bool:
@@ -50,6 +58,25 @@ def children_to_delete(observed: Observed, keep: Iterable[str] = ()) -> list[Chi
     return [r for r in out if not r.deleting]
 
 
+def _as_not_deleted(pod: Mapping[str, Any]) -> dict[str, Any]:
+    metadata = {k: v for k, v in (pod.get("metadata") or {}).items() if k != "deletionTimestamp"}
+    return {**pod, "metadata": metadata}
+
+
+def lingering(draft: Draft) -> dict[str, ReplicaStatus]:
+    """The replica statuses of a suspended job: ``active`` counts the pods that have not
+    ended yet, whether or not their deletion was requested (see the module docs)."""
+    if draft.job is None:
+        return {}
+    pods = {name: _as_not_deleted(pod) for name, pod in draft.observed.pods.items()}
+    counted = draft.plugin.status(draft.job, dataclasses.replace(draft.observed, pods=pods))
+    still = counted.replica_statuses or {}
+    return {
+        rt: st.model_copy(update={"active": (still[rt].active or 0) if rt in still else 0})
+        for rt, st in draft.replica_statuses.items()
+    }
+
+
 def decide(draft: Draft) -> Decision | None:
     """A suspended job: Suspended True, Running and Restarting False, its pods gone;
     nothing else is decided. A resumed one: Suspended False, ``startTime`` now."""
@@ -57,9 +84,7 @@ def decide(draft: Draft) -> Decision | None:
     if is_suspended(draft.run_policy):
         reason = R.lifecycle(kind, R.Verb.SUSPENDED)
         message = R.suspended(kind, name)
-        stopped = {
-            rt: st.model_copy(update={"active": 0}) for rt, st in draft.replica_statuses.items()
-        }
+        stopped = lingering(draft)
         return Decision(
             conditions=[
                 ConditionChange(ConditionType.SUSPENDED, ConditionStatus.TRUE, reason, message),

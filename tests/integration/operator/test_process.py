@@ -1,16 +1,18 @@
-"""The operator as a process: killed and restarted mid-job, and two replicas with
-leader election where only the leader acts."""
+"""The operator as a process: killed and restarted mid-job (at every step of a restart),
+and two replicas with leader election where only the leader acts."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 from kubernetes import client
 
+from tests.integration.fault_proxy import FaultProxy, Request, Trap
 from tests.integration.kube import condition, wait_for
 from tests.integration.operator.jobs import Jobs, pytorch_job
 from tests.integration.operator.process import OperatorProcess
@@ -69,6 +71,106 @@ def test_a_killed_operator_resumes_without_duplicates(
 
     jobs.exit("resume-master-0", 0)
     jobs.wait_condition("PyTorchJob", "resume", "Succeeded")
+
+
+@pytest.fixture
+def proxy(kubeconfig: Path, tmp_path: Path) -> Iterator[FaultProxy]:
+    running = FaultProxy(kubeconfig, tmp_path).start()
+    yield running
+    running.stop()
+
+
+def _restart_status(job: str, restarts: int) -> Callable[[Request], bool]:
+    """The status write that records restart number ``restarts`` of the job's Workers."""
+
+    def matches(request: Request) -> bool:
+        if request.method != "PATCH" or not request.path.endswith(f"/pytorchjobs/{job}/status"):
+            return False
+        workers = ((request.json() or {}).get("status") or {}).get("replicaStatuses") or {}
+        return bool((workers.get("Worker") or {}).get("restarts") == restarts)
+
+    return matches
+
+
+def _pod_call(method: str, namespace: str, pod: str) -> Callable[[Request], bool]:
+    """The DELETE of pod ``pod``, or the POST that creates it."""
+
+    def matches(request: Request) -> bool:
+        if request.method != method:
+            return False
+        if method == "DELETE":
+            return request.path == f"/api/v1/namespaces/{namespace}/pods/{pod}"
+        body = request.json() or {}
+        return bool(
+            request.path == f"/api/v1/namespaces/{namespace}/pods"
+            and (body.get("metadata") or {}).get("name") == pod
+        )
+
+    return matches
+
+
+def test_a_restart_is_counted_once_whichever_step_the_operator_dies_at(
+    installed_crds: list[dict[str, Any]],
+    namespace: str,
+    jobs: Jobs,
+    proxy: FaultProxy,
+    processes: list[OperatorProcess],
+    tmp_path: Path,
+) -> None:
+    """A Worker is OOM-killed four times; each time the operator is killed (SIGKILL) at
+    another step of the restart, at the exact request, and a new one finishes it. With
+    backoffLimit 4, a failure counted twice would fail the job or show in the count."""
+    log = tmp_path / "operator.log"
+    operator = OperatorProcess(proxy.kubeconfig_path, namespace, log).start()
+    processes.append(operator)
+    jobs.create(
+        pytorch_job("steps", workers=1, restart_policy="ExitCode", run_policy={"backoffLimit": 4})
+    )
+    worker = "steps-worker-0"
+    pods = jobs.wait_running("steps", {"steps-master-0", worker})
+    steps = [
+        ("the status write is lost", _restart_status("steps", 1), "before"),
+        ("status written, failed pod not deleted", _restart_status("steps", 2), "after"),
+        ("pod deleted, not created again", _pod_call("DELETE", namespace, worker), "after"),
+        ("pod created again, status not updated", _pod_call("POST", namespace, worker), "after"),
+    ]
+    for restarts, (step, matches, when) in enumerate(steps, start=1):
+        trap = proxy.arm(Trap(matches, operator.kill, when=when))
+        old_uid = pods[worker]["metadata"]["uid"]
+        jobs.exit(worker, 137, "OOMKilled")
+        assert trap.fired.wait(60), f"the operator never reached the step: {step}"
+        assert operator.proc is not None and operator.proc.returncode is not None
+        operator = OperatorProcess(proxy.kubeconfig_path, namespace, log).start()
+        processes.append(operator)
+        pods = jobs.wait_pods(
+            "steps",
+            lambda p, uid=old_uid: (  # type: ignore[misc]
+                worker in p
+                and p[worker]["metadata"]["uid"] != uid
+                and p[worker]["status"].get("phase") == "Running"
+            ),
+            what=f"{worker} recreated after the operator died at: {step}",
+        )
+        job = jobs.wait(
+            "PyTorchJob",
+            "steps",
+            _settled_after_restart,
+            what=f"the job Running again, its failures all gone, after: {step}",
+        )
+        assert job is not None
+        assert job["status"]["replicaStatuses"]["Worker"]["restarts"] == restarts, step
+        assert set(pods) == {"steps-master-0", worker}, step
+        assert set(jobs.services("steps")) == set(pods), step
+    jobs.exit("steps-master-0", 0)
+    done = jobs.wait_condition("PyTorchJob", "steps", "Succeeded")
+    assert done["status"]["replicaStatuses"]["Worker"]["restarts"] == 4
+
+
+def _settled_after_restart(job: dict[str, Any] | None) -> bool:
+    """Running, and no counted failure left to delete."""
+    workers = ((job or {}).get("status") or {}).get("replicaStatuses", {}).get("Worker", {})
+    running = condition(job, "Running") or {}
+    return "countedFailures" not in workers and running.get("status") == "True"
 
 
 def test_only_the_leader_acts_and_a_standby_takes_over(
@@ -174,3 +276,73 @@ def _settled(read: Callable[[], float]) -> float:
         observe, lambda pair: pair[0] == pair[1], what="writes to settle", interval=1.0
     )
     return now
+
+
+def _lease(api_client: client.ApiClient, namespace: str) -> client.V1LeaseSpec:
+    lease = client.CoordinationV1Api(api_client).read_namespaced_lease("kubetrain-test", namespace)
+    assert lease.spec is not None
+    return lease.spec
+
+
+def _taken_over(
+    api_client: client.ApiClient, namespace: str, old_holder: str, standby: OperatorProcess
+) -> client.V1LeaseSpec:
+    """The Lease once ``standby`` acts on it as the new leader."""
+    wait_for(
+        lambda: standby.metric("kubetrain_is_leader"),
+        lambda v: v == 1,
+        what="the standby to lead",
+        timeout=60,
+    )
+    spec = _lease(api_client, namespace)
+    assert spec.holder_identity not in (old_holder, "", None)
+    return spec
+
+
+def test_a_graceful_stop_hands_over_at_once_a_killed_leader_when_its_lease_expires(
+    installed_crds: list[dict[str, Any]],
+    kubeconfig: Path,
+    namespace: str,
+    api_client: client.ApiClient,
+    processes: list[OperatorProcess],
+    tmp_path: Path,
+    figures: list[str],
+) -> None:
+    """SIGTERM (a rolling update): the leader stops its workers, sends its last writes and
+    releases the Lease, and the standby takes it at its next attempt, long before the
+    Lease could have expired. SIGKILL (a crashed node): nothing is released, and the
+    standby waits out the Lease (15 s). Handover times are measured on the Lease itself,
+    from the signal to the new holder's ``acquireTime``."""
+    election = ("--leader-elect=true", "--leader-election-id=kubetrain-test")
+
+    def start(name: str) -> OperatorProcess:
+        started = OperatorProcess(kubeconfig, namespace, tmp_path / f"{name}.log", extra=election)
+        processes.append(started.start())
+        return started
+
+    one = start("one")
+    wait_for(lambda: one.metric("kubetrain_is_leader"), lambda v: v == 1, what="one leads")
+    two = start("two")
+    before = _lease(api_client, namespace)
+    assert before.renew_time is not None and before.lease_duration_seconds == 15
+
+    signalled = datetime.now(UTC)
+    assert one.terminate() == 0
+    after_term = _taken_over(api_client, namespace, str(before.holder_identity), two)
+    assert after_term.acquire_time is not None
+    # Taken before the old leader's last renewal we saw could have expired: released.
+    assert after_term.acquire_time < before.renew_time + timedelta(seconds=15)
+    graceful = (after_term.acquire_time - signalled).total_seconds()
+
+    three = start("three")
+    assert three.ready() == (200, "standby: waiting for the leader lease\n")
+    killed = datetime.now(UTC)
+    two.kill()
+    after_kill = _taken_over(api_client, namespace, str(after_term.holder_identity), three)
+    assert after_kill.acquire_time is not None
+    crash = (after_kill.acquire_time - killed).total_seconds()
+    assert after_kill.lease_transitions == (after_term.lease_transitions or 0) + 1
+    figures.append(
+        f"leader handover: SIGTERM {graceful:.1f} s (Lease released), "
+        f"SIGKILL {crash:.1f} s (Lease of 15 s expired)"
+    )

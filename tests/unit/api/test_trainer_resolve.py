@@ -141,6 +141,36 @@ def test_runtime_patches_merge_into_the_pods() -> None:
     assert job.spec.labels == {"team": "a"}
 
 
+def test_pod_template_overrides_of_trainer_v2_1_merge_into_their_target_jobs() -> None:
+    # What Kueue v0.15 writes on admission: one override per pod set, with the flavor's
+    # node selector and tolerations and its pod-set label.
+    base = rjob("node", trainer=True)
+    base["template"]["spec"]["template"]["spec"]["tolerations"] = [
+        {"key": "a", "operator": "Exists"}
+    ]
+    overrides = [
+        {
+            "targetJobs": [{"name": "node"}],
+            "metadata": {"labels": {"kueue.x-k8s.io/podset": "node"}},
+            "spec": {
+                "nodeSelector": {"pool": "gpu"},
+                "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+            },
+        },
+        {"targetJobs": [{"name": "dataset-initializer"}], "spec": {"nodeSelector": {"x": "y"}}},
+    ]
+    job = resolve(
+        trainjob(podTemplateOverrides=overrides),
+        runtime(TORCH, [rjob("dataset-initializer", "dataset-initializer"), base]),
+    )
+    pod = job.spec.replicated_jobs["node"].template
+    assert pod["metadata"]["labels"]["kueue.x-k8s.io/podset"] == "node"
+    assert pod["spec"]["nodeSelector"] == {"pool": "gpu"}
+    assert [t["key"] for t in pod["spec"]["tolerations"]] == ["a", "nvidia.com/gpu"]
+    initializer = job.spec.replicated_jobs["dataset-initializer"].template
+    assert initializer["spec"]["nodeSelector"] == {"x": "y"}
+
+
 def test_initializers_get_storage_uri_env_and_secret() -> None:
     rt = runtime(
         TORCH,

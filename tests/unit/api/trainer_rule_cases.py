@@ -217,6 +217,9 @@ def _suspended(job: dict[str, Any], value: bool) -> dict[str, Any]:
 
 _PATCHED = trainjob(runtimePatches=[_patch([{"name": "node"}])])
 _REPATCHED = trainjob(runtimePatches=[_patch([{"name": "node"}], manager="example.com/other")])
+_OVERRIDDEN = trainjob(
+    podTemplateOverrides=[{"targetJobs": [{"name": "node"}], "spec": {"nodeSelector": {"a": "b"}}}]
+)
 
 UPDATES: list[UpdateCase] = [
     UpdateCase(
@@ -267,6 +270,12 @@ UPDATES: list[UpdateCase] = [
         _PATCHED,
         _REPATCHED,
     ),
+    UpdateCase(
+        "overrides-while-running",
+        "trainjob-overrides-while-suspended",
+        trainjob(),
+        _OVERRIDDEN,
+    ),
 ]
 
 #: Updates the rules admit: (id, old, new).
@@ -295,4 +304,9 @@ ADMITTED_UPDATES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ("patches-while-suspended", _suspended(_PATCHED, True), _suspended(_REPATCHED, True)),
     ("patches-on-resume", _suspended(_PATCHED, True), _suspended(_REPATCHED, False)),
     ("patches-on-suspend", _PATCHED, _suspended(_REPATCHED, True)),
+    # Kueue v0.15 writes Trainer v2.1's overrides while the job is suspended, and removes
+    # them once it has suspended it again.
+    ("overrides-while-suspended", _suspended(trainjob(), True), _suspended(_OVERRIDDEN, True)),
+    ("overrides-on-resume", _suspended(_OVERRIDDEN, True), _OVERRIDDEN),
+    ("overrides-removed-suspended", _suspended(_OVERRIDDEN, True), _suspended(trainjob(), True)),
 ]

@@ -37,18 +37,22 @@ def test_coscheduling_is_the_queue_sort_and_every_extension_point() -> None:
     config = coscheduling_config(permit_waiting_seconds=30)
     assert config["apiVersion"] == "kubescheduler.config.k8s.io/v1"
     assert config["kind"] == "KubeSchedulerConfiguration"
-    (profile,) = config["profiles"]
-    assert profile["schedulerName"] == COSCHEDULING_SCHEDULER_NAME == "default-scheduler"
-    plugins: dict[str, Any] = profile["plugins"]
-    assert plugins["multiPoint"] == {"enabled": [{"name": "Coscheduling"}]}
-    # The queue sort is exclusive: the default PrioritySort must be disabled.
-    assert plugins["queueSort"] == {
-        "enabled": [{"name": "Coscheduling"}],
-        "disabled": [{"name": "*"}],
-    }
-    assert profile["pluginConfig"] == [
-        {"name": "Coscheduling", "args": {"permitWaitingTimeSeconds": 30}}
-    ]
+    # The default name (every pod goes through it) and scheduler-plugins' own, which
+    # gang-scheduled pods name by default.
+    names = [p["schedulerName"] for p in config["profiles"]]
+    assert names == [COSCHEDULING_SCHEDULER_NAME, "scheduler-plugins-scheduler"]
+    assert COSCHEDULING_SCHEDULER_NAME == "default-scheduler"
+    for profile in config["profiles"]:
+        plugins: dict[str, Any] = profile["plugins"]
+        assert plugins["multiPoint"] == {"enabled": [{"name": "Coscheduling"}]}
+        # The queue sort is exclusive: the default PrioritySort must be disabled.
+        assert plugins["queueSort"] == {
+            "enabled": [{"name": "Coscheduling"}],
+            "disabled": [{"name": "*"}],
+        }
+        assert profile["pluginConfig"] == [
+            {"name": "Coscheduling", "args": {"permitWaitingTimeSeconds": 30}}
+        ]
 
 
 def test_rejects_a_permit_wait_under_a_second() -> None:

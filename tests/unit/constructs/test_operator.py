@@ -10,7 +10,7 @@ import pytest
 from kubetrain.constructs.objects import manifests
 from kubetrain.constructs.operator import TrainingOperator, TrainingOperatorProps
 from kubetrain.constructs.types import Image
-from kubetrain.controller.config import OperatorConfig
+from kubetrain.controller.config import LogLevel, OperatorConfig
 from kubetrain.manifest import dump_all
 from tests.k8s_schema import assert_valid
 from tests.snapshot import assert_snapshot
@@ -186,6 +186,9 @@ def test_deployment_is_hardened() -> None:
             health_bind_address="::1",
             exclude_namespaces=("kube-system", "platform"),
             startup_timeout_seconds=120,
+            success_grace_seconds=5,
+            event_qps=2.5,
+            log_level=LogLevel.DEBUG,
         ),
     ],
     ids=["defaults", "every-field-changed"],
@@ -371,9 +374,50 @@ def test_rejects_bad_operator_config(config: dict[str, Any], message: str) -> No
     assert message in str(caught.value)
 
 
-def test_rejects_gang_scheduling_until_podgroups_exist() -> None:
+def test_gang_scheduling_grants_exactly_the_backends_podgroup_rights() -> None:
+    from kubetrain.controller.config import GangScheduler
+    from kubetrain.controller.rbac import operator_rules
+
+    def podgroup_rules(config: OperatorConfig) -> list[dict[str, list[str]]]:
+        return [r.to_wire() for r in operator_rules(config) if "podgroups" in r.resources]
+
+    assert podgroup_rules(OperatorConfig()) == []
+    verbs = ["create", "delete", "get", "list", "watch", "patch"]
+    coscheduling = OperatorConfig(gang_scheduler=GangScheduler.SCHEDULER_PLUGINS)
+    assert podgroup_rules(coscheduling) == [
+        {"apiGroups": ["scheduling.x-k8s.io"], "resources": ["podgroups"], "verbs": verbs}
+    ]
+    volcano = OperatorConfig(gang_scheduler=GangScheduler.VOLCANO)
+    assert podgroup_rules(volcano) == [
+        {"apiGroups": ["scheduling.volcano.sh"], "resources": ["podgroups"], "verbs": verbs}
+    ]
+    # The flags carry it (and a scheduler name only when one is set).
+    assert "--gang-scheduler=volcano" in volcano.to_args()
+    assert not any(a.startswith("--gang-scheduler-name") for a in volcano.to_args())
+    named = OperatorConfig(
+        gang_scheduler=GangScheduler.SCHEDULER_PLUGINS, gang_scheduler_name="default-scheduler"
+    )
+    assert OperatorConfig.from_args(named.to_args()) == named
+
+
+@pytest.mark.parametrize(
+    ("config", "message"),
+    [
+        (
+            {"gang_scheduler_name": "gang"},
+            "gang_scheduler_name (gang) needs a gang_scheduler (scheduler-plugins or volcano)",
+        ),
+        (
+            {"gang_scheduler": "volcano", "gang_scheduler_name": "Bad Name"},
+            "gang_scheduler_name ('Bad Name') must be a scheduler name",
+        ),
+    ],
+)
+def test_rejects_a_bad_gang_scheduler_name(config: dict[str, Any], message: str) -> None:
     from kubetrain.controller.config import GangScheduler
 
+    if "gang_scheduler" in config:
+        config = {**config, "gang_scheduler": GangScheduler(config["gang_scheduler"])}
     with pytest.raises(ValueError) as caught:
-        OperatorConfig(gang_scheduler=GangScheduler.VOLCANO)
-    assert "gang_scheduler (volcano) is not supported yet" in str(caught.value)
+        OperatorConfig(**config)
+    assert message in str(caught.value)

@@ -86,6 +86,34 @@ def test_a_suspended_job_has_no_pods_and_keeps_its_start_time() -> None:
     assert p.status is not None and p.status["startTime"] == stamp(30) and p.apply == []
 
 
+def test_a_suspended_job_counts_its_terminating_pods_active_until_they_are_gone() -> None:
+    # Kueue releases the quota once every replica reports 0 active pods (kueue#1574): a
+    # pod being deleted still holds its GPUs, so it counts until it is gone.
+    raw = pytorch_raw(run_policy={"suspend": True}, status=running_status())
+    observed = Observed(
+        pods=pods(
+            pod("job-master-0", deleting=True),
+            pod("job-worker-0", deleting=True),
+            pod("job-worker-1", "Succeeded"),
+        )
+    )
+    p = decide(raw, observed)
+    assert [r.name for r in p.delete] == ["job-worker-1"]  # the others are being deleted
+    assert p.status is not None
+    active = {rt: st["active"] for rt, st in p.status["replicaStatuses"].items()}
+    assert active == {"Master": 1, "Worker": 1}
+    # The master gone, the worker still Terminating.
+    p = decide(raw, Observed(pods=pods(pod("job-worker-0", deleting=True))))
+    assert p.status is not None
+    active = {rt: st["active"] for rt, st in p.status["replicaStatuses"].items()}
+    assert active == {"Master": 0, "Worker": 1}
+    # Every pod gone: nothing active, what lets Kueue release the quota.
+    p = decide(raw, Observed())
+    assert p.status is not None
+    active = {rt: st["active"] for rt, st in p.status["replicaStatuses"].items()}
+    assert active == {"Master": 0, "Worker": 0}
+
+
 def test_resuming_sets_suspended_false_and_restarts_the_clock() -> None:
     status = running_status()
     status["conditions"].append(

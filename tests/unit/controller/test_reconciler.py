@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 
+from kubetrain.controller.desired import WRITE_BATCH
 from kubetrain.controller.errors import ApiError
 from kubetrain.controller.plugins.registry import build_registry
 from kubetrain.controller.reconciler import Reconciler
-from tests.unit.controller.builders import JOB_UID, NOW, mpi_raw, pod, pytorch_raw
+from tests.unit.controller.builders import JOB_UID, NOW, mpi_raw, pod, pytorch_raw, tf_raw
 from tests.unit.controller.memory_cluster import MemoryCluster
 
 PLUGINS = build_registry(("PyTorchJob", "TFJob", "MPIJob"))
@@ -117,6 +118,49 @@ def test_a_restart_is_committed_to_the_status_before_the_pod_is_deleted() -> Non
     registry = reconciler.metrics.registry
     assert registry.get_sample_value("kubetrain_jobs_restarted_total", labels) == 1
     assert registry.get_sample_value("kubetrain_jobs_created_total", labels) == 1
+
+
+class Crash(Exception):
+    """The operator process dying at a precise step (nothing after it runs)."""
+
+
+@pytest.mark.parametrize("crash_at", ["delete", "recreate"])
+def test_a_restart_is_counted_once_whatever_step_a_crash_interrupts(crash_at: str) -> None:
+    """Each reconciler stands for one operator process: its memory dies with it. The
+    first one dies after writing the status but before deleting the failed pod, or after
+    deleting it but before creating it again; a fresh one finishes the restart."""
+    cluster, first, key, clock = setup(
+        pytorch_raw(workers=1, restart_policy="ExitCode", run_policy={"backoffLimit": 1})
+    )
+    for name in ("job-master-0", "job-worker-0"):
+        cluster.children["Pod"][name] = pod(name)
+    first.reconcile(key)
+    cluster.children["Pod"]["job-worker-0"] = pod(
+        "job-worker-0", "Failed", exit_code=137, reason="OOMKilled", uid="failed-uid"
+    )
+
+    def crash(*_args: Any) -> None:
+        raise Crash
+
+    setattr(cluster, "delete" if crash_at == "delete" else "create", crash)
+    with pytest.raises(Crash):
+        first.reconcile(key)
+        first.reconcile(key)  # the recreation comes in the reconcile after the deletion
+    worker = cluster.jobs[key]["status"]["replicaStatuses"]["Worker"]
+    assert worker["restarts"] == 1 and worker["countedFailures"] == ["failed-uid"]
+    delattr(cluster, "delete" if crash_at == "delete" else "create")  # writes go through
+
+    second = Reconciler(cluster, cluster, PLUGINS, clock=clock)
+    second.reconcile(key)  # a backoffLimit of 1 is not exceeded by the same failure
+    if crash_at == "delete":
+        assert "job-worker-0" not in cluster.children["Pod"]
+        second.reconcile(key)
+    assert cluster.children["Pod"]["job-worker-0"]["metadata"]["uid"] != "failed-uid"
+    cluster.children["Pod"]["job-worker-0"] = pod("job-worker-0", uid="recreated")
+    second.reconcile(key)
+    worker = cluster.jobs[key]["status"]["replicaStatuses"]["Worker"]
+    assert worker["restarts"] == 1 and "countedFailures" not in worker
+    assert cluster.state(key) == "Running"
 
 
 def test_repeated_problems_make_one_event() -> None:
@@ -337,3 +381,48 @@ def test_each_pod_exit_is_recorded_once() -> None:
     reconciler.reconcile(key)
     exits = [e.message for e in cluster.events if e.reason == "ExitedWithCode"]
     assert exits == ["Pod: ns.job-worker-0 exited with code 3"]
+
+
+def test_a_large_job_gets_its_children_in_batches_with_progress_in_its_status() -> None:
+    """120 Workers and 30 PS (300 children): each reconcile writes one batch and asks to
+    be looked at again at once; the Created condition counts the pods so far."""
+    cluster, reconciler, key, _ = setup(tf_raw(workers=120, ps=30))
+    passes = []
+    while True:
+        before = sum(len(cluster.children[k]) for k in ("Pod", "Service"))
+        result = reconciler.reconcile(key)
+        written = sum(len(cluster.children[k]) for k in ("Pod", "Service")) - before
+        created = cluster.condition(key, "Created")
+        assert created is not None
+        passes.append((written, result.requeue_after, created["message"]))
+        if result.requeue_after is None:
+            break
+        assert len(passes) < 20, passes
+    assert [w for w, _, _ in passes] == [WRITE_BATCH] * 6
+    assert "Creating its children, 50 per pass: 25 of 150 pods so far." in passes[0][2]
+    assert "125 of 150 pods so far." in passes[4][2]
+    # The last batch completes the job's children; the message no longer counts.
+    assert "Creating" not in passes[-1][2]
+    assert len(cluster.children["Pod"]) == len(cluster.children["Service"]) == 150
+
+
+def test_a_large_job_builds_only_the_children_of_one_batch() -> None:
+    """The plugin's children are built lazily: a pass stops at the batch."""
+    plugin = PLUGINS["TFJob"]
+    built = []
+
+    class Counting:
+        def __getattr__(self, name: str) -> Any:
+            return getattr(plugin, name)
+
+        def build(self, job: Any, observed: Any) -> Any:
+            for child in plugin.build(job, observed):
+                built.append(child["metadata"]["name"])
+                yield child
+
+    cluster = MemoryCluster()
+    key = cluster.add_job(tf_raw(workers=1000))
+    counting = {**PLUGINS, "TFJob": Counting()}
+    Reconciler(cluster, cluster, counting, clock=Clock()).reconcile(key)
+    assert len(cluster.children["Pod"]) == WRITE_BATCH // 2
+    assert len(built) <= WRITE_BATCH + 1

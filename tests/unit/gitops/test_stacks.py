@@ -29,6 +29,8 @@ def test_stack_renders_valid_objects_in_chart_order(name: str) -> None:
     assert names == [c for c in CHART_ORDER if c in names]
     assert names[:2] == ["crds", "operator"]
     assert ("gpu-nodes" in names) == bool(stack.node_pools)
+    # Kueue's quota ships with the stacks that have GPU pools.
+    assert ("queues" in names) == bool(stack.node_pools)
     objects = [o for c in charts for o in c.objects]
     assert_valid(objects)
 
@@ -60,8 +62,9 @@ def test_sync_waves_and_options() -> None:
             _annotations(obj)["argocd.argoproj.io/sync-options"]
             == "ServerSideApply=true,Prune=false"
         )
-    # Samples and runtimes are custom resources: their CRDs may still be on their way.
-    for obj in [*charts["samples"].objects, *charts["runtimes"].objects]:
+    # Samples, runtimes and Kueue's objects are custom resources: their CRDs may still be
+    # on their way.
+    for obj in [*charts["samples"].objects, *charts["runtimes"].objects, *charts["queues"].objects]:
         assert (
             _annotations(obj)["argocd.argoproj.io/sync-options"]
             == "SkipDryRunOnMissingResource=true"
@@ -111,6 +114,52 @@ def test_rejects_sample_pool_that_does_not_exist() -> None:
     )
 
 
+def test_gpu_stack_queues_two_teams_on_its_pool() -> None:
+    charts = {c.name: c for c in render_charts(STACKS["h100-infiniband"])}
+    objects = {
+        (o["kind"], o["metadata"].get("namespace"), o["metadata"]["name"]): o
+        for o in charts["queues"].objects
+    }
+    flavor = objects[("ResourceFlavor", None, "h100-ib")]
+    pool = next(o for o in charts["gpu-nodes"].objects if o["kind"] == "MPIJob")
+    pool_selector = pool["spec"]["mpiReplicaSpecs"]["Worker"]["template"]["spec"]["nodeSelector"]
+    assert flavor["spec"]["nodeLabels"] == pool_selector
+    for team in ("team-a", "team-b"):
+        queue = objects[("ClusterQueue", None, team)]
+        assert queue["spec"]["cohortName"] == "h100-ib"
+        assert "rdma/ib" in queue["spec"]["resourceGroups"][0]["coveredResources"]
+        assert ("Namespace", None, team) in objects
+        local = objects[("LocalQueue", team, "default")]
+        assert local["spec"]["clusterQueue"] == team
+    # The GPU runtime only takes queued TrainJobs.
+    kinds = {o["kind"] for o in charts["runtimes"].objects}
+    assert "ValidatingAdmissionPolicy" in kinds
+
+
+def test_rejects_queues_naming_what_the_stack_lacks() -> None:
+    import dataclasses
+
+    from kubetrain.gitops.stack import Queues, StackFlavor
+
+    stack = STACKS["h100-infiniband"]
+    with pytest.raises(ValueError) as caught:
+        dataclasses.replace(stack, queues=Queues(flavors=(StackFlavor("a100"),)))
+    assert (
+        "queues.flavors: node_pool ('a100') is not one of the stack's node pools: h100-ib"
+        in str(caught.value)
+    )
+    queues = stack.queues
+    with pytest.raises(ValueError) as caught:
+        dataclasses.replace(stack, queues=dataclasses.replace(queues, flavors=()))
+    assert (
+        "cluster queue 'team-a': flavor 'h100-ib' is not one of queues.flavors: none defined"
+        in (str(caught.value))
+    )
+    with pytest.raises(ValueError) as caught:
+        dataclasses.replace(stack, queues=dataclasses.replace(queues, cluster_queues=()))
+    assert "local queue team-a/default: cluster_queue ('team-a') is not one of" in str(caught.value)
+
+
 @pytest.mark.parametrize(
     ("props", "message"),
     [
@@ -124,3 +173,13 @@ def test_rejects_bad_stack(props: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError) as caught:
         Stack(**{**base, **props})
     assert message in str(caught.value)
+
+
+def test_helm_export_of_a_gpu_stack_leaves_the_queues_out() -> None:
+    # The Helm chart renders the operator from the stack without its node pools; the
+    # queues name those pools, so they go too (Kueue's objects need Kueue installed).
+    from kubetrain.gitops.helm import chart_files
+
+    files = chart_files(STACKS["h100-infiniband"])
+    assert "templates/runtimes.yaml" in files
+    assert not any("kueue.x-k8s.io/v1beta2" in text for text in files.values())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Iterable
 from typing import Any
 
 import pytest
@@ -30,7 +31,7 @@ from tests.unit.controller.builders import (
 )
 
 
-def by_name(objs: list[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
+def by_name(objs: Iterable[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
     return {(o["kind"], o["metadata"]["name"]): o for o in objs}
 
 
@@ -138,7 +139,7 @@ def fixed_keys() -> SshKeyPair:
     return SshKeyPair(private_pem="PRIVATE\n", public_openssh="ecdsa-sha2-nistp521 AAAA test\n")
 
 
-def generated(objs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
+def generated(objs: Iterable[dict[str, Any]], kind: str) -> dict[str, Any]:
     (found,) = [o for o in objs if o["kind"] == kind and "name" not in o["metadata"]]
     return found
 
@@ -146,7 +147,7 @@ def generated(objs: list[dict[str, Any]], kind: str) -> dict[str, Any]:
 def test_mpi_children_and_the_gated_launcher() -> None:
     plugin = MPIPlugin(keygen=fixed_keys)
     job = typed(mpi_raw(workers=2, slots=4))
-    first = plugin.build(job, Observed())
+    first = list(plugin.build(job, Observed()))
     # The key pair comes first, under a generated name; pods mount it, so they wait for
     # the name to be recorded in the job's status.
     secret = generated(first, "Secret")
@@ -293,7 +294,7 @@ def test_pytorch_children_are_unique_owned_and_consistent(
         pods={"job-master-0": pod("job-master-0")},
         services={"job-master-0": service("job-master-0")},
     )
-    objs = PyTorchPlugin().build(job, observed)
+    objs = list(PyTorchPlugin().build(job, observed))
     keys = [(o["kind"], o["metadata"]["name"]) for o in objs]
     assert len(keys) == len(set(keys))
     pods = [o for o in objs if o["kind"] == "Pod"]

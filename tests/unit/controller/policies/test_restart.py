@@ -121,10 +121,28 @@ def test_a_failure_already_counted_is_not_counted_again() -> None:
         observe(failed),
         backoff_limit=1,
         restarts={"Worker": 1},
-        counted=frozenset({"u1"}),
+        counted={"Worker": frozenset({"u1"})},
     )
     assert verdict.failure is None
     assert verdict.recreate[0].counted_now is False and verdict.restarts == {"Worker": 1}
+    assert verdict.counted == {"Worker": frozenset({"u1"})}
+
+
+def test_a_counted_failure_is_recorded_with_the_count_and_dropped_once_gone() -> None:
+    verdict = restart.evaluate(
+        "PyTorchJob",
+        [WORKER, with_policy(P.EXIT_CODE, 1)],
+        observe(
+            pod("job-worker-0", "Failed", exit_code=137, uid="new"),
+            pod("job-worker-1", uid="recreated"),
+        ),
+        backoff_limit=None,
+        restarts={"Worker": 1},
+        # "gone" was worker-1's failed pod: deleted and replaced since it was counted.
+        counted={"Worker": frozenset({"gone"})},
+    )
+    assert verdict.restarts == {"Worker": 2}
+    assert verdict.counted == {"Worker": frozenset({"new"})}
 
 
 def test_new_in_place_restarts_are_reported_once() -> None:

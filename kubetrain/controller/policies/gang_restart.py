@@ -1,0 +1,192 @@
+"""Whole-gang restarts (user issue [2]: trainer#2000, #2269): under restart scope
+``Gang`` a retryable failure of any pod restarts every pod of the job, so ranks that hit
+NCCL timeouts at different moments re-form one group instead of never meeting again.
+
+Scope: a v1 job annotated ``kubetrain.dev/restart-scope: Gang`` (limit:
+``runPolicy.backoffLimit``), or a TrainJob whose runtime has JobSet's
+``failurePolicy.maxRestarts`` (limit: that), as upstream restarts the whole JobSet.
+
+Every pod carries the gang's attempt (label ``kubetrain.dev/attempt``, environment
+``KUBETRAIN_RESTART_ATTEMPT``; torchrun's ``PET_RDZV_ID`` names it too), and its
+restartPolicy is ``Never``, so no rank restarts alone in place. When a pod of the current
+attempt fails:
+
+1. the status records the next attempt and the failed pod's uid (written before anything
+   is deleted: an operator killed after this step neither counts the failure again nor
+   loses it);
+2. every pod of an older attempt (and an MPI launcher Job) is deleted, and nothing is
+   created while any of them still exists;
+3. once they are all gone the build creates the whole gang again under the new attempt,
+   with a fresh rendezvous.
+
+Each gang restart counts once against the limit; a failure the replica's restart policy
+does not retry (``Never``, an ``ExitCode`` verdict 1-127) fails the job as before.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from kubetrain.api import keys as K
+from kubetrain.api.common import ConditionStatus, ConditionType, GangRestartStatus
+from kubetrain.api.trainer.resolve import ResolvedTrainJob
+from kubetrain.controller import podstate
+from kubetrain.controller import reasons as R
+from kubetrain.controller.decisions import ChildRef, ConditionChange, Decision, Event, ref
+from kubetrain.controller.plugins.base import Outcome
+from kubetrain.controller.policies.restart import retryable
+
+if TYPE_CHECKING:
+    from kubetrain.api.common import JobBase
+    from kubetrain.controller.draft import Draft
+
+#: How soon to look again while the old gang's pods are going away.
+POLL_SECONDS = 1.0
+
+
+def scope(job: JobBase) -> tuple[bool, str | None]:
+    """(whether the job restarts as a gang, the annotation's value when it is invalid)."""
+    if isinstance(job, ResolvedTrainJob):
+        return job.spec.gang_max_restarts is not None, None
+    value = (job.metadata.annotations or {}).get(K.RESTART_SCOPE_ANNOTATION)
+    if value is None or value == "Pod":
+        return False, None
+    if value == "Gang":
+        return True, None
+    return False, value
+
+
+def limit_of(job: JobBase) -> int | None:
+    """The number of gang restarts the job may use (None: no limit)."""
+    if isinstance(job, ResolvedTrainJob):
+        return job.spec.gang_max_restarts
+    return job.run_policy.backoff_limit if job.run_policy else None
+
+
+def attempt_of(obj: Mapping[str, Any]) -> int:
+    """The attempt a pod (or launcher Job) belongs to: its label, 0 when absent."""
+    labels = (obj.get("metadata") or {}).get("labels") or {}
+    try:
+        return int(labels.get(K.ATTEMPT_LABEL, "0"))
+    except ValueError:
+        return -1
+
+
+def with_attempt(job: JobBase, attempt: int, built: list[dict[str, Any]]) -> None:
+    """Put the attempt on every pod (and launcher Job template) of ``built``, in place:
+    the label, the environment, torchrun's rendezvous id, and restartPolicy ``Never``."""
+    for child in built:
+        if child["kind"] == "Pod":
+            pod = child
+        elif child["kind"] == "Job":
+            pod = child["spec"]["template"]
+            child["metadata"].setdefault("labels", {})[K.ATTEMPT_LABEL] = str(attempt)
+        else:
+            continue
+        pod.setdefault("metadata", {}).setdefault("labels", {})[K.ATTEMPT_LABEL] = str(attempt)
+        spec = pod.setdefault("spec", {})
+        if child["kind"] == "Pod":
+            spec["restartPolicy"] = "Never"
+        for container in spec.get("containers") or []:
+            env = container.setdefault("env", [])
+            names = {e.get("name") for e in env}
+            env.append({"name": K.ATTEMPT_ENV, "value": str(attempt)})
+            if "PET_NNODES" in names and "PET_RDZV_ID" not in names:
+                env.append({"name": "PET_RDZV_ID", "value": f"{job.name}-{attempt}"})
+
+
+def decide(draft: Draft) -> Decision | None:
+    """Start a gang restart, or finish one in progress (see the module docs); None when
+    the job does not restart as a gang or nothing failed."""
+    job = draft.job
+    assert job is not None
+    gang, invalid = scope(job)
+    if invalid is not None:
+        message = R.invalid(
+            f"metadata.annotations[{K.RESTART_SCOPE_ANNOTATION}]: {invalid!r}: expected "
+            f"{' or '.join(K.RESTART_SCOPES)}"
+        )
+        return Decision(outcome=Outcome(ConditionType.FAILED, K.INVALID_SPEC, message))
+    if not gang:
+        return None
+    state = draft.current.gang_restart or GangRestartStatus(attempt=0)
+    attempt = state.attempt
+    limit = limit_of(job)
+    observed = draft.observed
+    replicas = {r.pod_name: r for r in draft.plugin.replicas(job)}
+    for name, pod in sorted(observed.pods.items()):
+        replica = replicas.get(name)
+        if replica is None or attempt_of(pod) != attempt or not podstate.is_failed(pod):
+            continue
+        uid = podstate.uid(pod)
+        if uid == state.trigger:
+            continue
+        cause = podstate.failure(pod, replica.main_container)
+        if not retryable(replica.restart_policy, cause):
+            verb = R.Verb.EVICTED if podstate.is_disruption(cause) else R.Verb.FAILED
+            message = R.pod_failed(
+                draft.kind,
+                draft.name,
+                replica.replica_type,
+                name,
+                cause.describe(),
+                replica.restart_policy.value,
+            )
+            return Decision(
+                outcome=Outcome(ConditionType.FAILED, R.lifecycle(draft.kind, verb), message)
+            )
+        if limit is not None and attempt + 1 > limit:
+            message = R.gang_restarts_exceeded(
+                draft.kind, draft.name, name, cause.describe(), limit
+            )
+            return Decision(
+                outcome=Outcome(ConditionType.FAILED, K.BACKOFF_LIMIT_EXCEEDED, message)
+            )
+        text = R.gang_restarting(draft.kind, draft.name, name, cause.describe(), attempt + 1, limit)
+        return Decision(
+            status={"gang_restart": GangRestartStatus(attempt=attempt + 1, trigger=uid)},
+            delete=_older_than(attempt + 1, draft),
+            conditions=[_restarting(draft, text)],
+            events=[Event("Warning", R.GANG_RESTART, text, key=f"gang-restart/{uid}")],
+            metrics=["restarted"],
+            final=True,
+            requeue_after=POLL_SECONDS,
+        )
+    stale = _older_than(attempt, draft, include_deleting=True)
+    if stale:
+        # The old gang is going: nothing new until every one of its pods is gone.
+        return Decision(
+            delete=[r for r in stale if not r.deleting], final=True, requeue_after=POLL_SECONDS
+        )
+    return None
+
+
+def _restarting(draft: Draft, text: str) -> ConditionChange:
+    return ConditionChange(
+        ConditionType.RESTARTING,
+        ConditionStatus.TRUE,
+        R.lifecycle(draft.kind, R.Verb.RESTARTING),
+        text,
+        event=None,
+    )
+
+
+def _older_than(attempt: int, draft: Draft, *, include_deleting: bool = False) -> list[ChildRef]:
+    """Pods and launcher Jobs of an attempt before ``attempt`` (launcher pods go with
+    their Job)."""
+    out: list[ChildRef] = []
+    for kind in ("Pod", "Job"):
+        for _name, obj in sorted(draft.observed.by_kind(kind).items()):
+            if kind == "Pod" and _owned_by_batch_job(obj):
+                continue
+            if attempt_of(obj) < attempt:
+                child = ref(kind, obj)
+                if include_deleting or not child.deleting:
+                    out.append(child)
+    return out
+
+
+def _owned_by_batch_job(obj: Mapping[str, Any]) -> bool:
+    owners = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return any(o.get("kind") == "Job" for o in owners)

@@ -1,0 +1,51 @@
+"""The fault suite's own control plane: its tests stop it, kill operators against it and
+freeze them, so they never share one with the other integration tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from cluster.local import LocalCluster
+from tests.integration.conftest import ClusterClients, _start_cluster, fresh_namespace
+from tests.integration.kube import apply, wait_for_established
+from tests.integration.operator.jobs import Jobs
+
+
+@pytest.fixture(scope="session")
+def faults_cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalCluster]:
+    """A control plane for the fault suite alone, with the job CRDs installed."""
+    yield from _start_cluster(request, tmp_path_factory, "faults")
+
+
+@pytest.fixture(scope="session")
+def faults(faults_cluster: LocalCluster) -> Iterator[ClusterClients]:
+    from kubetrain.api.crds import generate_crds
+    from kubetrain.api.trainer.crds import generate_trainer_crds
+
+    clients = ClusterClients.connect(faults_cluster)
+    # Trainer's too: the operator watches every kind it serves, and waits for them all.
+    crds: list[dict[str, Any]] = [*generate_crds(), *generate_trainer_crds()]
+    for crd in crds:
+        apply(clients.dyn, crd)
+    for crd in crds:
+        wait_for_established(clients.dyn, crd["metadata"]["name"])
+    try:
+        yield clients
+    finally:
+        clients.close()
+
+
+@pytest.fixture
+def faults_namespace(faults: ClusterClients, request: pytest.FixtureRequest) -> Iterator[str]:
+    with fresh_namespace(faults.core_v1, faults.dyn, request) as name:
+        yield name
+
+
+@pytest.fixture
+def jobs(faults: ClusterClients, faults_namespace: str) -> Jobs:
+    return Jobs(faults.api_client, faults_namespace)

@@ -1,0 +1,348 @@
+"""charts/kubetrain/ with the real helm (v3.19.5, built from its Go module by
+``make cluster-tools``): it lints strictly; ``helm template`` renders, object by object
+and after taking Helm's labels off, what ``kubetrain synth`` renders for the same stack,
+and for other values what the constructs render for the same props; bad values are
+refused by the schema; the chart installs, upgrades to a bumped stack version and
+uninstalls against the local control plane, with the operator started from the installed
+Deployment's flags and ServiceAccount driving a sample job to Succeeded."""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import subprocess
+import tarfile
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from cluster.tools import find_tools
+from kubetrain.controller.kube import KubeApi
+from kubetrain.gitops.helm import CHART_NAME, strip_helm_labels, write_chart
+from kubetrain.gitops.helm_template import object_key
+from kubetrain.gitops.helm_values import default_values, operator_props
+from kubetrain.gitops.render import render_charts
+from kubetrain.gitops.stack import Stack, load_stacks
+from tests.integration.credentials import request_token, write_token_kubeconfig
+from tests.integration.kube import wait_for
+from tests.integration.operator.jobs import Jobs
+from tests.integration.operator.process import OperatorProcess
+
+ROOT = Path(__file__).resolve().parents[2]
+CHART = ROOT / "charts" / CHART_NAME
+#: Flags that say where the operator listens: in a pod, the pod's IP; here, 127.0.0.1.
+LISTEN_FLAGS = (
+    "--metrics-port",
+    "--metrics-bind-address",
+    "--health-port",
+    "--health-bind-address",
+)
+
+
+@pytest.fixture(scope="module")
+def local() -> Stack:
+    return load_stacks(root=ROOT)["local"]
+
+
+@pytest.fixture
+def helm(tmp_path: Path) -> Any:
+    """Run the real helm with its config, cache and data homes in the test's tmp dir."""
+    env = dict(os.environ)
+    for name in ("HELM_CONFIG_HOME", "HELM_CACHE_HOME", "HELM_DATA_HOME"):
+        env[name] = str(tmp_path / "helm-home" / name.lower())
+    binary = str(find_tools().helm)
+
+    def run(*args: str, values: dict[str, Any] | None = None) -> subprocess.CompletedProcess[str]:
+        extra = ["-f", "-"] if values is not None else []
+        return subprocess.run(
+            [binary, *args, *extra],
+            input=yaml.safe_dump(values) if values is not None else None,
+            env=env,
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+
+    return run
+
+
+def _by_key(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {object_key(o): o for o in objects}
+
+
+def _template(helm: Any, values: dict[str, Any], *args: str) -> dict[str, dict[str, Any]]:
+    done = helm("template", "rel", str(CHART), *args, values=values)
+    assert done.returncode == 0, done.stderr
+    return _by_key([strip_helm_labels(o) for o in yaml.safe_load_all(done.stdout) if o])
+
+
+def test_the_chart_lints_strictly(helm: Any) -> None:
+    done = helm("lint", "--strict", str(CHART))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "1 chart(s) linted, 0 chart(s) failed" in done.stdout
+
+
+def test_default_values_render_what_synth_renders(helm: Any, local: Stack) -> None:
+    charts = {c.name: c.objects for c in render_charts(local)}
+    rendered = _template(helm, {}, "--include-crds")
+    expected = [o for name, objs in charts.items() if name != "samples" for o in objs]
+    assert rendered == _by_key(expected)
+    # Every object carries Helm's labels (they are what the comparison took off).
+    done = helm("template", "rel", str(CHART))
+    for obj in yaml.safe_load_all(done.stdout):
+        if obj:
+            assert obj["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
+            assert obj["metadata"]["labels"]["app.kubernetes.io/instance"] == "rel"
+    with_samples = _template(helm, {"samples": {"enabled": True}}, "--include-crds")
+    assert with_samples == _by_key([o for objs in charts.values() for o in objs])
+
+
+VALUE_CASES: list[tuple[str, dict[str, Any]]] = [
+    ("watch-two-namespaces", {"watchNamespaces": ["team-a", "team-b"]}),
+    (
+        "watch-one-namespace-pytorch-only",
+        {
+            "watchNamespaces": ["ml"],
+            "kinds": {"PyTorchJob": True, "TFJob": False, "MPIJob": False, "TrainJob": False},
+        },
+    ),
+    ("three-replicas", {"replicas": 3}),
+    ("leader-election-one-replica", {"leaderElect": True, "leaderElectionId": "my-lease"}),
+    (
+        "mpi-and-trainjob",
+        {
+            "kinds": {"PyTorchJob": False, "TFJob": False, "MPIJob": True, "TrainJob": True},
+        },
+    ),
+    (
+        "image-by-digest",
+        {
+            "image": {
+                "repository": "registry.example/ops/kubetrain",
+                "tag": "",
+                "digest": "sha256:" + "ab" * 32,
+            },
+        },
+    ),
+    (
+        "image-tag-and-digest",
+        {
+            "image": {
+                "repository": "registry.example/kubetrain",
+                "tag": "1.2",
+                "digest": "sha256:" + "cd" * 32,
+            },
+        },
+    ),
+    (
+        "resources",
+        {
+            "resources": {"cpu": "", "memory": "1Gi", "cpuLimit": "2", "memoryLimit": ""},
+        },
+    ),
+    (
+        "placement",
+        {
+            "nodeSelector": {"node-role.kubernetes.io/system": "true", "zone": "a"},
+            "tolerations": [
+                {"key": "dedicated", "operator": "Equal", "value": "ops", "effect": "NoSchedule"},
+                {"operator": "Exists", "effect": "NoExecute", "tolerationSeconds": 30},
+            ],
+        },
+    ),
+    (
+        "flags",
+        {
+            "logLevel": "debug",
+            "metricsPort": 9100,
+            "workers": 8,
+            "kubeApiQps": 12.5,
+            "kubeApiBurst": 25,
+            "startupTimeoutSeconds": 120,
+            "successGraceSeconds": 0,
+            "eventQps": 2.5,
+        },
+    ),
+    ("gang-volcano", {"gangScheduler": "volcano"}),
+    (
+        "gang-scheduler-plugins-one-namespace",
+        {"gangScheduler": "scheduler-plugins", "watchNamespaces": ["ml"]},
+    ),
+    (
+        "everything-at-once",
+        {
+            "replicas": 2,
+            "watchNamespaces": ["a"],
+            "logLevel": "warning",
+            "metricsPort": 9200,
+            "nodeSelector": {"pool": "system"},
+            "kinds": {"PyTorchJob": True, "TFJob": True, "MPIJob": False, "TrainJob": False},
+        },
+    ),
+]
+
+
+@pytest.mark.parametrize(("case", "values"), VALUE_CASES, ids=[c for c, _ in VALUE_CASES])
+def test_values_render_what_the_construct_renders_for_the_same_props(
+    helm: Any, local: Stack, case: str, values: dict[str, Any]
+) -> None:
+    merged = {**default_values(local.operator), **values}
+    props = operator_props(local.operator, merged)
+    charts = render_charts(
+        dataclasses.replace(local, operator=props), only=("operator", "runtimes")
+    )
+    expected = _by_key([o for c in charts for o in c.objects])
+    assert _template(helm, values) == expected
+
+
+@pytest.mark.parametrize(
+    ("values", "message"),
+    [
+        ({"replicas": 11}, "/replicas"),
+        ({"metricsPort": 80}, "/metricsPort"),
+        ({"logLevel": "verbose"}, "/logLevel"),
+        ({"watchNamespaces": ["Not_A_Name"]}, "/watchNamespaces/0"),
+        (
+            {"kinds": {"PyTorchJob": False, "TFJob": False, "MPIJob": False, "TrainJob": False}},
+            "/kinds",
+        ),
+        ({"image": {"repository": "ghcr.io/x", "tag": "latest", "digest": ""}}, "/image"),
+        ({"replicaCount": 2}, "replicaCount"),
+    ],
+    ids=["replicas", "port", "log-level", "namespace", "no-kind", "latest", "unknown"],
+)
+def test_rejects_bad_values_with_the_schemas_message(
+    helm: Any, values: dict[str, Any], message: str
+) -> None:
+    done = helm("template", "rel", str(CHART), values=values)
+    assert done.returncode != 0
+    assert "values don't meet the specifications of the schema" in done.stderr, done.stderr
+    assert message in done.stderr, done.stderr
+
+
+def test_helm_package_writes_the_versions_archive(helm: Any, local: Stack, tmp_path: Path) -> None:
+    done = helm("package", str(CHART), "-d", str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    archive = tmp_path / f"{CHART_NAME}-{local.version}.tgz"
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+        chart = yaml.safe_load(tar.extractfile(f"{CHART_NAME}/Chart.yaml").read())  # type: ignore[union-attr]
+    assert chart["version"] == local.version
+    assert f"{CHART_NAME}/values.schema.json" in names
+    assert f"{CHART_NAME}/crds/pytorchjobs.kubeflow.org.yaml" in names
+
+
+# --- install, upgrade, uninstall --------------------------------------------------------
+
+
+@pytest.fixture
+def admin(kubeconfig: Path) -> Iterator[KubeApi]:
+    api = KubeApi.connect(str(kubeconfig))
+    yield api
+    api.close()
+
+
+def _gone_or_active(core_v1: client.CoreV1Api, name: str) -> bool:
+    try:
+        ns = core_v1.read_namespace(name)
+    except client.ApiException as exc:
+        return bool(exc.status == 404)
+    return bool(ns.status and ns.status.phase == "Active")
+
+
+def _deployment(apps: client.AppsV1Api, namespace: str, name: str) -> dict[str, Any] | None:
+    try:
+        found: dict[str, Any] = apps.api_client.sanitize_for_serialization(
+            apps.read_namespaced_deployment(name, namespace)
+        )
+    except client.ApiException as exc:
+        if exc.status == 404:
+            return None
+        raise
+    return found
+
+
+def test_install_upgrade_uninstall_with_the_operator_from_the_installed_config(
+    helm: Any,
+    local: Stack,
+    kubeconfig: Path,
+    api_client: client.ApiClient,
+    core_v1: client.CoreV1Api,
+    admin: KubeApi,
+    namespace: str,
+    tmp_path: Path,
+) -> None:
+    ops_ns, name = local.operator.namespace, local.operator.name
+    # Other tests apply and delete the stack: their namespaces must be gone or usable.
+    for ns in (ops_ns, "kubeflow-system"):
+        wait_for(partial(_gone_or_active, core_v1, ns), bool, what=f"namespace {ns}")
+    sample = next(o for c in render_charts(local, only=("samples",)) for o in c.objects)
+    sample_ns, sample_name = (
+        sample["metadata"].get("namespace", "default"),
+        sample["metadata"]["name"],
+    )
+    kube = ["--kubeconfig", str(kubeconfig), "--namespace", namespace]
+    done = helm("install", "kubetrain", str(CHART), *kube, "--set", "samples.enabled=true")
+    assert done.returncode == 0, done.stderr
+    apps = client.AppsV1Api(api_client)
+    operator: OperatorProcess | None = None
+    try:
+        deployment = _deployment(apps, ops_ns, name)
+        assert deployment is not None
+        assert deployment["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
+        pod = deployment["spec"]["template"]["spec"]
+        args = [a for a in pod["containers"][0]["args"] if not a.startswith(LISTEN_FLAGS)]
+        # The operator as the installed ServiceAccount, with the installed flags.
+        token = request_token(admin, ops_ns, pod["serviceAccountName"])
+        operator_kubeconfig = write_token_kubeconfig(kubeconfig, token, tmp_path / "sa.kubeconfig")
+        operator = OperatorProcess(
+            operator_kubeconfig,
+            None,
+            tmp_path / "operator.log",
+            extra=tuple(args),
+            env={"POD_NAMESPACE": ops_ns},
+        ).start()
+        jobs = Jobs(api_client, sample_ns)
+        kind = sample["kind"]
+        jobs.wait_condition(kind, sample_name, "Running", timeout=90)
+        for pod_name in sorted(jobs.pods(sample_name)):
+            jobs.exit(pod_name, 0)
+        jobs.wait_condition(kind, sample_name, "Succeeded", timeout=90)
+
+        # Upgrade to the next version of the stack, watching one namespace only.
+        bumped = dataclasses.replace(local, version="0.1.1")
+        chart = write_chart(bumped, tmp_path / "bumped")
+        done = helm(
+            "upgrade", "kubetrain", str(chart), *kube, "--set", f"watchNamespaces={{{namespace}}}"
+        )
+        assert done.returncode == 0, done.stderr
+        status = helm("list", *kube, "-o", "yaml")
+        (release,) = yaml.safe_load(status.stdout)
+        assert release["chart"] == f"{CHART_NAME}-0.1.1" and str(release["revision"]) == "2", (
+            release
+        )
+        upgraded = _deployment(apps, ops_ns, name)
+        assert upgraded is not None
+        assert (
+            f"--namespace={namespace}"
+            in upgraded["spec"]["template"]["spec"]["containers"][0]["args"]
+        )
+        rbac = client.RbacAuthorizationV1Api(api_client)
+        role = rbac.read_namespaced_role(name, namespace)
+        assert role.metadata is not None and role.metadata.name == name
+    finally:
+        if operator is not None:
+            operator.stop()
+        done = helm("uninstall", "kubetrain", *kube, "--wait")
+    assert done.returncode == 0, done.stderr
+    assert _deployment(apps, ops_ns, name) is None
+    # Helm never deletes what crds/ installed: the jobs' CRDs stay.
+    ext = client.ApiextensionsV1Api(api_client)
+    crd = ext.read_custom_resource_definition("pytorchjobs.kubeflow.org")
+    assert crd.metadata is not None and crd.metadata.name == "pytorchjobs.kubeflow.org"
+    assert helm("list", *kube, "-q").stdout.strip() == ""
