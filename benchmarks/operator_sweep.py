@@ -248,13 +248,8 @@ def main(argv: list[str] | None = None) -> int:
         cluster.up(timeout=600)
         took = time.monotonic() - started
         print(f"control plane with {args.gpu_nodes} GPU nodes up in {took:.0f}s", flush=True)
-        api = KubeApi.connect(
-            str(cluster.kubeconfig),
-            qps=1000,
-            burst=2000,
-            pool_size=32,
-            user_agent="kubetrain-bench/sweep",
-        )
+        api = KubeApi.connect(str(cluster.kubeconfig), qps=1000, burst=2000)
+        api.user_agent = "kubetrain-bench/sweep"
         for crd in [*generate_crds(), *generate_trainer_crds()]:
             api.apply(crd, resource=CRDS)
         api.create(

@@ -198,13 +198,8 @@ class Bench:
             f"{time.monotonic() - started:.1f}s",
             flush=True,
         )
-        self.api = KubeApi.connect(
-            str(self.cluster.kubeconfig),
-            qps=1000,
-            burst=2000,
-            pool_size=32,
-            user_agent=BENCH_USER_AGENT,
-        )
+        self.api = KubeApi.connect(str(self.cluster.kubeconfig), qps=1000, burst=2000)
+        self.api.user_agent = BENCH_USER_AGENT
         # The observer watches every job kind kubetrain serves, TrainJob included.
         for crd in generate_trainer_crds():
             self.api.apply(crd, resource=CRDS)

@@ -163,7 +163,6 @@ class KubeApi:
         burst: int = 40,
         pool_size: int = 32,
         reload: Callable[[], client.Configuration] | None = None,
-        user_agent: str = USER_AGENT,
     ) -> None:
         configuration.connection_pool_maxsize = pool_size
         self._configuration = configuration
@@ -173,9 +172,8 @@ class KubeApi:
         self._reload_lock = threading.Lock()
         self._reloaded_at = float("-inf")
         self.limiter = TokenBucket(qps, burst)
-        #: Sent on every request; benchmarks give their own clients another one so that
-        #: the API server's audit log tells their requests from the operator's.
-        self.user_agent = user_agent
+        #: Sent on every request (benchmarks set their own: the audit log tells them apart).
+        self.user_agent = USER_AGENT
         self.requests = 0
         #: Writes (POST, PATCH, PUT, DELETE) sent, for the fencing tests and metrics.
         self.writes = 0
@@ -189,16 +187,13 @@ class KubeApi:
         qps: float = 20.0,
         burst: int = 40,
         pool_size: int = 32,
-        user_agent: str = USER_AGENT,
     ) -> KubeApi:
         """Credentials as the official client loads them: the kubeconfig given (or
         ``$KUBECONFIG`` / ``~/.kube/config`` with only a context), else in-cluster (the
         pod's ServiceAccount token and CA, ``KUBERNETES_SERVICE_HOST``/``PORT``), else
         the default kubeconfig. Raises ``config.ConfigException`` when none is usable."""
         load = credential_loader(kubeconfig, context)
-        return cls(
-            load(), qps=qps, burst=burst, pool_size=pool_size, reload=load, user_agent=user_agent
-        )
+        return cls(load(), qps=qps, burst=burst, pool_size=pool_size, reload=load)
 
     def close(self) -> None:
         """Close the connection pool."""
