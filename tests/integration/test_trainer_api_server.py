@@ -20,6 +20,7 @@ from kubernetes.dynamic import DynamicClient
 
 from kubetrain.api import JobValidationError
 from kubetrain.api.trainer import check_trainer_update, load_trainer_object
+from kubetrain.api.trainer.constants import DEFAULT_RUNTIME_API_GROUP, DEFAULT_RUNTIME_KIND
 from tests.integration.kube import api_error_message, apply, missing_paths
 from tests.unit.api.mutations import OPERATIONS, mutate, node_paths
 from tests.unit.api.trainer_helpers import (
@@ -100,6 +101,19 @@ def test_trainer_kinds_are_served_with_upstreams_names(
 # --- what users send------------------------------------------------------------------------
 
 
+def with_server_defaults(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` as the API server stores it: a TrainJob's ``runtimeRef.apiGroup`` and
+    ``kind`` filled in when absent (the only defaults the CRDs declare, as upstream's
+    v2.3.0 CRD does); everything else unchanged."""
+    if obj.get("kind") != "TrainJob":
+        return obj
+    out = copy.deepcopy(obj)
+    ref = out["spec"]["runtimeRef"]
+    ref.setdefault("apiGroup", DEFAULT_RUNTIME_API_GROUP)
+    ref.setdefault("kind", DEFAULT_RUNTIME_KIND)
+    return out
+
+
 @pytest.mark.parametrize(("name", "doc"), UPSTREAM, ids=[name for name, _ in UPSTREAM])
 def test_upstream_manifest_is_admitted_unchanged(
     name: str,
@@ -113,7 +127,7 @@ def test_upstream_manifest_is_admitted_unchanged(
     --server-side`` send them; the server keeps every field, and stores what kubetrain read.
     (Cluster-scoped runtimes are created as a dry run: other tests share their names.)"""
     obj = in_namespace(doc, namespace)
-    typed = load_trainer_object(obj)
+    typed = load_trainer_object(with_server_defaults(obj))
     cluster_scoped = obj["kind"] == "ClusterTrainingRuntime"
     try:
         stored = create(api_client, obj, namespace, dry_run=cluster_scoped)
@@ -134,7 +148,8 @@ def test_the_kubeflow_sdks_trainjob_is_admitted_unchanged(
     stored = create(api_client, body, namespace, strict=False)
     assert list(missing_paths(body["spec"], stored["spec"], "spec")) == []
     assert (
-        load_trainer_object(stored).to_wire()["spec"] == load_trainer_object(body).to_wire()["spec"]
+        load_trainer_object(stored).to_wire()["spec"]
+        == load_trainer_object(with_server_defaults(body)).to_wire()["spec"]
     )
 
 

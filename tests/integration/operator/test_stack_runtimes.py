@@ -70,7 +70,13 @@ def stack_runtimes(
     yield applied
     group, version, plural = GROUP, VERSION, "trainjobs"
     jobs.custom.delete_collection_namespaced_custom_object(group, version, jobs.namespace, plural)
-    names = {o["metadata"]["name"] for o in applied}
+    # The GPU runtimes' charts also hold the admission policies that ask their TrainJobs
+    # for a queue label (ValidatingAdmissionPolicy and binding): deleted by kind.
+    names = {o["metadata"]["name"] for o in applied if o["kind"] == "ClusterTrainingRuntime"}
+    for other in (o for o in applied if o["kind"] != "ClusterTrainingRuntime"):
+        dyn.resources.get(api_version=other["apiVersion"], kind=other["kind"]).delete(
+            name=other["metadata"]["name"], namespace=other["metadata"].get("namespace")
+        )
     wait_for(
         lambda: [
             n
