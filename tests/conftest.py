@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
+
+from tests.integration.operator.process import OperatorProcess
 
 # jsii (under cdk8s) prints a Node.js end-of-life banner unless told the major version.
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
@@ -36,3 +39,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
     terminalreporter.write_sep("-", "figures measured by the tests")
     for line in lines:
         terminalreporter.write_line(line)
+
+
+@pytest.fixture
+def processes() -> Iterator[list[OperatorProcess]]:
+    """Operator processes a test starts (append them); killed at its end."""
+    started: list[OperatorProcess] = []
+    yield started
+    for proc in started:
+        proc.stop()

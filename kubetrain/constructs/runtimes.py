@@ -205,8 +205,12 @@ class RuntimeConstruct(constructs.Construct):
     # -- what each framework says ---------------------------------------------------------
 
     def ml_policy(self) -> dict[str, Any]:
-        """The framework's ``mlPolicy`` entry (besides ``numNodes``)."""
-        raise NotImplementedError
+        """The framework's ``mlPolicy`` entry (besides ``numNodes``); every framework's
+        construct states its own, so the base class alone makes no runtime."""
+        raise NotImplementedError(
+            f"{type(self).__name__} is not a runtime of one framework: use TorchRuntime, "
+            "MpiRuntime, JaxRuntime, XGBoostRuntime or TensorFlowRuntime"
+        )
 
     def replicated_jobs(self) -> list[dict[str, Any]]:
         """The JobSet's replicated jobs: by default one ``node`` job, the trainer."""

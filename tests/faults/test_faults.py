@@ -13,10 +13,7 @@ import os
 import random
 import threading
 import time
-from collections.abc import Iterator
 from pathlib import Path
-
-import pytest
 
 from cluster.local import LocalCluster
 from tests.faults.burst import BurstJob, check_outcome, drive, mixed_burst
@@ -25,14 +22,6 @@ from tests.integration.operator.process import OperatorProcess
 
 #: Jobs of each kind in a burst (three kinds).
 EACH = 4
-
-
-@pytest.fixture
-def processes() -> Iterator[list[OperatorProcess]]:
-    started: list[OperatorProcess] = []
-    yield started
-    for proc in started:
-        proc.stop()
 
 
 def _submit(jobs: Jobs, prefix: str) -> list[BurstJob]:

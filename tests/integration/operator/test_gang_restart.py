@@ -4,11 +4,8 @@ is killed in the middle of one; per-replica restart limits."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from kubetrain.api import keys as K
 from tests.integration.kube import condition
@@ -78,14 +75,6 @@ def test_one_failed_rank_restarts_the_whole_gang_until_the_limit(
     failed = condition(jobs.wait_condition("PyTorchJob", "gang", "Failed"), "Failed")
     assert failed is not None and failed["reason"] == "BackoffLimitExceeded"
     assert "the gang restarts allowed (2) are used up" in failed["message"]
-
-
-@pytest.fixture
-def processes() -> Iterator[list[OperatorProcess]]:
-    started: list[OperatorProcess] = []
-    yield started
-    for proc in started:
-        proc.stop()
 
 
 def test_an_operator_killed_mid_restart_counts_it_once_and_leaves_no_duplicates(

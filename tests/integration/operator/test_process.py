@@ -18,14 +18,6 @@ from tests.integration.operator.jobs import Jobs, pytorch_job
 from tests.integration.operator.process import OperatorProcess
 
 
-@pytest.fixture
-def processes(tmp_path: Path) -> Iterator[list[OperatorProcess]]:
-    started: list[OperatorProcess] = []
-    yield started
-    for proc in started:
-        proc.stop()
-
-
 def test_a_killed_operator_resumes_without_duplicates(
     installed_crds: list[dict[str, Any]],
     kubeconfig: Path,
