@@ -38,6 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from cluster.local import LocalCluster
+from cluster.process import free_port
 from cluster.topology import GPU_RESOURCE, default_topology
 from kubetrain.api import keys as K
 from kubetrain.api.crds import generate_crds
@@ -409,23 +410,16 @@ def main(argv: list[str] | None = None) -> int:
         api.apply(runtime(), resource=RUNTIME_RESOURCES["ClusterTrainingRuntime"])
 
         log_path = workdir / "operator.log"
+        # Free ports: another benchmark on this machine may hold fixed ones.
+        metrics_port = free_port()
         operator = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "kubetrain.commands.operator",
-                f"--kubeconfig={cluster.kubeconfig}",
-                f"--namespace={NAMESPACE}",
-                f"--workers={args.workers}",
-                f"--kube-api-qps={args.qps:g}",
-                f"--kube-api-burst={args.burst}",
-                "--metrics-port=18480",
-                "--metrics-bind-address=127.0.0.1",
-                "--health-port=18481",
-                "--health-bind-address=127.0.0.1",
-                "--log-level=warning",
-                *(["--gang-scheduler=scheduler-plugins"] if args.gang else []),
-            ],
+            operator_command(
+                cluster.kubeconfig,
+                args,
+                metrics_port=metrics_port,
+                health_port=free_port(),
+                extra=("--gang-scheduler=scheduler-plugins",) if args.gang else (),
+            ),
             stdout=log_path.open("wb"),
             stderr=subprocess.STDOUT,
         )
@@ -455,7 +449,7 @@ def main(argv: list[str] | None = None) -> int:
         wall = time.monotonic() - began
         cpu_after, peak_rss = process_stats(operator.pid)
         observer.stop.set()
-        print_reconcile_stats()
+        print_reconcile_stats(metrics_port)
 
         report(args, times, submitted, wall, cpu_after - cpu_before, peak_rss, observer.pod_start)
         return 0
@@ -467,11 +461,40 @@ def main(argv: list[str] | None = None) -> int:
             cluster.down()
 
 
-def print_reconcile_stats() -> None:
+def operator_command(
+    kubeconfig: Path,
+    args: argparse.Namespace,
+    *,
+    metrics_port: int,
+    health_port: int,
+    extra: tuple[str, ...] = (),
+) -> list[str]:
+    """``kubetrain operator`` for a benchmark: the bench's namespace, ``args``' workers,
+    QPS and burst, endpoints on 127.0.0.1, warnings only."""
+    return [
+        sys.executable,
+        "-m",
+        "kubetrain.commands.operator",
+        f"--kubeconfig={kubeconfig}",
+        f"--namespace={NAMESPACE}",
+        f"--workers={args.workers}",
+        f"--kube-api-qps={args.qps:g}",
+        f"--kube-api-burst={args.burst}",
+        f"--metrics-port={metrics_port}",
+        "--metrics-bind-address=127.0.0.1",
+        f"--health-port={health_port}",
+        "--health-bind-address=127.0.0.1",
+        "--log-level=warning",
+        *extra,
+    ]
+
+
+def print_reconcile_stats(metrics_port: int) -> None:
     """Reconcile count and mean duration from the operator's /metrics."""
     import urllib.request
 
-    with urllib.request.urlopen("http://127.0.0.1:18480/metrics", timeout=5) as resp:
+    url = f"http://127.0.0.1:{metrics_port}/metrics"
+    with urllib.request.urlopen(url, timeout=5) as resp:
         text = resp.read().decode()
     total = count = requests = 0.0
     for line in text.splitlines():

@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import subprocess
-import sys
 import tempfile
 import time
 import urllib.request
@@ -35,6 +34,7 @@ from benchmarks.operator_scale import (
     NAMESPACES,
     JobTimes,
     Observer,
+    operator_command,
     percentile,
     process_stats,
     runtime,
@@ -115,21 +115,9 @@ def run_size(
     wait_ready(api)
     metrics_port = free_port()
     operator = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "kubetrain.commands.operator",
-            f"--kubeconfig={cluster.kubeconfig}",
-            f"--namespace={NAMESPACE}",
-            f"--workers={args.workers}",
-            f"--kube-api-qps={args.qps:g}",
-            f"--kube-api-burst={args.burst}",
-            f"--metrics-port={metrics_port}",
-            "--metrics-bind-address=127.0.0.1",
-            f"--health-port={free_port()}",
-            "--health-bind-address=127.0.0.1",
-            "--log-level=warning",
-        ],
+        operator_command(
+            cluster.kubeconfig, args, metrics_port=metrics_port, health_port=free_port()
+        ),
         stdout=(workdir / f"operator-{total}.log").open("wb"),
         stderr=subprocess.STDOUT,
     )
