@@ -79,6 +79,11 @@ def decide(draft: Draft) -> Decision:
         ):
             decision.apply.append(desired)
     written = {(o["kind"], o["metadata"]["name"]) for o in (*decision.create, *decision.apply)}
+    if decision.generate:
+        # The children that need the generated name (pods mounting the SSH Secret) come
+        # in the next pass, once the name is in the status. Nothing else wakes the job:
+        # the echoes of its own writes do not (a lost wake-up left gang MPIJobs waiting).
+        decision.requeue_after = IMMEDIATE_REQUEUE_SECONDS
     if held and any(o["kind"] == G.POD_GROUP for o in decision.create):
         # The pods follow as soon as the PodGroup is in the cache.
         decision.requeue_after = IMMEDIATE_REQUEUE_SECONDS

@@ -186,6 +186,17 @@ def test_the_mpi_launcher_is_a_member_and_not_gated() -> None:
     assert len(workers) == 2
 
 
+def test_the_mpi_pass_after_the_ssh_secret_is_asked_for_at_once() -> None:
+    """Under gang scheduling no startup gate waits for anything, and the echoes of the
+    operator's own writes (the Secret, the status recording its name) wake no job: the
+    plan that generates the Secret must ask for the next pass itself, or the job stays
+    without pods (seen as MPIJobs never starting in a 10-job burst)."""
+    first = decide(mpi_raw(workers=2))
+    assert [o["kind"] for o, _ in first.generate] == ["Secret"]
+    assert not [o for o in first.create if o["kind"] in ("Pod", "Job", "PodGroup")]
+    assert first.requeue_after is not None and first.requeue_after < 1
+
+
 def test_without_a_gang_scheduler_nothing_changes() -> None:
     registry = build_registry(("PyTorchJob",))
     p = plan(gpu_job(), registry["PyTorchJob"], Observed(now=NOW), Context(now=NOW))
