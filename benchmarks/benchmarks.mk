@@ -4,7 +4,7 @@
 #   make demo-kueue  the real Kueue beside it: two PyTorchJobs competing for one GPU
 #                quota, the urgent one preempting the other, which resumes afterwards
 #   make bench   benchmarks/operator_scale.py: 250 jobs (PyTorchJob, MPIJob, TrainJob) on 50 fake GPU nodes
-#   make bench-gang  the same workload without, then with gang scheduling (Coscheduling)
+#   make bench-gang  the same workload without, then with gang scheduling (Coscheduling), side by side
 #   make bench-peers  benchmarks/peers.py: kubetrain against training-operator v1.9 (100
 #                PyTorchJobs) and mpi-operator v0.8 (50 MPIJobs), interleaved, 3 runs each at
 #                default and at equal QPS/burst (about 30 minutes on 2 cores; PEERS_ARGS to change)
@@ -23,8 +23,7 @@ bench: venv cluster-tools
 	$(BIN)/python -m benchmarks.operator_scale
 
 bench-gang: venv cluster-tools
-	$(BIN)/python -m benchmarks.operator_scale $(BENCH_GANG_ARGS)
-	$(BIN)/python -m benchmarks.operator_scale --gang $(BENCH_GANG_ARGS)
+	$(BIN)/python -m benchmarks.operator_scale --gang=both $(BENCH_GANG_ARGS)
 
 PEERS_ARGS ?=
 bench-peers: venv cluster-tools peer-tools

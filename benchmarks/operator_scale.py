@@ -353,6 +353,22 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
+GANG_MODES = ("off", "on", "both")
+
+
+@dataclass
+class Run:
+    """One burst's figures."""
+
+    gang: bool
+    times: dict[str, JobTimes]
+    submitted: float
+    wall: float
+    cpu: float
+    peak_rss: float
+    pod_start: list[float]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m benchmarks.operator_scale", description=__doc__.split("\n\n")[0]
@@ -370,24 +386,46 @@ def main(argv: list[str] | None = None) -> int:
         "--cluster-dir",
         type=Path,
         default=None,
-        help="use a running control plane (make cluster-up)",
+        help="use a running control plane (make cluster-up; with --gang=off only)",
     )
     parser.add_argument(
         "--gang",
-        action="store_true",
-        help="gang scheduling: the scheduler-plugins scheduler (Coscheduling) in "
-        "kube-scheduler's place and the operator with --gang-scheduler=scheduler-plugins",
+        choices=GANG_MODES,
+        default="off",
+        help="gang scheduling: 'on' runs the scheduler-plugins scheduler (Coscheduling) in "
+        "kube-scheduler's place and the operator with --gang-scheduler=scheduler-plugins; "
+        "'both' runs the burst without, then with it, each on a fresh control plane, and "
+        "prints the figures side by side",
     )
     args = parser.parse_args(argv)
+    if args.cluster_dir is not None and args.gang != "off":
+        parser.error(
+            f"--cluster-dir runs on a control plane started elsewhere, so it cannot choose "
+            f"its scheduler: use it with --gang=off, not --gang={args.gang}"
+        )
+    modes = {"off": [False], "on": [True], "both": [False, True]}[args.gang]
+    runs = []
+    for gang in modes:
+        run = run_burst(args, gang=gang)
+        if run is None:
+            return 1
+        runs.append(run)
+    if len(runs) == 2:
+        side_by_side(runs[0], runs[1])
+    return 0 if all(all(t.running_at for t in r.times.values()) for r in runs) else 1
 
+
+def run_burst(args: argparse.Namespace, *, gang: bool) -> Run | None:
+    """One burst of jobs on a control plane of its own (or ``args.cluster_dir``); None
+    when the operator does not start."""
     workdir = Path(tempfile.mkdtemp(prefix="kubetrain-bench-"))
     own_cluster = args.cluster_dir is None
     cluster = LocalCluster(
         args.cluster_dir or workdir / "cluster",
         topology=default_topology(cpu_nodes=2, gpu_nodes=args.gpu_nodes, gpus_per_node=8),
-        scheduler="coscheduling" if args.gang else "kube",
+        scheduler="coscheduling" if gang else "kube",
     )
-    print(f"gang scheduling: {'on (scheduler-plugins Coscheduling)' if args.gang else 'off'}")
+    print(f"\ngang scheduling: {'on (scheduler-plugins Coscheduling)' if gang else 'off'}")
     operator: subprocess.Popen[bytes] | None = None
     try:
         if own_cluster:
@@ -418,7 +456,7 @@ def main(argv: list[str] | None = None) -> int:
                 args,
                 metrics_port=metrics_port,
                 health_port=free_port(),
-                extra=("--gang-scheduler=scheduler-plugins",) if args.gang else (),
+                extra=("--gang-scheduler=scheduler-plugins",) if gang else (),
             ),
             stdout=log_path.open("wb"),
             stderr=subprocess.STDOUT,
@@ -426,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
         time.sleep(3)
         if operator.poll() is not None:
             print(log_path.read_text(), file=sys.stderr)
-            return 1
+            return None
         cpu_before, _ = process_stats(operator.pid)
 
         names = [("PyTorchJob", f"pt-{i:03d}") for i in range(args.pytorch_jobs)]
@@ -451,14 +489,52 @@ def main(argv: list[str] | None = None) -> int:
         observer.stop.set()
         print_reconcile_stats(metrics_port)
 
-        report(args, times, submitted, wall, cpu_after - cpu_before, peak_rss, observer.pod_start)
-        return 0
+        run = Run(
+            gang, times, submitted, wall, cpu_after - cpu_before, peak_rss, observer.pod_start
+        )
+        report(args, run)
+        return run
     finally:
         if operator is not None and operator.poll() is None:
             operator.terminate()
             operator.wait(timeout=30)
         if own_cluster:
             cluster.down()
+
+
+def side_by_side(off: Run, on: Run) -> None:
+    """The two runs' figures in one table: p50 / p99 per kind and milestone, and the
+    whole burst's totals."""
+    print("\nside by side: gang scheduling off | on (Coscheduling), p50 / p99 in seconds")
+    print(f"{'':44}{'off':>17}{'on':>17}")
+    kinds = sorted({t.kind for t in off.times.values()})
+
+    def cell(values: list[float]) -> str:
+        if not values:
+            return "-"
+        return f"{percentile(values, 50):.2f} / {percentile(values, 99):.2f}"
+
+    for kind in ["all jobs", *kinds]:
+        rows = []
+        for run in (off, on):
+            chosen = [t for t in run.times.values() if kind in ("all jobs", t.kind)]
+            rows.append(dict(_rows(chosen, None)))
+        for label in ("create -> all children", "create -> Running"):
+            print(
+                f"  {kind + ': ' + label:42}{cell(rows[0].get(label, [])):>17}"
+                f"{cell(rows[1].get(label, [])):>17}"
+            )
+    for label, pick in (
+        (
+            "jobs Running",
+            lambda r: f"{sum(1 for t in r.times.values() if t.running_at)}/{len(r.times)}",
+        ),
+        ("pod created -> Running", lambda r: cell(r.pod_start)),
+        ("wall time (s)", lambda r: f"{r.wall:.1f}"),
+        ("operator CPU (s)", lambda r: f"{r.cpu:.1f}"),
+        ("operator peak RSS (MiB)", lambda r: f"{r.peak_rss:.0f}"),
+    ):
+        print(f"  {label:42}{pick(off):>17}{pick(on):>17}")
 
 
 def operator_command(
@@ -583,15 +659,9 @@ def _print_rows(rows: list[tuple[str, list[float]]]) -> None:
         )
 
 
-def report(
-    args: argparse.Namespace,
-    times: Mapping[str, JobTimes],
-    submitted: float,
-    wall: float,
-    cpu: float,
-    peak_rss: float,
-    pod_start: list[float],
-) -> None:
+def report(args: argparse.Namespace, run: Run) -> None:
+    times, submitted, wall = run.times, run.submitted, run.wall
+    cpu, peak_rss, pod_start = run.cpu, run.peak_rss, run.pod_start
     flags = f"--workers={args.workers} --kube-api-qps={args.qps:g} --kube-api-burst={args.burst}"
     print(f"\noperator: {flags}")
     print(
@@ -612,6 +682,9 @@ def report(
     if pytorch and train:
         ratio = percentile(train, 99) / percentile(pytorch, 99)
         print(f"TrainJob / PyTorchJob, create -> all children p99: {ratio:.2f}x")
+    running = sum(1 for t in times.values() if t.running_at is not None)
+    if running < len(times):
+        print(f"NOT RUNNING after {wall:.0f}s: {len(times) - running} of {len(times)} jobs")
     print(f"total wall time (first create -> last Running): {wall:.1f}s")
     print(f"operator CPU: {cpu:.1f}s   operator peak RSS: {peak_rss:.0f} MiB")
 
