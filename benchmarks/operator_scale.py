@@ -524,17 +524,18 @@ def side_by_side(off: Run, on: Run) -> None:
                 f"  {kind + ': ' + label:42}{cell(rows[0].get(label, [])):>17}"
                 f"{cell(rows[1].get(label, [])):>17}"
             )
-    for label, pick in (
-        (
-            "jobs Running",
-            lambda r: f"{sum(1 for t in r.times.values() if t.running_at)}/{len(r.times)}",
-        ),
-        ("pod created -> Running", lambda r: cell(r.pod_start)),
-        ("wall time (s)", lambda r: f"{r.wall:.1f}"),
-        ("operator CPU (s)", lambda r: f"{r.cpu:.1f}"),
-        ("operator peak RSS (MiB)", lambda r: f"{r.peak_rss:.0f}"),
-    ):
-        print(f"  {label:42}{pick(off):>17}{pick(on):>17}")
+
+    def totals(r: Run) -> dict[str, str]:
+        return {
+            "jobs Running": f"{sum(1 for t in r.times.values() if t.running_at)}/{len(r.times)}",
+            "pod created -> Running": cell(r.pod_start),
+            "wall time (s)": f"{r.wall:.1f}",
+            "operator CPU (s)": f"{r.cpu:.1f}",
+            "operator peak RSS (MiB)": f"{r.peak_rss:.0f}",
+        }
+
+    for label, value in totals(off).items():
+        print(f"  {label:42}{value:>17}{totals(on)[label]:>17}")
 
 
 def operator_command(
