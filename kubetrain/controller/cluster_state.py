@@ -15,7 +15,7 @@ from typing import Any
 
 from kubetrain.api import keys as K
 from kubetrain.api.kinds import TRAINJOB, by_operator_name, kind_info
-from kubetrain.controller.decisions import ChildRef, Event
+from kubetrain.controller.decisions import NAMED_IN_STATUS, ChildRef, Event
 from kubetrain.controller.errors import ApiError, ChildConflict, Deposed
 from kubetrain.controller.events import EventRecorder
 from kubetrain.controller.informer import (
@@ -332,6 +332,11 @@ class KubeCluster:
         except ApiError as err:
             if err.status != 409:
                 raise
+            if kind in NAMED_IN_STATUS:
+                # Not readable (Secrets): the name is the operator's own random choice,
+                # recorded in the job's status before the create; taken, it was taken by
+                # an earlier create of this operator whose answer was lost.
+                return
             existing = self.api.get(self.child_resources[kind], meta.get("namespace"), meta["name"])
             if existing is None:
                 raise  # deleted in between: a retry creates it
@@ -347,12 +352,6 @@ class KubeCluster:
                 predecessor=verdict.holder is Holder.PREDECESSOR,
             ) from err
         self._write_through(kind, result)
-
-    def create_generated(self, obj: dict[str, Any]) -> str:
-        """Create a child under a generated name (``metadata.generateName``); its name."""
-        self._fence()
-        result = self.api.create(obj)
-        return str((result.get("metadata") or {}).get("name"))
 
     def _write_through(self, kind: str, result: Mapping[str, Any]) -> None:
         namespace = str((result.get("metadata") or {}).get("namespace") or "")

@@ -19,6 +19,15 @@ from kubetrain.api.common import JobBase as Job
 from kubetrain.controller import podstate
 from kubetrain.controller.plugins.base import Outcome
 
+#: Children the operator names itself (``generateName`` and a random suffix), and the
+#: status field where it records the name *before* creating them (the operator may create
+#: Secrets but not read them: the status is how it knows its own). They are created
+#: before any other child, alone. Recorded first, the name survives a create whose answer
+#: was lost, or a status write that failed after it (an API server restart): the next
+#: pass creates that very name again, and a 409 can only be its own earlier create. (A
+#: name the API server generated was lost then, and a second Secret made.)
+NAMED_IN_STATUS = {"Secret": "ssh_auth_secret_name"}
+
 
 @dataclass(frozen=True)
 class ChildRef:
@@ -94,10 +103,9 @@ class Decision:
     delete_job: bool = False
     #: The replica counts the status reports (and a final state starts from).
     replica_statuses: dict[str, Any] | None = None
-    #: Children to create, apply or create under a generated name (see :class:`Plan`).
+    #: Children to create or apply (see :class:`Plan`).
     create: list[dict[str, Any]] = field(default_factory=list)
     apply: list[dict[str, Any]] = field(default_factory=list)
-    generate: list[tuple[dict[str, Any], str]] = field(default_factory=list)
     #: Pods whose ``kubetrain.dev/startup`` scheduling gate is lifted.
     ungate: list[ChildRef] = field(default_factory=list)
     #: Children (kind, name) the startup gate waits for.
@@ -113,15 +121,14 @@ class Plan:
 
     ``create`` holds children not observed yet: they are POSTed, and a name already taken
     by an object the job does not control is a conflict, never adopted. ``apply`` holds
-    observed children of this job whose desired content changed (server-side apply).
-    ``generate`` holds children created under a generated name, with the status field
-    that records the name the API server gave."""
+    observed children of this job whose desired content changed (server-side apply). The
+    SSH Secret is created before the others, alone: nothing that mounts it is created if
+    it could not be."""
 
     kind: str
     name: str
     apply: list[dict[str, Any]] = field(default_factory=list)
     create: list[dict[str, Any]] = field(default_factory=list)
-    generate: list[tuple[dict[str, Any], str]] = field(default_factory=list)
     ungate: list[ChildRef] = field(default_factory=list)
     delete: list[ChildRef] = field(default_factory=list)
     #: The status to write (wire form), or None when it did not change.

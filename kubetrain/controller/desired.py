@@ -1,7 +1,8 @@
 """The children a job should have now, against those it has: what to create (not seen
 yet; pods of replicas being recreated wait until the old pod is gone), what to apply
-again (a child of this job whose desired content changed), what to create under a
-generated name, and the per-replica pods and Services no replica needs any more. A
+again (a child of this job whose desired content changed), the name of a child the
+operator cannot read back (the SSH Secret), and the per-replica pods and Services no
+replica needs any more. A
 Service or pod the startup gate waits for that this reconcile creates makes the job be
 looked at again at once.
 
@@ -15,6 +16,7 @@ batch)."""
 
 from __future__ import annotations
 
+import secrets
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -22,7 +24,7 @@ from kubetrain.api import keys as K
 from kubetrain.api.common import JobBase as Job
 from kubetrain.controller import gang as G
 from kubetrain.controller import podstate
-from kubetrain.controller.decisions import ChildRef, Decision, ref
+from kubetrain.controller.decisions import NAMED_IN_STATUS, ChildRef, Decision, ref
 from kubetrain.controller.plugins import children
 from kubetrain.controller.policies import gang_restart
 
@@ -32,9 +34,9 @@ if TYPE_CHECKING:
 #: Children that are created once and never changed (pods and Jobs are immutable where
 #: it matters; the SSH Secret must never be regenerated).
 CREATE_ONCE = frozenset({"Pod", "Job", "Secret"})
-#: Children created under a generated name, and the status field that records it (the
-#: operator may create Secrets but not read them: the status is how it knows its own).
-GENERATED_NAME_STATUS = {"Secret": "sshAuthSecretName"}
+#: The alphabet and length of the suffix the API server gives a ``generateName``.
+NAME_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+NAME_SUFFIX_LENGTH = 5
 #: Requeue delay after creating a child the startup gate waits for.
 IMMEDIATE_REQUEUE_SECONDS = 0.05
 #: Children created or applied (and surplus ones deleted) in one reconcile at most.
@@ -68,7 +70,8 @@ def decide(draft: Draft) -> Decision:
         kind = desired["kind"]
         name = desired["metadata"].get("name")
         if not name:
-            decision.generate.append((desired, GENERATED_NAME_STATUS[kind]))
+            # Named and recorded now; created in the next pass, from the status.
+            decision.status[NAMED_IN_STATUS[kind]] = choose_name(desired)
             continue
         present = observed.by_kind(kind).get(name)
         if present is None:
@@ -79,10 +82,10 @@ def decide(draft: Draft) -> Decision:
         ):
             decision.apply.append(desired)
     written = {(o["kind"], o["metadata"]["name"]) for o in (*decision.create, *decision.apply)}
-    if decision.generate:
-        # The children that need the generated name (pods mounting the SSH Secret) come
-        # in the next pass, once the name is in the status. Nothing else wakes the job:
-        # the echoes of its own writes do not (a lost wake-up left gang MPIJobs waiting).
+    if decision.status:
+        # The child named in the status, and the pods that mount it, come in the next
+        # pass. Nothing else wakes the job: the echoes of its own writes do not (a lost
+        # wake-up left gang-scheduled MPIJobs without pods).
         decision.requeue_after = IMMEDIATE_REQUEUE_SECONDS
     if held and any(o["kind"] == G.POD_GROUP for o in decision.create):
         # The pods follow as soon as the PodGroup is in the cache.
@@ -99,6 +102,12 @@ def decide(draft: Draft) -> Decision:
         created = sum(1 for o in decision.create if o["kind"] == "Pod")
         draft.creating = (there + created, len(wanted))
     return decision
+
+
+def choose_name(desired: dict[str, Any]) -> str:
+    """``metadata.generateName`` with a random suffix, as the API server would add."""
+    suffix = "".join(secrets.choice(NAME_SUFFIX_ALPHABET) for _ in range(NAME_SUFFIX_LENGTH))
+    return f"{desired['metadata']['generateName']}{suffix}"
 
 
 def with_gang(

@@ -89,10 +89,16 @@ class Draft:
         self.loaded = plugin.load(raw, observed)
         self.job, self.declared = self.loaded.job, self.loaded.declared
         self.errors = list(self.loaded.errors)
-        # The job's generated Secret is known from its status, not from a cache.
+        # The job's Secret is known from its status, not from a cache (the operator
+        # cannot read Secrets). The name is recorded before the Secret is created, and
+        # the Secret is created before any pod or launcher Job: it surely exists once
+        # one of those does; until then it is created again (a 409 is its own).
         secret = self.current.ssh_auth_secret_name
+        exists = secret is not None and bool(observed.pods or observed.batch_jobs)
         self.observed = dataclasses.replace(
-            observed, secrets={secret: {"metadata": {"name": secret}}} if secret else {}
+            observed,
+            secrets={secret: {"metadata": {"name": secret}}} if secret and exists else {},
+            ssh_secret_name=secret,
         )
         self.plan = Plan(
             kind=self.kind,
@@ -153,7 +159,6 @@ class Draft:
         self.plan.events.extend(decision.events)
         self.plan.create.extend(decision.create)
         self.plan.apply.extend(decision.apply)
-        self.plan.generate.extend(decision.generate)
         self.plan.ungate.extend(decision.ungate)
         self.plan.seen_restart_counts.update(decision.seen_restart_counts)
         if decision.awaiting is not None:

@@ -115,22 +115,6 @@ def with_blocked_child(
     plan = _with_status(
         raw, plugin, observed, plan, status.model_copy(update={"conditions": conditions}), ctx
     )
-    plan.apply, plan.create, plan.generate = [], [], []
+    plan.apply, plan.create = [], []
     plan.events.append(Event("Warning", reason, message, key=f"blocked/{message}"))
     return plan
-
-
-def record_generated(
-    raw: Mapping[str, Any],
-    plugin: JobPlugin,
-    observed: Observed,
-    plan: Plan,
-    ctx: Context,
-    named: Mapping[str, str],
-) -> Plan:
-    """``plan`` with the names of the children created under generated names written
-    into the status fields that record them."""
-    status = _status_of(raw, plugin, plan)
-    wire = status.to_wire()
-    wire.update(named)
-    return _with_status(raw, plugin, observed, plan, JobStatus.model_validate(wire), ctx)

@@ -51,10 +51,6 @@ class ClusterWriter(Protocol):
         controlled by this job; otherwise raise ``ChildConflict`` and leave it alone."""
         ...
 
-    def create_generated(self, obj: dict[str, Any]) -> str:
-        """Create a child under ``metadata.generateName``; the name it was given."""
-        ...
-
     def delete(self, namespace: str, ref: ChildRef) -> None:
         """Delete a child, only if it still has ``ref.uid``."""
         ...

@@ -79,8 +79,8 @@ def operator_rules(config: OperatorConfig) -> list[PolicyRule]:
         rules += [
             # The hostfile changes with the workers; the ConfigMap goes with its job (GC).
             PolicyRule(("",), ("configmaps",), ("create", *_WATCHED, "patch")),
-            # The SSH key pair: created under a generated name recorded in the job's
-            # status, never read, listed, changed or deleted (GC removes it with the job).
+            # The SSH key pair: its random name recorded in the job's status first, then
+            # created; never read, listed, changed or deleted (GC removes it with the job).
             PolicyRule(("",), ("secrets",), ("create",)),
         ]
     if mpi:

@@ -26,7 +26,7 @@ from kubetrain.api.common import ConditionType
 from kubetrain.api.kinds import kind_info
 from kubetrain.controller import child_events, planner
 from kubetrain.controller import reasons as R
-from kubetrain.controller.decisions import Context, Event, Plan
+from kubetrain.controller.decisions import NAMED_IN_STATUS, Context, Event, Plan
 from kubetrain.controller.errors import (
     ApiError,
     ChildConflict,
@@ -186,7 +186,7 @@ class Reconciler:
         )
         plan = planner.plan(raw, plugin, observed, ctx)
         try:
-            named = self._write_children(plan)
+            self._write_children(plan)
         except ChildConflict as conflict:
             plan = self._after_conflict(raw, plugin, observed, ctx, plan, conflict)
         except ApiError as err:
@@ -194,8 +194,6 @@ class Reconciler:
         else:
             memory.refusals = 0
             plan.events.extend(child_events.created(plan.create))
-            if named:
-                plan = planner.record_generated(raw, plugin, observed, plan, ctx, named)
             for pod in plan.ungate:
                 self.writer.ungate(key[1], pod, K.STARTUP_GATE)
         exits, memory.exited = child_events.exited(
@@ -289,14 +287,15 @@ class Reconciler:
         blocked.requeue_after = min(self.refusal_backoff_seconds * 2 ** (memory.refusals - 1), 60.0)
         return blocked
 
-    def _write_children(self, plan: Plan) -> dict[str, str]:
-        """Create and apply the plan's children, in parallel (they are independent); the
-        first error (conflicts, then permanent ones first) is raised after all calls
-        returned. Returns the names given to generated children, by status field."""
-        named: dict[str, str] = {}
-        for obj, status_field in plan.generate:
+    def _write_children(self, plan: Plan) -> None:
+        """Create and apply the plan's children: the SSH Secret first and alone (what
+        mounts it is not created unless it could be), then the rest in parallel (they are
+        independent); the first error (conflicts, then permanent ones first) is raised
+        after all calls returned."""
+        first = [obj for obj in plan.create if obj["kind"] in NAMED_IN_STATUS]
+        for obj in first:
             with _naming(obj):
-                named[status_field] = self.writer.create_generated(obj)
+                self.writer.create(obj)
 
         def create(obj: dict[str, Any]) -> None:
             with _naming(obj):
@@ -307,13 +306,13 @@ class Reconciler:
                 self.writer.apply(obj)
 
         calls: list[Callable[[], None]] = [
-            *(functools.partial(create, obj) for obj in plan.create),
+            *(functools.partial(create, obj) for obj in plan.create if obj not in first),
             *(functools.partial(apply, obj) for obj in plan.apply),
         ]
         if len(calls) <= 1 or self.executor is None:
             for call in calls:
                 call()
-            return named
+            return
         errors: list[Exception] = []
         for future in [self.executor.submit(call) for call in calls]:
             error = future.exception()
@@ -324,7 +323,6 @@ class Reconciler:
         if errors:
             errors.sort(key=_error_rank)
             raise errors[0]
-        return named
 
     def _finish(self, key: JobKey, raw: Mapping[str, Any], plan: Plan, memory: JobMemory) -> None:
         kind, namespace, _name = key

@@ -44,12 +44,15 @@ def generate_ssh_keys() -> SshKeyPair:
     return SshKeyPair(private_pem=private, public_openssh=public + "\n")
 
 
-def ssh_secret(metadata: Mapping[str, Any], prefix: str, keys: SshKeyPair) -> dict[str, Any]:
+def ssh_secret(metadata: Mapping[str, Any], prefix: str, keys: SshKeyPair | None) -> dict[str, Any]:
     """An immutable ``kubernetes.io/ssh-auth`` Secret holding ``keys``, created under
-    ``metadata`` with the generated name ``<prefix><random>`` (the operator records the
-    name the API server gives; it never reads Secrets)."""
-    meta = {k: v for k, v in metadata.items() if k != "name"}
-    meta["generateName"] = prefix
+    ``metadata``. Without a name (and without keys: nothing is created from it) it asks
+    for one, ``<prefix><random>``, which the operator chooses and records in the job's
+    status before it creates the Secret under that name (it never reads Secrets)."""
+    meta = dict(metadata)
+    if not meta.get("name"):
+        meta.pop("name", None)
+        meta["generateName"] = prefix
 
     def b64(text: str) -> str:
         return base64.b64encode(text.encode()).decode()
@@ -60,7 +63,9 @@ def ssh_secret(metadata: Mapping[str, Any], prefix: str, keys: SshKeyPair) -> di
         "type": "kubernetes.io/ssh-auth",
         "immutable": True,
         "metadata": meta,
-        "data": {
+        "data": {}
+        if keys is None
+        else {
             "ssh-privatekey": b64(keys.private_pem),
             "ssh-publickey": b64(keys.public_openssh),
         },

@@ -89,12 +89,31 @@ def drive(jobs: Jobs, burst: list[BurstJob], *, timeout: float = 240.0) -> float
     oom_uid: dict[str, str] = {}
     finished: set[str] = set()
     while pending:
-        assert time.monotonic() < deadline, f"not Succeeded in {timeout:.0f}s: {sorted(pending)}"
+        if time.monotonic() >= deadline:
+            raise AssertionError(
+                f"not Succeeded in {timeout:.0f}s: {sorted(pending)}\n"
+                + "\n".join(_describe(jobs, job) for job in pending.values())
+            )
         # The API server may be away (a fault under test): then look again.
         with contextlib.suppress(ApiException, urllib3.exceptions.HTTPError):
             _step(jobs, pending, oom_uid, finished)
         time.sleep(0.5)
     return time.monotonic() - started
+
+
+def _describe(jobs: Jobs, job: BurstJob) -> str:
+    """Where a job stands: its conditions, its pods' phases (for a failure message)."""
+    try:
+        found = jobs.get(job.kind, job.name)
+        pods = jobs.pods(job.name)
+    except (ApiException, urllib3.exceptions.HTTPError) as err:
+        return f"  {job.name}: unreadable ({err})"
+    conditions = [
+        f"{c['type']}={c['status']} ({c.get('reason')})"
+        for c in ((found or {}).get("status") or {}).get("conditions") or []
+    ]
+    phases = {name: (pod.get("status") or {}).get("phase") for name, pod in sorted(pods.items())}
+    return f"  {job.name}: {', '.join(conditions) or 'no conditions'}; pods {phases}"
 
 
 def _step(

@@ -48,6 +48,9 @@ class Observed:
     services: Mapping[str, Obj] = field(default_factory=dict)
     config_maps: Mapping[str, Obj] = field(default_factory=dict)
     secrets: Mapping[str, Obj] = field(default_factory=dict)
+    #: The SSH Secret's name as the job's status records it (chosen before it is
+    #: created); in ``secrets`` too once it surely exists.
+    ssh_secret_name: str | None = None
     batch_jobs: Mapping[str, Obj] = field(default_factory=dict)
     #: The job's PodGroup (gang scheduling), by name.
     pod_groups: Mapping[str, Obj] = field(default_factory=dict)

@@ -5,9 +5,10 @@
 - ConfigMap ``<job>-config``: ``hostfile`` (``mpi.hostfile``) and ``discover_hosts.sh``
   (the hosts that can take ranks now, for Horovod elastic);
 - Secret ``<job>-ssh-<random>``: an SSH key pair generated once (``kubernetes.io/ssh-auth``),
-  created under a generated name and recorded in ``status.sshAuthSecretName``, so the
-  operator never needs to read a Secret (it may only create them) and can never pick up
-  one it did not make; pods are built once the name is recorded;
+  its random name chosen by the operator and recorded in ``status.sshAuthSecretName``
+  before it is created (then before any pod), so the operator never needs to read a
+  Secret (it may only create them), never takes one a user made under a name of its own,
+  and never makes two when a create's answer is lost; pods are built once it exists;
 - worker Pods ``<job>-worker-<i>`` (hostname + subdomain, ``sshd -De`` by default, and
   the DNS search domain ``<job>.<ns>.svc.cluster.local`` so that Intel MPI's and MPICH's
   Hydra proxies reach the launcher by its bare host name);
@@ -98,8 +99,8 @@ def secret_prefix(job: Job) -> str:
 
 
 def secret_name(observed: Observed) -> str | None:
-    """The job's SSH Secret, once created and recorded in its status."""
-    return next(iter(observed.secrets), None)
+    """The job's SSH Secret, once named in its status."""
+    return observed.ssh_secret_name
 
 
 def launcher_name(job: Job) -> str:
@@ -222,9 +223,11 @@ class MPIPlugin:
         yield children.with_hash(self._config_map(typed, observed))
         secret = secret_name(observed)
         if secret is None:
-            # Pods mount the key pair: they come once its generated name is recorded.
+            # Pods mount the key pair: they come once its name is recorded.
             yield self._secret(typed)
             return
+        if secret not in observed.secrets:
+            yield self._secret(typed, secret)
         for replica in self.replicas(job):
             yield children.with_hash(self._worker(typed, replica, secret))
         gate = startup.evaluate(
@@ -298,9 +301,10 @@ class MPIPlugin:
             },
         }
 
-    def _secret(self, job: MPIJob) -> dict[str, Any]:
-        meta = children.metadata(job, "", child_labels(job))
-        return ssh_secret(meta, secret_prefix(job), self.keygen())
+    def _secret(self, job: MPIJob, name: str = "") -> dict[str, Any]:
+        """The SSH key pair: unnamed (``generateName``) until its name is recorded."""
+        meta = children.metadata(job, name, child_labels(job))
+        return ssh_secret(meta, secret_prefix(job), self.keygen() if name else None)
 
     def _ssh_volume(self, job: MPIJob, secret: str) -> dict[str, Any]:
         path = job.spec.ssh_auth_mount_path or DEFAULT_SSH_AUTH_MOUNT_PATH

@@ -193,10 +193,12 @@ class TrainJobPlugin:
         secret: str | None = None
         if resolved.spec.mpi is not None:
             yield children.with_hash(self._hostfile(resolved))
-            secret = next(iter(observed.secrets), None)
+            secret = observed.ssh_secret_name
             if secret is None:
                 yield self._secret(resolved)
                 return  # pods mount the key pair: they come once its name is recorded
+            if secret not in observed.secrets:
+                yield self._secret(resolved, secret)
         gate = startup.evaluate(
             self.startup_rules(job), observed, started_at=None, timeout_seconds=1
         )
@@ -320,9 +322,10 @@ class TrainJobPlugin:
             "data": {"hostfile": mpi.trainjob_hostfile(resolved, self.addressing)},
         }
 
-    def _secret(self, job: Job) -> dict[str, Any]:
-        meta = children.metadata(job, "", children.job_labels(job))
-        return ssh_secret(meta, secret_prefix(job), self.keygen())
+    def _secret(self, job: Job, name: str = "") -> dict[str, Any]:
+        """The SSH key pair: unnamed (``generateName``) until its name is recorded."""
+        meta = children.metadata(job, name, children.job_labels(job))
+        return ssh_secret(meta, secret_prefix(job), self.keygen() if name else None)
 
     # -- status -------------------------------------------------------------------------
 

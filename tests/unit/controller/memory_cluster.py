@@ -93,13 +93,6 @@ class MemoryCluster:
             )
         self._store("create", obj)
 
-    def create_generated(self, obj: dict[str, Any]) -> str:
-        self._generated += 1
-        stored = copy.deepcopy(obj)
-        stored["metadata"]["name"] = f"{obj['metadata']['generateName']}{self._generated:05d}"
-        self._store("create", stored)
-        return str(stored["metadata"]["name"])
-
     def delete(self, namespace: str, ref: ChildRef) -> None:
         self.children[ref.kind].pop(ref.name, None)
         self.calls.append(("delete", f"{ref.kind}/{ref.name}"))

@@ -188,12 +188,13 @@ def test_the_mpi_launcher_is_a_member_and_not_gated() -> None:
 
 def test_the_mpi_pass_after_the_ssh_secret_is_asked_for_at_once() -> None:
     """Under gang scheduling no startup gate waits for anything, and the echoes of the
-    operator's own writes (the Secret, the status recording its name) wake no job: the
-    plan that generates the Secret must ask for the next pass itself, or the job stays
-    without pods (seen as MPIJobs never starting in a 10-job burst)."""
+    operator's own writes (the status recording the Secret's name) wake no job: the plan
+    that names the Secret must ask for the next pass itself, or the job stays without
+    pods (seen as MPIJobs never starting in a 10-job burst)."""
     first = decide(mpi_raw(workers=2))
-    assert [o["kind"] for o, _ in first.generate] == ["Secret"]
-    assert not [o for o in first.create if o["kind"] in ("Pod", "Job", "PodGroup")]
+    assert first.status is not None and first.status["sshAuthSecretName"].startswith("job-ssh-")
+    # The Secret too comes in the next pass, under that name, before what mounts it.
+    assert not [o for o in first.create if o["kind"] in ("Secret", "Pod", "Job", "PodGroup")]
     assert first.requeue_after is not None and first.requeue_after < 1
 
 

@@ -344,21 +344,53 @@ def test_a_quota_refusal_waits_without_failing_the_job() -> None:
     assert "job-master-0" in cluster.children["Pod"]
 
 
-def test_the_ssh_key_pair_is_created_under_a_generated_name_and_recorded() -> None:
+def test_the_ssh_key_pair_is_named_in_the_status_before_it_is_created() -> None:
     cluster, reconciler, key, _ = setup(mpi_raw(workers=1))
     result = reconciler.reconcile(key)
     recorded = cluster.jobs[key]["status"]["sshAuthSecretName"]
-    assert recorded.startswith("job-ssh-") and recorded in cluster.children["Secret"]
-    assert not cluster.children["Pod"]  # pods come once the name is recorded
-    # ... in a pass of their own, which no watch event asks for (the echoes of the
-    # operator's own writes do not wake a job): the reconcile asks for it.
+    assert recorded.startswith("job-ssh-") and len(recorded) == len("job-ssh-") + 5
+    assert not cluster.children["Secret"] and not cluster.children["Pod"]
+    # The next pass, which no watch event asks for (the echoes of the operator's own
+    # writes do not wake a job): the reconcile asks for it.
     assert result.requeue_after is not None and result.requeue_after < 1
     reconciler.reconcile(key)
+    assert list(cluster.children["Secret"]) == [recorded]
+    # Created first and alone: the pods that mount it after it.
+    calls = [target for verb, target in cluster.calls if verb == "create"]
+    first_pod = min(i for i, target in enumerate(calls) if target.startswith("Pod/"))
+    assert calls.index(f"Secret/{recorded}") < first_pod
     worker = cluster.children["Pod"]["job-worker-0"]
     (volume,) = [v for v in worker["spec"]["volumes"] if v["name"] == "ssh-auth"]
     assert volume["secret"]["secretName"] == recorded
     reconciler.reconcile(key)
-    assert len(cluster.children["Secret"]) == 1  # never generated again
+    assert list(cluster.children["Secret"]) == [recorded]  # never made again
+
+
+def test_a_secret_create_whose_answer_was_lost_is_not_made_twice() -> None:
+    """The API server made the Secret but its answer was lost (or the operator died
+    before it came): the next pass creates the same name again, and the API server's
+    409 is taken as done, since the name was the operator's own random choice."""
+    cluster, reconciler, key, _ = setup(mpi_raw(workers=1))
+    reconciler.reconcile(key)
+    recorded = cluster.jobs[key]["status"]["sshAuthSecretName"]
+    cluster.fail_next["Pod"] = ApiError(503, "ServiceUnavailable", "the API server went away")
+    with pytest.raises(ApiError):
+        reconciler.reconcile(key)
+    assert list(cluster.children["Secret"]) == [recorded] and not cluster.children["Pod"]
+    reconciler.reconcile(key)  # the Secret is created again: taken, so it is there
+    assert list(cluster.children["Secret"]) == [recorded]
+    assert "job-worker-0" in cluster.children["Pod"]
+    assert cluster.jobs[key]["status"]["sshAuthSecretName"] == recorded
+
+
+def test_pods_are_not_created_when_their_secret_could_not_be() -> None:
+    cluster, reconciler, key, _ = setup(mpi_raw(workers=1))
+    reconciler.reconcile(key)
+    cluster.fail_next["Secret"] = ApiError(503, "ServiceUnavailable", "the API server went away")
+    with pytest.raises(ApiError):
+        reconciler.reconcile(key)
+    assert not cluster.children["Secret"] and not cluster.children["Pod"]
+    assert not cluster.children["Job"]
 
 
 def test_a_gate_waiting_only_for_the_service_it_just_created_looks_again_at_once() -> None:

@@ -148,18 +148,26 @@ def test_mpi_children_and_the_gated_launcher() -> None:
     plugin = MPIPlugin(keygen=fixed_keys)
     job = typed(mpi_raw(workers=2, slots=4))
     first = list(plugin.build(job, Observed()))
-    # The key pair comes first, under a generated name; pods mount it, so they wait for
-    # the name to be recorded in the job's status.
-    secret = generated(first, "Secret")
-    assert secret["metadata"]["generateName"] == "job-ssh-"
-    assert secret["type"] == "kubernetes.io/ssh-auth"
-    assert base64.b64decode(secret["data"]["ssh-publickey"]).decode() == fixed_keys().public_openssh
-    assert secret["metadata"]["ownerReferences"][0]["uid"] == JOB_UID
-    assert set(by_name([o for o in first if o is not secret])) == {
+    # The key pair's name comes first (the planner chooses it from the generateName and
+    # records it in the job's status); pods mount the Secret, so they wait for the name.
+    request = generated(first, "Secret")
+    assert request["metadata"]["generateName"] == "job-ssh-"
+    assert request["data"] == {}  # no key pair is generated for a name
+    assert set(by_name([o for o in first if o is not request])) == {
         ("Service", "job"),
         ("ConfigMap", "job-config"),
     }
-    recorded = Observed(secrets={"job-ssh-x7k2p": {"metadata": {"name": "job-ssh-x7k2p"}}})
+    # Named in the status, not created yet: the Secret under that name, with the pods.
+    objs = by_name(plugin.build(job, Observed(ssh_secret_name="job-ssh-x7k2p")))
+    secret = objs[("Secret", "job-ssh-x7k2p")]
+    assert secret["type"] == "kubernetes.io/ssh-auth" and secret["immutable"] is True
+    assert base64.b64decode(secret["data"]["ssh-publickey"]).decode() == fixed_keys().public_openssh
+    assert secret["metadata"]["ownerReferences"][0]["uid"] == JOB_UID
+    assert "generateName" not in secret["metadata"]
+    recorded = Observed(
+        secrets={"job-ssh-x7k2p": {"metadata": {"name": "job-ssh-x7k2p"}}},
+        ssh_secret_name="job-ssh-x7k2p",
+    )
     objs = by_name(plugin.build(job, recorded))
     # launcherCreationPolicy AtStartup (the default): the launcher Job comes with the
     # workers, its pod gated until they are Ready.
@@ -192,9 +200,10 @@ def test_mpi_children_and_the_gated_launcher() -> None:
         pods={n: pod(n) for n in ("job-worker-0", "job-worker-1")},
         services={"job": service("job", replica_index=False)},
         secrets=recorded.secrets,
+        ssh_secret_name="job-ssh-x7k2p",
     )
     objs = by_name(plugin.build(job, ready))
-    assert not [k for k in objs if k[0] == "Secret"]  # generated once
+    assert not [k for k in objs if k[0] == "Secret"]  # made once
     launcher = objs[("Job", "job-launcher")]
     launcher_env = env(launcher)
     assert launcher_env["OMPI_MCA_orte_default_hostfile"] == "/etc/mpi/hostfile"
@@ -217,11 +226,13 @@ def test_mpi_launcher_waits_for_workers_ready_when_asked() -> None:
     plugin = MPIPlugin(keygen=fixed_keys)
     job = typed(mpi_raw(workers=2, launcherCreationPolicy="WaitForWorkersReady"))
     secrets = {"job-ssh-x7k2p": {"metadata": {"name": "job-ssh-x7k2p"}}}
-    assert ("Job", "job-launcher") not in by_name(plugin.build(job, Observed(secrets=secrets)))
+    recorded = Observed(secrets=secrets, ssh_secret_name="job-ssh-x7k2p")
+    assert ("Job", "job-launcher") not in by_name(plugin.build(job, recorded))
     ready = Observed(
         pods={n: pod(n) for n in ("job-worker-0", "job-worker-1")},
         services={"job": service("job", replica_index=False)},
         secrets=secrets,
+        ssh_secret_name="job-ssh-x7k2p",
     )
     launcher = by_name(plugin.build(job, ready))[("Job", "job-launcher")]
     assert "schedulingGates" not in launcher["spec"]["template"]["spec"]
@@ -231,7 +242,7 @@ def test_mpi_launcher_running_ranks_is_in_the_hostfile_by_its_host_name() -> Non
     plugin = MPIPlugin(keygen=fixed_keys)
     job = typed(mpi_raw(workers=1, slots=2, runLauncherAsWorker=True, mpiImplementation="Intel"))
     secrets = {"job-ssh-x7k2p": {"metadata": {"name": "job-ssh-x7k2p"}}}
-    objs = by_name(plugin.build(job, Observed(secrets=secrets)))
+    objs = by_name(plugin.build(job, Observed(secrets=secrets, ssh_secret_name="job-ssh-x7k2p")))
     assert objs[("ConfigMap", "job-config")]["data"]["hostfile"] == (
         "job-launcher.job.ns.svc:2\njob-worker-0.job.ns.svc:2\n"
     )
