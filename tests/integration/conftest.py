@@ -251,8 +251,10 @@ def coscheduling_namespace(
 def kueue_cluster(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LocalCluster]:
-    """The control plane Kueue runs against (kube-scheduler), started on first use."""
-    yield from _start_cluster(request, tmp_path_factory, "kueue")
+    """The control plane Kueue runs against, started on first use. Its scheduler is
+    scheduler-plugins' (Coscheduling): pods without a PodGroup are scheduled as
+    kube-scheduler would, and one test runs gang-scheduled jobs under Kueue."""
+    yield from _start_cluster(request, tmp_path_factory, "kueue", scheduler="coscheduling")
 
 
 @pytest.fixture(scope="session")

@@ -26,7 +26,7 @@ from cluster.fake_pods import exit_patch
 from cluster.kueue import QUEUE_NAME_LABEL, Kueue
 from cluster.topology import GPU_RESOURCE, POOL_LABEL
 from kubetrain.api import keys as K
-from kubetrain.controller.config import OperatorConfig
+from kubetrain.controller.config import GangScheduler, OperatorConfig
 from tests.integration.conftest import ClusterClients, fresh_namespace
 from tests.integration.kube import apply, condition, list_objects, read, wait_for
 from tests.integration.operator.conftest import RunningOperator
@@ -524,10 +524,17 @@ def cluster(kueue_clients: ClusterClients, kueue_namespace: str) -> Cluster:
 
 
 @pytest.fixture
-def kueue_operator(kueue: Kueue, kueue_namespace: str) -> Iterator[RunningOperator]:
-    """The operator in this process, watching the test's namespace on Kueue's cluster."""
+def kueue_operator(
+    kueue: Kueue, kueue_namespace: str, request: pytest.FixtureRequest
+) -> Iterator[RunningOperator]:
+    """The operator in this process, watching the test's namespace on Kueue's cluster;
+    with gang scheduling when a test parametrizes it (indirectly) with a backend."""
     config = OperatorConfig(
-        namespaces=(kueue_namespace,), workers=2, kube_api_qps=100, kube_api_burst=200
+        namespaces=(kueue_namespace,),
+        workers=2,
+        kube_api_qps=100,
+        kube_api_burst=200,
+        gang_scheduler=getattr(request, "param", GangScheduler.NONE),
     )
     running_operator = RunningOperator(config, kueue.cluster.kubeconfig).start()
     try:
@@ -615,6 +622,74 @@ def _release_hold(cluster: Cluster, queue: Queue) -> None:
 
 def _admitted(wl: dict[str, Any]) -> bool:
     return is_true(wl, "Admitted")
+
+
+# Kueue and gang scheduling together --------------------------------------------------
+
+PODGROUP_API = "scheduling.x-k8s.io/v1alpha1"
+
+
+def pod_groups(cluster: Cluster) -> dict[str, dict[str, Any]]:
+    found = list_objects(cluster.dyn, PODGROUP_API, "PodGroup", namespace=cluster.namespace)
+    return {str(g["metadata"]["name"]): g for g in found}
+
+
+@pytest.mark.parametrize("kueue_operator", [GangScheduler.SCHEDULER_PLUGINS], indirect=True)
+def test_a_gang_is_made_only_on_admission_and_goes_on_preemption(
+    cluster: Cluster, held_queue: Queue, kueue_operator: RunningOperator
+) -> None:
+    """Kueue decides when, the coscheduling scheduler how: no PodGroup (nor pod) while
+    the job waits in its queue, the PodGroup on admission with every pod placed whole,
+    gone with the pods on preemption (so a preempted gang holds nothing in the
+    scheduler), and made again on resume."""
+    name = "gang"
+    cluster.create(pytorch_job(name, workers=1, gpus=4), queue=held_queue.local_queue)
+    job = cluster.wait_condition("PyTorchJob", name, "Suspended")
+    time.sleep(QUIET_SECONDS)
+    assert pod_groups(cluster) == {} and cluster.children(job) == []
+
+    def run_whole(what: str) -> dict[str, Any]:
+        cluster.wait_workload("PyTorchJob", name, _admitted, what=what)
+        pods = wait_for(
+            lambda: cluster.pods("PyTorchJob", name),
+            lambda p: running(p, {f"{name}-master-0", f"{name}-worker-0"}),
+            what=f"the gang of {name} Running ({what})",
+            timeout=WAIT,
+        )
+        for pod in pods.values():
+            assert pod["metadata"]["labels"]["scheduling.x-k8s.io/pod-group"] == name
+        assert_placed_by_the_flavor(pods)
+        group = wait_for(
+            lambda: pod_groups(cluster).get(name),
+            lambda g: g is not None and (g.get("status") or {}).get("running") == 2,
+            what=f"PodGroup {name} counting its 2 pods running ({what})",
+            timeout=WAIT,
+        )
+        assert group is not None
+        assert group["spec"]["minMember"] == 2
+        assert group["spec"]["minResources"][GPU_RESOURCE] == "8"
+        return group
+
+    _release_hold(cluster, held_queue)
+    first = run_whole("admitted")
+
+    cluster.set_workload_active("PyTorchJob", name, False)
+    cluster.wait_job("PyTorchJob", name, suspended, what="suspended by Kueue")
+    wait_for(
+        lambda: (cluster.pods("PyTorchJob", name), pod_groups(cluster)),
+        lambda found: found == ({}, {}),
+        what="the pods and the PodGroup gone on preemption",
+        timeout=WAIT,
+    )
+    cluster.wait_workload(
+        "PyTorchJob", name, lambda wl: not is_true(wl, "QuotaReserved"), what="quota released"
+    )
+
+    cluster.set_workload_active("PyTorchJob", name, True)
+    again = run_whole("admitted again")
+    assert again["metadata"]["uid"] != first["metadata"]["uid"]
+    cluster.exit(f"{name}-master-0", 0)
+    cluster.wait_condition("PyTorchJob", name, "Succeeded")
 
 
 # Every kind: queued -> admitted -> running -> preempted -> resumed -> complete ----------
