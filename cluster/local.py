@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Iterable, Sequence
@@ -331,9 +332,26 @@ class LocalCluster:
         if self.cluster_dir.exists():
             shutil.rmtree(self.saved_logs_dir, ignore_errors=True)
             saved = self.save_logs(self.saved_logs_dir)
+            components = {n: p for n, p in self.pids().items() if n in COMPONENTS}
             self._kwokctl("delete", "cluster", "--name", CLUSTER_NAME)
+            # kwokctl stops only the processes it started: a component started again
+            # by hand (the fault tests restart kube-apiserver and kwok-controller) is
+            # left running, and would serve or drive a later cluster that reuses its
+            # ports. Anything still running from this cluster's binaries is killed.
+            for pid in components.values():
+                self._kill_leftover(pid)
         self.kubeconfig.unlink(missing_ok=True)
         return saved
+
+    def _kill_leftover(self, pid: int) -> None:
+        """SIGKILL process ``pid`` if it still runs one of this cluster's binaries."""
+        try:
+            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+            if not cmdline.startswith(str(self.cluster_dir)):
+                return  # gone, and the pid reused by something else
+            os.kill(pid, signal.SIGKILL)
+        except (OSError, ProcessLookupError):
+            return
 
     # Introspection -----------------------------------------------------------------
 
