@@ -259,14 +259,7 @@ class Cluster:
     def wait_job(
         self, kind: str, name: str, done: Callable[[dict[str, Any]], bool], *, what: str
     ) -> dict[str, Any]:
-        job = wait_for(
-            lambda: self.get(kind, name),
-            lambda j: j is not None and done(j),
-            what=f"{kind} {name}: {what}",
-            timeout=WAIT,
-        )
-        assert job is not None
-        return job
+        return _wait_found(lambda: self.get(kind, name), done, what=f"{kind} {name}: {what}")
 
     def wait_condition(
         self, kind: str, name: str, type_: str, status: str = "True"
@@ -363,14 +356,9 @@ class Cluster:
     def wait_workload(
         self, kind: str, name: str, done: Callable[[dict[str, Any]], bool], *, what: str
     ) -> dict[str, Any]:
-        workload = wait_for(
-            lambda: self.workload(kind, name),
-            lambda wl: wl is not None and done(wl),
-            what=f"the Workload of {kind} {name}: {what}",
-            timeout=WAIT,
+        return _wait_found(
+            lambda: self.workload(kind, name), done, what=f"the Workload of {kind} {name}: {what}"
         )
-        assert workload is not None
-        return workload
 
     def set_workload_active(self, kind: str, name: str, active: bool) -> None:
         workload = self.workload(kind, name)
@@ -381,6 +369,18 @@ class Cluster:
             body={"spec": {"active": active}},
             content_type="application/merge-patch+json",
         )
+
+
+def _wait_found(
+    fetch: Callable[[], dict[str, Any] | None],
+    done: Callable[[dict[str, Any]], bool],
+    *,
+    what: str,
+) -> dict[str, Any]:
+    """Until ``fetch`` finds the object and ``done`` holds for it; the object."""
+    found = wait_for(fetch, lambda obj: obj is not None and done(obj), what=what, timeout=WAIT)
+    assert found is not None
+    return found
 
 
 def _items(found: Any) -> list[dict[str, Any]]:
