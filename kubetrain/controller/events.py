@@ -21,7 +21,7 @@ from kubetrain.api import keys as K
 from kubetrain.controller import reasons as R
 from kubetrain.controller.conditions import format_time
 from kubetrain.controller.decisions import Event
-from kubetrain.controller.errors import ApiError
+from kubetrain.controller.errors import ApiError, Deposed
 from kubetrain.controller.kube import KubeApi, TokenBucket
 
 log = logging.getLogger("kubetrain.operator")
@@ -72,6 +72,8 @@ class EventRecorder:
                 continue  # a deposed leader records nothing
             try:
                 self.api.create(self._object(raw, event))
+            except Deposed:
+                continue  # deposed while it waited for a token: the API client refused it
             except ApiError as err:
                 if err.status == 409 and event.name:
                     continue  # a once-only Event, recorded before

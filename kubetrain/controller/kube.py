@@ -89,13 +89,18 @@ RUNTIME_RESOURCES: Mapping[str, Resource] = {
     info.kind: Resource(info.group, info.version, info.plural, info.kind, info.namespaced)
     for info in (TRAINING_RUNTIME, CLUSTER_TRAINING_RUNTIME)
 }
-CHILD_RESOURCES: Mapping[str, Resource] = {
-    r.kind: r for r in (PODS, SERVICES, CONFIG_MAPS, SECRETS, BATCH_JOBS)
-}
+_CHILDREN = (PODS, SERVICES, CONFIG_MAPS, SECRETS, BATCH_JOBS)
+CHILD_RESOURCES: Mapping[str, Resource] = {r.kind: r for r in _CHILDREN}
 #: The gang schedulers' PodGroups (one kind name, two API groups), by apiVersion.
 POD_GROUP_RESOURCES: Mapping[str, Resource] = {
     b.api_version: Resource(b.group, b.version, "podgroups", "PodGroup") for b in BACKENDS.values()
 }
+_OTHER_RESOURCES: Mapping[str, Resource] = {r.kind: r for r in (EVENTS, LEASES)}
+
+
+def _selectors(label: str | None, field: str | None) -> dict[str, str]:
+    """The selector query parameters given."""
+    return {k: v for k, v in (("labelSelector", label), ("fieldSelector", field)) if v}
 
 
 def resource_of(obj: Mapping[str, Any]) -> Resource:
@@ -103,12 +108,9 @@ def resource_of(obj: Mapping[str, Any]) -> Resource:
     kind = obj.get("kind")
     if kind == "PodGroup" and obj.get("apiVersion") in POD_GROUP_RESOURCES:
         return POD_GROUP_RESOURCES[str(obj["apiVersion"])]
-    for table in (JOB_RESOURCES, CHILD_RESOURCES, RUNTIME_RESOURCES):
+    for table in (JOB_RESOURCES, CHILD_RESOURCES, RUNTIME_RESOURCES, _OTHER_RESOURCES):
         if kind in table:
             return table[str(kind)]
-    for res in (EVENTS, LEASES):
-        if res.kind == kind:
-            return res
     raise ValueError(f"kind {kind!r} is not one the operator manages")
 
 
@@ -148,7 +150,7 @@ class TokenBucket:
 class WatchEvent:
     """One watch event: ADDED, MODIFIED, DELETED, BOOKMARK or ERROR, and its object."""
 
-    type: str  # ADDED | MODIFIED | DELETED | BOOKMARK | ERROR
+    type: str
     object: dict[str, Any]
 
 
@@ -177,6 +179,9 @@ class KubeApi:
         self.requests = 0
         #: Writes (POST, PATCH, PUT, DELETE) sent, for the fencing tests and metrics.
         self.writes = 0
+        #: Called with (method, path) before each write is sent, after the rate limiter;
+        #: raises to stop it (the operator's leader fence: ``Operator.fence``).
+        self.fence: Callable[[str, str], None] | None = None
 
     @classmethod
     def connect(
@@ -248,9 +253,11 @@ class KubeApi:
         call = f"{method} {path}"
         for attempt in (1, 2):
             self.limiter.acquire()
-            self.requests += 1
             if method != "GET":
+                if self.fence is not None:
+                    self.fence(method, path)
                 self.writes += 1
+            self.requests += 1
             try:
                 response = self._rest.pool_manager.request(
                     method,
@@ -284,11 +291,7 @@ class KubeApi:
     ) -> tuple[list[dict[str, Any]], str]:
         """Every object (following ``continue`` pages) and the list's resourceVersion."""
         items: list[dict[str, Any]] = []
-        query: dict[str, str] = {"limit": "500"}
-        if label_selector:
-            query["labelSelector"] = label_selector
-        if field_selector:
-            query["fieldSelector"] = field_selector
+        query = {"limit": "500", **_selectors(label_selector, field_selector)}
         accept = _META_ONLY.format(list="List") if metadata_only else "application/json"
         while True:
             page = self.request(
@@ -323,11 +326,8 @@ class KubeApi:
             "resourceVersion": resource_version,
             "allowWatchBookmarks": "true",
             "timeoutSeconds": str(timeout_seconds),
+            **_selectors(label_selector, field_selector),
         }
-        if label_selector:
-            query["labelSelector"] = label_selector
-        if field_selector:
-            query["fieldSelector"] = field_selector
         url = self._host + resource.path(namespace) + f"?{urlencode(query)}"
         accept = _META_ONLY.format(list="") if metadata_only else "application/json"
         call = f"WATCH {resource.path(namespace)}"

@@ -22,7 +22,7 @@ from kubetrain.controller.config import OperatorConfig
 from kubetrain.controller.errors import ApiError, Deposed, ErrorClass
 from kubetrain.controller.gang import GangConfig
 from kubetrain.controller.health import HttpServers
-from kubetrain.controller.kube import POD_GROUP_RESOURCES, KubeApi
+from kubetrain.controller.kube import LEASES, POD_GROUP_RESOURCES, KubeApi
 from kubetrain.controller.leader import LeaderElector
 from kubetrain.controller.metrics import Metrics
 from kubetrain.controller.plugins.registry import build_registry
@@ -85,6 +85,7 @@ class Operator:
                 retry_period=retry_period,
                 on_change=lambda leader: self.metrics.is_leader.set(1 if leader else 0),
             )
+            api.fence = self.fence
         self.gang = GangConfig.of(config)
         self.plugins = build_registry(config.kinds, gang=self.gang)
         extra_children = ("PodGroup",) if self.gang is not None else ()
@@ -157,6 +158,18 @@ class Operator:
         successful renewal is recent enough that no other replica can have taken the
         Lease (a replica paused past its lease resumes unable to write)."""
         return self.elector is None or self.elector.can_act()
+
+    def fence(self, method: str, path: str) -> None:
+        """Stops a write that is about to be sent while ``may_write`` is false (raises
+        Deposed). The Lease itself is exempt: renewing it is how a replica proves it
+        leads. Checked after the rate limiter, just before the request goes out."""
+        elector = self.elector
+        if elector is None or self.may_write():
+            return
+        leases = LEASES.path(elector.namespace)
+        if path == leases or path == f"{leases}/{elector.name}":
+            return
+        raise Deposed(f"{method} {path}: this replica cannot prove it still holds the Lease")
 
     # -- main loop -----------------------------------------------------------------------
 
