@@ -85,9 +85,9 @@ class Draft:
         self.current = plugin.status_codec.read(raw.get("status"))
         self.conditions: list[JobCondition] = list(self.current.conditions or [])
         self.status = self.current.model_copy()
-        #: The defaulted job, and the job as written (what the user chose explicitly).
+        #: The defaulted job (and what the user chose explicitly, where it matters).
         self.loaded = plugin.load(raw, observed)
-        self.job, self.declared = self.loaded.job, self.loaded.declared
+        self.job = self.loaded.job
         self.errors = list(self.loaded.errors)
         # The job's Secret is known from its status, not from a cache (the operator
         # cannot read Secrets). The name is recorded before the Secret is created, and

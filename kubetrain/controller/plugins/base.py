@@ -25,7 +25,7 @@ from datetime import UTC, datetime
 from typing import Any, Protocol
 
 from kubetrain.api import keys as K
-from kubetrain.api.common import ConditionType, JobStatus, RestartPolicy
+from kubetrain.api.common import CleanPodPolicy, ConditionType, JobStatus, RestartPolicy
 from kubetrain.api.common import JobBase as Job
 from kubetrain.api.errors import FieldError
 from kubetrain.controller.gang import Gang, GangConfig
@@ -111,11 +111,14 @@ class Outcome:
 
 @dataclass(frozen=True)
 class Loaded:
-    """A job as its plugin reads it: defaulted (``job``) and as written (``declared``), or
-    the problems that keep it from running."""
+    """A job as its plugin reads it (defaulted), or the problems that keep it from
+    running."""
 
     job: Job | None
-    declared: Job | None = None
+    #: ``runPolicy.cleanPodPolicy`` as written (None: unset, so kubetrain's default
+    #: applies), the one choice defaulting hides that the policies need. Only that is
+    #: kept of the job as written: a second typed copy of every job cost memory.
+    declared_clean_pod_policy: CleanPodPolicy | None = None
     errors: Sequence[FieldError] = ()
     #: The Failed reason when it cannot run.
     reason: str = K.INVALID_SPEC

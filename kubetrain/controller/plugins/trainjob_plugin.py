@@ -127,7 +127,8 @@ class TrainJobPlugin:
         mismatch = G.check_backend(resolved, self.gang)
         if mismatch:
             return Loaded(None, errors=mismatch, reason=K.GANG_SCHEDULER_UNAVAILABLE)
-        return Loaded(resolved, resolved)
+        policy = resolved.run_policy.clean_pod_policy if resolved.run_policy else None
+        return Loaded(resolved, declared_clean_pod_policy=policy)
 
     def gang_of(self, job: Job) -> G.Gang | None:
         """A TrainJob whose runtime has a ``podGroupPolicy`` is one gang of the pods that

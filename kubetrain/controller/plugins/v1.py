@@ -87,7 +87,10 @@ def _load(body: dict[str, Any], validate: Callable[[JobBase], list[FieldError]])
     except JobValidationError as err:
         return Loaded(None, errors=list(err.errors))
     errors = validate(job)
-    return Loaded(None, errors=errors) if errors else Loaded(job, declared)
+    if errors:
+        return Loaded(None, errors=errors)
+    policy = declared.run_policy.clean_pod_policy if declared.run_policy else None
+    return Loaded(job, declared_clean_pod_policy=policy)
 
 
 LOADED = LoadCache()

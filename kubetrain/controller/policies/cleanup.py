@@ -49,9 +49,7 @@ Obj = Mapping[str, Any]
 
 def declared_policy(draft: Draft) -> CleanPodPolicy | None:
     """The job's ``cleanPodPolicy`` as written (None: unset, kubetrain's default)."""
-    declared = draft.declared
-    policy = declared.run_policy if declared is not None else None
-    return policy.clean_pod_policy if policy is not None else None
+    return draft.loaded.declared_clean_pod_policy
 
 
 def grace_seconds(raw: Mapping[str, Any], default: int) -> int:
