@@ -33,6 +33,7 @@ from decimal import ROUND_CEILING, Decimal
 from typing import Any
 
 from kubetrain.api import keys as K
+from kubetrain.api import quantity
 from kubetrain.api.common import JobBase
 from kubetrain.api.errors import FieldError
 from kubetrain.api.trainer.resolve import ResolvedTrainJob
@@ -230,8 +231,8 @@ def effective_requests(pod_spec: Mapping[str, Any]) -> dict[str, Decimal]:
 
     def requests(container: Mapping[str, Any]) -> dict[str, Decimal]:
         resources = container.get("resources") or {}
-        out = {k: _quantity(v) for k, v in (resources.get("limits") or {}).items()}
-        out.update({k: _quantity(v) for k, v in (resources.get("requests") or {}).items()})
+        out = {k: quantity.amount(v) for k, v in (resources.get("limits") or {}).items()}
+        out.update({k: quantity.amount(v) for k, v in (resources.get("requests") or {}).items()})
         return out
 
     total: dict[str, Decimal] = {}
@@ -251,15 +252,8 @@ def effective_requests(pod_spec: Mapping[str, Any]) -> dict[str, Decimal]:
     for key, value in peak.items():
         total[key] = max(total.get(key, Decimal(0)), value)
     for key, value in (pod_spec.get("overhead") or {}).items():
-        total[key] = total.get(key, Decimal(0)) + _quantity(value)
+        total[key] = total.get(key, Decimal(0)) + quantity.amount(value)
     return total
-
-
-def _quantity(value: Any) -> Decimal:
-    # Imported here: the constructs read BACKENDS (RBAC) without the Kubernetes client.
-    from kubernetes.utils.quantity import parse_quantity
-
-    return Decimal(str(parse_quantity(str(value))))  # type: ignore[no-untyped-call]
 
 
 def _add(into: dict[str, Decimal], more: Mapping[str, Decimal]) -> None:

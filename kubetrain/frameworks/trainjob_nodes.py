@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from decimal import ROUND_CEILING, Decimal
 from typing import Any
 
+from kubetrain.api import quantity
 from kubetrain.api.common import JobBase
 from kubetrain.api.keys import GPU_RESOURCE
 from kubetrain.api.trainer import constants as T
@@ -31,22 +32,11 @@ def container(job: ResolvedTrainJob, replicated_job: str, name: str) -> Mapping[
     return found
 
 
-def quantity(value: Any) -> Decimal:
-    """A resource quantity (``500m``, ``2``, the SDK's ``2.0``) as a number."""
-    # Imported here: the kubernetes package (its config loaders and client) is a fifth of
-    # the generator's import time, and only the operator and the local runner read
-    # TrainJob quantities.
-    from kubernetes.utils import parse_quantity
-
-    parsed = parse_quantity(str(value))  # type: ignore[no-untyped-call]
-    return Decimal(str(parsed))
-
-
 def _amount(resources: Mapping[str, Any], key: str) -> Decimal | None:
     for part in ("limits", "requests"):
         value = (resources.get(part) or {}).get(key)
         if value is not None:
-            return quantity(value)
+            return quantity.amount(value)
     return None
 
 
@@ -67,8 +57,8 @@ def cpus_per_node(job: ResolvedTrainJob) -> int:
     value = request if request is not None else limit
     if value is None:
         return 1
-    amount = quantity(value)
-    return max(1, int(amount.to_integral_value(rounding=ROUND_CEILING)))
+    count = quantity.amount(value)
+    return max(1, int(count.to_integral_value(rounding=ROUND_CEILING)))
 
 
 def rank_zero(job: ResolvedTrainJob, addressing: Addressing) -> str:

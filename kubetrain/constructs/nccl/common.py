@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
-from decimal import Decimal
 from enum import StrEnum
 from typing import Any
 
 from kubetrain.api import keys as K
+from kubetrain.api import quantity as kubernetes_quantity
 from kubetrain.constructs.types import Image, Quantity
 
 DEBUGGING_KNOBS = frozenset(
@@ -72,22 +72,6 @@ RESOURCE_NAME = re.compile(
     r"[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 )
 NETWORK_NAME = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")
-SUFFIXES = {
-    "": 1,
-    "Ki": 2**10,
-    "Mi": 2**20,
-    "Gi": 2**30,
-    "Ti": 2**40,
-    "Pi": 2**50,
-    "Ei": 2**60,
-    "k": 10**3,
-    "M": 10**6,
-    "G": 10**9,
-    "T": 10**12,
-    "P": 10**15,
-    "E": 10**18,
-}
-QUANTITY_PARTS = re.compile(r"^([0-9.]+)([A-Za-z]*)$")
 DOCKER_SHM = 64 * 2**20
 
 
@@ -108,18 +92,12 @@ class NcclDebug(StrEnum):
 
 def quantity_bytes(prop: str, quantity: Quantity) -> int:
     """The number of bytes a memory quantity stands for (``16Gi``, ``500M``, ``1e9``)."""
-    text = quantity.value.lstrip("+")
-    exponent = re.match(r"^([0-9.]+)[eE]([+-]?[0-9]+)$", text)
-    if exponent:
-        amount = Decimal(exponent.group(1)) * Decimal(10) ** int(exponent.group(2))
-    else:
-        match = QUANTITY_PARTS.match(text)
-        if not match or match.group(2) not in SUFFIXES:
-            raise ValueError(
-                f"{prop} ({quantity.value!r}) is not a memory size: use e.g. 512Mi or 16Gi"
-            )
-        amount = Decimal(match.group(1)) * SUFFIXES[match.group(2)]
-    return int(amount)
+    size = kubernetes_quantity.amount(quantity.value)
+    if size != size.to_integral_value():
+        raise ValueError(
+            f"{prop} ({quantity.value!r}) is not a whole number of bytes: use e.g. 512Mi or 16Gi"
+        )
+    return int(size)
 
 
 def check_names(prop: str, names: Iterable[str], pattern: re.Pattern[str], what: str) -> None:

@@ -8,9 +8,8 @@ from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
 
-from kubernetes.utils import parse_quantity
-
 from kubetrain.api import keys as K
+from kubetrain.api import quantity as kubernetes_quantity
 from kubetrain.constructs.types import Quantity
 
 #: Written by every Kueue construct (see :data:`kubetrain.api.keys.KUEUE_API_VERSION`).
@@ -32,7 +31,7 @@ def check_subdomain(prop: str, value: str) -> None:
 
 def amount(quantity: Quantity) -> Decimal:
     """The number a quantity stands for, to compare two of them."""
-    return Decimal(str(parse_quantity(quantity.value)))  # type: ignore[no-untyped-call]
+    return kubernetes_quantity.amount(quantity.value)
 
 
 _BINARY = ("", "Ki", "Mi", "Gi", "Ti", "Pi", "Ei")
