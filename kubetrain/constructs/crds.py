@@ -11,7 +11,7 @@ from kubetrain.api.crds import CRD_INFOS, generate_crd
 from kubetrain.api.kinds import CLUSTER_TRAINING_RUNTIME, TRAINING_RUNTIME, TRAINJOB
 from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, ReplicaLimits
 from kubetrain.api.trainer.crds import TRAINER_CRD_INFOS, generate_trainer_crd
-from kubetrain.constructs.objects import api_object
+from kubetrain.constructs.objects import HeldApiObject
 
 _V1_KINDS = tuple(str(info.model.model_fields["kind"].default) for info in CRD_INFOS)
 _TRAINER_KINDS = tuple(info.kind.kind for info in TRAINER_CRD_INFOS)
@@ -73,4 +73,4 @@ class KubeflowCrds(constructs.Construct):
                 crd = generate_crd(infos[kind], props.replica_limits)
             if props.annotations:
                 crd["metadata"]["annotations"] = dict(props.annotations)
-            api_object(self, kind, crd)
+            HeldApiObject(self, kind, crd)

@@ -2,12 +2,27 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
 import cdk8s
 import constructs
+
+
+def _metadata(obj: dict[str, Any]) -> cdk8s.ApiObjectMetadata:
+    meta = obj.get("metadata", {})
+    return cdk8s.ApiObjectMetadata(
+        name=meta.get("name"),
+        namespace=meta.get("namespace"),
+        labels=meta.get("labels"),
+        annotations=meta.get("annotations"),
+    )
+
+
+def _payload(obj: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}
 
 
 def api_object(scope: constructs.Construct, id: str, obj: dict[str, Any]) -> cdk8s.ApiObject:
@@ -17,23 +32,43 @@ def api_object(scope: constructs.Construct, id: str, obj: dict[str, Any]) -> cdk
     apiVersion/kind/metadata is added as a JSON patch, which cdk8s applies at
     serialization, so nothing is dropped.
     """
-    meta = obj.get("metadata", {})
     resource = cdk8s.ApiObject(
-        scope,
-        id,
-        api_version=obj["apiVersion"],
-        kind=obj["kind"],
-        metadata=cdk8s.ApiObjectMetadata(
-            name=meta.get("name"),
-            namespace=meta.get("namespace"),
-            labels=meta.get("labels"),
-            annotations=meta.get("annotations"),
-        ),
+        scope, id, api_version=obj["apiVersion"], kind=obj["kind"], metadata=_metadata(obj)
     )
-    for key, value in obj.items():
-        if key not in ("apiVersion", "kind", "metadata"):
-            resource.add_json_patch(cdk8s.JsonPatch.add(f"/{key}", value))
+    for key, value in _payload(obj).items():
+        resource.add_json_patch(cdk8s.JsonPatch.add(f"/{key}", value))
     return resource
+
+
+class HeldApiObject(cdk8s.ApiObject):
+    """An ``ApiObject`` whose fields other than apiVersion/kind/metadata stay in Python.
+
+    For large objects (a CRD is 70-250 KB of schema): :func:`api_object` would send the
+    payload to the jsii (Node.js) side as a patch and receive it back from ``to_json``,
+    twice through JSON, which was a fifth of a ``kubetrain synth``'s CPU. Here cdk8s
+    keeps the metadata (chart labels and namespaces, ``metadata.add_label`` and the like
+    work as for any object) and ``to_json`` adds the payload on the Python side. Node.js
+    code that serializes the object (``app.synth()``, ``chart.to_json()``) calls this
+    ``to_json`` through jsii, so it writes the whole object too. JSON patches added later
+    are applied over the whole object, as cdk8s applies them.
+    """
+
+    def __init__(self, scope: constructs.Construct, id: str, obj: dict[str, Any]) -> None:
+        super().__init__(
+            scope, id, api_version=obj["apiVersion"], kind=obj["kind"], metadata=_metadata(obj)
+        )
+        self._payload = copy.deepcopy(_payload(obj))
+        self._patches: list[cdk8s.JsonPatch] = []
+
+    def add_json_patch(self, *ops: cdk8s.JsonPatch) -> None:
+        self._patches.extend(ops)
+
+    def to_json(self) -> Any:
+        whole = dict(super().to_json())
+        whole.update(copy.deepcopy(self._payload))
+        if self._patches:
+            whole = dict(cdk8s.JsonPatch.apply(whole, *self._patches))
+        return whole
 
 
 def manifests(scope: constructs.Construct) -> list[dict[str, Any]]:
