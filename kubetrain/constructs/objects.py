@@ -25,29 +25,15 @@ def _payload(obj: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in obj.items() if k not in ("apiVersion", "kind", "metadata")}
 
 
-def api_object(scope: constructs.Construct, id: str, obj: dict[str, Any]) -> cdk8s.ApiObject:
-    """An ``ApiObject`` carrying a complete manifest dict.
-
-    cdk8s' Python ``ApiObject`` takes no ``spec``; every top-level field other than
-    apiVersion/kind/metadata is added as a JSON patch, which cdk8s applies at
-    serialization, so nothing is dropped.
-    """
-    resource = cdk8s.ApiObject(
-        scope, id, api_version=obj["apiVersion"], kind=obj["kind"], metadata=_metadata(obj)
-    )
-    for key, value in _payload(obj).items():
-        resource.add_json_patch(cdk8s.JsonPatch.add(f"/{key}", value))
-    return resource
-
-
 class HeldApiObject(cdk8s.ApiObject):
     """An ``ApiObject`` whose fields other than apiVersion/kind/metadata stay in Python.
 
-    For large objects (a CRD is 70-250 KB of schema): :func:`api_object` would send the
-    payload to the jsii (Node.js) side as a patch and receive it back from ``to_json``,
-    twice through JSON, which was a fifth of a ``kubetrain synth``'s CPU. Here cdk8s
+    cdk8s' Python ``ApiObject`` takes no ``spec``. Sending the other fields to the jsii
+    (Node.js) side as JSON patches and reading them back with ``to_json`` carried every
+    object through JSON twice (a CRD is 70-250 KB of schema), which with jsii's
+    per-value type checks was over a third of a ``kubetrain synth``'s CPU. Here cdk8s
     keeps the metadata (chart labels and namespaces, ``metadata.add_label`` and the like
-    work as for any object) and ``to_json`` adds the payload on the Python side. Node.js
+    work as for any object) and ``to_json`` adds the rest on the Python side. Node.js
     code that serializes the object (``app.synth()``, ``chart.to_json()``) calls this
     ``to_json`` through jsii, so it writes the whole object too. JSON patches added later
     are applied over the whole object, as cdk8s applies them.
@@ -71,6 +57,11 @@ class HeldApiObject(cdk8s.ApiObject):
         return whole
 
 
+def api_object(scope: constructs.Construct, id: str, obj: dict[str, Any]) -> cdk8s.ApiObject:
+    """An ``ApiObject`` carrying a complete manifest dict (see :class:`HeldApiObject`)."""
+    return HeldApiObject(scope, id, obj)
+
+
 def manifests(scope: constructs.Construct) -> list[dict[str, Any]]:
     """Every ``ApiObject`` under ``scope`` as plain dicts, in tree order."""
     out: list[dict[str, Any]] = []
@@ -78,6 +69,20 @@ def manifests(scope: constructs.Construct) -> list[dict[str, Any]]:
         if isinstance(node, cdk8s.ApiObject):
             out.append(dict(node.to_json()))
     return out
+
+
+def chart_manifests(chart: cdk8s.Chart) -> list[dict[str, Any]]:
+    """What ``chart.to_json()`` returns, in the same order (cdk8s' dependency topology of
+    the chart's ``ApiObject``s), each object serialized on the Python side: the same
+    list without every object's payload going to Node.js and back through a callback.
+    ``chart.to_json()`` also runs construct validations and nests charts; the charts
+    kubetrain renders register none and nest none (a test compares the two on every
+    stack)."""
+    return [
+        dict(node.to_json())
+        for node in cdk8s.DependencyGraph(chart.node).topology()
+        if isinstance(node, cdk8s.ApiObject)
+    ]
 
 
 @contextmanager

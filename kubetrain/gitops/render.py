@@ -40,9 +40,9 @@ def _annotate(obj: dict[str, Any], annotations: dict[str, str]) -> None:
     meta["annotations"] = {**meta.get("annotations", {}), **annotations}
 
 
-def render_charts(stack: Stack, only: Collection[str] = CHART_ORDER) -> list[RenderedChart]:
-    """Every non-empty chart of ``stack`` (of those named in ``only``), in deployment
-    order, as plain dicts."""
+def build_charts(stack: Stack, only: Collection[str] = CHART_ORDER) -> dict[str, Any]:
+    """The cdk8s charts of ``stack`` (the crds and operator charts only if named in
+    ``only``), in one new ``cdk8s.App``, by chart name."""
     quiet_jsii()
     import cdk8s
 
@@ -72,11 +72,20 @@ def render_charts(stack: Stack, only: Collection[str] = CHART_ORDER) -> list[Ren
     pool = gpu_nodes.pools.get(stack.samples.node_pool) if stack.samples.node_pool else None
     charts["samples"] = SamplesChart(app, "samples", stack.samples, node_pool=pool)
     charts["queues"] = QueuesChart(app, "queues", stack.queues, gpu_nodes.pools)
+    return charts
+
+
+def render_charts(stack: Stack, only: Collection[str] = CHART_ORDER) -> list[RenderedChart]:
+    """Every non-empty chart of ``stack`` (of those named in ``only``), in deployment
+    order, as plain dicts."""
+    from kubetrain.constructs.objects import chart_manifests
+
+    charts = build_charts(stack, only)
     rendered: list[RenderedChart] = []
     for name in CHART_ORDER:
         if name not in only:
             continue
-        objects = [dict(o) for o in charts[name].to_json()]
+        objects = chart_manifests(charts[name])
         if not objects:
             continue
         chart = RenderedChart(name, objects)

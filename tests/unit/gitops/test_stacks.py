@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from kubetrain.gitops.render import CHART_ORDER, render_charts
+from kubetrain.constructs.objects import chart_manifests
+from kubetrain.gitops.render import CHART_ORDER, build_charts, render_charts
 from kubetrain.gitops.stack import Stack, load_stacks
 from kubetrain.gitops.writer import render_files
 from tests.conftest import REPO_ROOT
@@ -33,6 +34,16 @@ def test_stack_renders_valid_objects_in_chart_order(name: str) -> None:
     assert ("queues" in names) == bool(stack.node_pools)
     objects = [o for c in charts for o in c.objects]
     assert_valid(objects)
+
+
+@pytest.mark.parametrize("name", EXPECTED)
+def test_python_side_serialization_is_what_cdk8s_writes(name: str) -> None:
+    # kubetrain synth serializes each chart on the Python side (chart_manifests); cdk8s'
+    # own Chart.to_json (Node.js: validations, dependency order, callbacks into each
+    # object's to_json) must give the very same objects in the same order.
+    for chart_name, chart in build_charts(STACKS[name]).items():
+        through_node = [dict(o) for o in chart.to_json()]
+        assert chart_manifests(chart) == through_node, chart_name
 
 
 @pytest.mark.parametrize("name", EXPECTED)
