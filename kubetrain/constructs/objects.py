@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import copy
+import json
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
@@ -43,7 +43,8 @@ class HeldApiObject(cdk8s.ApiObject):
         super().__init__(
             scope, id, api_version=obj["apiVersion"], kind=obj["kind"], metadata=_metadata(obj)
         )
-        self._payload = copy.deepcopy(_payload(obj))
+        # A copy in JSON's types, as jsii made it: later changes to ``obj`` stay out.
+        self._payload = json.dumps(_payload(obj))
         self._patches: list[cdk8s.JsonPatch] = []
 
     def add_json_patch(self, *ops: cdk8s.JsonPatch) -> None:
@@ -51,7 +52,7 @@ class HeldApiObject(cdk8s.ApiObject):
 
     def to_json(self) -> Any:
         whole = dict(super().to_json())
-        whole.update(copy.deepcopy(self._payload))
+        whole.update(json.loads(self._payload))
         if self._patches:
             whole = dict(cdk8s.JsonPatch.apply(whole, *self._patches))
         return whole
