@@ -57,7 +57,7 @@ class EventRecorder:
     def emit(self, raw: Mapping[str, Any], event: Event) -> None:
         """Queue an Event about ``raw`` (dropped when the queue is full)."""
         try:
-            self._events.put_nowait((dict(raw), event))
+            self._events.put_nowait((_reference(raw), event))
         except queue.Full:
             log.warning("event queue full, dropping event", extra={"reason": event.reason})
 
@@ -66,12 +66,12 @@ class EventRecorder:
             item = self._events.get()
             if item is None:
                 return
-            raw, event = item
+            involved, event = item
             self._limiter.acquire()
             if not self._may_write():
                 continue  # a deposed leader records nothing
             try:
-                self.api.create(self._object(raw, event))
+                self.api.create(self._object(involved, event))
             except Deposed:
                 continue  # deposed while it waited for a token: the API client refused it
             except ApiError as err:
@@ -79,26 +79,17 @@ class EventRecorder:
                     continue  # a once-only Event, recorded before
                 log.warning("could not record event", extra={"error": str(err)})
 
-    def _object(self, raw: Mapping[str, Any], event: Event) -> dict[str, Any]:
-        meta = raw.get("metadata") or {}
+    def _object(self, involved: dict[str, Any], event: Event) -> dict[str, Any]:
         now = format_time(datetime.now().astimezone())
-        namespace = str(meta.get("namespace") or "default")
         return {
             "apiVersion": "v1",
             "kind": "Event",
             "metadata": {
                 # A named Event is recorded once per job, even across restarts.
-                "name": f"{meta.get('name')}.{event.name or secrets.token_hex(8)}",
-                "namespace": namespace,
+                "name": f"{involved['name']}.{event.name or secrets.token_hex(8)}",
+                "namespace": involved["namespace"],
             },
-            "involvedObject": {
-                "apiVersion": raw.get("apiVersion"),
-                "kind": raw.get("kind"),
-                "name": meta.get("name"),
-                "namespace": namespace,
-                "uid": meta.get("uid"),
-                "resourceVersion": meta.get("resourceVersion"),
-            },
+            "involvedObject": involved,
             "reason": event.reason,
             "message": R.truncate(event.message),
             "type": event.type,
@@ -109,3 +100,18 @@ class EventRecorder:
             "lastTimestamp": now,
             "count": 1,
         }
+
+
+def _reference(raw: Mapping[str, Any]) -> dict[str, Any]:
+    """The Event's ``involvedObject``: taken when the Event is queued, so a queue of
+    thousands of Events (sent at ``event_qps``) holds these few strings, not every old
+    version of the jobs they are about (a 1,000-job burst queued that much)."""
+    meta = raw.get("metadata") or {}
+    return {
+        "apiVersion": raw.get("apiVersion"),
+        "kind": raw.get("kind"),
+        "name": meta.get("name"),
+        "namespace": str(meta.get("namespace") or "default"),
+        "uid": meta.get("uid"),
+        "resourceVersion": meta.get("resourceVersion"),
+    }
