@@ -10,6 +10,8 @@ from typing import Any
 import cdk8s
 import constructs
 
+_CDK8S_METADATA = ("name", "namespace", "labels", "annotations")
+
 
 def _metadata(obj: dict[str, Any]) -> cdk8s.ApiObjectMetadata:
     meta = obj.get("metadata", {})
@@ -45,6 +47,12 @@ class HeldApiObject(cdk8s.ApiObject):
         )
         # A copy in JSON's types, as jsii made it: later changes to ``obj`` stay out.
         self._payload = json.dumps(_payload(obj))
+        # Metadata cdk8s' props do not carry (finalizers, generateName, ...) goes the
+        # payload's way.
+        meta = obj.get("metadata", {})
+        self._more_metadata = json.dumps(
+            {k: v for k, v in meta.items() if k not in _CDK8S_METADATA}
+        )
         self._patches: list[cdk8s.JsonPatch] = []
 
     def add_json_patch(self, *ops: cdk8s.JsonPatch) -> None:
@@ -53,6 +61,9 @@ class HeldApiObject(cdk8s.ApiObject):
     def to_json(self) -> Any:
         whole = dict(super().to_json())
         whole.update(json.loads(self._payload))
+        more = json.loads(self._more_metadata)
+        if more:
+            whole["metadata"] = {**more, **whole.get("metadata", {})}
         if self._patches:
             whole = dict(cdk8s.JsonPatch.apply(whole, *self._patches))
         return whole

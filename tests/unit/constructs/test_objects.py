@@ -69,3 +69,19 @@ def test_the_crds_construct_holds_its_schemas(tmp_path: Path) -> None:
     held = [c for c in crds.node.children if isinstance(c, HeldApiObject)]
     assert len(held) == len(crds.node.children) > 0
     assert all(m["spec"]["versions"] for m in manifests(crds))
+
+
+def test_metadata_beyond_cdk8s_props_is_kept(tmp_path: Path) -> None:
+    app, chart = _chart(tmp_path)
+    cm = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "x", "finalizers": ["example.com/keep"]},
+        "data": {"a": "b"},
+    }
+    held = HeldApiObject(chart, "held", cm)
+    assert held.to_json()["metadata"]["finalizers"] == ["example.com/keep"]
+    assert held.to_json()["metadata"]["name"] == "x"
+    app.synth()
+    (written,) = yaml.safe_load_all((tmp_path / "c.k8s.yaml").read_text())
+    assert written["metadata"]["finalizers"] == ["example.com/keep"]
