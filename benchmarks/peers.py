@@ -123,7 +123,7 @@ class RunResult:
     cpu: float = 0.0
     peak_rss_mib: float = 0.0
     requests: int = 0
-    requests_by_verb: dict[str, int] = field(default_factory=dict)
+    requests_by_call: dict[str, int] = field(default_factory=dict)
 
 
 class PeerObserver(Observer):
@@ -154,7 +154,8 @@ class PeerObserver(Observer):
 
 def audit_requests(log: Path, offset: int, prefix: str) -> tuple[int, dict[str, int], int]:
     """Requests whose user agent starts with ``prefix`` in ``log`` after byte ``offset``:
-    their count (distinct audit ids), the count by verb, and the new end offset."""
+    their count (distinct audit ids), the count by call (``verb resource[/subresource]``,
+    e.g. ``update pytorchjobs/status``) and the new end offset."""
     seen: dict[str, str] = {}
     with log.open("rb") as stream:
         stream.seek(offset)
@@ -165,11 +166,21 @@ def audit_requests(log: Path, offset: int, prefix: str) -> tuple[int, dict[str, 
             continue
         event = json.loads(line)
         if str(event.get("userAgent", "")).startswith(prefix):
-            seen[event["auditID"]] = str(event.get("verb"))
-    by_verb: dict[str, int] = {}
-    for verb in seen.values():
-        by_verb[verb] = by_verb.get(verb, 0) + 1
-    return len(seen), dict(sorted(by_verb.items())), end
+            seen[event["auditID"]] = _call(event)
+    by_call: dict[str, int] = {}
+    for call in seen.values():
+        by_call[call] = by_call.get(call, 0) + 1
+    return len(seen), dict(sorted(by_call.items())), end
+
+
+def _call(event: dict[str, Any]) -> str:
+    """``verb resource[/subresource]`` of an audit event (the verb alone without one)."""
+    ref = event.get("objectRef") or {}
+    resource = str(ref.get("resource") or "")
+    if ref.get("subresource"):
+        resource += f"/{ref['subresource']}"
+    verb = str(event.get("verb"))
+    return f"{verb} {resource}" if resource else verb
 
 
 class Bench:
@@ -355,7 +366,7 @@ class Bench:
                 process.kill()
                 process.wait()
         time.sleep(1)  # the audit log is written as responses complete
-        requests, by_verb, _ = audit_requests(
+        requests, by_call, _ = audit_requests(
             self.cluster.audit_log, audit_offset, operator.user_agent_prefix
         )
         values = list(times.values())
@@ -374,13 +385,13 @@ class Bench:
             cpu=cpu_after - cpu_before,
             peak_rss_mib=peak_rss,
             requests=requests,
-            requests_by_verb=by_verb,
+            requests_by_call=by_call,
         )
         self.results.append(result)
         print(
             f"  run {self.runs}: {operator.name:17} {pairing.kind} {mode:7} qps {qps:g}/{burst}: "
             f"{result.running}/{pairing.jobs} Running in {wall:.1f}s, CPU {result.cpu:.2f}s, "
-            f"RSS {peak_rss:.0f} MiB, {requests} requests {by_verb}",
+            f"RSS {peak_rss:.0f} MiB, {requests} requests {by_call}",
             flush=True,
         )
         return result
