@@ -20,6 +20,7 @@ from kubetrain.controller.errors import ApiError, ChildConflict, Deposed
 from kubetrain.controller.events import EventRecorder
 from kubetrain.controller.informer import (
     Informer,
+    scoped,
     trim_batch_job,
     trim_metadata_only,
     trim_pod,
@@ -265,18 +266,16 @@ class KubeCluster:
     # -- JobCache ------------------------------------------------------------------------
 
     def _job_informer(self, kind: str, namespace: str) -> Informer | None:
-        return self.job_informers.get((kind, namespace)) or self.job_informers.get((kind, None))
+        return scoped(self.job_informers, kind, namespace)
 
     def _child_informer(self, child: str, namespace: str) -> Informer | None:
-        return self.child_informers.get((child, namespace)) or self.child_informers.get(
-            (child, None)
-        )
+        return scoped(self.child_informers, child, namespace)
 
     def job(self, key: JobKey) -> dict[str, Any] | None:
         """The cached job, or None."""
         kind, namespace, name = key
         informer = self._job_informer(kind, namespace)
-        return informer.get(namespace, name) if informer else None
+        return informer.get(namespace, name) if informer is not None else None
 
     def observed(self, key: JobKey, uid: str, now: datetime) -> Observed:
         """The job's children from the caches: those it controls (a same-named job's
@@ -285,7 +284,7 @@ class KubeCluster:
         found: dict[str, dict[str, Any]] = {}
         for child in self.child_kinds[kind]:
             informer = self._child_informer(child, key[1])
-            objs = informer.by_index(key) if informer else []
+            objs = informer.by_index(key) if informer is not None else []
             found[child] = {
                 str(o["metadata"]["name"]): o
                 for o in objs
@@ -320,10 +319,10 @@ class KubeCluster:
         result = self.api.apply(obj)
         self._write_through(obj["kind"], result)
 
-    def create(self, obj: dict[str, Any]) -> None:
+    def create(self, obj: dict[str, Any]) -> bool:
         """Create a child. A name already taken is this job's only if the existing object
         is controlled by this job (a stale cache); otherwise ``ChildConflict``, and the
-        object is left untouched."""
+        object is left untouched. True when this call created it."""
         self._fence()
         kind = str(obj["kind"])
         meta = obj["metadata"]
@@ -336,14 +335,14 @@ class KubeCluster:
                 # Not readable (Secrets): the name is the operator's own random choice,
                 # recorded in the job's status before the create; taken, it was taken by
                 # an earlier create of this operator whose answer was lost.
-                return
+                return False
             existing = self.api.get(self.child_resources[kind], meta.get("namespace"), meta["name"])
             if existing is None:
                 raise  # deleted in between: a retry creates it
             verdict = holder(existing, obj)
             if verdict.holder is Holder.THIS_JOB:
                 self._write_through(kind, existing)
-                return
+                return False
             raise ChildConflict(
                 kind,
                 str(meta.get("namespace")),
@@ -352,6 +351,7 @@ class KubeCluster:
                 predecessor=verdict.holder is Holder.PREDECESSOR,
             ) from err
         self._write_through(kind, result)
+        return True
 
     def _write_through(self, kind: str, result: Mapping[str, Any]) -> None:
         namespace = str((result.get("metadata") or {}).get("namespace") or "")

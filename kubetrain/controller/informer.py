@@ -422,3 +422,14 @@ class Informer:
                 keys.discard(key)
                 if not keys:
                     del self._index[value]
+
+
+def scoped(
+    informers: Mapping[tuple[str, str | None], Informer], kind: str, namespace: str | None
+) -> Informer | None:
+    """The informer of ``kind`` that covers ``namespace``: the namespace's own, else the
+    cluster-wide one. (An empty informer is falsy, having a length: ``or`` would skip a
+    namespace's informer until it held an object, and so lose every write-through into
+    it, the first pods of a fresh namespace among them.)"""
+    own = informers.get((kind, namespace))
+    return own if own is not None else informers.get((kind, None))

@@ -46,9 +46,10 @@ class ClusterWriter(Protocol):
         """Server-side apply a child (create it or update the fields kubetrain owns)."""
         ...
 
-    def create(self, obj: dict[str, Any]) -> None:
-        """Create a child (POST). A taken name is fine only when the existing object is
-        controlled by this job; otherwise raise ``ChildConflict`` and leave it alone."""
+    def create(self, obj: dict[str, Any]) -> bool:
+        """Create a child (POST); True when this call created it. A taken name is fine
+        (False) only when the existing object is controlled by this job; otherwise raise
+        ``ChildConflict`` and leave it alone."""
         ...
 
     def delete(self, namespace: str, ref: ChildRef) -> None:

@@ -186,14 +186,14 @@ class Reconciler:
         )
         plan = planner.plan(raw, plugin, observed, ctx)
         try:
-            self._write_children(plan)
+            created = self._write_children(plan)
         except ChildConflict as conflict:
             plan = self._after_conflict(raw, plugin, observed, ctx, plan, conflict)
         except ApiError as err:
             plan = self._after_refusal(raw, plugin, observed, ctx, plan, memory, err)
         else:
             memory.refusals = 0
-            plan.events.extend(child_events.created(plan.create))
+            plan.events.extend(child_events.created(created))
             for pod in plan.ungate:
                 self.writer.ungate(key[1], pod, K.STARTUP_GATE)
         exits, memory.exited = child_events.exited(
@@ -287,24 +287,26 @@ class Reconciler:
         blocked.requeue_after = min(self.refusal_backoff_seconds * 2 ** (memory.refusals - 1), 60.0)
         return blocked
 
-    def _write_children(self, plan: Plan) -> None:
+    def _write_children(self, plan: Plan) -> list[dict[str, Any]]:
         """Create and apply the plan's children: the SSH Secret first and alone (what
         mounts it is not created unless it could be), then the rest in parallel (they are
         independent); the first error (conflicts, then permanent ones first) is raised
-        after all calls returned."""
-        first = [obj for obj in plan.create if obj["kind"] in NAMED_IN_STATUS]
-        for obj in first:
-            with _naming(obj):
-                self.writer.create(obj)
+        after all calls returned. Returns the children this reconcile created (not those
+        a create found already there, made by an earlier pass)."""
+        created: set[int] = set()
 
         def create(obj: dict[str, Any]) -> None:
             with _naming(obj):
-                self.writer.create(obj)
+                if self.writer.create(obj):
+                    created.add(id(obj))  # set.add is atomic across the pool's threads
 
         def apply(obj: dict[str, Any]) -> None:
             with _naming(obj):
                 self.writer.apply(obj)
 
+        first = [obj for obj in plan.create if obj["kind"] in NAMED_IN_STATUS]
+        for obj in first:
+            create(obj)
         calls: list[Callable[[], None]] = [
             *(functools.partial(create, obj) for obj in plan.create if obj not in first),
             *(functools.partial(apply, obj) for obj in plan.apply),
@@ -312,7 +314,7 @@ class Reconciler:
         if len(calls) <= 1 or self.executor is None:
             for call in calls:
                 call()
-            return
+            return [obj for obj in plan.create if id(obj) in created]
         errors: list[Exception] = []
         for future in [self.executor.submit(call) for call in calls]:
             error = future.exception()
@@ -323,6 +325,7 @@ class Reconciler:
         if errors:
             errors.sort(key=_error_rank)
             raise errors[0]
+        return [obj for obj in plan.create if id(obj) in created]
 
     def _finish(self, key: JobKey, raw: Mapping[str, Any], plan: Plan, memory: JobMemory) -> None:
         kind, namespace, _name = key

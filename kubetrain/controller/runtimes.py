@@ -20,7 +20,7 @@ from kubetrain.api.kinds import CLUSTER_TRAINING_RUNTIME, TRAINING_RUNTIME
 from kubetrain.controller import reasons as R
 from kubetrain.controller.decisions import Event
 from kubetrain.controller.errors import ApiError
-from kubetrain.controller.informer import Informer
+from kubetrain.controller.informer import Informer, scoped
 from kubetrain.controller.kube import RUNTIME_RESOURCES, KubeApi
 from kubetrain.controller.plugins.trainjob_plugin import runtime_ref
 
@@ -80,7 +80,7 @@ class RuntimeCache:
     def get(self, key: RuntimeKey) -> dict[str, Any] | None:
         """The cached runtime, or None."""
         kind, namespace, name = key
-        informer = self.informers.get((kind, namespace or None)) or self.informers.get((kind, None))
+        informer = scoped(self.informers, kind, namespace or None)
         found = informer.get(namespace, name) if informer is not None else None
         return dict(found) if found is not None else None
 

@@ -75,14 +75,14 @@ class MemoryCluster:
     def apply(self, obj: dict[str, Any]) -> None:
         self._store("apply", obj)
 
-    def create(self, obj: dict[str, Any]) -> None:
+    def create(self, obj: dict[str, Any]) -> bool:
         kind, meta = obj["kind"], obj["metadata"]
         existing = self.foreign[kind].get(meta["name"]) or self.children[kind].get(meta["name"])
         if existing is not None:
             verdict = holder(existing, obj)
             if verdict.holder is Holder.THIS_JOB:
                 self.calls.append(("create-exists", f"{kind}/{meta['name']}"))
-                return
+                return False
             self.calls.append(("conflict", f"{kind}/{meta['name']}"))
             raise ChildConflict(
                 kind,
@@ -92,6 +92,7 @@ class MemoryCluster:
                 predecessor=verdict.holder is Holder.PREDECESSOR,
             )
         self._store("create", obj)
+        return True
 
     def delete(self, namespace: str, ref: ChildRef) -> None:
         self.children[ref.kind].pop(ref.name, None)

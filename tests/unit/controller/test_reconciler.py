@@ -289,6 +289,20 @@ def test_a_child_of_the_same_job_missing_from_the_cache_is_still_reconciled() ->
     assert ("create", "Pod/job-master-0") in cluster.calls
 
 
+def test_a_child_an_earlier_pass_created_gets_no_second_created_event() -> None:
+    # The cache did not show the Service yet (an earlier pass created it): the create
+    # finds it, and says nothing: its SuccessfulCreateService Event was sent then.
+    cluster, reconciler, key, _ = setup(pytorch_raw(workers=1))
+    ours = {"kind": "PyTorchJob", "name": "job", "uid": JOB_UID}
+    cluster.foreign["Service"]["job-master-0"] = foreign("job-master-0", ours)
+    reconciler.reconcile(key)
+    created = [e.message for e in cluster.events if e.reason.startswith("SuccessfulCreate")]
+    assert created == [
+        "Created pod: job-master-0",
+        "Created service: job-worker-0",
+    ]
+
+
 PSA = ApiError(
     403,
     "Forbidden",
