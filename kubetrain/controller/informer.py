@@ -243,10 +243,6 @@ class Informer:
         with self._lock:
             return [self._store[k] for k in self._index.get(value, ()) if k in self._store]
 
-    def __len__(self) -> int:
-        with self._lock:
-            return len(self._store)
-
     # -- write-through -----------------------------------------------------------------
 
     def upsert(self, obj: Mapping[str, Any]) -> None:
@@ -428,8 +424,9 @@ def scoped(
     informers: Mapping[tuple[str, str | None], Informer], kind: str, namespace: str | None
 ) -> Informer | None:
     """The informer of ``kind`` that covers ``namespace``: the namespace's own, else the
-    cluster-wide one. (An empty informer is falsy, having a length: ``or`` would skip a
-    namespace's informer until it held an object, and so lose every write-through into
-    it, the first pods of a fresh namespace among them.)"""
+    cluster-wide one. (Informers had a length, so an empty one was falsy and an ``or``
+    here skipped a namespace's informer until it held an object, losing every
+    write-through into it: the first pods of a fresh namespace were created twice. They
+    have no length now.)"""
     own = informers.get((kind, namespace))
     return own if own is not None else informers.get((kind, None))

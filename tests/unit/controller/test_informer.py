@@ -7,7 +7,13 @@ from collections.abc import Iterator
 from typing import Any
 
 from kubetrain.controller.errors import ApiError
-from kubetrain.controller.informer import Informer, is_older, trim_metadata_only, trim_pod
+from kubetrain.controller.informer import (
+    Informer,
+    is_older,
+    scoped,
+    trim_metadata_only,
+    trim_pod,
+)
 from kubetrain.controller.kube import PODS, Resource, WatchEvent
 
 
@@ -233,3 +239,16 @@ def test_trimming_keeps_what_the_policies_read_and_drops_the_rest() -> None:
 def test_resource_versions_compare_as_numbers() -> None:
     assert is_older("9", "10") and not is_older("10", "9")
     assert not is_older("abc", "10")
+
+
+def test_an_empty_namespace_informer_is_the_one_a_write_goes_to() -> None:
+    # An informer that holds nothing yet is still the namespace's: a lookup that skipped
+    # it (an empty informer used to be falsy) dropped the write-through of the first
+    # children created there, and the next reconcile created them again.
+    own = Informer(Script([], []), PODS, namespace="ns")
+    assert scoped({("Pod", "ns"): own}, "Pod", "ns") is own
+    cluster_wide = Informer(Script([], []), PODS)
+    assert scoped({("Pod", None): cluster_wide}, "Pod", "other") is cluster_wide
+    assert scoped({("Pod", "ns"): own}, "Pod", "other") is None
+    own.upsert(obj("a", "1"))
+    assert own.get("ns", "a") is not None
