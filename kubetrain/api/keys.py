@@ -133,6 +133,11 @@ JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
 #: The finalizer that keeps a runtime while a TrainJob references it (kubeflow/sdk#797:
 #: the SDK cannot read a job whose runtime is gone).
 RUNTIME_IN_USE_FINALIZER = f"{KUBETRAIN_PREFIX}/runtime-in-use"
+#: The request header on each write the leader fence let through: this process's
+#: CLOCK_MONOTONIC (seconds) when the fence checked it. A request checked just before the
+#: process froze still goes out after it wakes; the header tells such a write apart from
+#: one the fence should have stopped (the fault tests compare it with the freeze).
+FENCE_CHECKED_HEADER = "Kubetrain-Fence-Checked"
 TRAINER_STEP_CONTAINERS = {
     TRAINER_STEP_TRAINER: TRAINER_NODE_CONTAINER,
     TRAINER_STEP_DATASET_INITIALIZER: TRAINER_STEP_DATASET_INITIALIZER,

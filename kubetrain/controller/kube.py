@@ -31,6 +31,7 @@ import urllib3
 from kubernetes import client
 
 from kubetrain import __version__
+from kubetrain.api.keys import FENCE_CHECKED_HEADER
 from kubetrain.api.kinds import CLUSTER_TRAINING_RUNTIME, OPERATOR_KINDS, TRAINING_RUNTIME
 from kubetrain.controller.credentials import auth_headers, credential_loader
 from kubetrain.controller.errors import ApiError
@@ -253,9 +254,11 @@ class KubeApi:
         call = f"{method} {path}"
         for attempt in (1, 2):
             self.limiter.acquire()
+            headers = self._headers(accept, content_type if data is not None else "")
             if method != "GET":
                 if self.fence is not None:
                     self.fence(method, path)
+                    headers[FENCE_CHECKED_HEADER] = f"{time.monotonic():.6f}"
                 self.writes += 1
             self.requests += 1
             try:
@@ -263,7 +266,7 @@ class KubeApi:
                     method,
                     url,
                     body=data,
-                    headers=self._headers(accept, content_type if data is not None else ""),
+                    headers=headers,
                     timeout=urllib3.Timeout(connect=10.0, read=timeout),
                     preload_content=True,
                     retries=False,

@@ -12,8 +12,9 @@ that answers as the API server does, and the proxy only watches and, when a one-
 - ``after``: the request is forwarded and the API server's answer is dropped (the process
   died after the write was made, before it could act on the answer).
 
-``log`` records every forwarded request (time, method, path, status) for the figures and
-for checks such as "no write after the Lease changed hands".
+``log`` records every forwarded request (time, method, path, status, and when the
+sender's leader fence let a write through) for the figures and for checks such as "no
+write cleared after the Lease changed hands".
 """
 
 from __future__ import annotations
@@ -30,6 +31,8 @@ from urllib.parse import parse_qs, urlsplit
 
 import urllib3
 import yaml
+
+from kubetrain.api.keys import FENCE_CHECKED_HEADER
 
 #: Hop-by-hop headers a proxy must not pass on (RFC 9110, 7.6.1), and the length, which
 #: the proxy sets itself.
@@ -84,6 +87,9 @@ class Logged:
     method: str
     path: str
     status: int
+    #: When the sender's leader fence let the write through (its ``FENCE_CHECKED_HEADER``,
+    #: the sender's CLOCK_MONOTONIC, which this process shares), or None without one.
+    fence_checked: float | None = None
 
 
 def _upstream(kubeconfig: Path) -> tuple[str, urllib3.PoolManager]:
@@ -217,10 +223,16 @@ class FaultProxy:
                 except urllib3.exceptions.HTTPError:
                     self.close_connection = True  # the API server is down: so is the proxy
                     return
+                checked = self.headers.get(FENCE_CHECKED_HEADER)
+                logged = Logged(
+                    time.monotonic(),
+                    request.method,
+                    split.path,
+                    response.status,
+                    float(checked) if checked is not None else None,
+                )
                 with proxy._lock:
-                    proxy.log.append(
-                        Logged(time.monotonic(), request.method, split.path, response.status)
-                    )
+                    proxy.log.append(logged)
                 after = proxy._spring(request, "after")
                 if after is not None:
                     response.read()

@@ -7,11 +7,21 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 import urllib.request
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tests.integration.kube import wait_for
+
+
+def _thread_state(stat: Path) -> str:
+    """A thread's state letter from its /proc stat line (after the parenthesised name),
+    "" for a thread that has gone."""
+    try:
+        return stat.read_text().rpartition(")")[2].split()[0]
+    except (OSError, IndexError):
+        return ""
 
 
 def free_port() -> int:
@@ -105,10 +115,26 @@ class OperatorProcess:
     def logs(self) -> str:
         return self.log_path.read_text(errors="replace")
 
-    def pause(self) -> None:
-        """SIGSTOP: the process is frozen (a long GC, a stalled VM, a throttled node)."""
+    def pause(self) -> float:
+        """SIGSTOP: the process is frozen (a long GC, a stalled VM, a throttled node).
+        Returns the moment (``time.monotonic``) every thread of it was seen stopped: the
+        signal is delivered to running threads a little after ``kill`` returns."""
         assert self.proc is not None
         self.proc.send_signal(signal.SIGSTOP)
+        tasks = Path(f"/proc/{self.proc.pid}/task")
+        wait_for(
+            lambda: [_thread_state(stat) for stat in tasks.glob("*/stat")],
+            lambda states: bool(states) and all(state in ("T", "t") for state in states),
+            what=f"every thread of operator pid {self.proc.pid} to stop",
+            timeout=10,
+            interval=0.001,
+        )
+        return time.monotonic()
+
+    def thread_count(self) -> int:
+        """How many threads the process has now."""
+        assert self.proc is not None
+        return sum(1 for _ in Path(f"/proc/{self.proc.pid}/task").iterdir())
 
     def resume(self) -> None:
         """SIGCONT: the frozen process runs on."""

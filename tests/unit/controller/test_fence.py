@@ -8,11 +8,15 @@ and is never sent."""
 
 from __future__ import annotations
 
-from typing import Any
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, ClassVar
 
 import pytest
 from kubernetes import client
 
+from kubetrain.api.keys import FENCE_CHECKED_HEADER
 from kubetrain.controller.config import OperatorConfig
 from kubetrain.controller.errors import ApiError, Deposed
 from kubetrain.controller.kube import EVENTS, KubeApi, TokenBucket
@@ -81,3 +85,45 @@ def test_without_leader_election_nothing_is_fenced() -> None:
     with pytest.raises(ApiError) as err:
         api.create(EVENT)
     assert err.value.status == 0
+
+
+class _Recorder(BaseHTTPRequestHandler):
+    """Answers every request with ``{}`` and keeps the headers it came with."""
+
+    seen: ClassVar[list[tuple[str, dict[str, str]]]] = []
+
+    def _answer(self) -> None:
+        self.rfile.read(int(self.headers.get("Content-Length") or 0))
+        self.seen.append((self.command, dict(self.headers.items())))
+        self.send_response(200)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", "2")
+        self.end_headers()
+        self.wfile.write(b"{}")
+
+    do_GET = do_POST = _answer
+
+    def log_message(self, format: str, *args: Any) -> None:
+        return
+
+
+def test_a_fenced_write_says_when_its_fence_let_it_through() -> None:
+    server = ThreadingHTTPServer(("127.0.0.1", 0), _Recorder)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        api = KubeApi(client.Configuration(host=f"http://127.0.0.1:{server.server_port}"))
+        api.fence = lambda method, path: None
+        before = time.monotonic()
+        api.create(EVENT)
+        after = time.monotonic()
+        api.get(EVENTS, "ns", "e")
+        api.fence = None
+        api.create(EVENT)
+    finally:
+        server.shutdown()
+        server.server_close()
+    (write, fenced), (read, unfenced_read), (_, unfenced) = _Recorder.seen
+    assert (write, read) == ("POST", "GET")
+    assert before <= float(fenced[FENCE_CHECKED_HEADER]) <= after
+    assert FENCE_CHECKED_HEADER not in unfenced_read
+    assert FENCE_CHECKED_HEADER not in unfenced
