@@ -145,6 +145,9 @@ def train(args: argparse.Namespace) -> int:
 
     trainkit.log_final(rank, max(start_step, args.steps), torchkit.parameters_digest(model))
     if world_size > 1:
+        # Every rank is done with every collective before any tears its connections down
+        # (CI once saw rank 0 abort in teardown after its final step, a peer already gone).
+        dist.barrier()
         dist.destroy_process_group()
     return 0
 

@@ -37,6 +37,7 @@ def ddp_train(out_dir: str, steps: int = 8) -> None:
     }
     with open(os.path.join(out_dir, f"rank-{rank}.json"), "w") as handle:
         json.dump(report, handle)
+    dist.barrier()  # nobody tears down while a peer still flushes its last collective
     dist.destroy_process_group()
 
 
