@@ -58,6 +58,15 @@ def _is_control(line: str) -> bool:
 
 
 def _switch(indent: int, node: Switch, emit: Any) -> list[str]:
+    if len(node.branches) == 2 and node.branches[0][1] is MISSING and node.branches[1][0] is None:
+        # Only the else branch has the node: one ``if not``, no empty branch.
+        only = str(node.branches[0][0])
+        negated = f"not ({only})" if " " in only else f"not {only}"
+        return [
+            _control(indent, f"if {negated}"),
+            *emit(node.branches[1][1]),
+            _control(indent, "end"),
+        ]
     lines: list[str] = []
     for index, (condition, branch) in enumerate(node.branches):
         if condition is None and branch is MISSING:

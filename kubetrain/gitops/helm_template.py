@@ -14,7 +14,9 @@ rendering the same constructs ``kubetrain synth`` renders, several times:
   the enabled kinds) is an :class:`Axis` of options, each a values patch and the Helm
   condition that selects it. Every combination of a group's axes is rendered and the
   renders are merged field by field: where they differ, the template switches on the
-  fewest axes that explain the difference.
+  fewest axes that explain the difference. Lists of different lengths are lined up item
+  by item (:func:`_slots`), and a node present under some combinations only is written
+  once behind the condition that says where (:mod:`kubetrain.gitops.helm_conditions`).
 
 Groups of axes are rendered independently (the other groups at their first option), so
 the number of renders is the sum of the groups' products rather than their product; two
@@ -29,6 +31,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from kubetrain.gitops.helm_conditions import Assignment, presence_condition
 from kubetrain.gitops.helm_nodes import MISSING, Range, Switch
 from kubetrain.gitops.helm_probes import Probe, leftover_probe, templatize
 
@@ -100,9 +103,6 @@ def _ordered_keys(nodes: Iterable[dict[str, Any]]) -> list[str]:
     return keys
 
 
-Assignment = tuple[int, ...]
-
-
 def _merge_axes(variants: dict[Assignment, Any], axes: Sequence[Axis]) -> Any:
     nodes = list(variants.values())
     if all(n == nodes[0] for n in nodes):
@@ -117,6 +117,10 @@ def _merge_axes(variants: dict[Assignment, Any], axes: Sequence[Axis]) -> Any:
         return [
             _merge_axes({a: n[i] for a, n in variants.items()}, axes) for i in range(len(nodes[0]))
         ]
+    if all(isinstance(n, list) and n for n in nodes):
+        slots = _slots(variants)
+        if slots is not None:
+            return [_merge_axes(slot, axes) for slot in slots]
     if (
         all(isinstance(n, Range) for n in nodes)
         and len({(n.source, len(n.items)) for n in nodes}) == 1
@@ -130,6 +134,12 @@ def _merge_axes(variants: dict[Assignment, Any], axes: Sequence[Axis]) -> Any:
             ),
         )
     index = _presence_axis(variants, len(axes))
+    if index is None and any(n is MISSING for n in nodes):
+        # Present under a combination of options: one copy, behind their condition.
+        presence = {a: n is not MISSING for a, n in variants.items()}
+        present = {a: n for a, n in variants.items() if n is not MISSING}
+        options = [[o.condition for o in axis.options] for axis in axes]
+        return Switch(((presence_condition(presence, options), _merge_axes(present, axes)),))
     if index is None:
         index = _dependent_axis(variants, len(axes))
     axis = axes[index]
@@ -144,6 +154,50 @@ def _merge_axes(variants: dict[Assignment, Any], axes: Sequence[Axis]) -> Any:
     if all(b[1] == branches[0][1] for b in branches):
         return branches[0][1]
     return Switch(tuple(branches))
+
+
+def _changed_in_place(item: Any, other: Any) -> bool:
+    """Two mappings with the same keys and one value different: one item of a list that
+    the options change in place (a rule whose resources follow the enabled kinds)."""
+    return (
+        isinstance(item, dict)
+        and isinstance(other, dict)
+        and item.keys() == other.keys()
+        and sum(item[k] != other[k] for k in item) == 1
+    )
+
+
+def _slots(variants: dict[Assignment, Any]) -> list[dict[Assignment, Any]] | None:
+    """Lists of different lengths lined up item by item, so each item switches on its own
+    instead of the whole list being copied per option: one slot per item of any list
+    (``variants`` of it, MISSING where a list lacks it), in an order every list keeps.
+    An item goes to the slot holding an equal item, else to the one slot holding an item
+    it changes in place, else to a new slot after its predecessor's; only slots after the
+    predecessor's are candidates, so every list keeps its order. None when a list holds an
+    item twice (which of its slots is which would be a guess)."""
+    slots: list[dict[Assignment, Any]] = []
+    # The longest lists first: they set the order the shorter ones mostly follow.
+    for assignment, items in sorted(variants.items(), key=lambda v: -len(v[1])):
+        if any(items[i] == items[j] for i in range(len(items)) for j in range(i)):
+            return None
+        previous = -1
+        for each in items:
+            free = [s for s in slots[previous + 1 :] if assignment not in s]
+            found = [s for s in free if any(each == other for other in s.values())]
+            if not found:
+                found = [s for s in free if any(_changed_in_place(each, o) for o in s.values())]
+            if len(found) == 1:
+                slot = found[0]
+            else:
+                slot = {}
+                slots.insert(previous + 1, slot)
+            slot[assignment] = each
+            previous = next(i for i, s in enumerate(slots) if s is slot)
+    for assignment in variants:
+        taken = [i for i, s in enumerate(slots) if assignment in s]
+        if [slots[i][assignment] for i in taken] != variants[assignment]:
+            return None
+    return [{a: slot.get(a, MISSING) for a in variants} for slot in slots]
 
 
 def _presence_axis(variants: dict[Assignment, Any], count: int) -> int | None:
