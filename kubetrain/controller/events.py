@@ -22,7 +22,8 @@ from kubetrain.controller import reasons as R
 from kubetrain.controller.conditions import format_time
 from kubetrain.controller.decisions import Event
 from kubetrain.controller.errors import ApiError, Deposed
-from kubetrain.controller.kube import KubeApi, TokenBucket
+from kubetrain.controller.kube import KubeApi
+from kubetrain.controller.ratelimit import TokenBucket
 
 log = logging.getLogger("kubetrain.operator")
 

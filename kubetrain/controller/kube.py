@@ -36,6 +36,7 @@ from kubetrain.api.kinds import CLUSTER_TRAINING_RUNTIME, OPERATOR_KINDS, TRAINI
 from kubetrain.controller.credentials import auth_headers, credential_loader
 from kubetrain.controller.errors import ApiError
 from kubetrain.controller.gang import BACKENDS
+from kubetrain.controller.ratelimit import TokenBucket
 
 log = logging.getLogger("kubetrain.kube")
 
@@ -113,38 +114,6 @@ def resource_of(obj: Mapping[str, Any]) -> Resource:
         if kind in table:
             return table[str(kind)]
     raise ValueError(f"kind {kind!r} is not one the operator manages")
-
-
-class TokenBucket:
-    """Allows ``qps`` calls per second on average and ``burst`` at once."""
-
-    def __init__(
-        self,
-        qps: float,
-        burst: int,
-        *,
-        clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
-    ) -> None:
-        self.qps = qps
-        self.burst = burst
-        self._clock = clock
-        self._sleep = sleep
-        self._tokens = float(burst)
-        self._stamp = clock()
-        self._lock = threading.Lock()
-
-    def acquire(self) -> float:
-        """Take a token, sleeping until one is free; returns the seconds waited."""
-        with self._lock:
-            now = self._clock()
-            self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.qps)
-            self._stamp = now
-            self._tokens -= 1
-            wait = -self._tokens / self.qps if self._tokens < 0 else 0.0
-        if wait > 0:
-            self._sleep(wait)
-        return wait
 
 
 @dataclass(frozen=True)

@@ -19,8 +19,9 @@ from kubernetes import client
 from kubetrain.api.keys import FENCE_CHECKED_HEADER
 from kubetrain.controller.config import OperatorConfig
 from kubetrain.controller.errors import ApiError, Deposed
-from kubetrain.controller.kube import EVENTS, KubeApi, TokenBucket
+from kubetrain.controller.kube import EVENTS, KubeApi
 from kubetrain.controller.operator import Operator
+from kubetrain.controller.ratelimit import TokenBucket
 
 NOBODY = "http://127.0.0.1:9"  # the discard port: nothing serves it here
 EVENT: dict[str, Any] = {"kind": "Event", "metadata": {"namespace": "ns", "name": "e"}}

@@ -12,9 +12,9 @@ from kubetrain.controller.kube import (
     JOB_RESOURCES,
     LEASES,
     PODS,
-    TokenBucket,
     resource_of,
 )
+from kubetrain.controller.ratelimit import TokenBucket
 
 
 @pytest.mark.parametrize(
