@@ -9,6 +9,7 @@ Deployment's flags and ServiceAccount driving a sample job to Succeeded."""
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import os
 import subprocess
 import tarfile
@@ -22,6 +23,7 @@ import yaml
 from kubernetes import client
 
 from cluster.tools import find_tools
+from kubetrain.controller.config import JOB_KINDS
 from kubetrain.controller.kube import KubeApi
 from kubetrain.gitops.helm import CHART_NAME, strip_helm_labels, write_chart
 from kubetrain.gitops.helm_template import object_key
@@ -187,17 +189,49 @@ VALUE_CASES: list[tuple[str, dict[str, Any]]] = [
 ]
 
 
+def _construct_renders(local: Stack, values: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """What the constructs render for the props ``values`` stand for."""
+    props = operator_props(local.operator, {**default_values(local.operator), **values})
+    charts = render_charts(
+        dataclasses.replace(local, operator=props), only=("operator", "runtimes")
+    )
+    return _by_key([o for c in charts for o in c.objects])
+
+
 @pytest.mark.parametrize(("case", "values"), VALUE_CASES, ids=[c for c, _ in VALUE_CASES])
 def test_values_render_what_the_construct_renders_for_the_same_props(
     helm: Any, local: Stack, case: str, values: dict[str, Any]
 ) -> None:
-    merged = {**default_values(local.operator), **values}
-    props = operator_props(local.operator, merged)
-    charts = render_charts(
-        dataclasses.replace(local, operator=props), only=("operator", "runtimes")
-    )
-    expected = _by_key([o for c in charts for o in c.objects])
-    assert _template(helm, values) == expected
+    assert _template(helm, values) == _construct_renders(local, values)
+
+
+# Every choice that adds or drops RBAC rules, objects and flags: each non-empty set of
+# kinds, cluster-wide or one namespace, each gang scheduler. The template writes each
+# such item once behind a condition found from the renders; the real helm evaluates
+# those conditions here on every combination.
+SHAPES = [
+    (kinds, namespaces, gang)
+    for size in range(1, len(JOB_KINDS) + 1)
+    for kinds in itertools.combinations(JOB_KINDS, size)
+    for namespaces in ((), ("ml",))
+    for gang in ("none", "scheduler-plugins", "volcano")
+]
+
+
+@pytest.mark.parametrize(
+    ("kinds", "namespaces", "gang"),
+    SHAPES,
+    ids=[f"{'+'.join(k)}-{'ns' if n else 'cluster'}-{g}" for k, n, g in SHAPES],
+)
+def test_every_shape_of_rbac_and_flags_renders_what_the_construct_renders(
+    helm: Any, local: Stack, kinds: tuple[str, ...], namespaces: tuple[str, ...], gang: str
+) -> None:
+    values = {
+        "kinds": {kind: kind in kinds for kind in JOB_KINDS},
+        "watchNamespaces": list(namespaces),
+        "gangScheduler": gang,
+    }
+    assert _template(helm, values) == _construct_renders(local, values)
 
 
 @pytest.mark.parametrize(
