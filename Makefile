@@ -53,11 +53,16 @@ help:
 	@echo "make cluster-tools  build the Go tools (control plane, gang scheduler, Kueue, helm)"
 	@echo "make training-deps  torch, Horovod, TensorFlow, Open MPI for the samples"
 
+# setuptools ends every editable install with an "Editable installation" notice (its
+# meta-path finder maps only the kubetrain package, so the notice does not apply here):
+# silenced by its text, so a first run prints only what matters.
 $(STAMPS)/venv: pyproject.toml
 	@mkdir -p $(STAMPS)
+	@echo "Setting up $(VENV): kubetrain and its dev tools from PyPI (about a minute the first time) ..."
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --upgrade pip
-	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@$(BIN)/python -m pip install --quiet --upgrade pip
+	@PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install --quiet -e '.[dev]'
+	@echo "$(VENV) ready"
 	@touch $@
 
 venv: $(STAMPS)/venv
@@ -102,7 +107,7 @@ sdk-venv: $(SDK_VENV)/.done
 TEST_PREREQS += sdk-venv
 
 synth: venv
-	$(BIN)/kubetrain synth local
+	@$(BIN)/kubetrain synth local
 
 # The Helm chart of the local stack, from the same constructs as `make synth`; linted and
 # packaged (dist/charts/kubetrain-<version>.tgz) by the real helm.
