@@ -54,22 +54,31 @@ INT_RANGE_MESSAGE = "integer out of range: the Kubernetes API holds 64-bit integ
 NOT_FINITE_MESSAGE = "not a finite number: JSON has no NaN or infinity"
 
 
+def size_error(size: int, form: str = "") -> FieldError | None:
+    """The error of an input of ``size`` bytes over ``MAX_FILE_BYTES`` (None when within).
+    The one size limit of every entry point: manifest files and streams (YAML, ``form``
+    empty) and objects handed over in memory (their compact JSON, ``form`` "as JSON")."""
+    if size <= MAX_FILE_BYTES:
+        return None
+    what, fix = (
+        (f" {form}", "the API server refuses it: move bulky data into a ConfigMap or image")
+        if form
+        else ("", "split the stream into several files")
+    )
+    return FieldError(
+        "",
+        f"must be at most {MAX_FILE_BYTES:,} bytes{what} (the API server's request limit), "
+        f"got {size:,} bytes: {fix}",
+    )
+
+
 def decode_text(data: bytes, source: str = "", *, size: int | None = None) -> str:
     """Manifest bytes as text: at most ``MAX_FILE_BYTES``, UTF-8 (a byte-order mark is
     allowed); otherwise a :class:`JobValidationError` saying what is wrong and where.
     ``size`` is the whole input's size when only its start was read."""
-    size = len(data) if size is None else size
-    if size > MAX_FILE_BYTES:
-        raise JobValidationError(
-            [
-                FieldError(
-                    "",
-                    f"must be at most {MAX_FILE_BYTES:,} bytes (the API server's request "
-                    f"limit), got {size:,} bytes: split the stream into several files",
-                )
-            ],
-            source,
-        )
+    too_large = size_error(len(data) if size is None else size)
+    if too_large is not None:
+        raise JobValidationError([too_large], source)
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -366,15 +375,19 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
 def read_documents(text: str, source: str = "") -> Iterator[Any | JobValidationError]:
     """Every non-empty YAML document of ``text`` as a JSON-shaped value (or its error).
 
-    A YAML syntax error, or a document over the limits, raises :class:`JobValidationError`
+    Text over ``MAX_FILE_BYTES`` (UTF-8), a YAML syntax error, or a document over the
+    limits, raises :class:`JobValidationError`
     and stops the stream there (documents already yielded stay valid)."""
     try:
-        text.encode("utf-8")
+        size = len(text.encode("utf-8"))
     except UnicodeEncodeError as exc:
         raise JobValidationError(
             [FieldError("", f"must be Unicode text: a lone surrogate at offset {exc.start}")],
             source,
         ) from None
+    too_large = size_error(size)
+    if too_large is not None:
+        raise JobValidationError([too_large], source)
     document: _Document | None = None
     index = 0
     try:

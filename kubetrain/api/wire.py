@@ -3,18 +3,25 @@ made without recursion and within the same depth and size limits as reading YAML
 
 from __future__ import annotations
 
+import json
 import math
 from typing import Any
 
 from kubetrain.api.errors import FieldError, join_path
-from kubetrain.api.limits import INT64_MAX, INT64_MIN, MAX_DEPTH, MAX_NODES
+from kubetrain.api.limits import INT64_MAX, INT64_MIN, MAX_DEPTH, MAX_FILE_BYTES, MAX_NODES
 from kubetrain.api.reading import (
     DEPTH_MESSAGE,
     INT_RANGE_MESSAGE,
     NODES_MESSAGE,
     NOT_FINITE_MESSAGE,
     describe_value,
+    size_error,
 )
+
+#: Most bytes one value of the JSON form can take per character of a string or key
+#: (``\u0000`` escapes), and at most per number, boolean or null (``-9223372036854775808``).
+_JSON_BYTES_PER_CHAR = 6
+_JSON_BYTES_PER_SCALAR = 24
 
 
 def wire_copy(obj: Any) -> tuple[Any, list[FieldError]]:
@@ -26,12 +33,16 @@ def wire_copy(obj: Any) -> tuple[Any, list[FieldError]]:
     kubetrain refuses it in its typed fields.
     Errors: keys that are not strings, values that are not JSON (sets, bytes, dates,
     objects), NaN and infinities, integers outside 64 bits, nesting deeper than
-    ``MAX_DEPTH`` (a cycle included) and more than ``MAX_NODES`` values. The walk is
-    iterative and stops at the node limit, so any object, however large or shared, is
-    handled in bounded time.
+    ``MAX_DEPTH`` (a cycle included), more than ``MAX_NODES`` values, and a compact JSON
+    form over ``MAX_FILE_BYTES`` (the limit ``kubetrain validate`` puts on a file). The
+    walk is iterative and stops at the node limit, so any object, however large or shared,
+    is handled in bounded time.
     """
     errors: list[FieldError] = []
     nodes = 0
+    # An upper bound of the JSON form's size; it is measured exactly only when the bound
+    # passes the limit, so ordinary jobs are never serialized here.
+    bound = 0
     root: list[Any] = [None]
     # (source, parent container, key or index in the parent, path parts)
     pending: list[tuple[Any, Any, str | int, tuple[str | int, ...]]] = [(obj, root, 0, ())]
@@ -47,6 +58,7 @@ def wire_copy(obj: Any) -> tuple[Any, list[FieldError]]:
         copied: Any
         if isinstance(value, dict):
             copied = {}
+            bound += 2
             for key, item in value.items():
                 if not isinstance(key, str):
                     errors.append(
@@ -57,21 +69,29 @@ def wire_copy(obj: Any) -> tuple[Any, list[FieldError]]:
                         )
                     )
                 else:
+                    bound += _JSON_BYTES_PER_CHAR * len(key) + 4
                     # A placeholder keeps the key order; the value is filled when popped.
                     copied[key] = None
                     pending.append((item, copied, key, (*parts, key)))
         elif isinstance(value, list | tuple):
             copied = [None] * len(value)
+            bound += 2 + len(value)
             for i in range(len(value) - 1, -1, -1):
                 pending.append((value[i], copied, i, (*parts, i)))
-        elif isinstance(value, bool) or value is None or isinstance(value, str):
+        elif isinstance(value, str):
             copied = value
+            bound += _JSON_BYTES_PER_CHAR * len(value) + 2
+        elif isinstance(value, bool) or value is None:
+            copied = value
+            bound += _JSON_BYTES_PER_SCALAR
         elif isinstance(value, int):
             copied = value
+            bound += _JSON_BYTES_PER_SCALAR
             if not INT64_MIN <= value <= INT64_MAX:
                 errors.append(FieldError(join_path(parts), INT_RANGE_MESSAGE, _big(value)))
         elif isinstance(value, float):
             copied = value
+            bound += _JSON_BYTES_PER_SCALAR
             if not math.isfinite(value):
                 errors.append(FieldError(join_path(parts), NOT_FINITE_MESSAGE, str(value)))
         else:
@@ -84,6 +104,11 @@ def wire_copy(obj: Any) -> tuple[Any, list[FieldError]]:
             )
             copied = None
         parent[slot] = copied
+    if not errors and bound > MAX_FILE_BYTES:
+        size = len(json.dumps(root[0], separators=(",", ":"), ensure_ascii=False).encode())
+        too_large = size_error(size, "as JSON")
+        if too_large is not None:
+            errors.append(too_large)
     return root[0], errors
 
 
