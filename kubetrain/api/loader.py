@@ -59,10 +59,23 @@ JOB_TYPES: dict[str, type[JobBase]] = {
 API_VERSIONS = {kind: info.api_version for kind, info in KINDS.items()}
 
 
+def in_status(error: FieldError) -> bool:
+    """Whether ``error`` is about the object's ``status``."""
+    return error.path == "status" or error.path.startswith(("status.", "status["))
+
+
+def without_status(wire: dict[str, Any]) -> dict[str, Any]:
+    """``wire`` as the API server stores a submitted object whose kind has the status
+    subresource: the server ignores the status a client sends (only ``/status`` writes it),
+    so one kubetrain cannot read is dropped, never a reason to refuse the object."""
+    return {key: value for key, value in wire.items() if key != "status"}
+
+
 def load_job(obj: Any, source: str = "", *, limits: ReplicaLimits = DEFAULT_REPLICA_LIMITS) -> Job:
     """Parse one job from its wire form; raise :class:`JobValidationError` listing all errors.
 
     ``limits`` are the cluster's replica limits (the ones its CRDs were generated with).
+    A status that cannot be read is dropped (:func:`without_status`), as the server does.
     """
     wire, shape_errors = wire_copy(obj)
     if shape_errors:
@@ -105,6 +118,8 @@ def load_job(obj: Any, source: str = "", *, limits: ReplicaLimits = DEFAULT_REPL
     errors.extend(_embedded_errors(kind, wire))
     errors.extend(check_object_meta(wire.get("metadata")))
     errors.extend(check_invariants(kind, wire, limits))
+    if "status" in wire and any(in_status(e) for e in errors):
+        return load_job(without_status(wire), source, limits=limits)
     if errors or job is None:
         raise JobValidationError([_as_written(e, kind, renamed) for e in errors], source)
     assert isinstance(job, PyTorchJob | TFJob | MPIJob)

@@ -16,16 +16,19 @@ accept), NaN, infinities and lone surrogates (JSON cannot carry them), and
 
 from __future__ import annotations
 
+import copy
 import json
 from collections import Counter
-from typing import Any
+from typing import Any, cast
 
 import pytest
+import yaml
 from hypothesis import HealthCheck, Phase, given, settings
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from kubetrain.api import JobValidationError, load_job
+from tests.conftest import EXAMPLES
 from tests.integration.kube import api_error_message
 from tests.unit.api.mutations import mutated_jobs
 
@@ -121,3 +124,61 @@ def test_validate_and_the_api_server_agree_on_fuzzed_jobs(
     assert len(jobs) == sum(count for _, count in SAMPLE)
     assert matrix[("accepted", "accepted")] >= 20, "the sample must hold valid jobs too"
     assert disagreements == [], f"{len(disagreements)} disagreement(s), printed above"
+
+
+# --- a submitted status: the server ignores it, and so does validate -------------------------
+
+#: Statuses a client may send with a new job; none of them is kubetrain's to read.
+ODD_STATUSES: dict[str, Any] = {
+    "a number": -1,
+    "text": "Running",
+    "an unknown condition": {"conditions": [{"type": "Bogus", "status": "Maybe"}]},
+    "a mistyped count": {"replicaStatuses": {"Worker": {"active": "many"}}},
+}
+
+
+@pytest.mark.parametrize("kind", ["PyTorchJob", "TFJob", "MPIJob", "TrainJob"])
+@pytest.mark.parametrize("status", list(ODD_STATUSES), ids=str)
+def test_validate_ignores_a_submitted_status_as_the_server_does(
+    api_client: client.ApiClient,
+    namespace: str,
+    installed_crds: list[dict[str, Any]],
+    kind: str,
+    status: str,
+) -> None:
+    from kubetrain.api.trainer import load_object
+
+    job = copy.deepcopy(EXAMPLE_BY_KIND[kind])
+    job["status"] = copy.deepcopy(ODD_STATUSES[status])
+    group, version = job["apiVersion"].split("/")
+    plural = f"{kind.lower()}s"
+    stored = cast(
+        dict[str, Any],
+        client.CustomObjectsApi(api_client).create_namespaced_custom_object(
+            group, version, namespace, plural, job, field_validation="Strict"
+        ),
+    )
+    assert not stored.get("status"), stored["status"]
+    loaded = load_object(job)
+    assert getattr(loaded, "status", None) is None
+    # A readable status stays (the operator reads a stored job's status through the loader).
+    kept = load_object({**job, "status": {"startTime": "2026-01-01T00:00:00Z"}})
+    assert getattr(kept, "status", None) is not None
+    assert getattr(kept, "status").start_time == "2026-01-01T00:00:00Z"  # noqa: B009
+
+
+def _example(kind: str) -> dict[str, Any]:
+    if kind == "TrainJob":
+        return {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "kind": "TrainJob",
+            "metadata": {"name": "with-status"},
+            "spec": {"runtimeRef": {"name": "torch-distributed"}},
+        }
+    path = EXAMPLES / {"PyTorchJob": "pytorchjob", "TFJob": "tfjob", "MPIJob": "mpijob"}[kind]
+    loaded: dict[str, Any] = yaml.safe_load(path.with_suffix(".yaml").read_text())
+    loaded["metadata"] = {"name": "with-status"}
+    return loaded
+
+
+EXAMPLE_BY_KIND = {kind: _example(kind) for kind in ("PyTorchJob", "TFJob", "MPIJob", "TrainJob")}

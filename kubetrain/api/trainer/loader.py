@@ -34,8 +34,10 @@ from kubetrain.api.loader import (
     Job,
     _from_pydantic,
     _from_schema_error,
+    in_status,
     load_job,
     read_manifest,
+    without_status,
 )
 from kubetrain.api.meta import OBJECT_META_FIELDS, check_object_meta
 from kubetrain.api.reading import read_documents
@@ -99,6 +101,9 @@ def load_trainer_object(
     errors.extend(_schema_walk_errors(model, wire))
     errors.extend(check_object_meta(wire.get("metadata")))
     errors.extend(check_rules(kind, wire, limits))
+    # Only a kind with a status (TrainJob: the status subresource) has one to ignore.
+    if "status" in wire and "status" in model.model_fields and any(in_status(e) for e in errors):
+        return load_trainer_object(without_status(wire), source, limits=limits)
     if errors or loaded is None:
         raise JobValidationError(errors, source)
     assert isinstance(loaded, TrainJob | TrainingRuntime | ClusterTrainingRuntime)
