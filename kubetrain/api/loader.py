@@ -59,15 +59,22 @@ JOB_TYPES: dict[str, type[JobBase]] = {
 API_VERSIONS = {kind: info.api_version for kind, info in KINDS.items()}
 
 
-def in_status(error: FieldError) -> bool:
-    """Whether ``error`` is about the object's ``status``."""
+def _in_status(error: FieldError) -> bool:
     return error.path == "status" or error.path.startswith(("status.", "status["))
 
 
+def status_is_ignored(wire: dict[str, Any], errors: list[FieldError]) -> bool:
+    """Whether ``wire`` holds a status the API server ignores rather than refuses: its kind
+    has the status subresource, so the server does not store what a client sends there
+    (only ``/status`` writes it), and a status it cannot read is dropped, not a reason to
+    refuse the object. Unknown fields in it are still refused (strict field validation
+    decodes the whole object before the status is dropped)."""
+    problems = [e for e in errors if _in_status(e)]
+    return "status" in wire and bool(problems) and all(e.kind != "unknown" for e in problems)
+
+
 def without_status(wire: dict[str, Any]) -> dict[str, Any]:
-    """``wire`` as the API server stores a submitted object whose kind has the status
-    subresource: the server ignores the status a client sends (only ``/status`` writes it),
-    so one kubetrain cannot read is dropped, never a reason to refuse the object."""
+    """``wire`` without its status (see :func:`status_is_ignored`)."""
     return {key: value for key, value in wire.items() if key != "status"}
 
 
@@ -75,7 +82,7 @@ def load_job(obj: Any, source: str = "", *, limits: ReplicaLimits = DEFAULT_REPL
     """Parse one job from its wire form; raise :class:`JobValidationError` listing all errors.
 
     ``limits`` are the cluster's replica limits (the ones its CRDs were generated with).
-    A status that cannot be read is dropped (:func:`without_status`), as the server does.
+    A status that cannot be read is dropped (:func:`status_is_ignored`), as the server does.
     """
     wire, shape_errors = wire_copy(obj)
     if shape_errors:
@@ -118,7 +125,7 @@ def load_job(obj: Any, source: str = "", *, limits: ReplicaLimits = DEFAULT_REPL
     errors.extend(_embedded_errors(kind, wire))
     errors.extend(check_object_meta(wire.get("metadata")))
     errors.extend(check_invariants(kind, wire, limits))
-    if "status" in wire and any(in_status(e) for e in errors):
+    if status_is_ignored(wire, errors):
         return load_job(without_status(wire), source, limits=limits)
     if errors or job is None:
         raise JobValidationError([_as_written(e, kind, renamed) for e in errors], source)

@@ -133,8 +133,11 @@ ODD_STATUSES: dict[str, Any] = {
     "a number": -1,
     "text": "Running",
     "an unknown condition": {"conditions": [{"type": "Bogus", "status": "Maybe"}]},
-    "a mistyped count": {"replicaStatuses": {"Worker": {"active": "many"}}},
+    "a mistyped count": {"startTime": 7, "conditions": [{"type": "Running", "status": 1}]},
 }
+#: A status with a field the kind's status does not have: strict field validation refuses
+#: it, before the server would drop the status.
+UNKNOWN_STATUS_FIELD = {"conditions": [], "progress": "50%"}
 
 
 @pytest.mark.parametrize("kind", ["PyTorchJob", "TFJob", "MPIJob", "TrainJob"])
@@ -182,3 +185,24 @@ def _example(kind: str) -> dict[str, Any]:
 
 
 EXAMPLE_BY_KIND = {kind: _example(kind) for kind in ("PyTorchJob", "TFJob", "MPIJob", "TrainJob")}
+
+
+@pytest.mark.parametrize("kind", ["PyTorchJob", "TrainJob"])
+def test_validate_refuses_an_unknown_field_in_a_submitted_status_as_the_server_does(
+    api_client: client.ApiClient,
+    namespace: str,
+    installed_crds: list[dict[str, Any]],
+    kind: str,
+) -> None:
+    from kubetrain.api.trainer import load_object
+
+    job = {**copy.deepcopy(EXAMPLE_BY_KIND[kind]), "status": UNKNOWN_STATUS_FIELD}
+    with pytest.raises(JobValidationError) as caught:
+        load_object(job)
+    group, version = job["apiVersion"].split("/")
+    with pytest.raises(ApiException) as refused:
+        client.CustomObjectsApi(api_client).create_namespaced_custom_object(
+            group, version, namespace, f"{kind.lower()}s", job, field_validation="Strict"
+        )
+    assert 'unknown field "status.progress"' in api_error_message(refused.value)
+    assert "status.progress: unknown field" in str(caught.value)

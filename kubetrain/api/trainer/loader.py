@@ -34,9 +34,9 @@ from kubetrain.api.loader import (
     Job,
     _from_pydantic,
     _from_schema_error,
-    in_status,
     load_job,
     read_manifest,
+    status_is_ignored,
     without_status,
 )
 from kubetrain.api.meta import OBJECT_META_FIELDS, check_object_meta
@@ -102,7 +102,7 @@ def load_trainer_object(
     errors.extend(check_object_meta(wire.get("metadata")))
     errors.extend(check_rules(kind, wire, limits))
     # Only a kind with a status (TrainJob: the status subresource) has one to ignore.
-    if "status" in wire and "status" in model.model_fields and any(in_status(e) for e in errors):
+    if "status" in model.model_fields and status_is_ignored(wire, errors):
         return load_trainer_object(without_status(wire), source, limits=limits)
     if errors or loaded is None:
         raise JobValidationError(errors, source)
