@@ -7,6 +7,7 @@ validation), so a typo in a construct fails. CEL rules are the API server's to c
 
 from __future__ import annotations
 
+import copy
 from functools import cache
 from typing import Any
 
@@ -68,3 +69,34 @@ def assert_valid(objs: list[dict[str, Any]]) -> None:
     problems = {f"{o['kind']}/{o.get('metadata', {}).get('name')}": schema_errors(o) for o in objs}
     problems = {k: v for k, v in problems.items() if v}
     assert not problems, f"schema violations: {problems}"
+
+
+def server_defaulted(value: Any, schema: dict[str, Any]) -> Any:
+    """A copy of ``value`` as the API server's structural defaulting leaves it: a property's
+    ``default`` is set where its object exists and the property is absent, recursively
+    (through lists' items and maps' values); objects are never created to hold one."""
+    value = copy.deepcopy(value)
+    pending = [(value, schema)]
+    while pending:
+        node, node_schema = pending.pop()
+        if isinstance(node, dict):
+            for key, child_schema in (node_schema.get("properties") or {}).items():
+                if key not in node and "default" in child_schema:
+                    node[key] = copy.deepcopy(child_schema["default"])
+                if key in node:
+                    pending.append((node[key], child_schema))
+            extra = node_schema.get("additionalProperties")
+            if isinstance(extra, dict):
+                pending.extend((child, extra) for child in node.values())
+        elif isinstance(node, list) and isinstance(node_schema.get("items"), dict):
+            pending.extend((item, node_schema["items"]) for item in node)
+    return value
+
+
+def stored_as_server_defaults(obj: dict[str, Any]) -> dict[str, Any]:
+    """``obj`` (any kind kubetrain serves) with the defaults its CRD makes the server store."""
+    kind = obj["kind"]
+    trainer = str(obj.get("apiVersion", "")).startswith("trainer.")
+    schema = trainer_crd_schema(kind) if trainer else crd_schema(kind)
+    defaulted: dict[str, Any] = server_defaulted(obj, schema)
+    return defaulted

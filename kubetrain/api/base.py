@@ -41,6 +41,16 @@ class ListType:
 
 
 @dataclass(frozen=True)
+class StoredDefault:
+    """The value the API server writes into a stored object where the field is absent:
+    the CRD schema's ``default``. Parsing still leaves the field unset; the defaulting steps
+    (``kubetrain.api.defaults``, ``kubetrain.api.trainer.defaults``) fill it the same way
+    (``kubetrain.api.stored_defaults``), so a job defaulted in code equals the stored one."""
+
+    value: str | int | bool
+
+
+@dataclass(frozen=True)
 class K8sSchema:
     """Marks a free-form dict whose schema is a type of the pinned Kubernetes OpenAPI."""
 

@@ -17,6 +17,7 @@ from kubetrain.api.base import (
     NonNegInt64,
     PodTemplateSpec,
     Quantity,
+    StoredDefault,
     Time,
 )
 
@@ -96,8 +97,8 @@ class SchedulingPolicy(KubeModel):
 class RunPolicy(KubeModel):
     """Job-level policies, with the same shape for every kind."""
 
-    clean_pod_policy: CleanPodPolicy | None = Field(
-        default=None, description="Pods deleted when the job finishes. Default: None."
+    clean_pod_policy: Annotated[CleanPodPolicy | None, StoredDefault(CleanPodPolicy.NONE.value)] = (
+        Field(default=None, description="Pods deleted when the job finishes. Default: None.")
     )
     ttl_seconds_after_finished: NonNegInt32 | None = Field(
         default=None, description="Delete the job this long after it finished. Default: never."
@@ -109,7 +110,7 @@ class RunPolicy(KubeModel):
         default=None, description="Pods the operator may recreate before failing the job."
     )
     scheduling_policy: SchedulingPolicy | None = None
-    suspend: StrictBool | None = Field(
+    suspend: Annotated[StrictBool | None, StoredDefault(False)] = Field(
         default=None, description="Suspended jobs have no pods. Default: false."
     )
     managed_by: StrictStr | None = Field(
@@ -123,7 +124,9 @@ class RunPolicy(KubeModel):
 class ReplicaSpec(KubeModel):
     """One replica type (Master, Worker, PS, Launcher, ...)."""
 
-    replicas: NonNegInt32 | None = Field(default=None, description="Pods of this type. Default: 1.")
+    replicas: Annotated[NonNegInt32 | None, StoredDefault(1)] = Field(
+        default=None, description="Pods of this type. Default: 1."
+    )
     template: PodTemplateSpec = Field(description="Pod template for every replica of this type.")
     restart_policy: RestartPolicy | None = Field(
         default=None, description="Restart policy. Default depends on the kind."

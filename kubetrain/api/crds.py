@@ -4,8 +4,9 @@ Each CRD is ``apiextensions.k8s.io/v1`` with one served and stored version, a st
 schema (full PodTemplateSpec of the pinned Kubernetes release, descriptions trimmed), the
 status subresource, printer columns, CEL rules for the invariants upstream only checks in
 webhooks (and the platform's replica limits, ``ReplicaLimits``), a CEL transition rule
-keeping ``runPolicy.managedBy`` immutable, and no ``status`` block or empty fields, so
-apply-then-diff is empty.
+keeping ``runPolicy.managedBy`` immutable, the defaults upstream stores wherever a schema
+can state them (``kubetrain.api.defaults`` lists them), and no ``status`` block or empty
+fields, so apply-then-diff is empty.
 """
 
 from __future__ import annotations
@@ -71,6 +72,12 @@ def _kind(info: CrdInfo) -> str:
     return info.kind.kind
 
 
+def uniform_restart_policy(kind: KindInfo) -> str | None:
+    """The restart policy every replica type of ``kind`` defaults to, if they share one."""
+    policies = {policy for _, policy in kind.default_restart_policies}
+    return policies.pop() if len(policies) == 1 else None
+
+
 def openapi_schema(info: CrdInfo, limits: ReplicaLimits = DEFAULT_REPLICA_LIMITS) -> dict[str, Any]:
     """The root structural schema of one kind, enforcing ``limits``."""
     kind = _kind(info)
@@ -82,6 +89,12 @@ def openapi_schema(info: CrdInfo, limits: ReplicaLimits = DEFAULT_REPLICA_LIMITS
     replica_spec["x-kubernetes-validations"] = [
         i.cel_rule().to_schema() for i in rules if i.scope == REPLICA
     ]
+    restart_policy = uniform_restart_policy(info.kind)
+    if restart_policy is not None:
+        # One schema holds every replica type: the default is stored only where the kind
+        # gives them all the same one (an MPIJob's Launcher and Worker differ).
+        properties = replica_spec["properties"]
+        properties["restartPolicy"] = {**properties["restartPolicy"], "default": restart_policy}
     return {
         "type": "object",
         "description": f"{kind}: {info.model.__doc__ or ''}".strip(),

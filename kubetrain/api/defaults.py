@@ -1,19 +1,30 @@
 """The explicit defaulting step: upstream Kubeflow's defaults, applied to a copy.
 
 Parsing never invents values; the operator (and anything else that needs a complete job)
-calls :func:`apply_defaults`. Defaults, per kind:
+calls :func:`apply_defaults`. Defaults, per kind ("stored": the CRD's schema has it too, so
+the API server writes it into the stored object; both come from the models'
+``StoredDefault`` markers, ``kubetrain.api.stored_defaults``):
 
-- every kind: ``runPolicy.cleanPodPolicy: None``, ``runPolicy.suspend: false``, each
-  replica spec's ``replicas: 1``;
-- PyTorchJob: ``restartPolicy: OnFailure``; ``nprocPerNode: auto`` (unless the deprecated
-  ``elasticPolicy.nProcPerNode`` is set); ``elasticPolicy`` min/max mirror each other, or
-  both take the Worker replica count, and ``rdzvBackend: c10d``; the ``pytorchjob-port``
-  (23456) container port on the ``pytorch`` container (else the first one);
-- TFJob: ``restartPolicy: Never``; the ``tfjob-port`` (2222) container port on the
+- every kind: ``runPolicy.cleanPodPolicy: None`` and ``runPolicy.suspend: false`` (stored
+  when the job has a ``runPolicy``; the step adds one), each replica spec's ``replicas: 1``
+  (stored);
+- PyTorchJob: ``restartPolicy: OnFailure`` (stored); ``nprocPerNode: auto`` (unless the
+  deprecated ``elasticPolicy.nProcPerNode`` is set); ``elasticPolicy`` min/max mirror each
+  other, or both take the Worker replica count, and ``rdzvBackend: c10d`` (stored); the
+  ``pytorchjob-port`` (23456) container port on the ``pytorch`` container (else the first
+  one);
+- TFJob: ``restartPolicy: Never`` (stored); the ``tfjob-port`` (2222) container port on the
   ``tensorflow`` container (else the first one);
 - MPIJob: Launcher ``restartPolicy: OnFailure``, Worker ``Never``; ``slotsPerWorker: 1``,
   ``runLauncherAsWorker: false``, ``sshAuthMountPath: /root/.ssh``,
-  ``launcherCreationPolicy: AtStartup``, ``mpiImplementation: OpenMPI``.
+  ``launcherCreationPolicy: AtStartup``, ``mpiImplementation: OpenMPI`` (all five stored).
+
+Only this step, not the schema, can give what depends on other fields or on the replica
+type: a restart policy that differs between an MPIJob's Launcher and Worker (one schema
+holds every replica type), ``nprocPerNode`` (not with the deprecated field), elastic
+bounds taken from each other or the Worker count, the main container's port (a list
+item), and a ``runPolicy`` object where the job has none (the server creates no object to
+hold a default).
 
 Upstream defaults an MPIJob Worker's replicas to 0, which its own validation then rejects;
 kubetrain defaults it to 1 like every other replica type.
@@ -24,9 +35,12 @@ from __future__ import annotations
 import copy
 from typing import Any, TypeVar
 
-from kubetrain.api import mpi
 from kubetrain.api.common import JobBase
-from kubetrain.api.kinds import MPI, PYTORCH, TENSORFLOW, KindInfo
+from kubetrain.api.kinds import KINDS, MPI, PYTORCH, TENSORFLOW, KindInfo
+from kubetrain.api.mpi import MPIJob
+from kubetrain.api.pytorch import PyTorchJob
+from kubetrain.api.stored_defaults import fill_stored_defaults
+from kubetrain.api.tensorflow import TFJob
 
 J = TypeVar("J", bound=JobBase)
 
@@ -41,9 +55,8 @@ def _ensure_port(template: dict[str, Any], container_name: str, port_name: str, 
         ports.append({"name": port_name, "containerPort": port, "protocol": "TCP"})
 
 
-def _default_replicas(specs: dict[str, Any], kind: KindInfo) -> None:
+def _default_restart_policies(specs: dict[str, Any], kind: KindInfo) -> None:
     for rtype, rspec in specs.items():
-        rspec.setdefault("replicas", 1)
         rspec.setdefault("restartPolicy", kind.default_restart_policy(rtype))
 
 
@@ -62,21 +75,27 @@ def default_nproc_per_node(spec: dict[str, Any]) -> str | None:
     return "auto"
 
 
-def _default_run_policy(spec: dict[str, Any]) -> None:
-    policy = spec.setdefault("runPolicy", {})
-    policy.setdefault("cleanPodPolicy", "None")
-    policy.setdefault("suspend", False)
+_MODELS: dict[str, type[JobBase]] = {
+    PYTORCH.kind: PyTorchJob,
+    TENSORFLOW.kind: TFJob,
+    MPI.kind: MPIJob,
+}
 
 
 def default_wire(obj: dict[str, Any]) -> dict[str, Any]:
     """Defaults applied to a wire-form job (a deep copy is returned)."""
     out = copy.deepcopy(obj)
-    spec = out["spec"]
     kind = out["kind"]
-    _default_run_policy(spec)
+    model = _MODELS.get(kind)
+    if model is None:
+        raise ValueError(f"kind {kind!r} has no defaults: expected PyTorchJob, TFJob or MPIJob")
+    spec = out["spec"]
+    spec.setdefault("runPolicy", {})
+    fill_stored_defaults(model, out)
+    info = KINDS[kind]
+    specs = spec[info.replica_specs_field]
+    _default_restart_policies(specs, info)
     if kind == PYTORCH.kind:
-        specs = spec[PYTORCH.replica_specs_field]
-        _default_replicas(specs, PYTORCH)
         nproc = default_nproc_per_node(spec)
         if nproc is not None:
             spec.setdefault("nprocPerNode", nproc)
@@ -88,21 +107,8 @@ def default_wire(obj: dict[str, Any]) -> dict[str, Any]:
                 low if low is not None else (high if high is not None else workers)
             )
             elastic["maxReplicas"] = high if high is not None else elastic["minReplicas"]
-            elastic.setdefault("rdzvBackend", "c10d")
-        _ensure_main_port(specs, PYTORCH)
-    elif kind == TENSORFLOW.kind:
-        specs = spec[TENSORFLOW.replica_specs_field]
-        _default_replicas(specs, TENSORFLOW)
-        _ensure_main_port(specs, TENSORFLOW)
-    elif kind == MPI.kind:
-        _default_replicas(spec[MPI.replica_specs_field], MPI)
-        spec.setdefault("slotsPerWorker", 1)
-        spec.setdefault("runLauncherAsWorker", False)
-        spec.setdefault("sshAuthMountPath", mpi.DEFAULT_SSH_AUTH_MOUNT_PATH)
-        spec.setdefault("launcherCreationPolicy", "AtStartup")
-        spec.setdefault("mpiImplementation", "OpenMPI")
-    else:
-        raise ValueError(f"kind {kind!r} has no defaults: expected PyTorchJob, TFJob or MPIJob")
+    if info.main_container is not None:
+        _ensure_main_port(specs, info)
     return out
 
 

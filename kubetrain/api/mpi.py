@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, StrictBool, StrictStr
 
-from kubetrain.api.base import KubeModel, NonNegInt32
+from kubetrain.api.base import KubeModel, NonNegInt32, StoredDefault
 from kubetrain.api.common import JobBase, ReplicaSpec, RunPolicy
 from kubetrain.api.kinds import MPI
 
@@ -32,10 +32,10 @@ class MPIImplementation(StrEnum):
 
 
 class MPIJobSpec(KubeModel):
-    slots_per_worker: NonNegInt32 | None = Field(
+    slots_per_worker: Annotated[NonNegInt32 | None, StoredDefault(1)] = Field(
         default=None, description="MPI slots (processes) per worker. Default: 1."
     )
-    run_launcher_as_worker: StrictBool | None = Field(
+    run_launcher_as_worker: Annotated[StrictBool | None, StoredDefault(False)] = Field(
         default=None, description="Also run ranks in the launcher. Default: false."
     )
     run_policy: RunPolicy | None = None
@@ -43,17 +43,19 @@ class MPIJobSpec(KubeModel):
         min_length=1,
         description="Launcher (exactly one) and Worker (none with runLauncherAsWorker).",
     )
-    ssh_auth_mount_path: StrictStr | None = Field(
-        default=None,
-        pattern=r"^/",
-        description="Where the SSH keys are mounted. Default: /root/.ssh.",
+    ssh_auth_mount_path: Annotated[StrictStr | None, StoredDefault(DEFAULT_SSH_AUTH_MOUNT_PATH)] = (
+        Field(
+            default=None,
+            pattern=r"^/",
+            description="Where the SSH keys are mounted. Default: /root/.ssh.",
+        )
     )
-    launcher_creation_policy: LauncherCreationPolicy | None = Field(
-        default=None, description="AtStartup or WaitForWorkersReady. Default: AtStartup."
-    )
-    mpi_implementation: MPIImplementation | None = Field(
-        default=None, description="OpenMPI, Intel or MPICH. Default: OpenMPI."
-    )
+    launcher_creation_policy: Annotated[
+        LauncherCreationPolicy | None, StoredDefault(LauncherCreationPolicy.AT_STARTUP.value)
+    ] = Field(default=None, description="AtStartup or WaitForWorkersReady. Default: AtStartup.")
+    mpi_implementation: Annotated[
+        MPIImplementation | None, StoredDefault(MPIImplementation.OPEN_MPI.value)
+    ] = Field(default=None, description="OpenMPI, Intel or MPICH. Default: OpenMPI.")
 
 
 class MPIJob(JobBase):

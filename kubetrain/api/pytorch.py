@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import ClassVar, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import Field, StrictBool, StrictStr
 
-from kubetrain.api.base import KubeModel, MetricSpec, NonNegInt32, Port, PositiveInt32
+from kubetrain.api.base import (
+    KubeModel,
+    MetricSpec,
+    NonNegInt32,
+    Port,
+    PositiveInt32,
+    StoredDefault,
+)
 from kubetrain.api.common import JobBase, ReplicaSpec, RunPolicy
 from kubetrain.api.kinds import PYTORCH
 
@@ -42,7 +49,9 @@ class ElasticPolicy(KubeModel):
         default=None,
         description="Upper bound of nodes. Default: minReplicas, else Worker replicas.",
     )
-    rdzv_backend: RdzvBackend | None = Field(default=None, description="Default: c10d.")
+    rdzv_backend: Annotated[RdzvBackend | None, StoredDefault(RdzvBackend.C10D.value)] = Field(
+        default=None, description="Default: c10d."
+    )
     rdzv_port: Port | None = Field(default=None, description="Default: the Worker's port.")
     rdzv_host: StrictStr | None = Field(default=None, description="Default: <job>-worker-0.")
     rdzv_id: StrictStr | None = Field(default=None, description="Default: the job's UID.")

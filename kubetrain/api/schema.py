@@ -24,6 +24,7 @@ from kubetrain.api.base import (
     ListType,
     SchemaFormat,
     SchemaPattern,
+    StoredDefault,
 )
 from kubetrain.api.k8s_openapi import embedded_schema
 
@@ -140,6 +141,8 @@ def _apply_constraints(schema: dict[str, Any], metadata: list[Any]) -> None:
     for marker in metadata:
         if isinstance(marker, SchemaFormat):
             schema["format"] = marker.name
+        elif isinstance(marker, StoredDefault):
+            schema["default"] = marker.value
         elif isinstance(marker, SchemaPattern):
             schema["pattern"] = marker.regex
         elif isinstance(marker, annotated_types.Ge):

@@ -19,7 +19,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
-from kubetrain.api import JobValidationError, load_job
+from kubetrain.api import JobValidationError, apply_defaults, load_job
 from kubetrain.api.invariants import INVARIANTS, MANAGED_BY_IMMUTABLE, check_update
 from kubetrain.synth import load_stacks, render_stack
 from tests.integration.kube import (
@@ -35,6 +35,7 @@ from tests.integration.kube import (
     wait_for_established,
     wait_until_gone,
 )
+from tests.k8s_schema import stored_as_server_defaults
 from tests.unit.api.invariant_cases import CASES as INVARIANT_CASES
 from tests.unit.api.invariant_cases import InvariantCase
 
@@ -213,8 +214,9 @@ def test_upstream_example_is_admitted_and_stored_as_validate_reads_it(
 ) -> None:
     """Upstream's manifests (the compatibility yardstick) pass the CRDs, created as
     ``kubectl create``/``kubectl apply`` do, and what the API server stores is the job
-    kubetrain read: explicit nulls such as Intel MPI's ``command:`` pruned on both sides,
-    nothing else lost. (Server-side apply refuses such nulls: see the next test.)"""
+    kubetrain read with the CRD's defaults: explicit nulls such as Intel MPI's ``command:``
+    pruned on both sides, nothing else lost, and the defaults those of the operator.
+    (Server-side apply refuses such nulls: see the next test.)"""
     (doc,) = [d for d in yaml.safe_load_all(path.read_text()) if d]
     job = in_namespace(doc, namespace)
     typed = load_job(job)
@@ -223,9 +225,12 @@ def test_upstream_example_is_admitted_and_stored_as_validate_reads_it(
     except ApiException as err:
         pytest.fail(f"{path.name}: rejected: {api_error_message(err)}", pytrace=False)
     stored = get(dyn, job)
-    wanted = typed.to_wire()["spec"]
-    assert list(missing_paths(wanted, stored["spec"], "spec")) == []
-    assert load_job(stored).spec == typed.spec
+    # What the server stores: the job kubetrain read, with the defaults its CRD declares
+    # (upstream's: an MPIJob gets launcherCreationPolicy, mpiImplementation, ...).
+    wanted = stored_as_server_defaults(typed.to_wire())
+    assert list(missing_paths(wanted["spec"], stored["spec"], "spec")) == []
+    assert load_job(stored).spec == load_job(wanted).spec
+    assert apply_defaults(load_job(stored)).spec == apply_defaults(typed).spec
 
 
 def test_server_side_apply_refuses_explicit_nulls_that_create_prunes(
@@ -597,3 +602,63 @@ def test_managed_by_cannot_change_once_the_job_exists(
     # The Python side of the rule says the same.
     (error,) = check_update("PyTorchJob", get(dyn, job), job)
     assert error.expected == MANAGED_BY_IMMUTABLE
+
+
+# --- stored defaults --------------------------------------------------------------------------
+
+
+def test_an_mpijob_is_stored_with_upstreams_defaults(
+    api_client: client.ApiClient,
+    dyn: DynamicClient,
+    namespace: str,
+    installed_crds: list[dict[str, Any]],
+) -> None:
+    """What upstream's CRD makes the server store for an MPIJob that states none of it
+    (``kubectl get -o yaml`` and Argo CD show it), plus the run policy's and replicas'
+    defaults; the operator's defaulting step gives the same job from either form."""
+    (doc,) = [
+        d
+        for d in yaml.safe_load_all(
+            (REPO_ROOT / "tests/data/upstream/mpi-operator-v0.8.0/pi/pi.yaml").read_text()
+        )
+        if d
+    ]
+    job = in_namespace(doc, namespace)
+    for key in ("slotsPerWorker", "runLauncherAsWorker", "sshAuthMountPath"):
+        job["spec"].pop(key, None)
+    job["spec"]["runPolicy"] = {}
+    for rspec in job["spec"]["mpiReplicaSpecs"].values():
+        rspec.pop("replicas", None)
+    strict_create(api_client, job, namespace)
+    spec = get(dyn, job)["spec"]
+    assert {k: spec.get(k) for k in UPSTREAM_MPI_DEFAULTS} == UPSTREAM_MPI_DEFAULTS
+    assert spec["runPolicy"] == {"cleanPodPolicy": "None", "suspend": False}
+    assert {t: r.get("replicas") for t, r in spec["mpiReplicaSpecs"].items()} == {
+        "Launcher": 1,
+        "Worker": 1,
+    }
+    assert apply_defaults(load_job(get(dyn, job))).spec == apply_defaults(load_job(job)).spec
+
+
+UPSTREAM_MPI_DEFAULTS = {
+    "launcherCreationPolicy": "AtStartup",
+    "mpiImplementation": "OpenMPI",
+    "runLauncherAsWorker": False,
+    "slotsPerWorker": 1,
+    "sshAuthMountPath": "/root/.ssh",
+}
+
+
+def test_pytorch_and_tf_jobs_are_stored_with_their_restart_policy_and_replicas(
+    dyn: DynamicClient, namespace: str, installed_crds: list[dict[str, Any]]
+) -> None:
+    for name, policy in (("pytorchjob.yaml", "OnFailure"), ("tfjob.yaml", "Never")):
+        job = in_namespace(load_example(name), namespace)
+        specs = next(v for k, v in job["spec"].items() if k.endswith("ReplicaSpecs"))
+        for rspec in specs.values():
+            rspec.pop("restartPolicy", None)
+            rspec.pop("replicas", None)
+        stored = next(v for k, v in apply(dyn, job)["spec"].items() if k.endswith("ReplicaSpecs"))
+        assert {t: (r["restartPolicy"], r["replicas"]) for t, r in stored.items()} == {
+            t: (policy, 1) for t in specs
+        }

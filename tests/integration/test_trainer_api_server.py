@@ -20,10 +20,11 @@ from kubernetes.dynamic import DynamicClient
 
 from kubetrain.api import JobValidationError
 from kubetrain.api.trainer import check_trainer_update, load_trainer_object
-from kubetrain.api.trainer.constants import DEFAULT_RUNTIME_API_GROUP, DEFAULT_RUNTIME_KIND
 from tests.integration.kube import api_error_message, apply, missing_paths
+from tests.k8s_schema import stored_as_server_defaults
 from tests.unit.api.mutations import OPERATIONS, mutate, node_paths
 from tests.unit.api.trainer_helpers import (
+    runtime,
     sdk_bodies,
     trainer_examples,
     trainjob,
@@ -102,16 +103,10 @@ def test_trainer_kinds_are_served_with_upstreams_names(
 
 
 def with_server_defaults(obj: dict[str, Any]) -> dict[str, Any]:
-    """``obj`` as the API server stores it: a TrainJob's ``runtimeRef.apiGroup`` and
-    ``kind`` filled in when absent (the only defaults the CRDs declare, as upstream's
-    v2.3.0 CRD does); everything else unchanged."""
-    if obj.get("kind") != "TrainJob":
-        return obj
-    out = copy.deepcopy(obj)
-    ref = out["spec"]["runtimeRef"]
-    ref.setdefault("apiGroup", DEFAULT_RUNTIME_API_GROUP)
-    ref.setdefault("kind", DEFAULT_RUNTIME_KIND)
-    return out
+    """``obj`` as the API server stores it: the defaults the CRDs declare (upstream v2.3.0's:
+    a TrainJob's ``runtimeRef.apiGroup``, ``kind``, ``managedBy``, ``suspend``; a runtime's
+    MPI and gang settings, ...) filled in where absent; everything else unchanged."""
+    return stored_as_server_defaults(obj)
 
 
 @pytest.mark.parametrize(("name", "doc"), UPSTREAM, ids=[name for name, _ in UPSTREAM])
@@ -373,3 +368,42 @@ def test_validate_and_the_api_server_agree_on_fuzzed_trainer_objects(
     assert len(objects) == sum(count for _, count in SAMPLE)
     assert matrix[("accepted", "accepted")] >= 20, "the sample must hold valid objects too"
     assert disagreements == [], f"{len(disagreements)} disagreement(s), printed above"
+
+
+# --- stored defaults --------------------------------------------------------------------------
+
+
+def test_a_trainjob_and_a_runtime_are_stored_with_upstreams_defaults(
+    api_client: client.ApiClient, namespace: str, installed_crds: list[dict[str, Any]]
+) -> None:
+    """What upstream v2.3.0's CRDs make the server store, for objects that state none of it
+    (``kubectl get -o yaml``, Argo CD and Kueue read the stored object)."""
+    job = create(api_client, in_namespace(trainjob("bare"), namespace), namespace)["spec"]
+    assert {k: job.get(k) for k in ("suspend", "managedBy")} == {
+        "suspend": False,
+        "managedBy": "trainer.kubeflow.org/trainjob-controller",
+    }
+    assert job["runtimeRef"] == {
+        "name": "torch-distributed",
+        "apiGroup": "trainer.kubeflow.org",
+        "kind": "ClusterTrainingRuntime",
+    }
+    mpi_runtime = runtime(
+        "TrainingRuntime",
+        "bare-mpi",
+        podGroupPolicy={"coscheduling": {}},
+    )
+    mpi_runtime["spec"]["mlPolicy"] = {"numNodes": 2, "mpi": {}}
+    mpi_runtime["spec"]["template"]["spec"]["failurePolicy"] = {"maxRestarts": 1}
+    mpi_runtime["metadata"]["labels"]["trainer.kubeflow.org/framework"] = "mpi"
+    spec = create(api_client, in_namespace(mpi_runtime, namespace), namespace)["spec"]
+    assert spec["mlPolicy"]["mpi"] == {
+        "mpiImplementation": "OpenMPI",
+        "numProcPerNode": 1,
+        "runLauncherAsNode": False,
+        "sshAuthMountPath": "/root/.ssh",
+    }
+    assert spec["podGroupPolicy"]["coscheduling"] == {"scheduleTimeoutSeconds": 60}
+    jobset = spec["template"]["spec"]
+    assert jobset["failurePolicy"] == {"maxRestarts": 1, "restartStrategy": "Recreate"}
+    assert [(r["replicas"], r["groupName"]) for r in jobset["replicatedJobs"]] == [(1, "default")]

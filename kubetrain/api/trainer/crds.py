@@ -6,11 +6,11 @@ the messages ``kubetrain validate`` gives (``kubetrain.api.trainer.invariants``)
 columns, and no ``status`` block or empty fields, so that apply-then-diff is empty.
 TrainJob has the status subresource; the runtimes have no status.
 
-The one set of defaults is upstream's for a TrainJob's ``runtimeRef.apiGroup`` and
-``runtimeRef.kind`` (:data:`SERVER_DEFAULTS`): Kueue's TrainJob integration looks the
-runtime up by both when its webhook admits the TrainJob, before any controller could fill
-them in, and refuses one without them ("unsupported runtime"). Every other default is
-applied in code (``kubetrain.api.trainer.defaults``).
+The schemas carry upstream's defaults (the models' ``StoredDefault`` markers; the list is in
+``kubetrain.api.trainer.defaults``), so stored objects read as upstream's do. Two matter
+beyond reading: Kueue's TrainJob integration looks the runtime up by ``runtimeRef.apiGroup``
+and ``runtimeRef.kind`` when its webhook admits the TrainJob, before any controller could
+fill them in, and refuses one without them ("unsupported runtime").
 """
 
 from __future__ import annotations
@@ -29,11 +29,7 @@ from kubetrain.api.kinds import (
 )
 from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, ReplicaLimits
 from kubetrain.api.schema import model_schema
-from kubetrain.api.trainer.constants import (
-    DEFAULT_RUNTIME_API_GROUP,
-    DEFAULT_RUNTIME_KIND,
-    FRAMEWORK_LABEL,
-)
+from kubetrain.api.trainer.constants import FRAMEWORK_LABEL
 from kubetrain.api.trainer.invariants import ITEMS, rules_for, transitions_for
 from kubetrain.api.trainer.runtime import (
     DNS1123_SUBDOMAIN_PATTERN,
@@ -114,16 +110,6 @@ TRAINER_CRD_INFOS: tuple[TrainerCrdInfo, ...] = (
 )
 
 
-#: Defaults the API server writes into stored objects, by kind and schema path (see the
-#: module docs).
-SERVER_DEFAULTS: dict[str, dict[tuple[str, ...], str]] = {
-    TRAINJOB.kind: {
-        ("spec", "runtimeRef", "apiGroup"): DEFAULT_RUNTIME_API_GROUP,
-        ("spec", "runtimeRef", "kind"): DEFAULT_RUNTIME_KIND,
-    }
-}
-
-
 def _kind(info: TrainerCrdInfo) -> str:
     return info.kind.kind
 
@@ -167,8 +153,6 @@ def openapi_schema(
         "properties": properties,
         "required": ["spec"],
     }
-    for path, value in SERVER_DEFAULTS.get(kind, {}).items():
-        _node(root, path)["default"] = value
     for rule in rules_for(kind, limits):
         node = _node(root, rule.node)
         node.setdefault("x-kubernetes-validations", []).append(rule.cel_rule().to_schema())

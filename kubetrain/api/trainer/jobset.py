@@ -14,7 +14,15 @@ from typing import Annotated, Any
 
 from pydantic import Field, StrictBool, StrictInt, StrictStr
 
-from kubetrain.api.base import Int32, K8sSchema, KubeModel, ListType, NonNegInt32, SchemaFormat
+from kubetrain.api.base import (
+    Int32,
+    K8sSchema,
+    KubeModel,
+    ListType,
+    NonNegInt32,
+    SchemaFormat,
+    StoredDefault,
+)
 
 #: A batch/v1 JobTemplateSpec (metadata, and a JobSpec whose ``template`` is the pinned
 #: PodTemplateSpec).
@@ -60,11 +68,11 @@ class ReplicatedJob(KubeModel):
     name: StrictStr = Field(
         max_length=63, description="Name of the replicated job, e.g. node or launcher."
     )
-    group_name: StrictStr | None = Field(
+    group_name: Annotated[StrictStr | None, StoredDefault("default")] = Field(
         default=None, description="JobSet's group of replicated jobs. Default: default."
     )
     template: JobTemplateSpec = Field(description="The batch Job template (with its pods').")
-    replicas: NonNegInt32 | None = Field(
+    replicas: Annotated[NonNegInt32 | None, StoredDefault(1)] = Field(
         default=None, description="Jobs made from the template. Default: 1."
     )
     depends_on: Annotated[list[DependsOn], ListType("map", ("name",))] | None = Field(
@@ -128,8 +136,11 @@ class FailurePolicy(KubeModel):
     """How often, and how, the job is restarted after a failure."""
 
     max_restarts: Int32 | None = Field(default=None, description="Restarts allowed. Default: 0.")
-    restart_strategy: RestartStrategy | None = Field(
-        default=None, description="Recreate, BlockingRecreate or InPlaceRestart."
+    restart_strategy: Annotated[
+        RestartStrategy | None, StoredDefault(RestartStrategy.RECREATE.value)
+    ] = Field(
+        default=None,
+        description="Recreate, BlockingRecreate or InPlaceRestart. Default: Recreate.",
     )
     rules: list[FailurePolicyRule] | None = None
 
@@ -157,9 +168,9 @@ class RetentionPolicyType(StrEnum):
 
 
 class VolumeRetentionPolicy(KubeModel):
-    when_deleted: RetentionPolicyType | None = Field(
-        default=None, description="Delete or Retain the claims. Default: Delete."
-    )
+    when_deleted: Annotated[
+        RetentionPolicyType | None, StoredDefault(RetentionPolicyType.DELETE.value)
+    ] = Field(default=None, description="Delete or Retain the claims. Default: Delete.")
 
 
 class VolumeClaimPolicy(KubeModel):

@@ -13,8 +13,12 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StrictBool, StrictInt, StrictStr
 
-from kubetrain.api.base import KubeModel, ListType, NonNegInt32, PositiveInt32
+from kubetrain.api.base import KubeModel, ListType, NonNegInt32, PositiveInt32, StoredDefault
 from kubetrain.api.common import ObjectMeta
+from kubetrain.api.trainer.constants import (
+    DEFAULT_SCHEDULE_TIMEOUT_SECONDS,
+    DEFAULT_SSH_AUTH_MOUNT_PATH,
+)
 from kubetrain.api.trainer.jobset import EmbeddedObjectMeta, JobSetSpec, ReplicatedJob
 
 #: A DNS-1123 subdomain: what the API server requires of a custom resource's name.
@@ -71,16 +75,18 @@ class MPIImplementation(StrEnum):
 class MPIMLPolicySource(KubeModel):
     """MPI (OpenMPI over SSH): a launcher, a hostfile and an SSH key pair."""
 
-    num_proc_per_node: PositiveInt32 | None = Field(
+    num_proc_per_node: Annotated[PositiveInt32 | None, StoredDefault(1)] = Field(
         default=None, description="Slots per node in the hostfile. Default: 1."
     )
-    mpi_implementation: MPIImplementation | None = Field(
-        default=None, description="OpenMPI. Default: OpenMPI."
+    mpi_implementation: Annotated[
+        MPIImplementation | None, StoredDefault(MPIImplementation.OPEN_MPI.value)
+    ] = Field(default=None, description="OpenMPI. Default: OpenMPI.")
+    ssh_auth_mount_path: Annotated[StrictStr | None, StoredDefault(DEFAULT_SSH_AUTH_MOUNT_PATH)] = (
+        Field(
+            default=None, max_length=4096, description="Where the SSH keys go. Default: /root/.ssh."
+        )
     )
-    ssh_auth_mount_path: StrictStr | None = Field(
-        default=None, max_length=4096, description="Where the SSH keys go. Default: /root/.ssh."
-    )
-    run_launcher_as_node: StrictBool | None = Field(
+    run_launcher_as_node: Annotated[StrictBool | None, StoredDefault(False)] = Field(
         default=None, description="The launcher also runs ranks. Default: false."
     )
 
@@ -88,7 +94,7 @@ class MPIMLPolicySource(KubeModel):
 class FluxMLPolicySource(KubeModel):
     """Flux (HPC scheduler)."""
 
-    num_proc_per_node: PositiveInt32 | None = Field(
+    num_proc_per_node: Annotated[PositiveInt32 | None, StoredDefault(1)] = Field(
         default=None, description="Processes per node. Default: 1."
     )
 
@@ -124,9 +130,9 @@ class MLPolicy(KubeModel):
 class CoschedulingPodGroupPolicySource(KubeModel):
     """Gang scheduling with the scheduler-plugins coscheduling plugin."""
 
-    schedule_timeout_seconds: NonNegInt32 | None = Field(
-        default=None, description="How long the gang may wait (0: the default). Default: 60."
-    )
+    schedule_timeout_seconds: Annotated[
+        NonNegInt32 | None, StoredDefault(DEFAULT_SCHEDULE_TIMEOUT_SECONDS)
+    ] = Field(default=None, description="How long the gang may wait (0: the default). Default: 60.")
 
 
 class NetworkTopologyMode(StrEnum):
@@ -137,8 +143,10 @@ class NetworkTopologyMode(StrEnum):
 class NetworkTopologySpec(KubeModel):
     """Volcano's network topology constraint (with its HyperNode CRD)."""
 
-    mode: NetworkTopologyMode | None = Field(default=None, description="hard or soft.")
-    highest_tier_allowed: StrictInt | None = Field(
+    mode: Annotated[NetworkTopologyMode | None, StoredDefault(NetworkTopologyMode.HARD.value)] = (
+        Field(default=None, description="hard or soft. Default: hard.")
+    )
+    highest_tier_allowed: Annotated[StrictInt | None, StoredDefault(1)] = Field(
         default=None, description="Highest network tier the gang may span. Default: 1."
     )
 

@@ -27,10 +27,15 @@ from kubetrain.api.base import (
     NonNegInt32,
     PositiveInt32,
     SchemaFormat,
+    StoredDefault,
     Time,
 )
 from kubetrain.api.common import GangRestartStatus, JobCondition, ObjectMeta, ReplicaStatus
-from kubetrain.api.trainer.constants import DEFAULT_RUNTIME_API_GROUP, MANAGED_BY_VALUES
+from kubetrain.api.trainer.constants import (
+    DEFAULT_RUNTIME_API_GROUP,
+    DEFAULT_RUNTIME_KIND,
+    MANAGED_BY_VALUES,
+)
 from kubetrain.api.trainer.jobset import EmbeddedObjectMeta
 from kubetrain.api.trainer.runtime import DNS1123_SUBDOMAIN_PATTERN
 
@@ -72,10 +77,10 @@ class RuntimeRef(KubeModel):
         pattern=DNS1123_SUBDOMAIN_PATTERN,
         description="Name of the runtime (a TrainingRuntime must be in the TrainJob's namespace).",
     )
-    api_group: StrictStr | None = Field(
+    api_group: Annotated[StrictStr | None, StoredDefault(DEFAULT_RUNTIME_API_GROUP)] = Field(
         default=None, max_length=253, description=f"Default: {DEFAULT_RUNTIME_API_GROUP}."
     )
-    kind: StrictStr | None = Field(
+    kind: Annotated[StrictStr | None, StoredDefault(DEFAULT_RUNTIME_KIND)] = Field(
         default=None,
         max_length=253,
         description="ClusterTrainingRuntime or TrainingRuntime. Default: ClusterTrainingRuntime.",
@@ -267,14 +272,14 @@ class TrainJobSpec(KubeModel):
         description="Trainer v2.1's form of runtimePatches (Kueue v0.15 writes it), applied "
         "after them. Changes only while the TrainJob is suspended.",
     )
-    suspend: StrictBool | None = Field(
+    suspend: Annotated[StrictBool | None, StoredDefault(False)] = Field(
         default=None, description="A suspended TrainJob has no pods. Default: false."
     )
     active_deadline_seconds: PositiveInt64 | None = Field(
         default=None,
         description="Fail the TrainJob this long after it started or resumed. Immutable.",
     )
-    managed_by: StrictStr | None = Field(
+    managed_by: Annotated[StrictStr | None, StoredDefault(MANAGED_BY_VALUES[0])] = Field(
         default=None,
         max_length=253,
         description=f"{MANAGED_BY_VALUES[0]} (kubetrain reconciles it) or "
