@@ -97,8 +97,12 @@ class SchedulingPolicy(KubeModel):
 class RunPolicy(KubeModel):
     """Job-level policies, with the same shape for every kind."""
 
-    clean_pod_policy: Annotated[CleanPodPolicy | None, StoredDefault(CleanPodPolicy.NONE.value)] = (
-        Field(default=None, description="Pods deleted when the job finishes. Default: None.")
+    # Not stored: left unset, the operator cleans up after the job as kubetrain documents
+    # (kubetrain.controller.policies.cleanup), which a stored "None" would turn off.
+    clean_pod_policy: CleanPodPolicy | None = Field(
+        default=None,
+        description="Pods deleted when the job finishes: All, Running or None. Default: "
+        "kubetrain stops the pods still active (after a grace period on success).",
     )
     ttl_seconds_after_finished: NonNegInt32 | None = Field(
         default=None, description="Delete the job this long after it finished. Default: never."

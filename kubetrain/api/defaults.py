@@ -5,9 +5,10 @@ calls :func:`apply_defaults`. Defaults, per kind ("stored": the CRD's schema has
 the API server writes it into the stored object; both come from the models'
 ``StoredDefault`` markers, ``kubetrain.api.stored_defaults``):
 
-- every kind: ``runPolicy.cleanPodPolicy: None`` and ``runPolicy.suspend: false`` (stored
-  when the job has a ``runPolicy``; the step adds one), each replica spec's ``replicas: 1``
-  (stored);
+- every kind: ``runPolicy.cleanPodPolicy: None`` (not stored: the operator's cleanup tells
+  an unset policy from ``None``, ``kubetrain.controller.policies.cleanup``) and
+  ``runPolicy.suspend: false`` (stored when the job has a ``runPolicy``; the step adds
+  one), each replica spec's ``replicas: 1`` (stored);
 - PyTorchJob: ``restartPolicy: OnFailure`` (stored); ``nprocPerNode: auto`` (unless the
   deprecated ``elasticPolicy.nProcPerNode`` is set); ``elasticPolicy`` min/max mirror each
   other, or both take the Worker replica count, and ``rdzvBackend: c10d`` (stored); the
@@ -90,7 +91,8 @@ def default_wire(obj: dict[str, Any]) -> dict[str, Any]:
     if model is None:
         raise ValueError(f"kind {kind!r} has no defaults: expected PyTorchJob, TFJob or MPIJob")
     spec = out["spec"]
-    spec.setdefault("runPolicy", {})
+    # cleanPodPolicy is not a stored default: the cleanup reads whether the job set it.
+    spec.setdefault("runPolicy", {}).setdefault("cleanPodPolicy", "None")
     fill_stored_defaults(model, out)
     info = KINDS[kind]
     specs = spec[info.replica_specs_field]

@@ -632,7 +632,7 @@ def test_an_mpijob_is_stored_with_upstreams_defaults(
     strict_create(api_client, job, namespace)
     spec = get(dyn, job)["spec"]
     assert {k: spec.get(k) for k in UPSTREAM_MPI_DEFAULTS} == UPSTREAM_MPI_DEFAULTS
-    assert spec["runPolicy"] == {"cleanPodPolicy": "None", "suspend": False}
+    assert spec["runPolicy"] == {"suspend": False}
     assert {t: r.get("replicas") for t, r in spec["mpiReplicaSpecs"].items()} == {
         "Launcher": 1,
         "Worker": 1,

@@ -49,17 +49,12 @@ KUBETRAIN_ALSO_STORES: dict[str, dict[str, Any]] = {
         ".spec.elasticPolicy.rdzvBackend": "c10d",
         ".spec.pytorchReplicaSpecs{}.replicas": 1,
         ".spec.pytorchReplicaSpecs{}.restartPolicy": "OnFailure",
-        ".spec.runPolicy.cleanPodPolicy": "None",
     },
     "TFJob": {
-        ".spec.runPolicy.cleanPodPolicy": "None",
         ".spec.tfReplicaSpecs{}.replicas": 1,
         ".spec.tfReplicaSpecs{}.restartPolicy": "Never",
     },
-    "MPIJob": {
-        ".spec.mpiReplicaSpecs{}.replicas": 1,
-        ".spec.runPolicy.cleanPodPolicy": "None",
-    },
+    "MPIJob": {".spec.mpiReplicaSpecs{}.replicas": 1},
 }
 MODELS = {"PyTorchJob": PyTorchJob, "TFJob": TFJob, "MPIJob": MPIJob}
 
@@ -134,7 +129,8 @@ def test_an_mpijob_that_states_nothing_is_stored_with_upstreams_defaults() -> No
     assert stored["runLauncherAsWorker"] is False
     assert stored["sshAuthMountPath"] == "/root/.ssh"
     assert stored["slotsPerWorker"] == 1
-    assert stored["runPolicy"] == {"cleanPodPolicy": "None", "suspend": False}
+    # cleanPodPolicy is not stored: unset, the operator's cleanup applies (README).
+    assert stored["runPolicy"] == {"suspend": False}
 
 
 @pytest.mark.parametrize(
