@@ -28,7 +28,7 @@ from jsonschema import Draft7Validator, validators
 from jsonschema.exceptions import ValidationError
 from jsonschema.protocols import Validator
 
-from kubetrain.api.errors import cap
+from kubetrain.api.errors import FieldError, cap
 from kubetrain.api.k8s_openapi import embedded_schema, strict_schema
 from kubetrain.api.limits import MAX_EXACT_FLOAT_INT
 
@@ -156,3 +156,22 @@ def drop_pruned_nulls(value: Any, schema: dict[str, Any]) -> Any:
     if isinstance(value, list) and isinstance(schema.get("items"), dict):
         return [drop_pruned_nulls(item, schema["items"]) for item in value]
     return value
+
+
+def _in_status(error: FieldError) -> bool:
+    return error.path == "status" or error.path.startswith(("status.", "status["))
+
+
+def status_is_ignored(wire: dict[str, Any], errors: list[FieldError]) -> bool:
+    """Whether ``wire`` holds a status the API server ignores rather than refuses: its kind
+    has the status subresource, so the server does not store what a client sends there
+    (only ``/status`` writes it), and a status it cannot read is dropped, not a reason to
+    refuse the object. Unknown fields in it are still refused (strict field validation
+    decodes the whole object before the status is dropped)."""
+    problems = [e for e in errors if _in_status(e)]
+    return "status" in wire and bool(problems) and all(e.kind != "unknown" for e in problems)
+
+
+def without_status(wire: dict[str, Any]) -> dict[str, Any]:
+    """``wire`` without its status (see :func:`status_is_ignored`)."""
+    return {key: value for key, value in wire.items() if key != "status"}

@@ -33,6 +33,8 @@ from kubetrain.api.embedded import (
     METRIC_SPEC,
     POD_TEMPLATE,
     drop_pruned_nulls,
+    status_is_ignored,
+    without_status,
 )
 from kubetrain.api.embedded import validator_for as embedded_validator
 from kubetrain.api.errors import FieldError, JobValidationError, join_path
@@ -57,25 +59,6 @@ JOB_TYPES: dict[str, type[JobBase]] = {
     str(m.model_fields["kind"].default): m for m in (PyTorchJob, TFJob, MPIJob)
 }
 API_VERSIONS = {kind: info.api_version for kind, info in KINDS.items()}
-
-
-def _in_status(error: FieldError) -> bool:
-    return error.path == "status" or error.path.startswith(("status.", "status["))
-
-
-def status_is_ignored(wire: dict[str, Any], errors: list[FieldError]) -> bool:
-    """Whether ``wire`` holds a status the API server ignores rather than refuses: its kind
-    has the status subresource, so the server does not store what a client sends there
-    (only ``/status`` writes it), and a status it cannot read is dropped, not a reason to
-    refuse the object. Unknown fields in it are still refused (strict field validation
-    decodes the whole object before the status is dropped)."""
-    problems = [e for e in errors if _in_status(e)]
-    return "status" in wire and bool(problems) and all(e.kind != "unknown" for e in problems)
-
-
-def without_status(wire: dict[str, Any]) -> dict[str, Any]:
-    """``wire`` without its status (see :func:`status_is_ignored`)."""
-    return {key: value for key, value in wire.items() if key != "status"}
 
 
 def load_job(obj: Any, source: str = "", *, limits: ReplicaLimits = DEFAULT_REPLICA_LIMITS) -> Job:

@@ -25,7 +25,12 @@ from pydantic import BaseModel
 from pydantic import ValidationError as PydanticError
 
 from kubetrain.api.base import K8sSchema, ListType
-from kubetrain.api.embedded import _list_type, drop_pruned_nulls
+from kubetrain.api.embedded import (
+    _list_type,
+    drop_pruned_nulls,
+    status_is_ignored,
+    without_status,
+)
 from kubetrain.api.embedded import validator_for as embedded_validator
 from kubetrain.api.errors import FieldError, JobValidationError
 from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, ReplicaLimits
@@ -36,8 +41,6 @@ from kubetrain.api.loader import (
     _from_schema_error,
     load_job,
     read_manifest,
-    status_is_ignored,
-    without_status,
 )
 from kubetrain.api.meta import OBJECT_META_FIELDS, check_object_meta
 from kubetrain.api.reading import read_documents
