@@ -1,19 +1,21 @@
 """The GPU node tuner: ``python -m kubetrain.node_tuner``, run by a GpuNodePool's
 DaemonSet on every node of the pool, in two steps with different privileges:
 
-- ``--phase=apply`` (a privileged init container, root): writes the sysctls a pod can
-  change on its node, logs the result, and exits;
-- ``--phase=check`` (the unprivileged main container, non-root, nothing writable): reads
-  the sysctls back, checks what only the node's configuration can fix (locked-memory
+- ``--phase=apply`` (an init container: root, no capabilities, no API token): writes the
+  pool's sysctls through the host files mounted for exactly those sysctls, logs the
+  result, and exits;
+- ``--phase=check`` (the main container: non-root, no capabilities, nothing writable):
+  reads the sysctls back, checks what only the node's configuration can fix (locked-memory
   limit, systemd ``RemoveIPC``, ``nvidia-peermem``), logs one line per check, and labels
   its node ``kubetrain.dev/node-tuning=ok`` or with short failure reasons
   (``memlock-limited``, ``removeipc-enabled``, ``peermem-missing``, ``sysctl-failed``)
   joined by ``.``; then sleeps and checks again.
 
-``--phase=all`` (the default, for a run by hand) does both. Every check takes the host
-root and proc paths as parameters, so tests run them against directories holding real
-files. The pool's ValidatingAdmissionPolicy lets the tuner's ServiceAccount change only
-``kubetrain.dev/`` labels and annotations, and only on the node its pod runs on.
+``--phase=all`` (the default, by hand) does both. Checks take the host, proc and sys paths
+as parameters, so tests run them against directories holding real files. The one API call
+is a merge patch of the node's label and annotation (no read): the ServiceAccount may only
+``patch`` nodes, and the pool's ValidatingAdmissionPolicy narrows that to ``kubetrain.dev/``
+labels and annotations of the node its pod runs on.
 """
 
 from __future__ import annotations
@@ -96,8 +98,8 @@ def _normalize(value: str) -> str:
 
 def apply_sysctls(sysctls: Mapping[str, str], *, proc_root: Path) -> list[CheckResult]:
     """Write each sysctl under ``proc_root/sys`` unless it already has the value, then
-    read it back. A pod can do this for namespaced sysctls of the host network (the
-    DaemonSet uses the host network) and for global ones (vm.*, kernel.*)."""
+    read it back. Writing needs root and a writable file, no capability; ``net.*``
+    paths resolve in the caller's network namespace (the DaemonSet's: the host's)."""
     results = []
     for name, wanted in sorted(sysctls.items()):
         path = proc_root / "sys" / name.replace(".", "/")
@@ -236,14 +238,15 @@ def check_remove_ipc(*, host_root: Path) -> CheckResult:
 # --- nvidia-peermem -----------------------------------------------------------------
 
 
-def check_peermem(*, host_root: Path, required: bool) -> CheckResult:
+def check_peermem(*, sys_root: Path, proc_root: Path, required: bool) -> CheckResult:
     """GPUDirect RDMA over InfiniBand/RoCE goes through the ``nvidia_peermem`` module
-    (or DMA-BUF, which this check does not detect)."""
+    (or DMA-BUF, which this check does not detect). Loaded modules are the kernel's, so a
+    container's own ``/sys/module`` and ``/proc/modules`` show the host's."""
     if not required:
         return CheckResult("nvidia-peermem", True, "not required by this pool's fabric")
-    if (host_root / "sys" / "module" / "nvidia_peermem").is_dir():
+    if (sys_root / "module" / "nvidia_peermem").is_dir():
         return CheckResult("nvidia-peermem", True, "nvidia_peermem loaded (/sys/module)")
-    modules = host_root / "proc" / "modules"
+    modules = proc_root / "modules"
     try:
         loaded = any(line.split(" ", 1)[0] == "nvidia_peermem" for line in modules.open())
     except OSError:
@@ -270,7 +273,9 @@ class TunerConfig:
     """What one round of the tuner does."""
 
     host_root: Path = Path("/host")
+    """Where the host's logind configuration is (``etc/systemd``, ``usr/lib/systemd``)."""
     proc_root: Path = Path("/proc")
+    sys_root: Path = Path("/sys")
     sysctls: Mapping[str, str] | None = None
     require_peermem: bool = False
     #: ``all``: set the sysctls, then check; ``check``: only read them back.
@@ -286,7 +291,11 @@ def run_checks(config: TunerConfig) -> list[CheckResult]:
         results = apply_sysctls(config.sysctls or {}, proc_root=config.proc_root)
     results.append(check_memlock(proc_root=config.proc_root))
     results.append(check_remove_ipc(host_root=config.host_root))
-    results.append(check_peermem(host_root=config.host_root, required=config.require_peermem))
+    results.append(
+        check_peermem(
+            sys_root=config.sys_root, proc_root=config.proc_root, required=config.require_peermem
+        )
+    )
     return results
 
 
@@ -308,29 +317,32 @@ def label_value(results: Iterable[CheckResult]) -> str:
     return value
 
 
+MERGE_PATCH = "application/merge-patch+json"
+
+
 class NodeApi(Protocol):
-    """The two node calls the tuner makes (``kubernetes.client.CoreV1Api`` has them)."""
+    """The one node call the tuner makes (``kubernetes.client.CoreV1Api`` has it): its
+    ServiceAccount may patch nodes and do nothing else, not even read them."""
 
-    def read_node(self, name: str) -> Any: ...
-
-    def patch_node(self, name: str, body: Any) -> Any: ...
+    def patch_node(self, name: str, body: Any, *, _content_type: str | None = ...) -> Any: ...
 
 
-def label_node(api: NodeApi, node_name: str, results: Sequence[CheckResult]) -> bool:
-    """Set the label and the detail annotation on the node; patch only on a change.
-    Returns whether the node was patched."""
-    value = label_value(results)
+def label_patch(results: Sequence[CheckResult]) -> dict[str, Any]:
+    """The JSON merge patch that sets the label and the detail annotation."""
     detail = "; ".join(r.line() for r in results)
-    node = api.read_node(node_name)
-    labels = node.metadata.labels or {}
-    annotations = node.metadata.annotations or {}
-    if labels.get(LABEL) == value and annotations.get(DETAIL_ANNOTATION) == detail:
-        return False
-    api.patch_node(
-        node_name,
-        {"metadata": {"labels": {LABEL: value}, "annotations": {DETAIL_ANNOTATION: detail}}},
-    )
-    return True
+    return {
+        "metadata": {
+            "labels": {LABEL: label_value(results)},
+            "annotations": {DETAIL_ANNOTATION: detail},
+        }
+    }
+
+
+def label_node(api: NodeApi, node_name: str, results: Sequence[CheckResult]) -> None:
+    """Merge-patch the label and the detail annotation onto the node, without reading it
+    first. Sent every round: the API server stores nothing when they are unchanged (no
+    new resourceVersion, no watch event), and a label someone removed comes back."""
+    api.patch_node(node_name, label_patch(results), _content_type=MERGE_PATCH)
 
 
 def _node_api() -> NodeApi:
@@ -349,8 +361,8 @@ def build_parser() -> argparse.ArgumentParser:
         prog="python -m kubetrain.node_tuner",
         description="Apply sysctls, check memlock/RemoveIPC/nvidia-peermem, label the node.",
     )
-    parser.add_argument("--host-root", type=Path, default=Path("/host"))
-    parser.add_argument("--proc-root", type=Path, default=Path("/proc"))
+    for name, default in (("host", "/host"), ("proc", "/proc"), ("sys", "/sys")):
+        parser.add_argument(f"--{name}-root", type=Path, default=Path(default))
     parser.add_argument(
         "--sysctl",
         action="append",
@@ -363,7 +375,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--phase",
         choices=PHASES,
         default="all",
-        help="apply: set the sysctls and exit (privileged init step); check: read them "
+        help="apply: set the sysctls and exit (the init step, root); check: read them "
         "back, run the checks and label the node (unprivileged); all: both (default)",
     )
     parser.add_argument(
@@ -393,12 +405,13 @@ def main(argv: Sequence[str] | None = None, *, api: NodeApi | None = None) -> in
     config = TunerConfig(
         host_root=args.host_root,
         proc_root=args.proc_root,
+        sys_root=args.sys_root,
         sysctls=sysctls,
         require_peermem=args.require_peermem,
         phase=args.phase,
     )
     if args.phase == "apply":
-        # The init step: set what needs privileges, report, and let the checker judge
+        # The init step: set what needs root, report, and let the checker judge
         # (a non-zero exit here would only crash-loop the pod and hide the report).
         for result in apply_sysctls(sysctls, proc_root=args.proc_root):
             log.info("node-tuner %s", result.line())
@@ -407,6 +420,7 @@ def main(argv: Sequence[str] | None = None, *, api: NodeApi | None = None) -> in
     if not args.no_label and not node_name:
         log.error("node-tuner: NODE_NAME is not set (give it from spec.nodeName)")
         return 2
+    labelled = ""
     stop = threading.Event()
     if threading.current_thread() is threading.main_thread():
         signal.signal(signal.SIGTERM, lambda *_: stop.set())
@@ -420,8 +434,10 @@ def main(argv: Sequence[str] | None = None, *, api: NodeApi | None = None) -> in
             try:
                 if api is None:
                     api = _node_api()
-                if label_node(api, node_name, results):
+                label_node(api, node_name, results)
+                if value != labelled:
                     log.info("node-tuner labelled node %s %s=%s", node_name, LABEL, value)
+                    labelled = value
             except Exception as err:  # report and retry next round; never crash-loop
                 log.error("node-tuner cannot label node %s: %s", node_name, err)
         if args.once:

@@ -12,6 +12,12 @@ from kubetrain.constructs.crds import KubeflowCrds, KubeflowCrdsProps
 from kubetrain.constructs.job_common import Placement
 from kubetrain.constructs.mpi_job import MPIJob, MPIJobProps
 from kubetrain.constructs.nccl import NcclDebug, NcclProfile
+from kubetrain.constructs.network_policy import (
+    Egress,
+    TrainingNetwork,
+    TrainingNetworkPolicy,
+    TrainingNetworkPolicyProps,
+)
 from kubetrain.constructs.node_pool import GpuNodePool, GpuNodePoolProps, Taint
 from kubetrain.constructs.node_tuning import NodeTuner, NodeTunerProps
 from kubetrain.constructs.operator import TrainingOperator, TrainingOperatorProps
@@ -24,6 +30,7 @@ from kubetrain.constructs.types import Image, Quantity, Resources
 __all__ = [
     "App",
     "Chart",
+    "Egress",
     "GpuNodePool",
     "GpuNodePoolProps",
     "Image",
@@ -47,6 +54,9 @@ __all__ = [
     "Taint",
     "TrainerUserAccess",
     "TrainerUserAccessProps",
+    "TrainingNetwork",
+    "TrainingNetworkPolicy",
+    "TrainingNetworkPolicyProps",
     "TrainingOperator",
     "TrainingOperatorProps",
 ]

@@ -1,9 +1,11 @@
 """``GpuNodePool``: what a pool of GPU nodes needs for NCCL training, and how jobs bind
 to it.
 
-The construct emits a PriorityClass for training, optionally the ``nvidia`` RuntimeClass,
-the node tuner (:class:`~kubetrain.constructs.node_tuning.NodeTuner`) limited to the
-pool's nodes, and a preflight nccl-tests MPIJob
+The construct emits its namespace with default-deny NetworkPolicies
+(:class:`~kubetrain.constructs.network_policy.TrainingNetworkPolicy`), a PriorityClass for
+training, optionally the ``nvidia`` RuntimeClass, the node tuner
+(:class:`~kubetrain.constructs.node_tuning.NodeTuner`) limited to the pool's nodes, and a
+preflight nccl-tests MPIJob
 (:class:`~kubetrain.constructs.preflight.NcclPreflight`) across ``preflight_nodes`` nodes
 with the pool's NCCL profile applied. Job constructs bind their pod templates with
 :meth:`GpuNodePool.bind`.
@@ -21,7 +23,12 @@ import constructs
 
 from kubetrain.api import keys as K
 from kubetrain.constructs.nccl import NcclProfile
-from kubetrain.constructs.node_tuning import NodeTuner, NodeTunerProps
+from kubetrain.constructs.network_policy import (
+    TrainingNetwork,
+    TrainingNetworkPolicy,
+    TrainingNetworkPolicyProps,
+)
+from kubetrain.constructs.node_tuning import TUNER_APP, NodeTuner, NodeTunerProps
 from kubetrain.constructs.objects import api_object
 from kubetrain.constructs.preflight import NcclPreflight, NcclPreflightProps
 from kubetrain.constructs.types import Image, check_dns_label, check_labels
@@ -104,11 +111,19 @@ class GpuNodePoolProps:
     namespace: str = "kubetrain-gpu"
     """Namespace of the node tuner and the preflight job."""
     create_namespace: bool = True
-    """Emit the namespace, labelled Pod Security ``privileged`` (the tuner and RDMA
-    pods need privileges). False when it exists or another pool creates it."""
+    """Emit the namespace, labelled Pod Security ``privileged`` (the tuner's host mounts
+    and RDMA pods), with ``network_policy``. False when it exists or another pool
+    creates it."""
+    network_policy: TrainingNetwork | None = field(default_factory=TrainingNetwork)
+    """NetworkPolicies emitted with the namespace: deny all, then allow traffic between
+    its pods (every port), DNS to kube-dns, the node tuners to the API server, and
+    ``TrainingNetwork.egress`` (e.g. the object store of the datasets). Default: that,
+    with no further egress. None: no policy (every connection allowed). Only with
+    ``create_namespace``: a namespace made elsewhere keeps its owner's policies."""
     sysctls: dict[str, str] = field(default_factory=lambda: dict(DEFAULT_SYSCTLS))
-    """Sysctls the tuner applies on every node. Default: ``net.core.rmem_max`` and
-    ``net.core.wmem_max`` = 64 MiB."""
+    """Sysctls the tuner applies on every node, each through a hostPath of its own
+    ``/proc/sys`` file (it must exist there), on the host network only for ``net.*``.
+    Default: ``net.core.rmem_max`` and ``net.core.wmem_max`` = 64 MiB."""
     tuner_interval_s: int = 300
     """Seconds between the tuner's rounds of checks."""
     preflight_nodes: int = 2
@@ -173,6 +188,12 @@ class GpuNodePoolProps:
             )
         if self.preflight_deadline_s < 60:
             raise ValueError(f"preflight_deadline_s ({self.preflight_deadline_s}) must be >= 60")
+        if not self.create_namespace and self.network_policy not in (None, TrainingNetwork()):
+            raise ValueError(
+                f"network_policy ({self.network_policy!r}) is emitted with the namespace, "
+                f"but create_namespace is False: set it on the pool that creates "
+                f"{self.namespace!r}, or add a TrainingNetworkPolicy for it"
+            )
         keys = set(self.profile.node_selector) | set(self.node_labels)
         if self.gpu_product is None and not keys:
             raise ValueError(
@@ -190,7 +211,8 @@ class GpuNodePool(constructs.Construct):
     """A GPU node pool: node selection, tolerations, priority and NCCL profile for the
     jobs bound to it, plus the node tuner and the preflight job.
 
-    Child ids: ``Namespace`` (with ``create_namespace``), ``PriorityClass``,
+    Child ids: ``Namespace`` and ``NetworkPolicy`` (with ``create_namespace``; the latter
+    also with ``network_policy``), ``PriorityClass``,
     ``RuntimeClass`` (with ``runtime_class``), ``Tuner`` (the node tuner) and ``Preflight``
     (the MPIJob, when ``preflight_nodes`` > 0).
     """
@@ -209,6 +231,17 @@ class GpuNodePool(constructs.Construct):
         if props.create_namespace:
             self._claim("Namespace", props.namespace, "create_namespace=False")
             api_object(self, "Namespace", self._namespace())
+            if props.network_policy is not None:
+                TrainingNetworkPolicy(
+                    self,
+                    "NetworkPolicy",
+                    TrainingNetworkPolicyProps(
+                        namespace=props.namespace,
+                        network=props.network_policy,
+                        api_clients={"app.kubernetes.io/name": TUNER_APP},
+                        labels=self.labels,
+                    ),
+                )
         self._claim("PriorityClass", self.priority_class_name, "a different pool name")
         api_object(self, "PriorityClass", self._priority_class())
         if props.runtime_class:

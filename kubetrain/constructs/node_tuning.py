@@ -1,8 +1,17 @@
 """``NodeTuner``: the DaemonSet that tunes and checks a GPU pool's nodes (see
-:mod:`kubetrain.node_tuner`), with least privilege: a privileged init step that only sets
-sysctls and exits, an unprivileged checker whose ServiceAccount may get and patch nodes,
-and a ValidatingAdmissionPolicy that narrows those patches to the node named in the
-checker's pod-bound token and to ``kubetrain.dev/`` labels and annotations.
+:mod:`kubetrain.node_tuner`), with least privilege:
+
+- an init step that only writes the pool's sysctls and exits: root (``/proc/sys`` files
+  belong to root) with no capability, no token, and one writable hostPath per sysctl file;
+  the host network only when a ``net.*`` sysctl is set (``/proc/sys/net`` shows the
+  network namespace of whoever looks it up, and the runtime resolves a hostPath from
+  inside the pod's namespaces);
+- a long-running checker: non-root, no capability, read-only mounts of the host's
+  ``/etc/systemd`` and ``/usr/lib/systemd`` (logind's configuration) and the pod's own
+  ``/proc`` and ``/sys``; the only container with a ServiceAccount token;
+- a ServiceAccount that may ``patch`` nodes and nothing else, and a
+  ValidatingAdmissionPolicy that narrows those patches to the node named in the checker's
+  pod-bound token and to ``kubetrain.dev/`` labels and annotations.
 """
 
 from __future__ import annotations
@@ -19,6 +28,17 @@ from kubetrain.constructs.types import Image
 
 TUNER_UID = 65532
 """The non-root user of the node tuner's checker (the operator image's own)."""
+TUNER_APP = "node-tuner"
+"""``app.kubernetes.io/name`` of every pool's tuner pods."""
+HOST_PROC = "/host/proc"
+"""Where the init step finds the host's sysctl files (one hostPath each)."""
+LOGIND_DIRS = ("/etc/systemd", "/usr/lib/systemd")
+"""Host directories the checker reads logind's configuration from (read-only, at
+``/host/...``): every systemd host has them. Drop-ins under ``/run/systemd`` and
+``/usr/local/lib/systemd`` are not mounted and so not seen."""
+TOKEN_DIR = "/var/run/secrets/kubernetes.io/serviceaccount"
+TOKEN_EXPIRATION_S = 3600
+"""Lifetime of the checker's projected token; the kubelet renews it at 80%."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -154,7 +174,12 @@ class NodeTuner(constructs.Construct):
         api_object(
             self,
             "ServiceAccount",
-            {"apiVersion": "v1", "kind": "ServiceAccount", "metadata": self._meta(self.props.name)},
+            {
+                "apiVersion": "v1",
+                "kind": "ServiceAccount",
+                "metadata": self._meta(self.props.name),
+                "automountServiceAccountToken": False,
+            },
         )
         api_object(
             self,
@@ -163,7 +188,8 @@ class NodeTuner(constructs.Construct):
                 "apiVersion": "rbac.authorization.k8s.io/v1",
                 "kind": "ClusterRole",
                 "metadata": self._meta(self.props.cluster_role_name, namespaced=False),
-                "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}],
+                # No get, list or watch: the tuner writes its label blind (a merge patch).
+                "rules": [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]}],
             },
         )
         api_object(
@@ -188,57 +214,77 @@ class NodeTuner(constructs.Construct):
             },
         )
 
+    @property
+    def host_network(self) -> bool:
+        """Whether the pods use the host network: only to set ``net.*`` sysctls."""
+        return any(name.startswith("net.") for name in self.props.sysctls)
+
     def tuner_args(self, phase: str = "check") -> list[str]:
         """The node tuner's command-line arguments for one phase (``apply`` or ``check``)."""
-        args = [f"--phase={phase}", "--host-root=/host", "--proc-root=/proc"]
-        if phase == "check":
+        if phase == "apply":
+            args = ["--phase=apply", f"--proc-root={HOST_PROC}"]
+        else:
+            args = ["--phase=check", "--host-root=/host", "--proc-root=/proc", "--sys-root=/sys"]
             args.append(f"--interval={self.props.interval_s}")
         args += [f"--sysctl={k}={v}" for k, v in sorted(self.props.sysctls.items())]
         if phase == "check" and self.props.require_peermem:
             args.append("--require-peermem")
         return args
 
-    def _tuner_container(self, name: str, phase: str) -> dict[str, Any]:
+    def _sysctl_files(self) -> list[tuple[str, str]]:
+        """(volume name, host path) of each sysctl's file, in name order."""
+        return [
+            (f"sysctl-{index}", "/proc/sys/" + name.replace(".", "/"))
+            for index, name in enumerate(sorted(self.props.sysctls))
+        ]
+
+    def _container(self, name: str, phase: str, mounts: list[dict[str, Any]]) -> dict[str, Any]:
+        env: list[dict[str, Any]] = [{"name": "PYTHONUNBUFFERED", "value": "1"}]
+        if phase == "check":  # the node it labels
+            node_name = {"fieldRef": {"fieldPath": "spec.nodeName"}}
+            env.insert(0, {"name": "NODE_NAME", "valueFrom": node_name})
         return {
             "name": name,
             "image": str(self.props.image),
             "imagePullPolicy": "IfNotPresent",
             "command": ["python", "-m", "kubetrain.node_tuner"],
             "args": self.tuner_args(phase),
-            "env": [
-                {"name": "NODE_NAME", "valueFrom": {"fieldRef": {"fieldPath": "spec.nodeName"}}},
-                {"name": "PYTHONUNBUFFERED", "value": "1"},
-            ],
+            "env": env,
             "resources": {
                 "requests": {"cpu": "10m", "memory": "96Mi"},
                 "limits": {"memory": "256Mi"},
             },
-            "volumeMounts": [
-                {
-                    "name": "host-root",
-                    "mountPath": "/host",
-                    "readOnly": True,
-                    "mountPropagation": "HostToContainer",
-                }
-            ],
+            "volumeMounts": mounts,
         }
 
-    def _daemon_set(self) -> dict[str, Any]:
-        selector = {
-            "app.kubernetes.io/name": "node-tuner",
-            "app.kubernetes.io/instance": self.props.pool,
-        }
-        # Only writing host sysctls needs privileges (root, privileged): that step runs
-        # once as an init container and exits. The long-running checker, which holds the
-        # ServiceAccount token that may label the node, runs unprivileged and non-root.
-        apply_step = self._tuner_container("apply-sysctls", "apply")
-        apply_step["securityContext"] = {
-            "privileged": True,
+    def _apply_step(self) -> dict[str, Any]:
+        """Writes the sysctls: root, because ``/proc/sys`` files are root's (mode 0644);
+        no capability (the kernel checks the file mode; the few handlers that also want
+        CAP_SYS_ADMIN, e.g. ``kernel.kptr_restrict``, refuse and are reported as
+        ``sysctl-failed``), no privilege, no token, and only the pool's sysctl files
+        writable (``File`` hostPaths: a sysctl the kernel lacks keeps the pod from
+        starting, with an event naming the path)."""
+        mounts = [{"name": v, "mountPath": "/host" + path} for v, path in self._sysctl_files()]
+        step = self._container("apply-sysctls", "apply", mounts)
+        step["securityContext"] = {
+            "allowPrivilegeEscalation": False,
+            "readOnlyRootFilesystem": True,
+            "runAsNonRoot": False,
             "runAsUser": 0,
             "runAsGroup": 0,
-            "readOnlyRootFilesystem": True,
+            "capabilities": {"drop": ["ALL"]},
+            "seccompProfile": {"type": "RuntimeDefault"},
         }
-        checker = self._tuner_container("node-tuner", "check")
+        return step
+
+    def _checker(self) -> dict[str, Any]:
+        """Checks and labels: non-root, read-only, logind's configuration and the token."""
+        mounts = [
+            {"name": _host_volume(path), "mountPath": "/host" + path, "readOnly": True}
+            for path in LOGIND_DIRS
+        ]
+        mounts.append({"name": "kube-api-access", "mountPath": TOKEN_DIR, "readOnly": True})
+        checker = self._container("node-tuner", "check", mounts)
         checker["securityContext"] = {
             "allowPrivilegeEscalation": False,
             "readOnlyRootFilesystem": True,
@@ -248,18 +294,48 @@ class NodeTuner(constructs.Construct):
             "capabilities": {"drop": ["ALL"]},
             "seccompProfile": {"type": "RuntimeDefault"},
         }
+        return checker
+
+    def _volumes(self) -> list[dict[str, Any]]:
+        volumes: list[dict[str, Any]] = [
+            {"name": v, "hostPath": {"path": path, "type": "File"}}
+            for v, path in self._sysctl_files()
+        ]
+        volumes += [
+            {"name": _host_volume(path), "hostPath": {"path": path, "type": "Directory"}}
+            for path in LOGIND_DIRS
+        ]
+        # What the kubelet would mount by default, less the namespace file (unused), in
+        # the checker only; a bound token, so it names the pod's node.
+        token = {"path": "token", "expirationSeconds": TOKEN_EXPIRATION_S}
+        ca = {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}
+        volumes.append(
+            {
+                "name": "kube-api-access",
+                "projected": {"sources": [{"serviceAccountToken": token}, {"configMap": ca}]},
+            }
+        )
+        return volumes
+
+    def _daemon_set(self) -> dict[str, Any]:
+        selector = {
+            "app.kubernetes.io/name": TUNER_APP,
+            "app.kubernetes.io/instance": self.props.pool,
+        }
         pod_spec: dict[str, Any] = {
             "serviceAccountName": self.props.name,
-            # Host network: net.* sysctls are per network namespace.
-            "hostNetwork": True,
-            "dnsPolicy": "ClusterFirstWithHostNet",
+            "automountServiceAccountToken": False,
             "nodeSelector": dict(self.props.node_selector),
             "tolerations": [dict(t) for t in self.props.tolerations],
-            "initContainers": [apply_step],
-            "containers": [checker],
-            "volumes": [{"name": "host-root", "hostPath": {"path": "/", "type": "Directory"}}],
+            "containers": [self._checker()],
+            "volumes": self._volumes(),
             "terminationGracePeriodSeconds": 5,
         }
+        if self.props.sysctls:
+            pod_spec["initContainers"] = [self._apply_step()]
+        if self.host_network:
+            pod_spec["hostNetwork"] = True
+            pod_spec["dnsPolicy"] = "ClusterFirstWithHostNet"
         return {
             "apiVersion": "apps/v1",
             "kind": "DaemonSet",
@@ -279,3 +355,8 @@ class NodeTuner(constructs.Construct):
                 },
             },
         }
+
+
+def _host_volume(path: str) -> str:
+    """``/etc/systemd`` -> ``host-etc-systemd``."""
+    return "host" + path.replace("/", "-")

@@ -11,6 +11,7 @@ import pytest
 
 from kubetrain.constructs.types import check_labels
 from kubetrain.node_tuner import (
+    DETAIL_ANNOTATION,
     LABEL,
     REASON_MEMLOCK,
     REASON_PEERMEM,
@@ -22,6 +23,7 @@ from kubetrain.node_tuner import (
     check_memlock,
     check_peermem,
     check_remove_ipc,
+    label_patch,
     label_value,
     main,
     parse_sysctl,
@@ -161,13 +163,17 @@ def test_remove_ipc_outside_the_login_section_is_ignored(tmp_path: Path) -> None
 # --- nvidia-peermem ------------------------------------------------------------------
 
 
+def peermem(root: Path, *, required: bool = True) -> CheckResult:
+    return check_peermem(sys_root=root / "sys", proc_root=root / "proc", required=required)
+
+
 def test_peermem_not_required_passes(tmp_path: Path) -> None:
-    assert check_peermem(host_root=tmp_path, required=False).ok
+    assert peermem(tmp_path, required=False).ok
 
 
 def test_peermem_in_sys_module_passes(tmp_path: Path) -> None:
     (tmp_path / "sys/module/nvidia_peermem").mkdir(parents=True)
-    assert check_peermem(host_root=tmp_path, required=True).ok
+    assert peermem(tmp_path).ok
 
 
 def test_peermem_in_proc_modules_passes(tmp_path: Path) -> None:
@@ -175,12 +181,12 @@ def test_peermem_in_proc_modules_passes(tmp_path: Path) -> None:
         tmp_path / "proc/modules",
         "nvidia_uvm 1540096 0 - Live 0x0 (PO)\nnvidia_peermem 16384 0 - Live 0x0 (PO)\n",
     )
-    assert check_peermem(host_root=tmp_path, required=True).ok
+    assert peermem(tmp_path).ok
 
 
 def test_peermem_missing_fails(tmp_path: Path) -> None:
     write(tmp_path / "proc/modules", "nvidia 54833152 1 nvidia_uvm, Live 0x0 (PO)\n")
-    result = check_peermem(host_root=tmp_path, required=True)
+    result = peermem(tmp_path)
     assert not result.ok and result.reason == REASON_PEERMEM
 
 
@@ -212,13 +218,32 @@ def test_label_value_stays_a_valid_label_with_every_failure() -> None:
     check_labels("label", {LABEL: value})
 
 
+def test_label_patch_sets_only_the_label_and_the_detail_annotation() -> None:
+    results = [
+        CheckResult("memlock", False, "soft=8 hard=8", REASON_MEMLOCK),
+        CheckResult("remove-ipc", True, "RemoveIPC=no"),
+    ]
+    # A merge patch of these two keys: the tuner never reads the node first.
+    assert label_patch(results) == {
+        "metadata": {
+            "labels": {LABEL: "memlock-limited"},
+            "annotations": {
+                DETAIL_ANNOTATION: "check=memlock status=FAIL (memlock-limited) soft=8 hard=8; "
+                "check=remove-ipc status=ok RemoveIPC=no"
+            },
+        }
+    }
+
+
 # --- a whole round ----------------------------------------------------------------------
 
 
 def healthy_host(root: Path) -> tuple[Path, Path]:
+    """A host root with logind's configuration, and a proc and sys (siblings of proc) as
+    the checker's own would show them."""
     host, proc = root / "host", root / "proc"
     write(host / "etc/systemd/logind.conf.d/kubetrain.conf", "[Login]\nRemoveIPC=no\n")
-    (host / "sys/module/nvidia_peermem").mkdir(parents=True)
+    (root / "sys/module/nvidia_peermem").mkdir(parents=True)
     limits(proc, "unlimited", "unlimited")
     write(proc / "sys/net/core/rmem_max", "212992\n")
     return host, proc
@@ -230,6 +255,7 @@ def test_run_checks_reports_one_result_per_sysctl_and_check(tmp_path: Path) -> N
         TunerConfig(
             host_root=host,
             proc_root=proc,
+            sys_root=tmp_path / "sys",
             sysctls={"net.core.rmem_max": "67108864"},
             require_peermem=True,
         )
@@ -250,6 +276,7 @@ def test_main_once_logs_one_line_per_check_and_exits_0_when_healthy(
     argv = [
         f"--host-root={host}",
         f"--proc-root={proc}",
+        f"--sys-root={tmp_path / 'sys'}",
         "--sysctl=net.core.rmem_max=67108864",
         "--require-peermem",
         "--once",

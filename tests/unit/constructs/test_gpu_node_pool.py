@@ -80,6 +80,9 @@ def test_default_objects_schema_and_snapshot() -> None:
     _, objs = synth(preflight_min_busbw_gbps=350.0)
     assert [o["kind"] for o in objs] == [
         "Namespace",
+        "NetworkPolicy",
+        "NetworkPolicy",
+        "NetworkPolicy",
         "PriorityClass",
         "ServiceAccount",
         "ClusterRole",
@@ -121,22 +124,36 @@ def test_namespace_allows_privileged_pods() -> None:
     } == {"gpu-ops"}
 
 
-def test_tuner_rbac_is_get_and_patch_on_nodes_only() -> None:
+def tuner_pod(**overrides: Any) -> dict[str, Any]:
+    spec: dict[str, Any] = one(synth(**overrides)[1], "DaemonSet")["spec"]["template"]["spec"]
+    return spec
+
+
+NO_PRIVILEGES = {
+    "allowPrivilegeEscalation": False,
+    "readOnlyRootFilesystem": True,
+    "capabilities": {"drop": ["ALL"]},
+    "seccompProfile": {"type": "RuntimeDefault"},
+}
+
+
+def test_tuner_rbac_is_patch_on_nodes_only() -> None:
     _, objs = synth()
     role = one(objs, "ClusterRole")
-    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["get", "patch"]}]
+    # No get, list or watch: the tuner writes its label with a merge patch, unread.
+    assert role["rules"] == [{"apiGroups": [""], "resources": ["nodes"], "verbs": ["patch"]}]
     binding = one(objs, "ClusterRoleBinding")
     assert binding["roleRef"]["name"] == role["metadata"]["name"]
     assert binding["subjects"] == [
         {"kind": "ServiceAccount", "name": "h100-ib-node-tuner", "namespace": "kubetrain-gpu"}
     ]
+    assert one(objs, "ServiceAccount")["automountServiceAccountToken"] is False
     daemon_set = one(objs, "DaemonSet")
     assert daemon_set["spec"]["template"]["spec"]["serviceAccountName"] == "h100-ib-node-tuner"
 
 
-def test_tuner_sets_sysctls_in_a_privileged_init_step_and_checks_unprivileged() -> None:
-    _, objs = synth(taints=(Taint(key="kubetrain.dev/gpu-pool", value="h100-ib"),))
-    spec = one(objs, "DaemonSet")["spec"]["template"]["spec"]
+def test_tuner_runs_on_the_pool_nodes_with_both_steps() -> None:
+    spec = tuner_pod(taints=(Taint(key="kubetrain.dev/gpu-pool", value="h100-ib"),))
     assert spec["nodeSelector"] == {"nvidia.com/gpu.product": H100}
     assert spec["tolerations"] == [
         {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"},
@@ -147,48 +164,125 @@ def test_tuner_sets_sysctls_in_a_privileged_init_step_and_checks_unprivileged() 
             "effect": "NoSchedule",
         },
     ]
-    assert spec["hostNetwork"] is True and spec["dnsPolicy"] == "ClusterFirstWithHostNet"
     (apply_step,) = spec["initContainers"]
     (checker,) = spec["containers"]
     for container in (apply_step, checker):
         assert container["command"] == ["python", "-m", "kubetrain.node_tuner"]
         assert container["image"] == str(TUNER)
-        (mount,) = container["volumeMounts"]
-        assert mount["mountPath"] == "/host" and mount["readOnly"] is True
-        node_name = {e["name"]: e for e in container["env"]}["NODE_NAME"]
-        assert node_name["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
-    assert spec["volumes"] == [
-        {"name": "host-root", "hostPath": {"path": "/", "type": "Directory"}}
-    ]
-    # Only the step that writes host sysctls is privileged, and it exits.
-    assert apply_step["securityContext"]["privileged"] is True
-    assert apply_step["securityContext"]["runAsUser"] == 0
-    assert apply_step["args"] == [
-        "--phase=apply",
-        "--host-root=/host",
-        "--proc-root=/proc",
-        "--sysctl=net.core.rmem_max=67108864",
-        "--sysctl=net.core.wmem_max=67108864",
-    ]
-    # The long-running checker, which holds the token that labels nodes, is not.
-    assert checker["securityContext"] == {
-        "allowPrivilegeEscalation": False,
-        "readOnlyRootFilesystem": True,
-        "runAsNonRoot": True,
-        "runAsUser": 65532,
-        "runAsGroup": 65532,
-        "capabilities": {"drop": ["ALL"]},
-        "seccompProfile": {"type": "RuntimeDefault"},
-    }
+    node_name = {e["name"]: e for e in checker["env"]}["NODE_NAME"]
+    assert node_name["valueFrom"] == {"fieldRef": {"fieldPath": "spec.nodeName"}}
     assert checker["args"] == [
         "--phase=check",
         "--host-root=/host",
         "--proc-root=/proc",
+        "--sys-root=/sys",
         "--interval=300",
         "--sysctl=net.core.rmem_max=67108864",
         "--sysctl=net.core.wmem_max=67108864",
         "--require-peermem",
     ]
+
+
+def test_tuner_writes_only_its_sysctl_files_as_root_without_privileges() -> None:
+    spec = tuner_pod()
+    (apply_step,) = spec["initContainers"]
+    # Root owns /proc/sys files; no capability, no privilege is needed to write them.
+    assert apply_step["securityContext"] == {
+        **NO_PRIVILEGES,
+        "runAsNonRoot": False,
+        "runAsUser": 0,
+        "runAsGroup": 0,
+    }
+    assert apply_step["args"] == [
+        "--phase=apply",
+        "--proc-root=/host/proc",
+        "--sysctl=net.core.rmem_max=67108864",
+        "--sysctl=net.core.wmem_max=67108864",
+    ]
+    # Writable: exactly the pool's sysctl files, one hostPath each; no token.
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    assert {m["mountPath"]: volumes[m["name"]] for m in apply_step["volumeMounts"]} == {
+        "/host/proc/sys/net/core/rmem_max": {
+            "name": "sysctl-0",
+            "hostPath": {"path": "/proc/sys/net/core/rmem_max", "type": "File"},
+        },
+        "/host/proc/sys/net/core/wmem_max": {
+            "name": "sysctl-1",
+            "hostPath": {"path": "/proc/sys/net/core/wmem_max", "type": "File"},
+        },
+    }
+    assert not any(m.get("readOnly") for m in apply_step["volumeMounts"])
+
+
+def test_tuner_checker_is_unprivileged_and_reads_only_logind_config() -> None:
+    spec = tuner_pod()
+    (checker,) = spec["containers"]
+    assert checker["securityContext"] == {
+        **NO_PRIVILEGES,
+        "runAsNonRoot": True,
+        "runAsUser": 65532,
+        "runAsGroup": 65532,
+    }
+    volumes = {v["name"]: v for v in spec["volumes"]}
+    host_mounts = {
+        m["mountPath"]: (volumes[m["name"]]["hostPath"], m["readOnly"])
+        for m in checker["volumeMounts"]
+        if "hostPath" in volumes[m["name"]]
+    }
+    assert host_mounts == {
+        "/host/etc/systemd": ({"path": "/etc/systemd", "type": "Directory"}, True),
+        "/host/usr/lib/systemd": ({"path": "/usr/lib/systemd", "type": "Directory"}, True),
+    }
+
+
+def test_tuner_mounts_no_host_root_and_nothing_outside_its_files() -> None:
+    spec = tuner_pod()
+    host_paths = sorted(v["hostPath"]["path"] for v in spec["volumes"] if "hostPath" in v)
+    assert host_paths == [
+        "/etc/systemd",
+        "/proc/sys/net/core/rmem_max",
+        "/proc/sys/net/core/wmem_max",
+        "/usr/lib/systemd",
+    ]
+    containers = spec["initContainers"] + spec["containers"]
+    assert not any(c["securityContext"].get("privileged") for c in containers)
+
+
+def test_only_the_checker_holds_a_service_account_token() -> None:
+    spec = tuner_pod()
+    assert spec["automountServiceAccountToken"] is False
+    (apply_step,) = spec["initContainers"]
+    (checker,) = spec["containers"]
+    token_dir = "/var/run/secrets/kubernetes.io/serviceaccount"
+    assert all(m["mountPath"] != token_dir for m in apply_step["volumeMounts"])
+    (token_mount,) = [m for m in checker["volumeMounts"] if m["mountPath"] == token_dir]
+    assert token_mount["readOnly"] is True
+    (volume,) = [v for v in spec["volumes"] if v["name"] == token_mount["name"]]
+    # A pod-bound token (it names the pod's node for the admission policy) and the CA.
+    assert volume["projected"]["sources"] == [
+        {"serviceAccountToken": {"path": "token", "expirationSeconds": 3600}},
+        {"configMap": {"name": "kube-root-ca.crt", "items": [{"key": "ca.crt", "path": "ca.crt"}]}},
+    ]
+
+
+@pytest.mark.parametrize(
+    ("sysctls", "host_network", "apply_step"),
+    [
+        ({"net.core.rmem_max": "67108864"}, True, True),
+        ({"vm.max_map_count": "262144"}, False, True),
+        ({}, False, False),
+    ],
+    ids=["net-sysctl", "vm-sysctl-only", "no-sysctls"],
+)
+def test_tuner_uses_the_host_network_only_to_set_net_sysctls(
+    sysctls: dict[str, str], host_network: bool, apply_step: bool
+) -> None:
+    spec = tuner_pod(sysctls=sysctls)
+    assert spec.get("hostNetwork", False) is host_network
+    assert ("dnsPolicy" in spec) is host_network
+    assert ("initContainers" in spec) is apply_step
+    files = [v["hostPath"]["path"] for v in spec["volumes"] if v["name"].startswith("sysctl-")]
+    assert files == ["/proc/sys/" + name.replace(".", "/") for name in sorted(sysctls)]
 
 
 def test_node_patch_policy_binds_the_tuner_to_its_node_and_its_own_keys() -> None:
