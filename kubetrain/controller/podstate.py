@@ -11,6 +11,7 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from kubetrain.api import keys as K
 from kubetrain.controller.reasons import POD_PROBLEM_REASONS
 
 Obj = Mapping[str, Any]
@@ -195,6 +196,19 @@ def last_restart(pod: Obj) -> Termination | None:
     return latest[1] if latest else None
 
 
+#: The PodScheduled reason the API server sets on a pod created with scheduling gates (it
+#: stays until the scheduler binds the pod, after the gates are gone).
+SCHEDULING_GATED = "SchedulingGated"
+
+
+def foreign_gates(pod: Obj) -> list[str]:
+    """The pod's scheduling gates other than the operator's own startup gate (a queue's
+    admission gate, a user's): those hold the pod for reasons the job does not know of."""
+    gates = (pod.get("spec") or {}).get("schedulingGates") or []
+    names = (str(g.get("name")) for g in gates if isinstance(g, Mapping))
+    return [name for name in names if name != K.STARTUP_GATE]
+
+
 @dataclass(frozen=True)
 class Problem:
     """Something that keeps a pod from running, as the kubelet or scheduler said it."""
@@ -208,7 +222,11 @@ class Problem:
 
 
 def problems(pod: Obj) -> list[Problem]:
-    """The pod's problems, worst first (the order of ``POD_PROBLEM_REASONS``)."""
+    """The pod's problems, worst first (the order of ``POD_PROBLEM_REASONS``).
+
+    ``SchedulingGated`` is one only while a gate other than the operator's own holds the
+    pod: the startup gate is the planned wait the Created condition already states, and
+    the condition outlives the gates until the scheduler binds the pod."""
     found: list[Problem] = []
     status = _status(pod)
     if str(status.get("reason") or "") in POD_PROBLEM_REASONS:
@@ -216,7 +234,12 @@ def problems(pod: Obj) -> list[Problem]:
     scheduled = condition(pod, "PodScheduled")
     if scheduled is not None and scheduled.get("status") == "False":
         reason = str(scheduled.get("reason") or "Unschedulable")
-        found.append(Problem(reason, str(scheduled.get("message") or "")))
+        message = str(scheduled.get("message") or "")
+        if reason != SCHEDULING_GATED:
+            found.append(Problem(reason, message))
+        elif gates := foreign_gates(pod):
+            held = f"scheduling gates: {', '.join(gates)}"
+            found.append(Problem(reason, f"{message} ({held})" if message else held))
     for cs in _containers(pod):
         state = cs.get("state") or {}
         waiting = state.get("waiting")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from kubetrain.api import keys as K
 from kubetrain.controller import podstate
 from tests.unit.controller.builders import pod
 
@@ -75,6 +76,45 @@ def test_failure_prefers_the_main_container() -> None:
 )
 def test_problems(obj: dict[str, object], expected: list[str]) -> None:
     assert [p.reason for p in podstate.problems(obj)] == expected
+
+
+def gated(*gates: str) -> dict[str, object]:
+    """A pod created with scheduling gates: the API server sets PodScheduled False,
+    reason SchedulingGated, and keeps it until the scheduler binds the pod."""
+    obj = pod("p", "Pending")
+    obj["status"]["conditions"].append(
+        {
+            "type": "PodScheduled",
+            "status": "False",
+            "reason": "SchedulingGated",
+            "message": "Scheduling is blocked due to non-empty scheduling gates",
+        }
+    )
+    obj["spec"] = {"schedulingGates": [{"name": g} for g in gates]}
+    return obj
+
+
+@pytest.mark.parametrize(
+    ("obj", "expected"),
+    [
+        pytest.param(gated(K.STARTUP_GATE), [], id="the-operators-startup-gate"),
+        pytest.param(gated(), [], id="gates-lifted-not-bound-yet"),
+        pytest.param(gated("example.com/hold"), ["example.com/hold"], id="a-users-gate"),
+        pytest.param(
+            gated("kueue.x-k8s.io/admission", K.STARTUP_GATE),
+            ["kueue.x-k8s.io/admission"],
+            id="kueues-gate-beside-the-operators",
+        ),
+    ],
+)
+def test_only_a_gate_placed_by_someone_else_is_a_problem(
+    obj: dict[str, object], expected: list[str]
+) -> None:
+    assert podstate.foreign_gates(obj) == expected
+    found = podstate.problems(obj)
+    assert [p.reason for p in found] == (["SchedulingGated"] if expected else [])
+    if expected:
+        assert found[0].message.endswith(f"(scheduling gates: {', '.join(expected)})")
 
 
 def test_a_crash_loop_names_its_last_exit() -> None:
