@@ -16,6 +16,13 @@ pod deletion) and the in-place container restarts of the current pods. A failure
 would exceed it fails the job with ``BackoffLimitExceeded``; unset means no limit.
 Every decision ends in either a recreation or a final state: nothing stays Restarting.
 
+Each restart gets one Event, numbered against the limit ("restarts used: 2 of 2"): the
+in-place restarts the operator had not seen yet come one by one, a ``restartCount`` step
+each (two steps between two looks are two restarts), then the recreations. (Of a pod it
+never looked at, after an operator restart, only the latest restart is news.) The restart
+that would exceed the limit is the ``BackoffLimitExceeded`` failure and nothing else, so
+no message ever shows more restarts used than allowed.
+
 Counting is idempotent across operator crashes: the uid of a failed pod counted now is
 written with the count (``replicaStatuses[*].countedFailures``) in the status write that
 comes *before* the pod's deletion, and dropped once no pod of that uid is left. An
@@ -26,6 +33,7 @@ finds neither the count nor the uid, and counts the failure once.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
@@ -52,17 +60,26 @@ class Recreate:
     cause: Termination
     #: False when this failure was already counted (its deletion is still pending).
     counted_now: bool
+    #: The restart this recreation is against backoffLimit (1 for the first), when
+    #: counted now; 0 when it was counted before.
+    used: int = 0
 
 
 @dataclass(frozen=True)
 class InPlaceRestart:
-    """Containers of a live pod restarted since the operator last looked."""
+    """One in-place container restart of a live pod (one ``restartCount`` step) that
+    the operator had not seen yet."""
 
     pod: str
     replica_type: str
     uid: str
+    #: The pod's ``restartCount`` this restart brought it to.
     count: int
+    #: Its cause; None for a restart followed by another before the operator looked
+    #: (``lastState`` only tells the latest).
     cause: Termination | None
+    #: The restart this one is against backoffLimit (1 for the first).
+    used: int = 0
 
 
 @dataclass(frozen=True)
@@ -76,9 +93,12 @@ class RestartVerdict:
     restarts: Mapping[str, int] = field(default_factory=dict)
     #: Restarts used against backoffLimit (recreations + in-place restarts).
     used: int = 0
+    #: The in-place restarts within the limit not seen before, one per restart, in order.
     in_place: tuple[InPlaceRestart, ...] = ()
     #: Per replica type, the uids of failed pods counted and not yet gone (persisted).
     counted: Mapping[str, frozenset[str]] = field(default_factory=dict)
+    #: The in-place restart counts looked at now, by pod uid (what to remember).
+    restart_counts: Mapping[str, int] = field(default_factory=dict)
 
 
 def retryable(policy: RestartPolicy, cause: Termination) -> bool:
@@ -117,9 +137,13 @@ def evaluate(
     # A counted uid is kept while its pod is still there; once the pod is gone (deleted,
     # or recreated under a new uid) its failure is part of ``restarts`` only.
     still_counted: dict[str, set[str]] = {}
-    in_place_total = 0
-    in_place: list[InPlaceRestart] = []
     seen = seen_restart_counts or {}
+    # Each in-place restart not seen yet is numbered against the limit, one by one after
+    # those already used: the one that exceeds the limit fails the job and is not worded
+    # as a restart.
+    in_place_total = 0
+    unseen: list[InPlaceRestart] = []
+    looked: dict[str, int] = {}
     for replica in replicas:
         pod = observed.pods.get(replica.pod_name)
         if pod is None:
@@ -127,16 +151,27 @@ def evaluate(
         count = podstate.restart_count(pod)
         in_place_total += count
         uid = podstate.uid(pod)
-        if count > seen.get(uid, 0):
-            in_place.append(
-                InPlaceRestart(
-                    replica.pod_name, replica.replica_type, uid, count, podstate.last_restart(pod)
-                )
-            )
-    used = sum(made.values()) + in_place_total
-    recreate: list[Recreate] = []
+        looked[uid] = count
+        # A pod never looked at (a new one, or this operator process is new): its
+        # earlier restarts were worded before, or are too old to be news; its latest is.
+        for step in range(seen.get(uid, max(count - 1, 0)) + 1, count + 1):
+            cause = podstate.last_restart(pod) if step == count else None
+            unseen.append(InPlaceRestart(replica.pod_name, replica.replica_type, uid, step, cause))
+    used = sum(made.values()) + in_place_total - len(unseen)
+    in_place: list[InPlaceRestart] = []
     failure: Outcome | None = None
+    for restarted in unseen:
+        if backoff_limit is not None and used + 1 > backoff_limit:
+            # Its pod's latest exit (the one ``lastState`` tells) is the cause to quote.
+            latest = next(r for r in reversed(unseen) if r.uid == restarted.uid)
+            failure = _in_place_exceeded(kind, job_name, latest, backoff_limit)
+            break
+        used += 1
+        in_place.append(dataclasses.replace(restarted, used=used))
+    recreate: list[Recreate] = []
     for replica in replicas:
+        if failure is not None:
+            break
         pod = observed.pods.get(replica.pod_name)
         if pod is None or not podstate.is_failed(pod) or podstate.is_deleting(pod):
             continue
@@ -190,25 +225,17 @@ def evaluate(
         used += 1
         made[replica.replica_type] = made.get(replica.replica_type, 0) + 1
         still_counted.setdefault(replica.replica_type, set()).add(uid)
-        recreate.append(Recreate(replica, uid, cause, counted_now=True))
+        recreate.append(Recreate(replica, uid, cause, counted_now=True, used=used))
     if failure is None and backoff_limit is not None and used > backoff_limit:
-        latest = in_place[-1] if in_place else None
-        cause_text = latest.cause.describe() if latest and latest.cause else "container restarts"
-        failure = Outcome(
-            ConditionType.FAILED,
-            R.BACKOFF_LIMIT_EXCEEDED,
-            R.backoff_exceeded(
-                kind,
-                job_name,
-                latest.replica_type if latest else "",
-                latest.pod if latest else "of the job",
-                cause_text,
-                backoff_limit,
-            ),
-        )
+        # Restarts seen before the limit was lowered: the job is over it.
+        failure = _in_place_exceeded(kind, job_name, None, backoff_limit)
     if failure is not None:
         return RestartVerdict(
-            failure=failure, restarts=dict(restarts), used=used, in_place=tuple(in_place)
+            failure=failure,
+            restarts=dict(restarts),
+            used=used,
+            in_place=tuple(in_place),
+            restart_counts=looked,
         )
     return RestartVerdict(
         recreate=tuple(recreate),
@@ -216,6 +243,25 @@ def evaluate(
         used=used,
         in_place=tuple(in_place),
         counted={rtype: frozenset(uids) for rtype, uids in still_counted.items()},
+        restart_counts=looked,
+    )
+
+
+def _in_place_exceeded(
+    kind: str, job_name: str, restarted: InPlaceRestart | None, limit: int
+) -> Outcome:
+    cause = restarted.cause if restarted is not None else None
+    return Outcome(
+        ConditionType.FAILED,
+        R.BACKOFF_LIMIT_EXCEEDED,
+        R.backoff_exceeded(
+            kind,
+            job_name,
+            restarted.replica_type if restarted else "",
+            restarted.pod if restarted else "of the job",
+            cause.describe() if cause else "container restarts",
+            limit,
+        ),
     )
 
 
@@ -256,10 +302,11 @@ def decide_failure(draft: Draft) -> Decision:
     )
     draft.restart = verdict
     decision = Decision(outcome=verdict.failure)
+    # Every live pod's count, 0 included: a pod looked at is then told from one never
+    # looked at, whose earlier restarts are no news.
+    decision.seen_restart_counts.update(verdict.restart_counts)
     for restarted in verdict.in_place:
-        new_restarts = restarted.count - ctx.seen_restart_counts.get(restarted.uid, 0)
-        decision.seen_restart_counts[restarted.uid] = restarted.count
-        decision.metrics.extend(["restarted"] * new_restarts)
+        decision.metrics.append("restarted")
         cause = restarted.cause.describe() if restarted.cause else "a container restarted"
         reason = restarted.cause.reason if restarted.cause else "BackOff"
         decision.events.append(
@@ -272,7 +319,7 @@ def decide_failure(draft: Draft) -> Decision:
                     restarted.replica_type,
                     restarted.pod,
                     cause,
-                    verdict.used,
+                    restarted.used,
                     limit,
                 ),
                 key=f"restart/{restarted.uid}/{restarted.count}",
@@ -314,7 +361,7 @@ def decide_recreate(draft: Draft) -> Decision | None:
                         item.replica.replica_type,
                         item.replica.pod_name,
                         item.cause.describe(),
-                        verdict.used,
+                        item.used,
                         limit,
                     ),
                     key=f"recreate/{item.uid}",

@@ -3,7 +3,7 @@ backoffLimit counts restarts, and that every path ends in a final state."""
 
 from __future__ import annotations
 
-from tests.integration.kube import condition
+from tests.integration.kube import condition, wait_for
 from tests.integration.operator.conftest import RunningOperator
 from tests.integration.operator.jobs import Jobs, pytorch_job
 
@@ -144,3 +144,77 @@ def test_backoff_limit_counts_in_place_restarts(operator: RunningOperator, jobs:
     job = jobs.wait_condition("PyTorchJob", "ip", "Failed")
     assert condition(job, "Failed")["reason"] == "BackoffLimitExceeded"  # type: ignore[index]
     jobs.wait_pods("ip", lambda p: not p, what="the job's running pods stopped")
+
+
+def _restart_messages(jobs: Jobs, name: str) -> list[str]:
+    return [e["message"] for e in jobs.events(name) if "restarts used:" in e["message"]]
+
+
+def _wait_restart_messages(jobs: Jobs, name: str, count: int) -> list[str]:
+    return wait_for(
+        lambda: _restart_messages(jobs, name),
+        lambda messages: len(messages) >= count,
+        what=f"{count} restart Event(s) about {name}",
+    )
+
+
+def _wait_restart_count(jobs: Jobs, job: str, pod: str, count: int) -> None:
+    jobs.wait_pods(
+        job,
+        lambda p: p[pod]["status"]["containerStatuses"][0]["restartCount"] == count,
+        what=f"{pod}'s in-place restart {count}",
+    )
+
+
+def test_on_failure_words_each_in_place_restart_once_and_never_above_the_limit(
+    operator: RunningOperator, jobs: Jobs
+) -> None:
+    """backoffLimit 2: two in-place restarts are allowed and worded "1 of 2", "2 of 2";
+    the third exit is the BackoffLimitExceeded failure, with no "3 of 2" before it."""
+    jobs.create(
+        pytorch_job("lim", workers=1, restart_policy="OnFailure", run_policy={"backoffLimit": 2})
+    )
+    jobs.wait_running("lim", {"lim-master-0", "lim-worker-0"})
+    worded: list[str] = []
+    for count in (1, 2):
+        jobs.exit("lim-worker-0", 1)
+        seen = _wait_restart_messages(jobs, "lim", count)
+        worded += [m for m in seen if m not in worded]
+    jobs.exit("lim-worker-0", 1)
+    job = jobs.wait_condition("PyTorchJob", "lim", "Failed")
+    failure = jobs.wait_event("lim", "BackoffLimitExceeded")
+    # Events are sent in order: any Event queued before the failure's is recorded by now.
+    worded += [m for m in _restart_messages(jobs, "lim") if m not in worded]
+    restarted = (
+        "PyTorchJob lim is restarting because 1 Worker replica(s) failed: pod lim-worker-0 "
+        "restarted a container (container pytorch exit code 1 (Error)); restarts used: {} of 2."
+    )
+    assert worded == [restarted.format(1), restarted.format(2)]
+    expected_failure = (
+        "PyTorchJob lim is failed because 1 Worker replica(s) failed and backoffLimit 2 is "
+        "used up: pod lim-worker-0 failed (container pytorch exit code 1 (Error)). Raise "
+        "spec.runPolicy.backoffLimit to allow more restarts."
+    )
+    assert failure["type"] == "Warning" and failure["message"] == expected_failure
+    failed = condition(job, "Failed")
+    assert failed is not None and failed["message"] == expected_failure
+
+
+def test_in_place_restarts_in_quick_succession_are_each_counted_once(
+    operator: RunningOperator, jobs: Jobs
+) -> None:
+    """Exits requested as fast as the fake kubelet takes them (the operator may see two
+    restarts in one look): still one Event per restart, numbered 1 and 2, then the
+    failure."""
+    jobs.create(
+        pytorch_job("fast", workers=1, restart_policy="OnFailure", run_policy={"backoffLimit": 2})
+    )
+    jobs.wait_running("fast", {"fast-master-0", "fast-worker-0"})
+    for count in (1, 2, 3):
+        jobs.exit("fast-worker-0", 1)
+        if count < 3:
+            _wait_restart_count(jobs, "fast", "fast-worker-0", count)
+    jobs.wait_condition("PyTorchJob", "fast", "Failed")
+    jobs.wait_event("fast", "BackoffLimitExceeded")
+    used = sorted(m.rsplit("restarts used: ", 1)[1] for m in _restart_messages(jobs, "fast"))
+    assert used == ["1 of 2.", "2 of 2."]

@@ -3,15 +3,23 @@ recreated pods and in-place restarts."""
 
 from __future__ import annotations
 
+import copy
+import re
+from typing import Any
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kubetrain.api import keys as K
 from kubetrain.api.common import RestartPolicy as P
 from kubetrain.controller.plugins.base import Observed, Replica
+from kubetrain.controller.plugins.registry import build_registry
 from kubetrain.controller.podstate import Termination
 from kubetrain.controller.policies import restart
-from tests.unit.controller.builders import pod
+from kubetrain.controller.reconciler import Reconciler
+from tests.unit.controller.builders import NOW, pod, pytorch_raw
+from tests.unit.controller.memory_cluster import MemoryCluster
 
 WORKER = Replica("Worker", 0, "job-worker-0", P.EXIT_CODE, "main")
 
@@ -211,3 +219,184 @@ def test_every_decision_ends_in_a_restart_within_budget_or_a_failure(
         assert verdict.failure.reason == "BackoffLimitExceeded"
         assert verdict.recreate == ()
         assert made + live + sum(failed) > limit
+
+
+# -- Each restart worded once, never above the limit, through the reconciler ------------
+
+RECONCILE_PLUGINS = build_registry(("PyTorchJob", "TrainJob"))
+RESTARTS_USED = re.compile(r"restarts used: (\d+) of (\d+)")
+
+
+def budget_events(cluster: MemoryCluster) -> list[tuple[str, str]]:
+    """(reason, "N of L") for each Event quoting the budget, and the failure's reason."""
+    out = []
+    for event in cluster.events:
+        found = RESTARTS_USED.search(event.message)
+        if found:
+            out.append((event.reason, f"{found.group(1)} of {found.group(2)}"))
+        elif event.reason == "BackoffLimitExceeded":
+            out.append((event.reason, ""))
+    return out
+
+
+def assert_never_above_the_limit(cluster: MemoryCluster) -> None:
+    for event in cluster.events:
+        for used, limit in RESTARTS_USED.findall(event.message):
+            assert int(used) <= int(limit), event.message
+
+
+def restarted(name: str, count: int, **kw: Any) -> dict[str, Any]:
+    """A live pod whose container restarted in place ``count`` times, the last with
+    exit code 1 (what the kubelet reports under OnFailure)."""
+    return pod(name, restarts=count, uid=f"uid-{name}", last_exit=(1, "Error"), **kw)
+
+
+def pytorch_onfailure(limit: int) -> tuple[MemoryCluster, Reconciler, Any]:
+    cluster = MemoryCluster()
+    key = cluster.add_job(pytorch_raw(workers=1, run_policy={"backoffLimit": limit}))
+    reconciler = Reconciler(cluster, cluster, RECONCILE_PLUGINS, clock=lambda: NOW)
+    for name in ("job-master-0", "job-worker-0"):
+        cluster.children["Pod"][name] = restarted(name, 0)
+    reconciler.reconcile(key)
+    assert cluster.state(key) == "Running"
+    return cluster, reconciler, key
+
+
+def test_in_place_restarts_are_worded_one_by_one_up_to_the_limit_then_fail() -> None:
+    cluster, reconciler, key = pytorch_onfailure(2)
+    for count in (1, 2, 3):
+        cluster.children["Pod"]["job-worker-0"] = restarted("job-worker-0", count)
+        reconciler.reconcile(key)
+        reconciler.reconcile(key)  # looking again changes nothing
+    assert budget_events(cluster) == [
+        ("Error", "1 of 2"),
+        ("Error", "2 of 2"),
+        ("BackoffLimitExceeded", ""),
+    ]
+    assert_never_above_the_limit(cluster)
+    failed = cluster.condition(key, "Failed")
+    assert failed is not None and failed["reason"] == "BackoffLimitExceeded"
+    assert "backoffLimit 2 is used up: pod job-worker-0 failed" in failed["message"]
+    assert "exit code 1 (Error)" in failed["message"]
+    labels = {"kind": "PyTorchJob", "namespace": "ns"}
+    assert (
+        reconciler.metrics.registry.get_sample_value("kubetrain_jobs_restarted_total", labels) == 2
+    )
+
+
+@pytest.mark.parametrize(
+    "looks",
+    [
+        pytest.param((3,), id="all-three-in-one-look"),
+        pytest.param((1, 3), id="the-last-two-in-one-look"),
+        pytest.param((2, 3), id="the-first-two-in-one-look"),
+    ],
+)
+def test_restarts_between_two_looks_are_each_counted_once(looks: tuple[int, ...]) -> None:
+    """However the restarts fall between the operator's looks (watch events coalesce),
+    the same Events: one per restartCount step."""
+    cluster, reconciler, key = pytorch_onfailure(2)
+    for count in looks:
+        cluster.children["Pod"]["job-worker-0"] = restarted("job-worker-0", count)
+        reconciler.reconcile(key)
+    assert [used for _, used in budget_events(cluster)] == ["1 of 2", "2 of 2", ""]
+    assert_never_above_the_limit(cluster)
+    assert cluster.state(key) == "Failed"
+
+
+def test_two_pods_restarting_in_one_look_are_numbered_apart() -> None:
+    cluster, reconciler, key = pytorch_onfailure(2)
+    cluster.children["Pod"]["job-master-0"] = restarted("job-master-0", 1)
+    cluster.children["Pod"]["job-worker-0"] = restarted("job-worker-0", 1)
+    reconciler.reconcile(key)
+    messages = [e.message for e in cluster.events if RESTARTS_USED.search(e.message)]
+    assert len(messages) == 2
+    assert "job-master-0 restarted a container" in messages[0] and "1 of 2" in messages[0]
+    assert "job-worker-0 restarted a container" in messages[1] and "2 of 2" in messages[1]
+    assert cluster.state(key) == "Running"
+
+
+def test_a_recreation_in_the_same_look_is_numbered_after_the_in_place_restarts() -> None:
+    cluster, reconciler, key = pytorch_onfailure(2)
+    cluster.children["Pod"]["job-master-0"] = restarted("job-master-0", 1)
+    cluster.children["Pod"]["job-worker-0"] = pod(
+        "job-worker-0", "Failed", pod_reason="Evicted", message="low on memory"
+    )
+    reconciler.reconcile(key)
+    assert budget_events(cluster) == [("Error", "1 of 2"), ("Evicted", "2 of 2")]
+    restarting = cluster.condition(key, "Restarting")
+    assert restarting is not None and "restarts used: 2 of 2" in restarting["message"]
+
+
+def test_a_new_operator_process_words_only_the_latest_restart_of_a_pod_it_never_saw() -> None:
+    """Its memory died with the old process: the earlier restarts were worded then."""
+    cluster, first, key = pytorch_onfailure(5)
+    for count in (1, 2):
+        cluster.children["Pod"]["job-worker-0"] = restarted("job-worker-0", count)
+        first.reconcile(key)
+    cluster.children["Pod"]["job-worker-0"] = restarted("job-worker-0", 3)
+    cluster.events.clear()
+    second = Reconciler(cluster, cluster, RECONCILE_PLUGINS, clock=lambda: NOW)
+    second.reconcile(key)
+    assert budget_events(cluster) == [("Error", "3 of 5")]
+    cluster.children["Pod"]["job-worker-0"] = restarted("job-worker-0", 5)
+    second.reconcile(key)
+    assert [used for _, used in budget_events(cluster)] == ["3 of 5", "4 of 5", "5 of 5"]
+
+
+TRAINJOB_RUNTIME: dict[str, Any] = {
+    "apiVersion": "trainer.kubeflow.org/v1alpha1",
+    "kind": "ClusterTrainingRuntime",
+    "metadata": {"name": "torch", "labels": {K.TRAINER_FRAMEWORK_LABEL: "torch"}, "uid": "rt"},
+    "spec": {
+        "mlPolicy": {"numNodes": 1, "torch": {}},
+        "template": {
+            "spec": {
+                "replicatedJobs": [
+                    {
+                        "name": "node",
+                        "template": {
+                            "metadata": {"labels": {K.TRAINER_ANCESTOR_LABEL: "trainer"}},
+                            # backoffLimit 6, as batch/v1 defaults it when unset.
+                            "spec": {
+                                "backoffLimit": 6,
+                                "template": {
+                                    "spec": {"containers": [{"name": "node", "image": "t:1"}]}
+                                },
+                            },
+                        },
+                    }
+                ]
+            }
+        },
+    },
+}
+
+
+def test_a_trainjob_uses_its_runtimes_backoff_limit_and_never_shows_7_of_6() -> None:
+    cluster = MemoryCluster()
+    cluster.runtimes[("ClusterTrainingRuntime", "", "torch")] = copy.deepcopy(TRAINJOB_RUNTIME)
+    key = cluster.add_job(
+        {
+            "apiVersion": "trainer.kubeflow.org/v1alpha1",
+            "kind": "TrainJob",
+            "metadata": {"name": "tj", "namespace": "ns", "uid": "tj-uid"},
+            "spec": {"runtimeRef": {"name": "torch"}},
+        }
+    )
+    reconciler = Reconciler(cluster, cluster, RECONCILE_PLUGINS, clock=lambda: NOW)
+    reconciler.reconcile(key)
+    (name,) = cluster.children["Pod"]
+    for count in range(8):
+        cluster.children["Pod"][name] = restarted(
+            name, count, owner_uid="tj-uid", owner_kind="TrainJob"
+        )
+        reconciler.reconcile(key)
+    assert budget_events(cluster) == [
+        *(("Error", f"{n} of 6") for n in range(1, 7)),
+        ("BackoffLimitExceeded", ""),
+    ]
+    assert_never_above_the_limit(cluster)
+    (failed,) = cluster.jobs[key]["status"]["conditions"]
+    assert (failed["type"], failed["reason"]) == ("Failed", "BackoffLimitExceeded")
+    assert "backoffLimit 6 is used up" in failed["message"]
