@@ -1,6 +1,6 @@
 """Building blocks of the children every plugin creates: owner references, labels,
-pods from replica templates, headless Services, and the spec hash that lets the
-reconciler skip children that have not changed.
+pods from replica templates, batch Jobs, headless Services, and the spec hash that lets
+the reconciler skip children that have not changed.
 """
 
 from __future__ import annotations
@@ -115,6 +115,38 @@ def pod(
     meta = metadata(job, name, template["metadata"]["labels"])
     meta["annotations"] = dict(template["metadata"]["annotations"])
     return {"apiVersion": "v1", "kind": "Pod", "metadata": meta, "spec": template["spec"]}
+
+
+#: The least ``ttlSecondsAfterFinished`` a child Job carries. Kubernetes' TTL controller
+#: must not remove a finished launcher before the operator has read its outcome: a
+#: launcher gone while its MPIJob still runs is created again, and ``mpirun`` would run
+#: twice (upstream's race with a TTL of 0 under load). The operator itself deletes the
+#: launcher at the job's TTL, once the outcome is recorded.
+MIN_JOB_TTL_SECONDS = 60
+
+
+def batch_job(
+    job: JobBase, name: str, labels: Mapping[str, str], template: Mapping[str, Any]
+) -> dict[str, Any]:
+    """A batch/v1 Job owned by ``job`` running ``template`` (an MPIJob's launcher), with
+    the run policy's ``backoffLimit`` and ``ttlSecondsAfterFinished`` as mpi-operator
+    v0.8.0 sets them, the TTL at least ``MIN_JOB_TTL_SECONDS``: the Job's own TTL
+    controller then removes the finished Job even while the operator is down (the
+    operator's TTL deletes it at the job's TTL; whichever comes second finds it gone)."""
+    spec: dict[str, Any] = {"template": copy.deepcopy(dict(template))}
+    policy = job.run_policy
+    if policy is not None and policy.backoff_limit is not None:
+        spec["backoffLimit"] = policy.backoff_limit
+    if policy is not None and policy.ttl_seconds_after_finished is not None:
+        spec["ttlSecondsAfterFinished"] = max(
+            policy.ttl_seconds_after_finished, MIN_JOB_TTL_SECONDS
+        )
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": metadata(job, name, labels),
+        "spec": spec,
+    }
 
 
 def service_ports(pod_spec: Mapping[str, Any], container_name: str) -> list[dict[str, Any]]:

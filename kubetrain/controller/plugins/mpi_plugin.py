@@ -13,7 +13,8 @@
   the DNS search domain ``<job>.<ns>.svc.cluster.local`` so that Intel MPI's and MPICH's
   Hydra proxies reach the launcher by its bare host name);
 - the launcher as a batch/v1 Job ``<job>-launcher`` (pod host name ``<job>-launcher``,
-  subdomain ``<job>``). With ``launcherCreationPolicy: AtStartup`` (the default) the Job
+  subdomain ``<job>``; ``backoffLimit`` and ``ttlSecondsAfterFinished`` from the run
+  policy, as upstream). With ``launcherCreationPolicy: AtStartup`` (the default) the Job
   is created with the workers and its pod carries the ``kubetrain.dev/startup``
   scheduling gate, which the operator removes once every worker is Ready; with
   ``WaitForWorkersReady`` the Job itself is created only then. Either way ``mpirun``
@@ -26,7 +27,6 @@ Success and failure come from the launcher Job's Complete and Failed conditions.
 
 from __future__ import annotations
 
-import copy
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
@@ -429,16 +429,7 @@ class MPIPlugin:
                 if g.get("name") != K.STARTUP_GATE
             ]
             template["spec"]["schedulingGates"] = [*gates, {"name": K.STARTUP_GATE}]
-        job_spec: dict[str, Any] = {"template": copy.deepcopy(template)}
-        run_policy = job.spec.run_policy
-        if run_policy is not None and run_policy.backoff_limit is not None:
-            job_spec["backoffLimit"] = run_policy.backoff_limit
-        return {
-            "apiVersion": "batch/v1",
-            "kind": "Job",
-            "metadata": children.metadata(job, launcher_name(job), child_labels(job)),
-            "spec": job_spec,
-        }
+        return children.batch_job(job, launcher_name(job), child_labels(job), template)
 
 
 def _address(pod_spec: dict[str, Any], hostname: str, subdomain: str) -> None:

@@ -238,6 +238,37 @@ def test_mpi_launcher_waits_for_workers_ready_when_asked() -> None:
     assert "schedulingGates" not in launcher["spec"]["template"]["spec"]
 
 
+@pytest.mark.parametrize(
+    ("run_policy", "expected"),
+    [
+        pytest.param(
+            {"ttlSecondsAfterFinished": 60, "backoffLimit": 3},
+            {"ttlSecondsAfterFinished": 60, "backoffLimit": 3},
+            id="both",
+        ),
+        # At least a minute on the Job: Kubernetes' TTL controller must not remove the
+        # launcher before the operator read its outcome (it would be created again).
+        pytest.param({"ttlSecondsAfterFinished": 0}, {"ttlSecondsAfterFinished": 60}, id="ttl-0"),
+        pytest.param(
+            {"ttlSecondsAfterFinished": 59}, {"ttlSecondsAfterFinished": 60}, id="ttl-under-60"
+        ),
+        pytest.param({"cleanPodPolicy": "Running"}, {}, id="neither"),
+    ],
+)
+def test_mpi_launcher_job_takes_the_run_policys_ttl_and_backoff_limit_as_upstream(
+    run_policy: dict[str, Any], expected: dict[str, int]
+) -> None:
+    """mpi-operator v0.8.0's newLauncherJob sets the batch Job's ttlSecondsAfterFinished
+    and backoffLimit from the MPIJob's runPolicy; kubetrain keeps the TTL at a minute or
+    more."""
+    plugin = MPIPlugin(keygen=fixed_keys)
+    job = typed(mpi_raw(workers=1, runPolicy=run_policy))
+    secrets = {"job-ssh-x7k2p": {"metadata": {"name": "job-ssh-x7k2p"}}}
+    objs = by_name(plugin.build(job, Observed(secrets=secrets, ssh_secret_name="job-ssh-x7k2p")))
+    spec = objs[("Job", "job-launcher")]["spec"]
+    assert {k: v for k, v in spec.items() if k != "template"} == expected
+
+
 def test_mpi_launcher_running_ranks_is_in_the_hostfile_by_its_host_name() -> None:
     plugin = MPIPlugin(keygen=fixed_keys)
     job = typed(mpi_raw(workers=1, slots=2, runLauncherAsWorker=True, mpiImplementation="Intel"))
