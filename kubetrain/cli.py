@@ -14,6 +14,11 @@ from kubetrain import __version__
 # (command, module, one-line help), in the order `kubetrain --help` lists them.
 COMMANDS: tuple[tuple[str, str, str], ...] = (
     ("validate", "kubetrain.commands.validate", "check manifests against the typed API"),
+    (
+        "convert",
+        "kubetrain.commands.convert",
+        "rewrite older Kubeflow manifests in the served versions (or as TrainJobs)",
+    ),
     ("crds", "kubetrain.commands.crds", "print the CRDs as YAML"),
     ("synth", "kubetrain.commands.synth", "render stacks into dist/<stack>/<version>/"),
     ("diff", "kubetrain.commands.diff", "object-level diff between two versions of a stack"),

@@ -14,6 +14,7 @@ from kubetrain.api.common import (
     RunPolicy,
     SchedulingPolicy,
 )
+from kubetrain.api.convert import Conversion, convert
 from kubetrain.api.crds import crd_schema, generate_crds
 from kubetrain.api.defaults import apply_defaults
 from kubetrain.api.errors import FieldError, JobValidationError
@@ -27,6 +28,7 @@ __all__ = [
     "CleanPodPolicy",
     "ConditionStatus",
     "ConditionType",
+    "Conversion",
     "ElasticPolicy",
     "FieldError",
     "Job",
@@ -53,6 +55,7 @@ __all__ = [
     "TFJobSpec",
     "TFReplicaType",
     "apply_defaults",
+    "convert",
     "crd_schema",
     "generate_crds",
     "load_job",

@@ -26,6 +26,7 @@ from pydantic import ValidationError as PydanticError
 
 from kubetrain.api.base import KubeModel
 from kubetrain.api.common import JobBase
+from kubetrain.api.convert.table import older_version_hint
 from kubetrain.api.crds import crd_schema
 from kubetrain.api.embedded import (
     LABEL_SELECTOR,
@@ -95,9 +96,9 @@ def load_job(obj: Any, source: str = "", *, limits: ReplicaLimits = DEFAULT_REPL
                 FieldError("apiVersion", f"{API_VERSIONS[kind]} for a {kind}", kind="required")
             )
         else:
-            errors.append(
-                FieldError("apiVersion", f"must be {API_VERSIONS[kind]} for a {kind}", api_version)
-            )
+            expected = f"must be {API_VERSIONS[kind]} for a {kind}"
+            hint = older_version_hint(kind, api_version)
+            errors.append(FieldError("apiVersion", expected + hint, api_version))
     wire, renamed = normalise_replica_types(kind, wire)
     job: JobBase | None = None
     try:

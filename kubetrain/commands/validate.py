@@ -13,9 +13,11 @@ are the cluster's: give the ones its CRDs were generated with.
 from __future__ import annotations
 
 import argparse
+import shlex
 import sys
 
 from kubetrain.api import JobValidationError, MPIJob, PyTorchJob, apply_defaults
+from kubetrain.api.convert.table import CONVERT_COMMAND
 from kubetrain.api.keys import TRAINER_FRAMEWORK_LABEL
 from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, ReplicaLimits
 from kubetrain.api.loader import Job, read_manifest
@@ -126,7 +128,9 @@ def run(args: argparse.Namespace) -> int:
             checked += 1
             if isinstance(result, JobValidationError):
                 failed += 1
-                print(result, file=sys.stderr)
+                # An older apiVersion's refusal names the command that converts this file.
+                command = f"kubetrain convert {shlex.quote(file)}"
+                print(str(result).replace(CONVERT_COMMAND, command), file=sys.stderr)
             else:
                 print(f"ok {file}: {describe_object(result)}")
     if failed:

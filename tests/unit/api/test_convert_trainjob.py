@@ -1,0 +1,398 @@
+"""v1 jobs to Trainer v2 TrainJobs (kubetrain.api.convert.trainjob): upstream's examples and
+kubetrain's convert to valid TrainJobs, field by field, with a note naming every field that
+is not carried; what cannot become a TrainJob is refused; and a PyTorchJob and its TrainJob
+give their nodes the same torchrun layout and both succeed."""
+
+from __future__ import annotations
+
+import copy
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from kubetrain.api import JobValidationError
+from kubetrain.api.convert.report import Conversion, NoteKind
+from kubetrain.api.convert.trainjob import KNOWN_RUNTIMES, MANAGER, to_trainjob
+from kubetrain.api.trainer import TrainJob, load_trainer_object
+from kubetrain.controller.plugins.registry import build_registry
+from kubetrain.controller.reconciler import Reconciler
+from kubetrain.synth import render_stack
+from tests.conftest import REPO_ROOT
+from tests.unit.controller.builders import NOW, stamp
+from tests.unit.controller.memory_cluster import MemoryCluster
+
+DATA = REPO_ROOT / "tests" / "data" / "upstream"
+RUNTIMES = DATA / "trainer-v2.3.0" / "manifests" / "base" / "runtimes"
+V1_JOBS = sorted(
+    [
+        *(DATA / "training-operator-v1.9.0" / "pytorch").rglob("*.yaml"),
+        *(DATA / "mpi-operator-v0.8.0").rglob("*.yaml"),
+        *(REPO_ROOT / "examples" / name for name in ("pytorchjob.yaml", "pytorchjob-elastic.yaml")),
+        REPO_ROOT / "examples" / "mpijob.yaml",
+    ]
+)
+
+
+def documents(path: Path) -> list[dict[str, Any]]:
+    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+
+
+def notes(conv: Conversion, kind: NoteKind) -> dict[str, Any]:
+    return {n.path: n.value for n in conv.notes if n.kind is kind}
+
+
+def container(name: str = "pytorch", **fields: Any) -> dict[str, Any]:
+    return {"name": name, "image": "example/trainer:1", "command": ["torchrun", "t.py"], **fields}
+
+
+def pytorchjob(
+    workers: int = 1, template: dict[str, Any] | None = None, **spec: Any
+) -> dict[str, Any]:
+    template = template or {"spec": {"containers": [container()]}}
+    replica = {"restartPolicy": "OnFailure", "template": template}
+    return {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "PyTorchJob",
+        "metadata": {"name": "ddp", "namespace": "ns"},
+        "spec": {
+            "pytorchReplicaSpecs": {
+                "Master": {"replicas": 1, **copy.deepcopy(replica)},
+                "Worker": {"replicas": workers, **copy.deepcopy(replica)},
+            },
+            **spec,
+        },
+    }
+
+
+@pytest.mark.parametrize("path", V1_JOBS, ids=lambda p: str(p.relative_to(REPO_ROOT)))
+def test_upstream_and_example_jobs_convert_to_valid_trainjobs(path: Path) -> None:
+    for index, doc in enumerate(documents(path)):
+        conv = to_trainjob(doc, runtime=None, source=f"{path.name}#{index}")
+        job = load_trainer_object(conv.output)
+        assert isinstance(job, TrainJob)
+        assert job.spec.runtime_ref.name in ("torch-distributed", "deepspeed-distributed")
+        assert job.spec.trainer is not None and job.spec.trainer.image
+        assert job.spec.trainer.num_nodes and job.spec.trainer.num_nodes >= 1
+        # One DECIDE note names the runtime chosen; every note has a path.
+        assert any(n.target == "spec.runtimeRef.name" for n in conv.notes)
+        assert all(n.path for n in conv.notes)
+
+
+def test_the_migration_guides_pytorchjob_gives_the_guides_trainjob() -> None:
+    (doc,) = documents(DATA / "training-operator-v1.9.0" / "pytorch" / "simple.yaml")
+    conv = to_trainjob(doc, runtime=None)
+    # Upstream's guide: numNodes 2 on torch-distributed, with the container's image and command.
+    assert conv.output["spec"]["runtimeRef"] == {
+        "name": "torch-distributed",
+        "kind": "ClusterTrainingRuntime",
+    }
+    assert conv.output["spec"]["trainer"] == {
+        "numNodes": 2,
+        "image": "docker.io/kubeflowkatib/pytorch-mnist:v1beta1-45c5727",
+        "command": ["python3", "/opt/pytorch-mnist/mnist.py", "--epochs=1"],
+    }
+    assert conv.output["metadata"] == {"name": "pytorch-simple", "namespace": "kubeflow"}
+    master = "spec.pytorchReplicaSpecs.Master.template.spec.containers[0]"
+    assert notes(conv, NoteKind.DROPPED) == {f"{master}.imagePullPolicy": "Always"}
+    assert not conv.complete
+    assert notes(conv, NoteKind.DECIDE)[f"{master}.name"] == "pytorch"
+
+
+def test_pytorchjob_field_by_field() -> None:
+    pod = {
+        "metadata": {"labels": {"team": "a"}, "annotations": {"note": "x"}},
+        "spec": {
+            "containers": [
+                container(
+                    env=[{"name": "LR", "value": "0.1"}, {"name": "PET_NNODES", "value": "9"}],
+                    args=["--epochs", "3"],
+                    resources={"limits": {"nvidia.com/gpu": 8}},
+                    volumeMounts=[{"name": "data", "mountPath": "/data"}],
+                    ports=[{"name": "pytorchjob-port", "containerPort": 23456}],
+                ),
+                {"name": "sidecar", "image": "proxy:1"},
+            ],
+            "volumes": [{"name": "data", "emptyDir": {}}],
+            "nodeSelector": {"pool": "h100"},
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+            "serviceAccountName": "trainer",
+            "priorityClassName": "high",
+        },
+    }
+    run_policy = {
+        "suspend": True,
+        "activeDeadlineSeconds": 600,
+        "backoffLimit": 3,
+        "cleanPodPolicy": "All",
+        "ttlSecondsAfterFinished": 60,
+        "schedulingPolicy": {"queue": "q"},
+        "managedBy": "kueue.x-k8s.io/multikueue",
+    }
+    raw = pytorchjob(3, pod, nprocPerNode="4", runPolicy=run_policy)
+    conv = to_trainjob(raw, runtime="torch-h100-ib", source="job.yaml")
+    spec = conv.output["spec"]
+    assert spec["runtimeRef"]["name"] == "torch-h100-ib"
+    assert spec["trainer"] == {
+        "numNodes": 4,  # Master + 3 Workers
+        "image": "example/trainer:1",
+        "command": ["torchrun", "t.py"],
+        "args": ["--epochs", "3"],
+        "env": [{"name": "LR", "value": "0.1"}],
+        "resourcesPerNode": {"limits": {"nvidia.com/gpu": 8}},
+        "numProcPerNode": 4,
+    }
+    assert (spec["suspend"], spec["activeDeadlineSeconds"], spec["managedBy"]) == (
+        True,
+        600,
+        "kueue.x-k8s.io/multikueue",
+    )
+    (patch,) = spec["runtimePatches"]
+    assert patch["manager"] == MANAGER
+    (node,) = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+    assert node["name"] == "node"
+    assert node["template"]["spec"]["template"] == {
+        "metadata": {"labels": {"team": "a"}, "annotations": {"note": "x"}},
+        "spec": {
+            "nodeSelector": {"pool": "h100"},
+            "serviceAccountName": "trainer",
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+            "volumes": [{"name": "data", "emptyDir": {}}],
+            "containers": [
+                {"name": "node", "volumeMounts": [{"name": "data", "mountPath": "/data"}]}
+            ],
+        },
+    }
+    c0 = "spec.pytorchReplicaSpecs.Master.template.spec.containers"
+    assert notes(conv, NoteKind.DROPPED) == {
+        f"{c0}[0].env[1]": {"name": "PET_NNODES", "value": "9"},
+        f"{c0}[0].ports": [{"name": "pytorchjob-port", "containerPort": 23456}],
+        f"{c0}[1]": "sidecar",
+        "spec.pytorchReplicaSpecs.Master.template.spec.priorityClassName": "high",
+        "spec.runPolicy.backoffLimit": 3,
+        "spec.runPolicy.cleanPodPolicy": "All",
+        "spec.runPolicy.ttlSecondsAfterFinished": 60,
+        "spec.runPolicy.schedulingPolicy": {"queue": "q"},
+    }
+    lines = [n.line() for n in conv.notes]
+    assert f'dropped: {c0}[0].env[1] ({{"name": "PET_NNODES", "value": "9"}}): the runtime' in (
+        "\n".join(lines)
+    )
+    assert "dropped: spec.runPolicy.backoffLimit (3): " in "\n".join(lines)
+    load_trainer_object(conv.output)
+
+
+def test_master_only_labels_are_merged_with_a_note() -> None:
+    raw = pytorchjob()
+    master = raw["spec"]["pytorchReplicaSpecs"]["Master"]["template"]
+    master["metadata"] = {"annotations": {"sidecar.istio.io/inject": "false"}}
+    conv = to_trainjob(raw, runtime=None)
+    (patch,) = conv.output["spec"]["runtimePatches"]
+    (node,) = patch["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+    pod_meta = node["template"]["spec"]["template"]["metadata"]
+    assert pod_meta == {"annotations": {"sidecar.istio.io/inject": "false"}}
+    path = "spec.pytorchReplicaSpecs.Master.template.metadata.annotations.sidecar.istio.io/inject"
+    assert notes(conv, NoteKind.DECIDE)[path] == "false"
+
+
+def test_rejects_master_and_worker_templates_that_differ() -> None:
+    raw = pytorchjob()
+    raw["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["image"] = (
+        "other:2"
+    )
+    with pytest.raises(JobValidationError) as caught:
+        to_trainjob(raw, runtime=None, source="job.yaml")
+    (error,) = caught.value.errors
+    assert error.path == "spec.pytorchReplicaSpecs.Worker.template.spec.containers[0].image"
+    assert error.value == "other:2"
+    assert 'the Master\'s value ("example/trainer:1")' in error.expected
+    assert "one pod template on every node" in str(caught.value)
+
+
+def test_rejects_a_tfjob() -> None:
+    (tfjob,) = documents(REPO_ROOT / "examples" / "tfjob.yaml")
+    with pytest.raises(JobValidationError) as caught:
+        to_trainjob(tfjob, runtime=None, source="tfjob.yaml")
+    (error,) = caught.value.errors
+    assert (error.path, error.value) == ("kind", "TFJob")
+    assert "Trainer v2 has no TensorFlow runtime" in str(caught.value)
+
+
+def test_rejects_a_runtime_of_another_framework_and_an_invalid_job() -> None:
+    with pytest.raises(JobValidationError, match="jax-distributed is a jax runtime"):
+        to_trainjob(pytorchjob(), runtime="jax-distributed")
+    broken = pytorchjob()
+    broken["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = -1
+    with pytest.raises(JobValidationError, match=r"Worker\.replicas"):
+        to_trainjob(broken, runtime=None)
+
+
+def test_an_unknown_runtime_is_used_with_a_decide_note() -> None:
+    conv = to_trainjob(pytorchjob(), runtime="team-torch")
+    assert conv.output["spec"]["runtimeRef"]["name"] == "team-torch"
+    (note,) = [n for n in conv.notes if n.target == "spec.runtimeRef.name"]
+    assert note.kind is NoteKind.DECIDE and "mlPolicy.torch" in note.message
+
+
+def test_nproc_auto_and_elastic_policy_are_noted() -> None:
+    raw = pytorchjob(elasticPolicy={"maxReplicas": 3, "rdzvBackend": "c10d"}, nprocPerNode="auto")
+    conv = to_trainjob(raw, runtime=None)
+    assert "numProcPerNode" not in conv.output["spec"]["trainer"]
+    assert notes(conv, NoteKind.DECIDE)["spec.nprocPerNode"] == "auto"
+    dropped = notes(conv, NoteKind.DROPPED)
+    assert dropped["spec.elasticPolicy.maxReplicas"] == 3
+    assert dropped["spec.elasticPolicy.rdzvBackend"] == "c10d"
+
+
+def test_mpijob_field_by_field() -> None:
+    (pi,) = documents(DATA / "mpi-operator-v0.8.0" / "pi" / "pi.yaml")
+    conv = to_trainjob(pi, runtime="deepspeed-distributed")
+    spec = conv.output["spec"]
+    assert spec["trainer"] == {
+        "numNodes": 2,  # the hostfile's two Workers
+        "numProcPerNode": 1,  # slotsPerWorker
+        "image": "mpioperator/mpi-pi:openmpi",
+        "command": ["mpirun"],
+        "args": ["-n", "2", "/home/mpiuser/pi"],
+        "resourcesPerNode": {"limits": {"cpu": 1, "memory": "1Gi"}},
+    }
+    jobs = spec["runtimePatches"][0]["trainingRuntimeSpec"]["template"]["spec"]["replicatedJobs"]
+    assert [j["name"] for j in jobs] == ["launcher", "node"]
+    for job in jobs:
+        assert job["template"]["spec"]["template"]["spec"]["containers"] == [
+            {"name": "node", "securityContext": {"runAsUser": 1000}}
+        ]
+    worker = "spec.mpiReplicaSpecs.Worker.template.spec.containers[0]"
+    decide = notes(conv, NoteKind.DECIDE)
+    assert decide[f"{worker}.command"] == ["/usr/sbin/sshd"]
+    assert decide["spec.runLauncherAsWorker"] is False  # the runtime's launcher hosts ranks
+    assert notes(conv, NoteKind.DROPPED) == {
+        "spec.runPolicy.cleanPodPolicy": "Running",
+        "spec.runPolicy.ttlSecondsAfterFinished": 60,
+    }
+
+
+def test_mpijob_launcher_as_worker_counts_as_a_node() -> None:
+    (pi,) = documents(DATA / "mpi-operator-v0.8.0" / "pi" / "pi.yaml")
+    pi["spec"]["runLauncherAsWorker"] = True
+    pi["spec"]["mpiImplementation"] = "MPICH"
+    conv = to_trainjob(pi, runtime=None)
+    assert conv.output["spec"]["trainer"]["numNodes"] == 3
+    assert "spec.runLauncherAsWorker" not in notes(conv, NoteKind.DECIDE)
+    assert notes(conv, NoteKind.DROPPED)["spec.mpiImplementation"] == "MPICH"
+
+
+def test_output_is_deterministic() -> None:
+    raw = documents(REPO_ROOT / "examples" / "pytorchjob.yaml")[0]
+    reordered = json.loads(json.dumps(raw, sort_keys=True))
+    first, second = to_trainjob(raw, runtime=None), to_trainjob(reordered, runtime=None)
+    assert json.dumps(first.output) == json.dumps(second.output)
+    assert [n.line() for n in first.notes] == [n.line() for n in second.notes]
+
+
+def test_known_runtimes_are_the_shipped_runtimes() -> None:
+    shipped = [d for p in RUNTIMES.glob("*.yaml") for d in documents(p)]
+    for stack in ("local", "h100-infiniband", "p5-efa", "a3-mega-tcpxo"):
+        for chart in render_stack(stack, root=REPO_ROOT):
+            shipped += [o for o in chart.objects if o.get("kind") == "ClusterTrainingRuntime"]
+    seen = set()
+    for runtime in shipped:
+        name = runtime["metadata"]["name"]
+        policy = runtime["spec"].get("mlPolicy") or {}
+        framework = next((k for k in policy if k != "numNodes"), None)
+        mpi = policy.get("mpi") or {}
+        known = KNOWN_RUNTIMES[name]
+        assert known.framework == (
+            framework or runtime["metadata"]["labels"]["trainer.kubeflow.org/framework"]
+        ), name
+        assert known.run_launcher_as_node == bool(mpi.get("runLauncherAsNode")), name
+        assert known.ssh_auth_mount_path == mpi.get("sshAuthMountPath"), name
+        seen.add(name)
+    assert seen == set(KNOWN_RUNTIMES)
+
+
+# -- the same torch layout, and both succeed ---------------------------------------------------
+
+
+def _set_phase(pod: dict[str, Any], phase: str) -> None:
+    name = pod["spec"]["containers"][0]["name"]
+    state: dict[str, Any] = {"running": {"startedAt": stamp(10)}}
+    if phase == "Succeeded":
+        state = {"terminated": {"exitCode": 0, "reason": "Completed"}}
+    pod["metadata"].setdefault("uid", f"uid-{pod['metadata']['name']}")
+    pod["metadata"]["creationTimestamp"] = stamp(10)
+    pod["status"] = {
+        "phase": phase,
+        "conditions": [{"type": "Ready", "status": str(phase == "Running")}],
+        "containerStatuses": [{"name": name, "restartCount": 0, "state": state}],
+    }
+
+
+def _reconcile_to_success(
+    cluster: MemoryCluster, reconciler: Reconciler, key: Any
+) -> list[dict[str, Any]]:
+    """Reconcile until every pod exists (each Running and Ready once made), then let them
+    all succeed; the pods as the operator made them."""
+    made: dict[str, dict[str, Any]] = {}
+    for _ in range(4):  # a PyTorchJob's Workers start once its Master is Ready
+        reconciler.reconcile(key)
+        for name, pod in cluster.children["Pod"].items():
+            if name not in made:
+                made[name] = copy.deepcopy(pod)
+                _set_phase(pod, "Running")
+    for pod in cluster.children["Pod"].values():
+        _set_phase(pod, "Succeeded")
+    reconciler.reconcile(key)
+    reconciler.reconcile(key)
+    return list(made.values())
+
+
+def _torch_env(pod: dict[str, Any]) -> dict[str, str]:
+    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0].get("env") or []}
+    return {k: v for k, v in env.items() if k.startswith("PET_")}
+
+
+def test_a_pytorchjob_and_its_trainjob_give_the_same_torch_env_and_both_succeed() -> None:
+    raw = pytorchjob(1, nprocPerNode="2")
+    raw["metadata"].update(uid="v1-uid", creationTimestamp=stamp(5))
+    conv = to_trainjob(raw, runtime=None)
+    (torch_distributed,) = documents(RUNTIMES / "torch_distributed.yaml")
+    torch_distributed["metadata"]["uid"] = "rt-uid"
+    trainjob = copy.deepcopy(conv.output)
+    trainjob["metadata"].update(uid="tj-uid", creationTimestamp=stamp(5))
+
+    cluster = MemoryCluster()
+    cluster.runtimes[("ClusterTrainingRuntime", "", "torch-distributed")] = torch_distributed
+    plugins = build_registry(("PyTorchJob", "TrainJob"))
+    reconciler = Reconciler(cluster, cluster, plugins, clock=lambda: NOW)
+    v1_key, tj_key = cluster.add_job(raw), cluster.add_job(trainjob)
+    v1_pods = _reconcile_to_success(cluster, reconciler, v1_key)
+    cluster.children["Pod"].clear()
+    tj_pods = _reconcile_to_success(cluster, reconciler, tj_key)
+
+    v1, tj = (
+        {_torch_env(p)["PET_NODE_RANK"]: _torch_env(p) for p in pods} for pods in (v1_pods, tj_pods)
+    )
+    assert set(v1) == set(tj) == {"0", "1"}
+    for rank in ("0", "1"):
+        same = ("PET_NNODES", "PET_NPROC_PER_NODE", "PET_NODE_RANK")
+        assert {k: v1[rank][k] for k in same} == {k: tj[rank][k] for k in same}
+        assert (v1[rank]["PET_NNODES"], v1[rank]["PET_NPROC_PER_NODE"]) == ("2", "2")
+        # By design: rank 0's address follows each kind's naming, and the port each
+        # kind's rendezvous uses (PyTorchJob's pytorchjob-port, Trainer's 29500).
+        assert (v1[rank]["PET_MASTER_ADDR"], v1[rank]["PET_MASTER_PORT"]) == (
+            "ddp-master-0",
+            "23456",
+        )
+        assert (tj[rank]["PET_MASTER_ADDR"], tj[rank]["PET_MASTER_PORT"]) == (
+            "ddp-node-0-0.ddp",
+            "29500",
+        )
+    succeeded, complete = (
+        cluster.condition(v1_key, "Succeeded"),
+        cluster.condition(tj_key, "Complete"),
+    )
+    assert succeeded is not None and succeeded["status"] == "True"
+    assert complete is not None and complete["status"] == "True"
