@@ -169,3 +169,11 @@ def test_an_older_pytorchjob_becomes_a_trainjob_with_nothing_of_the_users_droppe
     assert trainjob["spec"]["runtimeRef"]["name"] == "torch-distributed"
     assert trainjob["spec"]["trainer"]["numNodes"] == 4
     assert "cleanPodPolicy" not in err
+
+
+def test_a_tfjob_cannot_become_a_trainjob(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["convert", str(TF_DOCS), "--to", "trainjob"]) == 1
+    out, err = capsys.readouterr()
+    assert out == ""
+    assert "TFJob" in err and "TensorFlow" in err
+    assert "Traceback" not in err
