@@ -20,7 +20,7 @@
 # are downloaded once and a package two tools compile identically is compiled once
 # (only modules they select at the same version: see the README).
 
-.PHONY: cluster-tools peer-tools cluster-tool-dirs cluster-up cluster-down cluster-status kueue-up kueue-down
+.PHONY: kueue-crds cluster-tools peer-tools cluster-tool-dirs cluster-up cluster-down cluster-status kueue-up kueue-down
 
 CLUSTER_KUBE_MODULE := cluster/tools/kubernetes
 CLUSTER_KWOK_MODULE := cluster/tools/kwok
@@ -92,7 +92,13 @@ define cluster_tool_finish
 endef
 
 # make test needs the binaries; the top-level Makefile makes test depend on TEST_PREREQS.
-TEST_PREREQS += cluster-tools
+TEST_PREREQS += cluster-tools kueue-crds
+
+# Kueue's CRD files for the unit tier's schema checks of the constructs' Kueue objects: the
+# pinned module downloaded into the Go module cache, nothing built (cluster/tools.py,
+# kueue_module_crds, reads them there; the Kueue step below copies the same files).
+kueue-crds:
+	@cd /tmp && go mod download sigs.k8s.io/kueue@$(KUEUE_VERSION)
 
 # One step builds every Go tool, one after the other without `make -j` (each go build
 # already uses every core; two at once on a small machine only compete for memory).

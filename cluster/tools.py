@@ -32,6 +32,7 @@ import hashlib
 import json
 import os
 import subprocess
+import tempfile
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -416,3 +417,32 @@ def find_tools(versions: Versions | None = None, *, only: Iterable[str] = TOOL_N
             "Run `make cluster-tools` to build them."
         )
     return tools
+
+
+def kueue_module_crds() -> list[Path]:
+    """Kueue's own CRD files (``kueue.x-k8s.io``) as the pinned module ships them, from
+    the Go module cache: a download through the module proxy, nothing built, so that the
+    constructs' Kueue objects are checked against them in the unit tier (``make
+    test-unit`` downloads the module first; ``make cluster-tools`` copies the same files
+    for Kueue itself)."""
+    version = module_version(KUEUE_MODULE / "go.mod", "sigs.k8s.io/kueue")
+    env = {**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"}
+    found = subprocess.run(
+        ["go", "mod", "download", "-json", f"sigs.k8s.io/kueue@{version}"],
+        # Outside any module: the download leaves the tools module's go.sum alone.
+        cwd=tempfile.gettempdir(),
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if found.returncode != 0:
+        raise ToolsMissingError(
+            f"cannot download the Kueue module sigs.k8s.io/kueue@{version} for its CRDs: "
+            f"{(found.stderr or found.stdout).strip()[-500:]}; run `make kueue-crds`"
+        )
+    module = Path(json.loads(found.stdout)["Dir"])
+    crds = sorted((module / "config" / "components" / "crd" / "bases").glob("*.yaml"))
+    if not crds:
+        raise ToolsMissingError(f"the Kueue module in {module} ships no CRD files")
+    return crds

@@ -1,9 +1,9 @@
 """Validate synthesized manifests: built-in kinds against the pinned Kubernetes OpenAPI,
 kubeflow.org and trainer.kubeflow.org custom resources against kubetrain's generated CRD
-schemas, kueue.x-k8s.io objects against the CRDs of the pinned Kueue module (cached by
-``make cluster-tools``). Unknown fields are errors (like kubectl's strict field
-validation), so a typo in a construct fails. CEL rules are the API server's to check
-(the integration tests apply the objects)."""
+schemas, kueue.x-k8s.io objects against the CRDs of the pinned Kueue module (from the Go
+module cache: downloaded, not built; ``make test-unit`` fetches it). Unknown fields are
+errors (like kubectl's strict field validation), so a typo in a construct fails. CEL
+rules are the API server's to check (the integration tests apply the objects)."""
 
 from __future__ import annotations
 
@@ -38,11 +38,11 @@ def _validator(api_version: str, kind: str) -> Draft7Validator:
 def kueue_crd_schema(api_version: str, kind: str) -> dict[str, Any]:
     """The openAPIV3Schema of a Kueue kind at one of its versions, from the CRD files of
     the pinned Kueue module."""
-    from cluster.tools import find_tools
+    from cluster.tools import kueue_module_crds
 
     version = api_version.split("/", 1)[1]
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the Workload CRD is large
-    for path in find_tools(only=("kueue",)).kueue_crds:
+    for path in kueue_module_crds():
         if not path.name.split("_", 1)[-1].startswith(kind.lower()):
             continue
         crd = yaml.load(path.read_text(), Loader=loader)
