@@ -40,6 +40,7 @@ help:
 	@echo "make synth          synthesize the local stack into dist/"
 	@echo "make helm           export the local stack as charts/kubetrain/, lint and package it"
 	@echo "make test           install everything, lint, run every test tier"
+	@echo "make test-unit      the unit and snapshot tiers: only the venv and two downloads"
 	@echo "make lint           ruff, mypy --strict and the import contract"
 	@echo "make demo           local control plane + operator; sample jobs to Succeeded"
 	@echo "make demo-kueue     the real Kueue too: two jobs competing for one GPU quota"
