@@ -194,3 +194,38 @@ def batch_job(name: str, condition: str | None = None, **status: Any) -> dict[st
         "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}"},
         "status": body,
     }
+
+
+def torch_runtime(*, num_nodes: int = 2, backoff_limit: int | None = None) -> dict[str, Any]:
+    """A ClusterTrainingRuntime ``torch`` (one ``node`` replicated job) for TrainJob tests;
+    ``backoff_limit`` sets the node Job template's ``backoffLimit``."""
+    job_spec: dict[str, Any] = {
+        "template": {"spec": {"containers": [{"name": "node", "image": "t:1"}]}}
+    }
+    if backoff_limit is not None:
+        job_spec["backoffLimit"] = backoff_limit
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "ClusterTrainingRuntime",
+        "metadata": {
+            "name": "torch",
+            "labels": {K.TRAINER_FRAMEWORK_LABEL: "torch"},
+            "uid": "rt",
+        },
+        "spec": {
+            "mlPolicy": {"numNodes": num_nodes, "torch": {}},
+            "template": {
+                "spec": {
+                    "replicatedJobs": [
+                        {
+                            "name": "node",
+                            "template": {
+                                "metadata": {"labels": {K.TRAINER_ANCESTOR_LABEL: "trainer"}},
+                                "spec": job_spec,
+                            },
+                        }
+                    ]
+                }
+            },
+        },
+    }

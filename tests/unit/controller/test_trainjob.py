@@ -11,37 +11,13 @@ from kubetrain.api import keys as K
 from kubetrain.controller.plugins.registry import build_registry
 from kubetrain.controller.plugins.trainjob_status import CODEC
 from kubetrain.controller.reconciler import Reconciler
-from tests.unit.controller.builders import NOW, pod, stamp
+from tests.unit.controller.builders import NOW, pod, stamp, torch_runtime
 from tests.unit.controller.memory_cluster import MemoryCluster
 
 PLUGINS = build_registry(("PyTorchJob", "TFJob", "MPIJob", "TrainJob"))
 RUNTIME_KEY = ("ClusterTrainingRuntime", "", "torch")
 
-RUNTIME: dict[str, Any] = {
-    "apiVersion": "trainer.kubeflow.org/v1alpha1",
-    "kind": "ClusterTrainingRuntime",
-    "metadata": {"name": "torch", "labels": {K.TRAINER_FRAMEWORK_LABEL: "torch"}, "uid": "rt"},
-    "spec": {
-        "mlPolicy": {"numNodes": 2, "torch": {}},
-        "template": {
-            "spec": {
-                "replicatedJobs": [
-                    {
-                        "name": "node",
-                        "template": {
-                            "metadata": {"labels": {K.TRAINER_ANCESTOR_LABEL: "trainer"}},
-                            "spec": {
-                                "template": {
-                                    "spec": {"containers": [{"name": "node", "image": "t:1"}]}
-                                }
-                            },
-                        },
-                    }
-                ]
-            }
-        },
-    },
-}
+RUNTIME = torch_runtime()
 
 
 def trainjob(created_ago: float = 5) -> dict[str, Any]:

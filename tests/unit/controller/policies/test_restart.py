@@ -11,14 +11,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from kubetrain.api import keys as K
 from kubetrain.api.common import RestartPolicy as P
 from kubetrain.controller.plugins.base import Observed, Replica
 from kubetrain.controller.plugins.registry import build_registry
 from kubetrain.controller.podstate import Termination
 from kubetrain.controller.policies import restart
 from kubetrain.controller.reconciler import Reconciler
-from tests.unit.controller.builders import NOW, pod, pytorch_raw
+from tests.unit.controller.builders import NOW, pod, pytorch_raw, torch_runtime
 from tests.unit.controller.memory_cluster import MemoryCluster
 
 WORKER = Replica("Worker", 0, "job-worker-0", P.EXIT_CODE, "main")
@@ -344,33 +343,8 @@ def test_a_new_operator_process_words_only_the_latest_restart_of_a_pod_it_never_
     assert [used for _, used in budget_events(cluster)] == ["3 of 5", "4 of 5", "5 of 5"]
 
 
-TRAINJOB_RUNTIME: dict[str, Any] = {
-    "apiVersion": "trainer.kubeflow.org/v1alpha1",
-    "kind": "ClusterTrainingRuntime",
-    "metadata": {"name": "torch", "labels": {K.TRAINER_FRAMEWORK_LABEL: "torch"}, "uid": "rt"},
-    "spec": {
-        "mlPolicy": {"numNodes": 1, "torch": {}},
-        "template": {
-            "spec": {
-                "replicatedJobs": [
-                    {
-                        "name": "node",
-                        "template": {
-                            "metadata": {"labels": {K.TRAINER_ANCESTOR_LABEL: "trainer"}},
-                            # backoffLimit 6, as batch/v1 defaults it when unset.
-                            "spec": {
-                                "backoffLimit": 6,
-                                "template": {
-                                    "spec": {"containers": [{"name": "node", "image": "t:1"}]}
-                                },
-                            },
-                        },
-                    }
-                ]
-            }
-        },
-    },
-}
+#: backoffLimit 6, as batch/v1 defaults it when unset.
+TRAINJOB_RUNTIME = torch_runtime(num_nodes=1, backoff_limit=6)
 
 
 def test_a_trainjob_uses_its_runtimes_backoff_limit_and_never_shows_7_of_6() -> None:
