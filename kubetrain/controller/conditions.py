@@ -129,3 +129,14 @@ def set_false(
             )
         out.append(cond)
     return out
+
+
+def waiting_since(status: JobStatus, created: datetime | None) -> datetime | None:
+    """When the job's current wait began: its creation, or its last resume (the
+    Suspended condition turning False), whichever is later."""
+    resumed = get(status, ConditionType.SUSPENDED)
+    if resumed is not None and resumed.status == ConditionStatus.FALSE:
+        at = parse_time(resumed.last_transition_time)
+        if at is not None and (created is None or at > created):
+            return at
+    return created

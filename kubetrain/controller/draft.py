@@ -240,7 +240,6 @@ class Draft:
         )
         delete, grace_after = cleanup.at_end(self, succeeded=not failed)
         self.plan.delete.extend(delete)
-        self.plan.metrics.append("failed" if failed else "succeeded")
         ttl = deadlines.ttl_after_finished(self.run_policy, self.status, self.ctx.now)
         self.plan.requeue_after = soonest(
             deadlines.SLACK_SECONDS if ttl.due else ttl.after, grace_after

@@ -117,8 +117,8 @@ def _trim_container_status(cs: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def trim_pod(obj: Mapping[str, Any]) -> Obj:
-    """Pods: identity, restartPolicy, scheduling gates and the status fields the policies
-    read."""
+    """Pods: identity, restartPolicy, scheduling gates, the status fields the policies
+    read, and for the metrics the containers' GPU resources and the GPU pool selector."""
     status = obj.get("status") or {}
     trimmed_status: dict[str, Any] = {
         k: status[k] for k in ("phase", "reason", "message", "startTime") if k in status
@@ -132,12 +132,33 @@ def trim_pod(obj: Mapping[str, Any]) -> Obj:
         if status.get(key):
             trimmed_status[key] = [_trim_container_status(cs) for cs in status[key]]
     spec = obj.get("spec") or {}
+    kept = ("restartPolicy", "nodeName", "schedulingGates")
+    trimmed_spec = {k: spec[k] for k in kept if k in spec}
+    # For the GPU metrics: the GPU resources of each container and the pool selector.
+    gpu_containers = [
+        {"resources": gpu} for c in spec.get("containers") or [] if (gpu := _gpu_resources(c))
+    ]
+    if gpu_containers:
+        trimmed_spec["containers"] = gpu_containers
+    pool = (spec.get("nodeSelector") or {}).get(K.GPU_POOL_LABEL)
+    if pool:
+        trimmed_spec["nodeSelector"] = {K.GPU_POOL_LABEL: pool}
     return {
         "kind": "Pod",
         "metadata": _trim_meta(obj.get("metadata") or {}, KEPT_ANNOTATIONS),
-        "spec": {k: spec[k] for k in ("restartPolicy", "nodeName", "schedulingGates") if k in spec},
+        "spec": trimmed_spec,
         "status": trimmed_status,
     }
+
+
+def _gpu_resources(container: Mapping[str, Any]) -> dict[str, Any]:
+    resources = container.get("resources") or {}
+    out = {}
+    for field in ("limits", "requests"):
+        value = (resources.get(field) or {}).get(K.GPU_RESOURCE)
+        if value is not None:
+            out[field] = {K.GPU_RESOURCE: value}
+    return out
 
 
 def trim_batch_job(obj: Mapping[str, Any]) -> Obj:
@@ -217,6 +238,9 @@ class Informer:
         self.watch_timeout = watch_timeout
         self.synced = threading.Event()
         self.relists = 0
+        #: Watches re-opened after a failure, by reason (``expired``: relisted after a
+        #: 410 Gone; ``error``: any other failure), for ``kubetrain_watch_restarts_total``.
+        self.restarts: dict[str, int] = {"expired": 0, "error": 0}
         self._store: dict[Key, Obj] = {}
         self._index: dict[Hashable, set[Key]] = {}
         self._lock = threading.RLock()
@@ -298,8 +322,10 @@ class Informer:
                 if self._stop.is_set():
                     break
                 if err.status == 410:
+                    self.restarts["expired"] += 1
                     need_list = True
                     continue
+                self.restarts["error"] += 1
                 log.warning(
                     "watch failed, retrying",
                     extra={"informer": self.name, "error": str(err), "retry_in": backoff},

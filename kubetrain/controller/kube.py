@@ -45,6 +45,10 @@ USER_AGENT = f"kubetrain-operator/{__version__}"
 _META_ONLY = "application/json;as=PartialObjectMetadata{list};g=meta.k8s.io;v=v1,application/json"
 
 
+#: The Kubernetes verb of each HTTP method (a GET of a collection is ``list``).
+_VERBS = {"GET": "get", "POST": "create", "PATCH": "patch", "PUT": "update", "DELETE": "delete"}
+
+
 @dataclass(frozen=True)
 class Resource:
     """An API resource: where it lives and what it is called."""
@@ -149,6 +153,10 @@ class KubeApi:
         self.requests = 0
         #: Writes (POST, PATCH, PUT, DELETE) sent, for the fencing tests and metrics.
         self.writes = 0
+        #: Requests by (Kubernetes verb, HTTP status code or 'error'), watches included:
+        #: ``kubetrain_api_requests_total``.
+        self.by_call: dict[tuple[str, str], int] = {}
+        self._count_lock = threading.Lock()
         #: Called with (method, path) before each write is sent, after the rate limiter;
         #: raises to stop it (the operator's leader fence: ``Operator.fence``).
         self.fence: Callable[[str, str], None] | None = None
@@ -169,6 +177,16 @@ class KubeApi:
         the default kubeconfig. Raises ``config.ConfigException`` when none is usable."""
         load = credential_loader(kubeconfig, context)
         return cls(load(), qps=qps, burst=burst, pool_size=pool_size, reload=load)
+
+    def count_call(self, verb: str, code: str) -> None:
+        """Count one request in :attr:`by_call`."""
+        with self._count_lock:
+            self.by_call[(verb, code)] = self.by_call.get((verb, code), 0) + 1
+
+    def calls(self) -> dict[tuple[str, str], int]:
+        """A copy of :attr:`by_call`."""
+        with self._count_lock:
+            return dict(self.by_call)
 
     def close(self) -> None:
         """Close the connection pool."""
@@ -215,9 +233,12 @@ class KubeApi:
         content_type: str = "application/json",
         accept: str = "application/json",
         timeout: float = 30.0,
+        verb: str = "",
     ) -> dict[str, Any]:
         """One rate-limited call; the decoded JSON body, or ApiError. A 401 reloads the
-        credentials and retries once."""
+        credentials and retries once. ``verb`` names it for the metrics (default: from
+        the method, GET being ``get``)."""
+        verb = verb or _VERBS.get(method, method.lower())
         url = self._host + path + (f"?{urlencode(query)}" if query else "")
         data = json.dumps(body).encode() if body is not None else None
         call = f"{method} {path}"
@@ -241,7 +262,9 @@ class KubeApi:
                     retries=False,
                 )
             except urllib3.exceptions.HTTPError as err:
+                self.count_call(verb, "error")
                 raise ApiError(0, type(err).__name__, str(err), call) from err
+            self.count_call(verb, str(response.status))
             if response.status == 401 and attempt == 1 and self.reload_credentials():
                 continue
             break
@@ -267,7 +290,12 @@ class KubeApi:
         accept = _META_ONLY.format(list="List") if metadata_only else "application/json"
         while True:
             page = self.request(
-                "GET", resource.path(namespace), query=query, accept=accept, timeout=60.0
+                "GET",
+                resource.path(namespace),
+                query=query,
+                accept=accept,
+                timeout=60.0,
+                verb="list",
             )
             items.extend(page.get("items") or [])
             meta = page.get("metadata") or {}
@@ -313,7 +341,9 @@ class KubeApi:
                 retries=False,
             )
         except urllib3.exceptions.HTTPError as err:
+            self.count_call("watch", "error")
             raise ApiError(0, type(err).__name__, str(err), call) from err
+        self.count_call("watch", str(response.status))
         try:
             if response.status != 200:
                 if response.status == 401:

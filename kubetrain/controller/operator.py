@@ -15,6 +15,7 @@ import sys
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
+from datetime import UTC, datetime
 from pathlib import Path
 
 from kubetrain.controller.cluster_state import JobKey, KubeCluster
@@ -22,6 +23,7 @@ from kubetrain.controller.config import OperatorConfig
 from kubetrain.controller.errors import ApiError, Deposed, ErrorClass
 from kubetrain.controller.gang import GangConfig
 from kubetrain.controller.health import HttpServers
+from kubetrain.controller.job_metrics import CacheSource, ClusterCollector
 from kubetrain.controller.kube import LEASES, POD_GROUP_RESOURCES, KubeApi
 from kubetrain.controller.leader import LeaderElector
 from kubetrain.controller.metrics import Metrics
@@ -69,10 +71,8 @@ class Operator:
         self.config = config
         self.api = api
         self.identity = identity or default_identity()
-        self.metrics = Metrics()
-        self.metrics.api_requests.set_function(lambda: float(api.requests))
-        self.metrics.api_writes.set_function(lambda: float(api.writes))
-        self.queue: WorkQueue[JobKey] = WorkQueue()
+        self.metrics = Metrics(kinds=config.kinds)
+        self.queue: WorkQueue[JobKey] = WorkQueue(on_wait=self.metrics.queue_wait.observe)
         self.elector: LeaderElector | None = None
         if config.leader_elect:
             self.elector = LeaderElector(
@@ -114,6 +114,17 @@ class Operator:
             success_grace_seconds=config.success_grace_seconds,
             executor=self.executor,
             refusal_backoff_seconds=refusal_backoff_seconds,
+        )
+        self.metrics.registry.register(
+            ClusterCollector(
+                CacheSource(
+                    self.cluster,
+                    {kind: plugin.status_codec for kind, plugin in self.plugins.items()},
+                    api,
+                    clock=lambda: datetime.now(UTC),
+                ),
+                clock=lambda: datetime.now(UTC),
+            )
         )
         self.resync_seconds = resync_seconds
         self.http: HttpServers | None = None

@@ -25,6 +25,7 @@ from kubetrain.api import keys as K
 from kubetrain.api.common import ConditionType
 from kubetrain.api.kinds import kind_info
 from kubetrain.controller import child_events, planner
+from kubetrain.controller import conditions as C
 from kubetrain.controller import reasons as R
 from kubetrain.controller.decisions import NAMED_IN_STATUS, Context, Event, Plan
 from kubetrain.controller.errors import (
@@ -336,6 +337,7 @@ class Reconciler:
                 if err.status == 404:
                     return
                 raise
+            self._observe_transition(kind, raw, plan.status)
         memory.seen_restart_counts = plan.seen_restart_counts
         for ref in plan.delete:
             self.writer.delete(namespace, ref)
@@ -357,6 +359,35 @@ class Reconciler:
                     "state": _state(plan.status),
                 },
             )
+
+    def _observe_transition(self, kind: str, raw: Mapping[str, Any], wire: Any) -> None:
+        """The job metrics of a status change: time to Running when the job starts (or
+        resumes), its duration and result when it ends."""
+        codec = self.plugins[kind].status_codec
+        before, after = codec.read(raw.get("status")), codec.read(wire)
+        meta = raw.get("metadata") or {}
+        namespace = str(meta.get("namespace") or "")
+        created = C.parse_time(meta.get("creationTimestamp"))
+        result = C.finished(after)
+        if result is not None and C.finished(before) is None:
+            condition = C.get(after, result)
+            end = C.parse_time(after.completion_time) or self.clock()
+            self.metrics.finished(
+                kind,
+                namespace,
+                result.value,
+                (condition.reason if condition else None) or "",
+                (end - created).total_seconds() if created is not None else None,
+            )
+            return
+        started = C.is_true(after, ConditionType.RUNNING)
+        if started and not C.is_true(before, ConditionType.RUNNING):
+            if C.is_true(before, ConditionType.RESTARTING):
+                return  # back from a restart: the job had started already
+            since = C.waiting_since(after, created)
+            if since is not None:
+                seconds = max(0.0, (self.clock() - since).total_seconds())
+                self.metrics.time_to_running.labels(kind=kind).observe(seconds)
 
 
 @contextlib.contextmanager

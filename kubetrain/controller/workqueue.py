@@ -16,7 +16,7 @@ import itertools
 import threading
 import time
 from collections import deque
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from typing import Generic, TypeVar
 
 K = TypeVar("K", bound=Hashable)
@@ -25,9 +25,18 @@ K = TypeVar("K", bound=Hashable)
 class WorkQueue(Generic[K]):
     """Thread-safe; ``get`` blocks until a key is ready or the queue shuts down."""
 
-    def __init__(self, *, base_delay: float = 0.005, max_delay: float = 300.0) -> None:
+    def __init__(
+        self,
+        *,
+        base_delay: float = 0.005,
+        max_delay: float = 300.0,
+        on_wait: Callable[[float], None] | None = None,
+    ) -> None:
         self.base_delay = base_delay
         self.max_delay = max_delay
+        #: Called with the seconds a key waited in the queue each time a worker takes it.
+        self.on_wait = on_wait
+        self._queued_at: dict[K, float] = {}
         self._cond = threading.Condition()
         self._queue: deque[K] = deque()
         self._dirty: set[K] = set()
@@ -59,6 +68,7 @@ class WorkQueue(Generic[K]):
         if self._shutdown or key in self._dirty:
             return
         self._dirty.add(key)
+        self._queued_at.setdefault(key, time.monotonic())
         if key not in self._processing:
             self._queue.append(key)
             self._cond.notify_all()
@@ -113,7 +123,10 @@ class WorkQueue(Generic[K]):
             key = self._queue.popleft()
             self._processing.add(key)
             self._dirty.discard(key)
-            return key
+            queued_at = self._queued_at.pop(key, None)
+        if self.on_wait is not None and queued_at is not None:
+            self.on_wait(time.monotonic() - queued_at)
+        return key
 
     def done(self, key: K) -> None:
         """The worker finished ``key``; it is queued again if it was added meanwhile."""

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import os
+import re
 import signal
 import socket
 import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 from tests.integration.kube import wait_for
@@ -100,17 +101,28 @@ class OperatorProcess:
     def ready(self) -> tuple[int, str]:
         return self._get(self.health_port, "/readyz")
 
-    def metric(self, name: str) -> float:
-        """The sum of a metric's samples (0 when absent)."""
+    def metric(self, name: str, keep: Callable[[dict[str, str]], bool] = lambda _: True) -> float:
+        """The sum of a metric's samples (0 when absent), of those whose labels ``keep``
+        accepts."""
         status, text = self._get(self.metrics_port, "/metrics")
         assert status == 200, f"/metrics answered {status}"
         total = 0.0
         for line in text.splitlines():
             if line.startswith(name) and not line.startswith("#"):
-                head = line.split(" ")[0]
-                if head == name or head.startswith(name + "{"):
+                head = line.rsplit(" ", 1)[0]
+                if head != name and not head.startswith(name + "{"):
+                    continue
+                labels = dict(re.findall(r'(\w+)="([^"]*)"', head[len(name) :]))
+                if keep(labels):
                     total += float(line.rsplit(" ", 1)[1])
         return total
+
+    def api_writes(self) -> float:
+        """Writes this operator sent (``kubetrain_api_requests_total`` of the write verbs)."""
+        return self.metric(
+            "kubetrain_api_requests_total",
+            lambda labels: labels.get("verb") in ("create", "patch", "update", "delete"),
+        )
 
     def logs(self) -> str:
         return self.log_path.read_text(errors="replace")

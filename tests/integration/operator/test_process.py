@@ -225,7 +225,7 @@ def test_a_leader_paused_past_its_lease_writes_nothing_when_it_resumes(
     processes.append(two)
     jobs.create(pytorch_job("before", workers=1))
     jobs.wait_condition("PyTorchJob", "before", "Running")
-    writes_before_pause = _settled(lambda: one.metric("kubetrain_api_writes"))
+    writes_before_pause = _settled(one.api_writes)
 
     one.pause()
     try:

@@ -139,7 +139,7 @@ def test_the_deadline_fails_the_job_and_stops_active_pods() -> None:
     assert failed is not None and failed["reason"] == "DeadlineExceeded"
     assert [(r.kind, r.name) for r in p.delete] == [("Pod", "job-master-0")]
     assert p.status is not None and p.status["completionTime"] == stamp(0)
-    assert p.metrics == ["failed"]
+    assert p.metrics == []  # the result is counted by the reconciler, once written
 
 
 def test_before_the_deadline_the_job_is_requeued_for_it() -> None:
