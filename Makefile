@@ -124,9 +124,9 @@ lint: venv
 	$(BIN)/mypy
 	$(BIN)/python -m tests.layers
 
-# The unit tier needs the venv and two downloads (the pinned OpenAPI, Kueue's module for
-# its CRD files), no Go build and no Node.js tool.
-test-unit: venv openapi kueue-crds
+# The unit tier needs the venv and three downloads (the pinned OpenAPI, Kueue's and the
+# Prometheus Operator's modules for their CRD files), no Go build and no Node.js tool.
+test-unit: venv openapi kueue-crds monitoring-crds
 	$(BIN)/pytest tests/unit tests/snapshots
 
 test: venv openapi $(TEST_PREREQS) lint

@@ -1,6 +1,8 @@
 # The local control plane (real kube-apiserver, kube-controller-manager, kube-scheduler and
 # etcd, with kwok faking nodes and pod lifecycle) and the Go tools that run beside it: the
-# scheduler-plugins scheduler (gang scheduling), Kueue, helm, and Volcano's PodGroup CRD.
+# scheduler-plugins scheduler (gang scheduling), Kueue, helm, Volcano's PodGroup CRD,
+# Prometheus with promtool, and dashboard-check (Grafana dashboard JSON against the
+# Grafana Foundation SDK's schema).
 # Included by the top-level Makefile.
 #   make cluster-tools   build every Go tool (a no-op when built; one tool per cache dir)
 #   make cluster-up      start the control plane; prints how to use its kubeconfig
@@ -20,7 +22,7 @@
 # are downloaded once and a package two tools compile identically is compiled once
 # (only modules they select at the same version: see the README).
 
-.PHONY: kueue-crds cluster-tools peer-tools cluster-tool-dirs cluster-up cluster-down cluster-status kueue-up kueue-down
+.PHONY: kueue-crds monitoring-crds cluster-tools peer-tools cluster-tool-dirs cluster-up cluster-down cluster-status kueue-up kueue-down
 
 CLUSTER_KUBE_MODULE := cluster/tools/kubernetes
 CLUSTER_KWOK_MODULE := cluster/tools/kwok
@@ -30,6 +32,8 @@ HELM_MODULE := cluster/tools/helm
 VOLCANO_MODULE := cluster/tools/volcano
 TRAINING_OPERATOR_MODULE := cluster/tools/training-operator
 MPI_OPERATOR_MODULE := cluster/tools/mpi-operator
+PROMETHEUS_MODULE := cluster/tools/prometheus
+GRAFANA_MODULE := cluster/tools/grafana
 
 # The version that follows a module path on a require line of a go.mod.
 cluster_mod_version = $(shell awk '$$1 != "//" {for (i = 1; i < NF; i++) if ($$i == "$(1)" && $$(i+1) != "=>") { print $$(i+1); exit }}' $(2)/go.mod)
@@ -47,6 +51,10 @@ VOLCANO_APIS_VERSION := $(call cluster_mod_version,volcano.sh/apis,$(VOLCANO_MOD
 CONTROLLER_GEN_VERSION := $(call cluster_mod_version,sigs.k8s.io/controller-tools,$(VOLCANO_MODULE))
 TRAINING_OPERATOR_VERSION := $(call cluster_mod_version,github.com/kubeflow/training-operator,$(TRAINING_OPERATOR_MODULE))
 MPI_OPERATOR_VERSION := $(call cluster_mod_version,github.com/kubeflow/mpi-operator,$(MPI_OPERATOR_MODULE))
+PROMETHEUS_VERSION := $(call cluster_mod_version,github.com/prometheus/prometheus,$(PROMETHEUS_MODULE))
+# The Prometheus release of that module version: v0.3XX.Y is Prometheus 3.XX.Y.
+PROMETHEUS_RELEASE := $(shell echo $(PROMETHEUS_VERSION) | awk -F. '{ printf "%d.%d.%s", $$2 / 100, $$2 % 100, $$3 }')
+GRAFANA_SDK_VERSION := $(call cluster_mod_version,github.com/grafana/grafana-foundation-sdk/go,$(GRAFANA_MODULE))
 
 KUBETRAIN_CACHE ?= $(HOME)/.cache/kubetrain
 CLUSTER_TOOLS_ROOT := $(KUBETRAIN_CACHE)/cluster-tools
@@ -61,6 +69,8 @@ HELM_DIR := $(CLUSTER_TOOLS_ROOT)/helm-$(HELM_VERSION)-$(call cluster_mod_digest
 VOLCANO_DIR := $(CLUSTER_TOOLS_ROOT)/volcano-$(VOLCANO_APIS_VERSION)-$(call cluster_mod_digest,$(VOLCANO_MODULE))
 TRAINING_OPERATOR_DIR := $(CLUSTER_TOOLS_ROOT)/training-operator-$(TRAINING_OPERATOR_VERSION)-$(call cluster_mod_digest,$(TRAINING_OPERATOR_MODULE))
 MPI_OPERATOR_DIR := $(CLUSTER_TOOLS_ROOT)/mpi-operator-$(MPI_OPERATOR_VERSION)-$(call cluster_mod_digest,$(MPI_OPERATOR_MODULE))
+PROMETHEUS_DIR := $(CLUSTER_TOOLS_ROOT)/prometheus-$(PROMETHEUS_VERSION)-$(call cluster_mod_digest,$(PROMETHEUS_MODULE))
+GRAFANA_DIR := $(CLUSTER_TOOLS_ROOT)/grafana-$(GRAFANA_SDK_VERSION)-$(call cluster_mod_digest,$(GRAFANA_MODULE))
 
 CLUSTER_GO_ENV := GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
 CLUSTER_GO_BUILD := go build -trimpath -buildvcs=false
@@ -92,7 +102,7 @@ define cluster_tool_finish
 endef
 
 # make test needs the binaries; the top-level Makefile makes test depend on TEST_PREREQS.
-TEST_PREREQS += cluster-tools kueue-crds
+TEST_PREREQS += cluster-tools kueue-crds monitoring-crds
 
 # Kueue's CRD files for the unit tier's schema checks of the constructs' Kueue objects: the
 # pinned module downloaded into the Go module cache, nothing built (cluster/tools.py,
@@ -100,10 +110,17 @@ TEST_PREREQS += cluster-tools kueue-crds
 kueue-crds:
 	@cd /tmp && go mod download sigs.k8s.io/kueue@$(KUEUE_VERSION)
 
+# The Prometheus Operator's CRD files (ServiceMonitor, PrometheusRule) for the unit tier's
+# schema checks of the monitoring constructs: downloaded the same way, nothing built
+# (cluster/tools.py, prometheus_operator_crds, reads them there).
+PROMETHEUS_OPERATOR_VERSION := $(call cluster_mod_version,github.com/prometheus-operator/prometheus-operator,cluster/tools/prometheus-operator)
+monitoring-crds:
+	@cd /tmp && go mod download github.com/prometheus-operator/prometheus-operator@$(PROMETHEUS_OPERATOR_VERSION)
+
 # One step builds every Go tool, one after the other without `make -j` (each go build
 # already uses every core; two at once on a small machine only compete for memory).
 cluster-tools: $(CLUSTER_TOOLS_DIR)/.done $(SCHEDULER_PLUGINS_DIR)/.done $(KUEUE_DIR)/.done \
-  $(HELM_DIR)/.done $(VOLCANO_DIR)/.done
+  $(HELM_DIR)/.done $(VOLCANO_DIR)/.done $(PROMETHEUS_DIR)/.done $(GRAFANA_DIR)/.done
 
 # Where each tool lives (a test checks that cluster/tools.py agrees).
 cluster-tool-dirs:
@@ -112,6 +129,8 @@ cluster-tool-dirs:
 	@echo "kueue $(KUEUE_DIR)"
 	@echo "helm $(HELM_DIR)"
 	@echo "volcano $(VOLCANO_DIR)"
+	@echo "prometheus $(PROMETHEUS_DIR)"
+	@echo "grafana $(GRAFANA_DIR)"
 	@echo "training-operator $(TRAINING_OPERATOR_DIR)"
 	@echo "mpi-operator $(MPI_OPERATOR_DIR)"
 
@@ -231,6 +250,45 @@ $(VOLCANO_DIR)/.done:
 	@test -s $(VOLCANO_DIR).partial/crds/scheduling.volcano.sh_podgroups.yaml || \
 	  { echo "controller-gen wrote no scheduling.volcano.sh_podgroups.yaml into $(VOLCANO_DIR).partial/crds" >&2; exit 1; }
 	$(call cluster_tool_finish,$(VOLCANO_DIR))
+
+# Prometheus and promtool, stamped as upstream's release builds are (promu's ldflags: the
+# version, and as the build date the release's time on the module proxy, so a rebuild
+# is the same; no revision, which a module download does not carry) and with upstream's
+# netgo tag, not its builtinassets tag: the web UI is not in the module (see its go.mod).
+$(PROMETHEUS_DIR)/.done:
+	$(call cluster_tool_start,$(PROMETHEUS_DIR),Prometheus $(PROMETHEUS_RELEASE) and promtool (a cold build takes a while))
+	@start=$$(date +%s); \
+	  cd $(PROMETHEUS_MODULE); \
+	  date=$$($(TOOL_GO_ENV) go list -m -f '{{.Time.UTC.Format "20060102-15:04:05"}}' github.com/prometheus/prometheus); \
+	  pkg=github.com/prometheus/common/version; \
+	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) -tags netgo \
+	    -ldflags "-s -w -X $$pkg.Version=$(PROMETHEUS_RELEASE) -X $$pkg.BuildDate=$$date" \
+	    -o $(PROMETHEUS_DIR).partial/bin/ \
+	    github.com/prometheus/prometheus/cmd/prometheus github.com/prometheus/prometheus/cmd/promtool; \
+	  echo "built in $$(( $$(date +%s) - start ))s"
+	@for bin in prometheus promtool; do \
+	  got=$$($(PROMETHEUS_DIR).partial/bin/$$bin --version 2>&1 | head -n 1); \
+	  case "$$got" in "$$bin, version $(PROMETHEUS_RELEASE) "*) ;; \
+	    *) echo "$$bin --version says '$$got', expected '$$bin, version $(PROMETHEUS_RELEASE) (...)'" >&2; exit 1;; \
+	  esac; \
+	done
+	$(call cluster_tool_finish,$(PROMETHEUS_DIR))
+
+# dashboard-check, kubetrain's own command in the module (see its go.mod): Grafana
+# dashboard JSON checked against the Grafana Foundation SDK's schema. Its --version names
+# the SDK version it was built with (from the binary's build information).
+$(GRAFANA_DIR)/.done:
+	$(call cluster_tool_start,$(GRAFANA_DIR),dashboard-check on grafana-foundation-sdk $(GRAFANA_SDK_VERSION))
+	@start=$$(date +%s); \
+	  cd $(GRAFANA_MODULE); \
+	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) -ldflags "-s -w" \
+	    -o $(GRAFANA_DIR).partial/bin/dashboard-check ./cmd/dashboard-check; \
+	  echo "built in $$(( $$(date +%s) - start ))s"
+	@got=$$($(GRAFANA_DIR).partial/bin/dashboard-check --version); \
+	  expected="dashboard-check github.com/grafana/grafana-foundation-sdk/go $(GRAFANA_SDK_VERSION)"; \
+	  if [ "$$got" != "$$expected" ]; then \
+	    echo "dashboard-check --version says '$$got', expected '$$expected'" >&2; exit 1; fi
+	$(call cluster_tool_finish,$(GRAFANA_DIR))
 
 # The Go operators kubetrain replaces, for the peer benchmark (benchmarks/peers.py, make
 # bench-peers): each module's own command wires upstream's controllers at upstream's

@@ -13,7 +13,10 @@ into a cache directory of its own outside the repository:
   (JobSet, Trainer v2);
 - helm;
 - Volcano's ``scheduling.volcano.sh`` CRDs, generated from ``volcano.sh/apis`` by
-  controller-gen as Volcano's own build does.
+  controller-gen as Volcano's own build does;
+- Prometheus and promtool (``cluster/prometheus.py`` runs them);
+- dashboard-check, which checks Grafana dashboard JSON against the dashboard schema of
+  the Grafana Foundation SDK (no Grafana server can run here).
 
 ``make peer-tools`` builds, the same way, the Go operators kubetrain is compared with in
 ``benchmarks/peers.py`` (not needed by anything else, so not part of ``cluster-tools``):
@@ -47,6 +50,9 @@ HELM_MODULE = TOOL_MODULES_DIR / "helm"
 VOLCANO_MODULE = TOOL_MODULES_DIR / "volcano"
 TRAINING_OPERATOR_MODULE = TOOL_MODULES_DIR / "training-operator"
 MPI_OPERATOR_MODULE = TOOL_MODULES_DIR / "mpi-operator"
+PROMETHEUS_OPERATOR_MODULE = TOOL_MODULES_DIR / "prometheus-operator"
+PROMETHEUS_MODULE = TOOL_MODULES_DIR / "prometheus"
+GRAFANA_MODULE = TOOL_MODULES_DIR / "grafana"
 
 #: Every binary ``make cluster-tools`` builds, by file name, with the tool it belongs to
 #: (the ``ToolDirs`` field naming its cache directory).
@@ -63,6 +69,9 @@ BINARY_TOOLS = {
     "kueue": "kueue",
     "helm": "helm",
     "controller-gen": "volcano",
+    "prometheus": "prometheus",
+    "promtool": "prometheus",
+    "dashboard-check": "grafana",
     "training-operator": "training_operator",
     "mpi-operator": "mpi_operator",
 }
@@ -111,6 +120,19 @@ def module_digest(module_dir: Path) -> str:
     return digest.hexdigest()[:12]
 
 
+def prometheus_release(module_version: str) -> str:
+    """The Prometheus release of a ``github.com/prometheus/prometheus`` module version:
+    ``v0.3XX.Y`` is Prometheus ``3.XX.Y`` (cluster/cluster.mk computes the same)."""
+    parts = module_version.split(".")
+    if len(parts) != 3 or parts[0] != "v0" or not parts[1].isdigit() or len(parts[1]) < 3:
+        raise ValueError(
+            f"{module_version!r} is not a Prometheus module version: expected v0.MNN.P "
+            "(e.g. v0.316.0 for Prometheus 3.16.0)"
+        )
+    minor = int(parts[1])
+    return f"{minor // 100}.{minor % 100}.{parts[2]}"
+
+
 @dataclass(frozen=True)
 class Versions:
     """The pinned versions of the Go tools."""
@@ -125,6 +147,9 @@ class Versions:
     controller_gen: str
     training_operator: str
     mpi_operator: str
+    #: The Go module's version (``v0.316.0``); ``prometheus_release`` is ``3.16.0``.
+    prometheus: str
+    grafana_sdk: str
 
     @classmethod
     def pinned(cls) -> Versions:
@@ -148,7 +173,18 @@ class Versions:
             mpi_operator=module_version(
                 MPI_OPERATOR_MODULE / "go.mod", "github.com/kubeflow/mpi-operator"
             ),
+            prometheus=module_version(
+                PROMETHEUS_MODULE / "go.mod", "github.com/prometheus/prometheus"
+            ),
+            grafana_sdk=module_version(
+                GRAFANA_MODULE / "go.mod", "github.com/grafana/grafana-foundation-sdk/go"
+            ),
         )
+
+    @property
+    def prometheus_release(self) -> str:
+        """The Prometheus release (``3.16.0``), as ``prometheus --version`` reports it."""
+        return prometheus_release(self.prometheus)
 
     @property
     def cache_key(self) -> str:
@@ -181,6 +217,8 @@ class ToolDirs:
     volcano: Path
     training_operator: Path
     mpi_operator: Path
+    prometheus: Path
+    grafana: Path
 
     @classmethod
     def for_versions(cls, versions: Versions) -> ToolDirs:
@@ -203,6 +241,9 @@ class ToolDirs:
             ),
             mpi_operator=root
             / f"mpi-operator-{versions.mpi_operator}-{module_digest(MPI_OPERATOR_MODULE)}",
+            prometheus=root
+            / f"prometheus-{versions.prometheus}-{module_digest(PROMETHEUS_MODULE)}",
+            grafana=root / f"grafana-{versions.grafana_sdk}-{module_digest(GRAFANA_MODULE)}",
         )
 
     def by_tool(self) -> dict[str, Path]:
@@ -213,6 +254,8 @@ class ToolDirs:
             "kueue": self.kueue,
             "helm": self.helm,
             "volcano": self.volcano,
+            "prometheus": self.prometheus,
+            "grafana": self.grafana,
             "training-operator": self.training_operator,
             "mpi-operator": self.mpi_operator,
         }
@@ -264,6 +307,19 @@ class Tools:
     def scheduler_plugins_controller(self) -> Path:
         """The scheduler-plugins controller (PodGroup and ElasticQuota status)."""
         return self.path("scheduler-plugins-controller")
+
+    @property
+    def prometheus(self) -> Path:
+        return self.path("prometheus")
+
+    @property
+    def promtool(self) -> Path:
+        return self.path("promtool")
+
+    @property
+    def dashboard_check(self) -> Path:
+        """kubetrain's Grafana dashboard checker (cluster/tools/grafana)."""
+        return self.path("dashboard-check")
 
     # Upstream files ------------------------------------------------------------------
 
@@ -349,7 +405,15 @@ def _output(args: list[str]) -> str:
 
 
 #: The tools ``make cluster-tools`` builds, by the names ``ToolDirs.by_tool`` uses.
-TOOL_NAMES = ("control-plane", "scheduler-plugins", "kueue", "helm", "volcano")
+TOOL_NAMES = (
+    "control-plane",
+    "scheduler-plugins",
+    "kueue",
+    "helm",
+    "volcano",
+    "prometheus",
+    "grafana",
+)
 #: The Go operators ``make peer-tools`` builds for the peer benchmark.
 PEER_TOOL_NAMES = ("training-operator", "mpi-operator")
 
@@ -413,7 +477,9 @@ def find_tools(versions: Versions | None = None, *, only: Iterable[str] = TOOL_N
             f"expected the tools {', '.join(wanted)} built from Kubernetes "
             f"{versions.kubernetes}, etcd {versions.etcd}, kwok {versions.kwok}, "
             f"scheduler-plugins {versions.scheduler_plugins}, Kueue {versions.kueue}, "
-            f"helm {versions.helm}, Volcano APIs {versions.volcano_apis}. "
+            f"helm {versions.helm}, Volcano APIs {versions.volcano_apis}, Prometheus "
+            f"{versions.prometheus_release} ({versions.prometheus}), grafana-foundation-sdk "
+            f"{versions.grafana_sdk}. "
             "Run `make cluster-tools` to build them."
         )
     return tools
@@ -426,10 +492,33 @@ def kueue_module_crds() -> list[Path]:
     test-unit`` downloads the module first; ``make cluster-tools`` copies the same files
     for Kueue itself)."""
     version = module_version(KUEUE_MODULE / "go.mod", "sigs.k8s.io/kueue")
+    module = _module_cache_dir("sigs.k8s.io/kueue", version, "make kueue-crds")
+    crds = sorted((module / "config" / "components" / "crd" / "bases").glob("*.yaml"))
+    if not crds:
+        raise ToolsMissingError(f"the Kueue module in {module} ships no CRD files")
+    return crds
+
+
+def prometheus_operator_crds() -> list[Path]:
+    """The Prometheus Operator's CRD files (``monitoring.coreos.com``: ServiceMonitor,
+    PrometheusRule, ...) of the pinned release, from the Go module cache: a download
+    through the module proxy, nothing built (``make monitoring-crds``), so that the
+    constructs' monitoring objects are checked against them in the unit tier."""
+    module_path = "github.com/prometheus-operator/prometheus-operator"
+    version = module_version(PROMETHEUS_OPERATOR_MODULE / "go.mod", module_path)
+    module = _module_cache_dir(module_path, version, "make monitoring-crds")
+    crds = sorted((module / "example" / "prometheus-operator-crd").glob("*.yaml"))
+    if not crds:
+        raise ToolsMissingError(f"the Prometheus Operator module in {module} ships no CRD files")
+    return crds
+
+
+def _module_cache_dir(module_path: str, version: str, make_target: str) -> Path:
+    """Where Go's module cache holds ``module_path@version`` (downloading it if needed)."""
     env = {**os.environ, "GOFLAGS": "-mod=mod", "GOTOOLCHAIN": "local"}
     found = subprocess.run(
-        ["go", "mod", "download", "-json", f"sigs.k8s.io/kueue@{version}"],
-        # Outside any module: the download leaves the tools module's go.sum alone.
+        ["go", "mod", "download", "-json", f"{module_path}@{version}"],
+        # Outside any module: the download leaves the tools modules' go.sum alone.
         cwd=tempfile.gettempdir(),
         env=env,
         capture_output=True,
@@ -438,11 +527,7 @@ def kueue_module_crds() -> list[Path]:
     )
     if found.returncode != 0:
         raise ToolsMissingError(
-            f"cannot download the Kueue module sigs.k8s.io/kueue@{version} for its CRDs: "
-            f"{(found.stderr or found.stdout).strip()[-500:]}; run `make kueue-crds`"
+            f"cannot download the module {module_path}@{version}: "
+            f"{(found.stderr or found.stdout).strip()[-500:]}; run `{make_target}`"
         )
-    module = Path(json.loads(found.stdout)["Dir"])
-    crds = sorted((module / "config" / "components" / "crd" / "bases").glob("*.yaml"))
-    if not crds:
-        raise ToolsMissingError(f"the Kueue module in {module} ships no CRD files")
-    return crds
+    return Path(json.loads(found.stdout)["Dir"])

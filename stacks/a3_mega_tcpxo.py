@@ -1,6 +1,7 @@
 """``a3-mega-tcpxo``: GKE A3 Mega (8x H100 Mega) with GPUDirect-TCPXO."""
 
 from kubetrain.constructs.job_common import Placement
+from kubetrain.constructs.monitoring import MonitoringProps
 from kubetrain.constructs.nccl import NcclProfile
 from kubetrain.constructs.node_pool import GpuNodePoolProps
 from kubetrain.constructs.operator import TrainingOperatorProps
@@ -35,6 +36,7 @@ STACK = Stack(
         ),
     ),
     queues=team_queues("a3-mega", nodes_per_team=2, cpu_per_node=208, memory_per_node="1872Gi"),
+    monitoring=MonitoringProps(),
     samples=Samples(
         node_pool="a3-mega",
         pytorch=PyTorchDdpSampleProps(

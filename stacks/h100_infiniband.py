@@ -1,6 +1,7 @@
 """``h100-infiniband``: CoreWeave-style HGX H100 nodes on an InfiniBand fabric."""
 
 from kubetrain.constructs.job_common import Placement
+from kubetrain.constructs.monitoring import MonitoringProps
 from kubetrain.constructs.nccl import NcclProfile
 from kubetrain.constructs.node_pool import GpuNodePoolProps
 from kubetrain.constructs.operator import TrainingOperatorProps
@@ -35,6 +36,7 @@ STACK = Stack(
         ),
     ),
     queues=team_queues("h100-ib", nodes_per_team=2, cpu_per_node=128, memory_per_node="2048Gi"),
+    monitoring=MonitoringProps(),
     samples=Samples(
         node_pool="h100-ib",
         pytorch=PyTorchDdpSampleProps(

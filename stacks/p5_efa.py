@@ -1,6 +1,7 @@
 """``p5-efa``: AWS p5.48xlarge (8x H100) with 32 EFA interfaces."""
 
 from kubetrain.constructs.job_common import Placement
+from kubetrain.constructs.monitoring import MonitoringProps
 from kubetrain.constructs.nccl import NcclProfile
 from kubetrain.constructs.node_pool import GpuNodePoolProps
 from kubetrain.constructs.operator import TrainingOperatorProps
@@ -42,6 +43,7 @@ STACK = Stack(
         ),
     ),
     queues=team_queues("p5", nodes_per_team=2, cpu_per_node=192, memory_per_node="2048Gi"),
+    monitoring=MonitoringProps(),
     samples=Samples(
         node_pool="p5",
         pytorch=PyTorchDdpSampleProps(nodes=2, gpus_per_node=8, scaling=_SCALING, resources=_NODE),

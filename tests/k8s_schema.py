@@ -1,7 +1,8 @@
 """Validate synthesized manifests: built-in kinds against the pinned Kubernetes OpenAPI,
 kubeflow.org and trainer.kubeflow.org custom resources against kubetrain's generated CRD
-schemas, kueue.x-k8s.io objects against the CRDs of the pinned Kueue module (from the Go
-module cache: downloaded, not built; ``make test-unit`` fetches it). Unknown fields are
+schemas, kueue.x-k8s.io objects against the CRDs of the pinned Kueue module and
+monitoring.coreos.com objects against the pinned Prometheus Operator's (both from the Go
+module cache: downloaded, not built; ``make test-unit`` fetches them). Unknown fields are
 errors (like kubectl's strict field validation), so a typo in a construct fails. CEL
 rules are the API server's to check (the integration tests apply the objects)."""
 
@@ -9,6 +10,7 @@ from __future__ import annotations
 
 import copy
 from functools import cache
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -31,6 +33,11 @@ def _validator(api_version: str, kind: str) -> Draft7Validator:
         return Draft7Validator(schema)
     if api_version.startswith("kueue.x-k8s.io/"):
         return Draft7Validator(strict_schema(kueue_crd_schema(api_version, kind)))
+    if api_version.startswith("monitoring.coreos.com/"):
+        from cluster.tools import prometheus_operator_crds
+
+        schema = crd_file_schema(prometheus_operator_crds(), api_version, kind)
+        return Draft7Validator(strict_schema(schema))
     return Draft7Validator(strict_schema(object_schema(api_version, kind)))
 
 
@@ -40,9 +47,15 @@ def kueue_crd_schema(api_version: str, kind: str) -> dict[str, Any]:
     the pinned Kueue module."""
     from cluster.tools import kueue_module_crds
 
+    return crd_file_schema(kueue_module_crds(), api_version, kind)
+
+
+def crd_file_schema(paths: list[Path], api_version: str, kind: str) -> dict[str, Any]:
+    """The openAPIV3Schema of ``kind`` at the version of ``api_version``, from the CRD
+    files ``paths`` (named ``<group>_<plural>.yaml``)."""
     version = api_version.split("/", 1)[1]
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the Workload CRD is large
-    for path in kueue_module_crds():
+    for path in paths:
         if not path.name.split("_", 1)[-1].startswith(kind.lower()):
             continue
         crd = yaml.load(path.read_text(), Loader=loader)
@@ -52,8 +65,8 @@ def kueue_crd_schema(api_version: str, kind: str) -> dict[str, Any]:
             if served["name"] == version:
                 schema: dict[str, Any] = served["schema"]["openAPIV3Schema"]
                 return schema
-        raise KeyError(f"Kueue's {kind} CRD ({path.name}) serves no version {version}")
-    raise KeyError(f"{api_version} {kind} is not a kind of Kueue's CRDs")
+        raise KeyError(f"the {kind} CRD ({path.name}) serves no version {version}")
+    raise KeyError(f"{api_version} {kind} is in none of {', '.join(p.name for p in paths)}")
 
 
 def schema_errors(obj: dict[str, Any]) -> list[str]:

@@ -18,15 +18,7 @@ from kubetrain.api.kinds import TRAINJOB, by_operator_name, kind_info
 from kubetrain.controller.decisions import NAMED_IN_STATUS, ChildRef, Event
 from kubetrain.controller.errors import ApiError, ChildConflict, Deposed
 from kubetrain.controller.events import EventRecorder
-from kubetrain.controller.informer import (
-    Informer,
-    scoped,
-    trim_batch_job,
-    trim_metadata_only,
-    trim_pod,
-    trim_pod_group,
-    trim_training_job,
-)
+from kubetrain.controller.informer import Informer, scoped
 from kubetrain.controller.kube import (
     CHILD_RESOURCES,
     JOB_RESOURCES,
@@ -38,6 +30,13 @@ from kubetrain.controller.ownership import Holder, holder
 from kubetrain.controller.plugins.base import Observed
 from kubetrain.controller.plugins.trainjob_plugin import runtime_ref
 from kubetrain.controller.runtimes import RuntimeCache, RuntimeKey
+from kubetrain.controller.trim import (
+    trim_batch_job,
+    trim_metadata_only,
+    trim_pod,
+    trim_pod_group,
+    trim_training_job,
+)
 
 log = logging.getLogger("kubetrain.operator")
 

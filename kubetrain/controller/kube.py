@@ -179,12 +179,10 @@ class KubeApi:
         return cls(load(), qps=qps, burst=burst, pool_size=pool_size, reload=load)
 
     def count_call(self, verb: str, code: str) -> None:
-        """Count one request in :attr:`by_call`."""
         with self._count_lock:
             self.by_call[(verb, code)] = self.by_call.get((verb, code), 0) + 1
 
     def calls(self) -> dict[tuple[str, str], int]:
-        """A copy of :attr:`by_call`."""
         with self._count_lock:
             return dict(self.by_call)
 

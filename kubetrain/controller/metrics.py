@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from kubetrain import __version__
+from kubetrain.api import keys as K
 from kubetrain.controller.errors import ErrorClass
 
 #: What a job is doing, in one word (``kubetrain_jobs{state}``): ``pending`` (created, not
@@ -115,8 +116,8 @@ CATALOGUE: tuple[MetricDoc, ...] = (
         "gauge",
         "namespace pool",
         "How many GPUs do running jobs hold, per team and pool?",
-        "GPUs (nvidia.com/gpu) requested by the live pods of running jobs; pool is the "
-        "pod's kubetrain.dev/gpu-pool node selector (Kueue's flavor puts it there), 'none' "
+        f"GPUs ({K.GPU_RESOURCE}) requested by the live pods of running jobs; pool is the "
+        f"pod's {K.GPU_POOL_LABEL} node selector (Kueue's flavor puts it there), 'none' "
         "without one.",
     ),
     _doc(

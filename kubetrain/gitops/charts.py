@@ -1,7 +1,7 @@
 """The cdk8s charts of a stack: each chart is one deployable unit (one folder of
 manifests, one Argo CD Application, one sync wave): ``crds``, ``operator``, ``gpu-nodes``
 and ``samples``. They only place the constructs; :mod:`kubetrain.gitops.render` renders
-them in deployment order."""
+them in deployment order. (And ``runtimes``, ``queues`` and ``monitoring``.)"""
 
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import constructs
 from kubetrain.api.kinds import TRAINJOB
 from kubetrain.constructs.crds import KubeflowCrds, KubeflowCrdsProps
 from kubetrain.constructs.job_common import NodePoolLike
+from kubetrain.constructs.monitoring import MonitoringProps, OperatorMonitoring
 from kubetrain.constructs.node_pool import GpuNodePool, GpuNodePoolProps
 from kubetrain.constructs.objects import construct_errors
 from kubetrain.constructs.operator import TrainingOperator, TrainingOperatorProps
@@ -149,3 +150,20 @@ class SamplesChart(cdk8s.Chart):
                 props = dataclasses.replace(props, node_pool=node_pool)
             with construct_errors(self, sample_id):
                 construct(self, sample_id, props)
+
+
+class MonitoringChart(cdk8s.Chart):
+    """The operator's ServiceMonitor, PrometheusRule and Grafana dashboard (empty when
+    the stack has no monitoring)."""
+
+    def __init__(
+        self,
+        scope: constructs.Construct,
+        id: str,
+        props: MonitoringProps | None,
+        operator: TrainingOperatorProps,
+    ) -> None:
+        super().__init__(scope, id, disable_resource_name_hashes=True)
+        if props is not None:
+            with construct_errors(self, "Monitoring"):
+                OperatorMonitoring(self, "Monitoring", props, operator)

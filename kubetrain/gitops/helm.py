@@ -10,6 +10,8 @@ Layout::
     templates/operator.yaml    the operator chart, templated (:mod:`.helm_template`)
     templates/gpu-nodes.yaml, runtimes.yaml, samples.yaml   as synthesized (samples behind
                                ``samples.enabled``)
+    templates/monitoring.yaml  the ServiceMonitor, PrometheusRule and dashboard ConfigMap,
+                               behind ``monitoring.enabled`` (on when the stack has them)
 
 Every templated object also carries Helm's labels (``app.kubernetes.io/managed-by``,
 ``app.kubernetes.io/instance``, ``helm.sh/chart``); :func:`strip_helm_labels` takes them
@@ -28,6 +30,7 @@ from typing import Any
 import yaml
 
 from kubetrain import __version__
+from kubetrain.constructs.monitoring import MonitoringProps
 from kubetrain.gitops.helm_emit import documents
 from kubetrain.gitops.helm_nodes import Expr, Range, Switch
 from kubetrain.gitops.helm_template import compile_templates, keyed, with_values
@@ -138,7 +141,9 @@ def chart_files(stack: Stack) -> dict[str, str]:
     files: dict[str, str] = {
         "Chart.yaml": header + dump(_chart_yaml(stack)),
         "values.yaml": _values_yaml(
-            default_values(stack.operator), values_schema(stack.operator), header
+            default_values(stack.operator, monitoring=stack.monitoring is not None),
+            values_schema(stack.operator),
+            header,
         ),
         "values.schema.json": json.dumps(values_schema(stack.operator), indent=2) + "\n",
     }
@@ -155,6 +160,15 @@ def chart_files(stack: Stack) -> dict[str, str]:
         if name == "samples":
             text = "{{- if $.Values.samples.enabled }}\n" + text + "{{- end }}\n"
         files[f"templates/{name}.yaml"] = header + text
+    # The monitoring objects are in every chart, behind monitoring.enabled (on when the
+    # stack has monitoring; otherwise with its defaults, off).
+    with_monitoring = stack
+    if stack.monitoring is None:
+        with_monitoring = dataclasses.replace(stack, monitoring=MonitoringProps())
+    (monitoring,) = render_charts(with_monitoring, only=("monitoring",))
+    objects = {k: _labelled(v, chart_label) for k, v in keyed(monitoring.objects).items()}
+    text = "{{- if $.Values.monitoring.enabled }}\n" + documents(objects) + "{{- end }}\n"
+    files["templates/monitoring.yaml"] = header + text
     return files
 
 

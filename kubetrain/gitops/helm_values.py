@@ -122,8 +122,9 @@ def _split_image(image: Image) -> dict[str, str]:
     return {"repository": repository, "tag": tag, "digest": digest}
 
 
-def default_values(props: TrainingOperatorProps) -> dict[str, Any]:
-    """The values that give ``props`` back (values.yaml)."""
+def default_values(props: TrainingOperatorProps, *, monitoring: bool = False) -> dict[str, Any]:
+    """The values that give ``props`` back (values.yaml); ``monitoring``: whether the
+    monitoring objects are on by default (the stack has monitoring)."""
     config = props.config
     resources = props.resources
     values: dict[str, Any] = {
@@ -144,6 +145,7 @@ def default_values(props: TrainingOperatorProps) -> dict[str, Any]:
         value = getattr(config, name)
         values[camel(name)] = value.value if isinstance(value, StrEnum) else value
     values["samples"] = {"enabled": False}
+    values["monitoring"] = {"enabled": monitoring}
     return values
 
 
@@ -310,6 +312,15 @@ def values_schema(props: TrainingOperatorProps) -> dict[str, Any]:
         "additionalProperties": False,
         "properties": {
             "enabled": {"type": "boolean", "description": "Install the sample jobs too."}
+        },
+    }
+    properties["monitoring"] = {
+        "type": "object",
+        "description": "The operator's ServiceMonitor, PrometheusRule and Grafana dashboard "
+        "ConfigMap (needs the Prometheus Operator's CRDs).",
+        "additionalProperties": False,
+        "properties": {
+            "enabled": {"type": "boolean", "description": "Install the monitoring objects."}
         },
     }
     return {

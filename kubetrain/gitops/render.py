@@ -17,8 +17,10 @@ from kubetrain.gitops.stack import Stack
 # every stack, and so change the content of versions that did not change. ``queues``
 # (Kueue's objects) comes last: nothing the other charts hold needs it (a runtime's queue
 # rule names a queue but needs no queue object; queued jobs wait for their LocalQueue),
-# and it needs only Kueue's CRDs, which Kueue's own installation provides.
-CHART_ORDER = ("crds", "operator", "gpu-nodes", "runtimes", "samples", "queues")
+# and it needs only Kueue's CRDs, which Kueue's own installation provides. ``monitoring``
+# (the operator's ServiceMonitor, alert rules and dashboard) needs the Prometheus
+# Operator's CRDs, which its own installation provides.
+CHART_ORDER = ("crds", "operator", "gpu-nodes", "runtimes", "samples", "queues", "monitoring")
 
 
 @dataclass(frozen=True)
@@ -50,6 +52,7 @@ def build_charts(stack: Stack, only: Collection[str] = CHART_ORDER) -> dict[str,
     from kubetrain.gitops.charts import (
         CrdsChart,
         GpuNodesChart,
+        MonitoringChart,
         OperatorChart,
         QueuesChart,
         RuntimesChart,
@@ -72,6 +75,7 @@ def build_charts(stack: Stack, only: Collection[str] = CHART_ORDER) -> dict[str,
     pool = gpu_nodes.pools.get(stack.samples.node_pool) if stack.samples.node_pool else None
     charts["samples"] = SamplesChart(app, "samples", stack.samples, node_pool=pool)
     charts["queues"] = QueuesChart(app, "queues", stack.queues, gpu_nodes.pools)
+    charts["monitoring"] = MonitoringChart(app, "monitoring", stack.monitoring, stack.operator)
     return charts
 
 

@@ -12,6 +12,7 @@ import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from kubetrain.constructs.monitoring import MonitoringProps
 from kubetrain.constructs.node_pool import GpuNodePoolProps
 from kubetrain.constructs.operator import TrainingOperatorProps
 from kubetrain.constructs.queues import (
@@ -178,6 +179,10 @@ class Stack:
     """Sample jobs (the ``samples`` chart)."""
     queues: Queues = field(default_factory=Queues)
     """Kueue flavors, queues and priorities (the ``queues`` chart). Default: none."""
+    monitoring: MonitoringProps | None = None
+    """The operator's ServiceMonitor, alert rules and Grafana dashboard (the
+    ``monitoring`` chart; needs the Prometheus Operator's CRDs), and the same rules and
+    dashboard as plain files under ``files/``. Default: none."""
     argocd: ArgoCd = field(default_factory=ArgoCd)
     """Argo CD Applications for the rendered charts."""
     description: str = ""

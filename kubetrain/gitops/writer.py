@@ -9,6 +9,8 @@ Layout of one version::
     argocd/applications/*.yaml                one Application per chart (sync waves)
     argocd/root-application.yaml              app-of-apps for this version
     argocd/argocd-cm-health.yaml              health checks to merge into argocd-cm
+    files/prometheus-rules.yaml               with monitoring: the alert rules as a plain
+    files/grafana-dashboard.json              Prometheus rules file, the dashboard as JSON
 
 A version is immutable: writing an existing version whose content changed fails and
 lists the changed objects; ``bump`` writes the next version instead. Writes go to a
@@ -29,12 +31,16 @@ from typing import Any
 import yaml
 
 from kubetrain import __version__
+from kubetrain.constructs.monitoring import dashboard_file, rules_file
 from kubetrain.gitops import argocd as argo
 from kubetrain.gitops.render import RenderedChart, argocd_objects, root_application
 from kubetrain.gitops.stack import Stack
 from kubetrain.manifest import dump
 
 LOCK_FILE = "manifest.lock.json"
+#: The plain files of a stack with monitoring (for a Prometheus or Grafana run by hand).
+RULES_FILE = "files/prometheus-rules.yaml"
+DASHBOARD_FILE = "files/grafana-dashboard.json"
 
 
 class VersionConflict(ValueError):
@@ -91,6 +97,10 @@ def render_files(stack: Stack, charts: list[RenderedChart]) -> dict[str, str]:
         files[f"argocd/applications/{app['metadata']['name']}.yaml"] = dump(app)
     files["argocd/root-application.yaml"] = dump(root_application(stack))
     files["argocd/argocd-cm-health.yaml"] = dump(argo.argocd_cm_patch(stack.argocd))
+    if stack.monitoring is not None:
+        files[RULES_FILE] = dump(rules_file(stack.monitoring, stack.operator))
+        dashboard = dashboard_file(stack.monitoring, stack.operator)
+        files[DASHBOARD_FILE] = json.dumps(dashboard, indent=2) + "\n"
     lock = {
         "kubetrainVersion": __version__,
         "stack": stack.name,
@@ -112,7 +122,11 @@ def _objects(files: dict[str, str]) -> dict[str, str]:
     """Object label (``Kind namespace/name``) -> YAML, for the chart object files."""
     out: dict[str, str] = {}
     for path, text in files.items():
-        if "/" not in path or path.startswith("argocd/") or path.endswith("kustomization.yaml"):
+        if (
+            "/" not in path
+            or path.startswith(("argocd/", "files/"))
+            or path.endswith("kustomization.yaml")
+        ):
             continue
         obj = yaml.load(text, Loader=_SafeLoader)
         meta = obj.get("metadata", {})

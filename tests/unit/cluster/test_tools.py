@@ -13,6 +13,7 @@ import pytest
 from cluster.tools import (
     BINARIES,
     KUEUE_MODULE,
+    PROMETHEUS_MODULE,
     SCHEDULER_PLUGINS_MODULE,
     ToolDirs,
     Tools,
@@ -21,6 +22,7 @@ from cluster.tools import (
     find_tools,
     module_digest,
     module_version,
+    prometheus_release,
 )
 from tests.conftest import REPO_ROOT
 
@@ -35,6 +37,30 @@ def test_pinned_versions_come_from_the_tool_modules() -> None:
     assert versions.controller_gen == "v0.18.0", versions
     assert versions.training_operator.startswith("v1.9."), versions
     assert versions.mpi_operator == "v0.8.0", versions
+    assert versions.prometheus == "v0.316.0", versions
+    assert versions.prometheus_release == "3.16.0", versions
+    assert versions.grafana_sdk == "v0.0.22", versions
+
+
+@pytest.mark.parametrize(
+    ("module_version", "release"),
+    [("v0.316.0", "3.16.0"), ("v0.300.1", "3.0.1"), ("v0.310.2", "3.10.2")],
+    ids=["3.16.0", "3.0.1", "3.10.2"],
+)
+def test_prometheus_release_of_a_module_version(module_version: str, release: str) -> None:
+    assert prometheus_release(module_version) == release
+
+
+@pytest.mark.parametrize("module_version", ["v2.55.1", "v0.55.1", "v0.316"], ids=str)
+def test_rejects_a_version_that_is_no_prometheus_3_module_version(module_version: str) -> None:
+    with pytest.raises(ValueError, match=r"is not a Prometheus module version: expected v0.MNN.P"):
+        prometheus_release(module_version)
+
+
+def test_prometheus_module_has_no_replace_directive() -> None:
+    # The reason for the pin (see its go.mod): nothing of upstream's go.mod to copy.
+    go_mod = (PROMETHEUS_MODULE / "go.mod").read_text(encoding="utf-8")
+    assert not [line for line in go_mod.splitlines() if line.startswith("replace")], go_mod
 
 
 def test_scheduler_plugins_is_built_against_the_pinned_kubernetes() -> None:
@@ -97,6 +123,10 @@ def test_make_and_python_agree_on_every_tool_directory(
     assert from_python["kueue"] == (
         f"{cache}/cluster-tools/kueue-{versions.kueue}-{module_digest(KUEUE_MODULE)}"
     )
+    assert from_python["prometheus"] == (
+        f"{cache}/cluster-tools/prometheus-v0.316.0-{module_digest(PROMETHEUS_MODULE)}"
+    )
+    assert Path(from_python["grafana"]).name.startswith("grafana-v0.0.22-")
 
 
 def test_each_binary_lives_in_its_tools_directory(tmp_path: Path) -> None:
@@ -108,6 +138,8 @@ def test_each_binary_lives_in_its_tools_directory(tmp_path: Path) -> None:
         volcano=tmp_path / "volcano",
         training_operator=tmp_path / "to",
         mpi_operator=tmp_path / "mpi",
+        prometheus=tmp_path / "prom",
+        grafana=tmp_path / "grafana",
     )
     tools = Tools(versions=Versions.pinned(), dirs=dirs)
     assert tools.kubectl == tmp_path / "cp" / "bin" / "kubectl"
@@ -120,6 +152,9 @@ def test_each_binary_lives_in_its_tools_directory(tmp_path: Path) -> None:
     assert {tools.path(name).parent.parent for name in BINARIES} == set(dirs.by_tool().values())
     assert tools.path("training-operator") == tmp_path / "to" / "bin" / "training-operator"
     assert tools.mpi_operator_crd == tmp_path / "mpi" / "crds" / "kubeflow.org_mpijobs.yaml"
+    assert tools.prometheus == tmp_path / "prom" / "bin" / "prometheus"
+    assert tools.promtool == tmp_path / "prom" / "bin" / "promtool"
+    assert tools.dashboard_check == tmp_path / "grafana" / "bin" / "dashboard-check"
 
 
 def test_rejects_an_unknown_binary() -> None:
@@ -138,8 +173,17 @@ def test_fails_with_what_is_missing_and_how_to_build_it(
     message = str(raised.value)
     assert "Run `make cluster-tools` to build them." in message
     assert f"{tmp_path}/cluster-tools/" in message
-    for expected in ("kube-scheduler-plugins", "bin/kueue", "bin/helm", "podgroups.yaml"):
+    for expected in (
+        "kube-scheduler-plugins",
+        "bin/kueue",
+        "bin/helm",
+        "podgroups.yaml",
+        "bin/prometheus",
+        "bin/promtool",
+        "bin/dashboard-check",
+    ):
         assert expected in message
+    assert "Prometheus 3.16.0 (v0.316.0), grafana-foundation-sdk v0.0.22" in message
 
 
 def test_checks_only_the_tools_asked_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -152,6 +196,20 @@ def test_checks_only_the_tools_asked_for(tmp_path: Path, monkeypatch: pytest.Mon
     assert "kwokctl" not in message.split(";")[0], message
     with pytest.raises(ValueError, match=r"unknown tools kind: expected some of control-plane"):
         find_tools(only=("kind",))
+
+
+def test_checks_prometheus_and_dashboard_check_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KUBETRAIN_CACHE", str(tmp_path))
+    monkeypatch.delenv("KUBETRAIN_CLUSTER_TOOLS_DIR", raising=False)
+    with pytest.raises(ToolsMissingError) as raised:
+        find_tools(only=("prometheus", "grafana"))
+    missing = str(raised.value).split(";")[0]
+    assert missing.startswith("3 file(s) missing"), missing
+    assert f"{tmp_path}/cluster-tools/prometheus-v0.316.0-" in missing
+    assert "bin/promtool" in missing and "bin/dashboard-check" in missing, missing
+    assert "kwokctl" not in missing and "bin/helm" not in missing, missing
 
 
 def test_fails_for_the_peer_operators_with_how_to_build_them(

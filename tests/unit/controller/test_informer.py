@@ -7,14 +7,9 @@ from collections.abc import Iterator
 from typing import Any
 
 from kubetrain.controller.errors import ApiError
-from kubetrain.controller.informer import (
-    Informer,
-    is_older,
-    scoped,
-    trim_metadata_only,
-    trim_pod,
-)
+from kubetrain.controller.informer import Informer, is_older, scoped
 from kubetrain.controller.kube import PODS, Resource, WatchEvent
+from kubetrain.controller.trim import trim_metadata_only, trim_pod
 
 
 def obj(name: str, rv: str, uid: str | None = None, **labels: str) -> dict[str, Any]:

@@ -11,11 +11,11 @@ from prometheus_client import CollectorRegistry
 
 from kubetrain.api import keys as K
 from kubetrain.api.common import JobStatus
-from kubetrain.controller.informer import trim_pod
 from kubetrain.controller.job_metrics import ClusterCollector, job_state, summarize
 from kubetrain.controller.metrics import CATALOGUE, JOB_STATES, Metrics
 from kubetrain.controller.plugins.registry import build_registry
 from kubetrain.controller.reconciler import Reconciler
+from kubetrain.controller.trim import trim_pod
 from kubetrain.controller.workqueue import WorkQueue
 from tests.unit.controller.builders import NOW, pod, pytorch_raw, stamp
 from tests.unit.controller.memory_cluster import MemoryCluster
