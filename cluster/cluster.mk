@@ -37,9 +37,10 @@ GRAFANA_MODULE := cluster/tools/grafana
 
 # The version that follows a module path on a require line of a go.mod.
 cluster_mod_version = $(shell awk '$$1 != "//" {for (i = 1; i < NF; i++) if ($$i == "$(1)" && $$(i+1) != "=>") { print $$(i+1); exit }}' $(2)/go.mod)
-# The first 12 hex digits of the SHA-256 of a module's go.mod followed by its go.sum:
-# every pin of the tool, indirect ones included (cluster/tools.py computes the same).
-cluster_mod_digest = $(shell cat $(1)/go.mod $(1)/go.sum | sha256sum | cut -c1-12)
+# The first 12 hex digits of the SHA-256 of a module's go.mod, its go.sum and the files of
+# its own commands under cmd/ (sorted by path): every pin of the tool, indirect ones
+# included, and the code kubetrain adds (cluster/tools.py computes the same).
+cluster_mod_digest = $(shell cd $(1) && cat go.mod go.sum $$(find cmd -type f 2>/dev/null | LC_ALL=C sort) | sha256sum | cut -c1-12)
 
 CLUSTER_K8S_VERSION := $(call cluster_mod_version,k8s.io/kubernetes,$(CLUSTER_KUBE_MODULE))
 CLUSTER_ETCD_VERSION := $(call cluster_mod_version,go.etcd.io/etcd/server/v3,$(CLUSTER_KUBE_MODULE))

@@ -109,14 +109,24 @@ def module_version(go_mod: Path, module: str) -> str:
 
 
 def module_digest(module_dir: Path) -> str:
-    """First 12 hex digits of the SHA-256 of ``go.mod`` then ``go.sum`` in ``module_dir``.
+    """First 12 hex digits of the SHA-256 of ``go.mod``, ``go.sum`` and every file under
+    ``cmd/`` (sorted by path) in ``module_dir``.
 
-    It changes with any pin of the module, indirect ones included; cluster/cluster.mk
-    computes the same with ``cat go.mod go.sum | sha256sum``.
+    It changes with any pin of the module, indirect ones included, and with the code of
+    the commands kubetrain writes there; cluster/cluster.mk computes the same with
+    ``cat go.mod go.sum $(find cmd -type f | sort) | sha256sum``.
     """
     digest = hashlib.sha256()
     for name in ("go.mod", "go.sum"):
         digest.update((module_dir / name).read_bytes())
+    commands = module_dir / "cmd"
+    if commands.is_dir():
+        files = sorted(
+            (p for p in commands.rglob("*") if p.is_file()),
+            key=lambda p: p.relative_to(module_dir).as_posix().encode(),
+        )
+        for path in files:
+            digest.update(path.read_bytes())
     return digest.hexdigest()[:12]
 
 

@@ -23,6 +23,7 @@ import yaml
 from kubernetes import client
 
 from cluster.tools import find_tools
+from kubetrain.constructs.monitoring import MonitoringProps
 from kubetrain.controller.config import JOB_KINDS
 from kubetrain.controller.kube import KubeApi
 from kubetrain.gitops.helm import CHART_NAME, strip_helm_labels, write_chart
@@ -102,6 +103,17 @@ def test_default_values_render_what_synth_renders(helm: Any, local: Stack) -> No
             assert obj["metadata"]["labels"]["app.kubernetes.io/instance"] == "rel"
     with_samples = _template(helm, {"samples": {"enabled": True}}, "--include-crds")
     assert with_samples == _by_key([o for objs in charts.values() for o in objs])
+    # monitoring.enabled adds what the monitoring chart of the same stack with
+    # MonitoringProps() synthesizes (ServiceMonitor, PrometheusRule, dashboard ConfigMap).
+    monitored = dataclasses.replace(local, monitoring=MonitoringProps())
+    (monitoring,) = render_charts(monitored, only=("monitoring",))
+    assert [o["kind"] for o in monitoring.objects] == [
+        "ServiceMonitor",
+        "PrometheusRule",
+        "ConfigMap",
+    ]
+    with_monitoring = _template(helm, {"monitoring": {"enabled": True}}, "--include-crds")
+    assert with_monitoring == _by_key([*expected, *monitoring.objects])
 
 
 VALUE_CASES: list[tuple[str, dict[str, Any]]] = [

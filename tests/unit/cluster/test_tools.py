@@ -99,6 +99,19 @@ def test_module_digest_covers_go_mod_then_go_sum(tmp_path: Path) -> None:
     assert module_digest(tmp_path) != expected
 
 
+def test_module_digest_covers_the_modules_own_commands(tmp_path: Path) -> None:
+    """Editing kubetrain's own Go program (e.g. dashboard-check) rebuilds its tool."""
+    (tmp_path / "go.mod").write_bytes(b"module a\n")
+    (tmp_path / "go.sum").write_bytes(b"")
+    for rel, text in (("cmd/b/main.go", b"package b\n"), ("cmd/a/main.go", b"package a\n")):
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_bytes(text)
+    expected = hashlib.sha256(b"module a\npackage a\npackage b\n").hexdigest()[:12]
+    assert module_digest(tmp_path) == expected
+    (tmp_path / "cmd/b/main.go").write_bytes(b"package b // changed\n")
+    assert module_digest(tmp_path) != expected
+
+
 def test_make_and_python_agree_on_every_tool_directory(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

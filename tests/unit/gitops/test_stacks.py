@@ -2,14 +2,31 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
+from kubetrain.constructs.monitoring import (
+    AlertThresholds,
+    MonitoringProps,
+    dashboard_file,
+    rules_file,
+)
 from kubetrain.constructs.objects import chart_manifests
 from kubetrain.gitops.render import CHART_ORDER, build_charts, render_charts
 from kubetrain.gitops.stack import Stack, load_stacks
-from kubetrain.gitops.writer import render_files
+from kubetrain.gitops.writer import (
+    DASHBOARD_FILE,
+    LOCK_FILE,
+    RULES_FILE,
+    VersionConflict,
+    render_files,
+    write_version,
+)
 from tests.conftest import REPO_ROOT
 from tests.k8s_schema import assert_valid
 from tests.snapshot import assert_snapshot
@@ -194,3 +211,32 @@ def test_helm_export_of_a_gpu_stack_leaves_the_queues_out() -> None:
     files = chart_files(STACKS["h100-infiniband"])
     assert "templates/runtimes.yaml" in files
     assert not any("kueue.x-k8s.io/v1beta2" in text for text in files.values())
+
+
+def test_a_monitored_stack_ships_its_rules_and_dashboard_as_plain_files(tmp_path: Path) -> None:
+    stack = load_stacks()["p5-efa"]
+    assert stack.monitoring is not None
+    charts = render_charts(stack)
+    assert [c.name for c in charts][-1] == "monitoring"
+    files = render_files(stack, charts)
+    assert yaml.safe_load(files[RULES_FILE]) == rules_file(stack.monitoring, stack.operator)
+    assert json.loads(files[DASHBOARD_FILE]) == dashboard_file(stack.monitoring, stack.operator)
+    assert {RULES_FILE, DASHBOARD_FILE} <= set(json.loads(files[LOCK_FILE])["files"])
+    # Argo CD syncs the chart folders only: nothing points at files/.
+    assert not any("files" in text for path, text in files.items() if path.startswith("argocd/"))
+    # The files are part of the immutable version: a threshold changed is a conflict.
+    assert not write_version(stack, charts, tmp_path).unchanged
+    assert write_version(stack, charts, tmp_path).unchanged
+    stricter = dataclasses.replace(
+        stack, monitoring=MonitoringProps(alerts=AlertThresholds(pending_seconds=60))
+    )
+    with pytest.raises(VersionConflict) as err:
+        write_version(stricter, render_charts(stricter), tmp_path)
+    assert "PrometheusRule kubetrain-system/kubetrain-operator" in str(err.value)
+
+
+def test_a_stack_without_monitoring_has_no_monitoring_chart_or_files() -> None:
+    stack = load_stacks()["local"]
+    assert stack.monitoring is None
+    files = render_files(stack, render_charts(stack))
+    assert not [p for p in files if p.startswith(("files/", "06-monitoring"))]
