@@ -51,7 +51,8 @@ help:
 	@echo "make cluster-up     start the local control plane (cluster-down stops it;"
 	@echo "                    CLUSTER_SCHEDULER=coscheduling: gang scheduling)"
 	@echo "make kueue-up       run Kueue against it (kueue-down stops it)"
-	@echo "make cluster-tools  build the Go tools (control plane, gang scheduler, Kueue, helm)"
+	@echo "make cluster-tools  build the Go tools (control plane, gang scheduler, Kueue, helm,"
+	@echo "                    Prometheus and promtool, the Grafana dashboard checker)"
 	@echo "make training-deps  torch, Horovod, TensorFlow, Open MPI for the samples"
 
 # setuptools ends every editable install with an "Editable installation" notice (its

@@ -35,8 +35,6 @@ import json
 import os
 import shutil
 import time
-import urllib.error
-import urllib.request
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,7 +47,7 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from cluster.local import ClusterError, LocalCluster
-from cluster.process import ProcessError, free_port
+from cluster.process import ProcessError, free_port, wait_http_ok
 from cluster.tools import Tools, find_tools
 
 #: The integrations kubetrain's jobs use: batch Jobs (MPI launchers, and the plain Job
@@ -592,25 +590,9 @@ class Kueue:
         return KueueError(f"{message}\n{self.process.log_tail(60)}")
 
     def _wait_ready(self, health_port: int, deadline: float) -> None:
-        url = f"http://127.0.0.1:{health_port}/readyz"
-        last = "no answer yet"
-        while True:
-            if not self.process.is_running():
-                raise self._fail(
-                    f"Kueue exited (status {self.process.returncode}) before it was ready"
-                )
-            try:
-                with urllib.request.urlopen(url, timeout=2) as response:
-                    if response.status == 200:
-                        return
-                    last = f"HTTP {response.status}"
-            except urllib.error.HTTPError as err:
-                last = f"HTTP {err.code}: {err.read().decode(errors='replace')[:200]}"
-            except OSError as err:
-                last = str(err)
-            if time.monotonic() > deadline:
-                raise self._fail(f"Kueue was not ready at {url} in time: {last}")
-            time.sleep(0.2)
+        wait_http_ok(
+            self.process, "Kueue", f"http://127.0.0.1:{health_port}/readyz", deadline, self._fail
+        )
 
     def _wait_admitting(self, deadline: float) -> None:
         # A dry-run create of a v1beta2 ClusterQueue goes through Kueue's mutating and

@@ -15,7 +15,9 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+import urllib.error
+import urllib.request
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
 
@@ -159,3 +161,31 @@ class LocalProcess:
             return f"(no log at {self.log_file})"
         header = f"----- {self.name} ({self.log_file}), last {lines} lines -----"
         return "\n".join([header, *text[-lines:]])
+
+
+def wait_http_ok(
+    process: LocalProcess,
+    what: str,
+    url: str,
+    deadline: float,
+    fail: Callable[[str], Exception],
+) -> None:
+    """Poll ``url`` until it answers 200 while ``process`` (``what``) runs; raise
+    ``fail(message)`` when it exits first or ``deadline`` (``time.monotonic``) passes,
+    the message naming the last answer."""
+    last = "no answer yet"
+    while True:
+        if not process.is_running():
+            raise fail(f"{what} exited (status {process.returncode}) before it was ready")
+        try:
+            with urllib.request.urlopen(url, timeout=2) as response:
+                if response.status == 200:
+                    return
+                last = f"HTTP {response.status}"
+        except urllib.error.HTTPError as err:
+            last = f"HTTP {err.code}: {err.read().decode(errors='replace')[:200]}"
+        except OSError as err:
+            last = str(err)
+        if time.monotonic() > deadline:
+            raise fail(f"{what} was not ready at {url} in time: {last}")
+        time.sleep(0.2)

@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from cluster.process import LocalProcess, ProcessError, free_port
+from cluster.process import LocalProcess, ProcessError, free_port, wait_http_ok
 from cluster.tools import Tools, find_tools
 
 PROCESS_NAME = "prometheus"
@@ -245,25 +245,7 @@ class Prometheus:
         return PrometheusError(f"{message}\n{self.process.log_tail(40)}")
 
     def _wait_ready(self, deadline: float) -> None:
-        url = f"{self.url}/-/ready"
-        last = "no answer yet"
-        while True:
-            if not self.process.is_running():
-                raise self._fail(
-                    f"Prometheus exited (status {self.process.returncode}) before it was ready"
-                )
-            try:
-                with urllib.request.urlopen(url, timeout=2) as response:
-                    if response.status == 200:
-                        return
-                    last = f"HTTP {response.status}"
-            except urllib.error.HTTPError as err:
-                last = f"HTTP {err.code}: {err.read().decode(errors='replace')[:200]}"
-            except OSError as err:
-                last = str(err)
-            if time.monotonic() > deadline:
-                raise self._fail(f"Prometheus was not ready at {url} in time: {last}")
-            time.sleep(0.2)
+        wait_http_ok(self.process, "Prometheus", f"{self.url}/-/ready", deadline, self._fail)
 
     def _api(self, path: str, **params: str) -> Any:
         """The ``data`` of a Prometheus HTTP API answer; ``PrometheusError`` on an error."""

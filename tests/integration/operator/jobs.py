@@ -104,6 +104,40 @@ def mpi_job(name: str, *, workers: int = 2, slots: int = 2) -> dict[str, Any]:
     }
 
 
+def torch_runtime(name: str, namespace: str, pod_template: dict[str, Any]) -> dict[str, Any]:
+    """A torch TrainingRuntime of one replicated job ``node`` whose pods are
+    ``pod_template`` (a TrainJob's trainer step)."""
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainingRuntime",
+        "metadata": {
+            "name": name,
+            "namespace": namespace,
+            "labels": {"trainer.kubeflow.org/framework": "torch"},
+        },
+        "spec": {
+            "mlPolicy": {"numNodes": 1, "torch": {}},
+            "template": {
+                "spec": {
+                    "replicatedJobs": [
+                        {
+                            "name": "node",
+                            "template": {
+                                "metadata": {
+                                    "labels": {
+                                        "trainer.kubeflow.org/trainjob-ancestor-step": "trainer"
+                                    }
+                                },
+                                "spec": {"template": copy.deepcopy(pod_template)},
+                            },
+                        }
+                    ]
+                }
+            },
+        },
+    }
+
+
 class Jobs:
     """Create, change and watch training jobs and their children in one namespace."""
 

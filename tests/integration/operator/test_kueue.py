@@ -30,6 +30,7 @@ from kubetrain.controller.config import GangScheduler, OperatorConfig
 from tests.integration.conftest import ClusterClients, fresh_namespace
 from tests.integration.kube import apply, condition, list_objects, read, wait_for
 from tests.integration.operator.conftest import RunningOperator
+from tests.integration.operator.jobs import torch_runtime
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
@@ -125,37 +126,9 @@ def mpi_job(name: str, *, workers: int = 2, gpus: int = 4) -> dict[str, Any]:
 RUNTIME = "torch-queued"
 
 
-def torch_runtime(namespace: str) -> dict[str, Any]:
+def queued_runtime(namespace: str) -> dict[str, Any]:
     """A TrainingRuntime of one replicated job ``node``, without GPU toleration."""
-    return {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainingRuntime",
-        "metadata": {
-            "name": RUNTIME,
-            "namespace": namespace,
-            "labels": {"trainer.kubeflow.org/framework": "torch"},
-        },
-        "spec": {
-            "mlPolicy": {"numNodes": 1, "torch": {}},
-            "template": {
-                "spec": {
-                    "replicatedJobs": [
-                        {
-                            "name": "node",
-                            "template": {
-                                "metadata": {
-                                    "labels": {
-                                        "trainer.kubeflow.org/trainjob-ancestor-step": "trainer"
-                                    }
-                                },
-                                "spec": {"template": _pod_template("node", gpus=4)},
-                            },
-                        }
-                    ]
-                }
-            },
-        },
-    }
+    return torch_runtime(RUNTIME, namespace, _pod_template("node", gpus=4))
 
 
 def train_job(name: str, *, nodes: int = 2) -> dict[str, Any]:
@@ -608,7 +581,7 @@ def held_queue(cluster: Cluster, cleanup: Cleanup) -> Queue:
     cleanup.add(_flavor(queue.flavor))
     cleanup.add(_cluster_queue(queue.cluster_queue, queue.flavor, gpus=16, hold=True))
     cleanup.add(_local_queue(queue.local_queue, queue.cluster_queue), namespaced=True)
-    cleanup.add(torch_runtime(cluster.namespace), namespaced=True)
+    cleanup.add(queued_runtime(cluster.namespace), namespaced=True)
     return queue
 
 

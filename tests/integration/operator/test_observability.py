@@ -25,7 +25,14 @@ from kubetrain.constructs.monitoring.dashboard import panels
 from kubetrain.constructs.operator import TrainingOperatorProps
 from kubetrain.constructs.types import Image
 from tests.integration.kube import apply, wait_for
-from tests.integration.operator.jobs import Jobs, mpi_job, pytorch_job, template, tf_job
+from tests.integration.operator.jobs import (
+    Jobs,
+    mpi_job,
+    pytorch_job,
+    template,
+    tf_job,
+    torch_runtime,
+)
 from tests.integration.operator.process import OperatorProcess
 
 OPERATOR = TrainingOperatorProps(image=Image("ghcr.io/kubetrain/operator:0.1.0"))
@@ -48,36 +55,6 @@ THRESHOLDS = AlertThresholds(
 PROPS = MonitoringProps(alerts=THRESHOLDS)
 JOB = "kubetrain-operator-metrics"
 RUNTIME = "torch-observed"
-
-
-def _runtime(namespace: str) -> dict[str, Any]:
-    node = template("node")
-    node["metadata"] = {"labels": {"trainer.kubeflow.org/trainjob-ancestor-step": "trainer"}}
-    return {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainingRuntime",
-        "metadata": {
-            "name": RUNTIME,
-            "namespace": namespace,
-            "labels": {"trainer.kubeflow.org/framework": "torch"},
-        },
-        "spec": {
-            "mlPolicy": {"numNodes": 1, "torch": {}},
-            "template": {
-                "spec": {
-                    "replicatedJobs": [
-                        {
-                            "name": "node",
-                            "template": {
-                                "metadata": node.pop("metadata"),
-                                "spec": {"template": node},
-                            },
-                        }
-                    ]
-                }
-            },
-        },
-    }
 
 
 def _trainjob(name: str) -> dict[str, Any]:
@@ -132,7 +109,7 @@ def _firing(prometheus: Prometheus) -> set[tuple[str, tuple[tuple[str, str], ...
 def _burst(jobs: Jobs, namespace: str, dyn: DynamicClient) -> None:
     """Jobs of every kind: successes, failures (PyTorchJob: 3 of 5), a restart, a job whose
     pods never fit, and a TrainJob left running."""
-    apply(dyn, _runtime(namespace))
+    apply(dyn, torch_runtime(RUNTIME, namespace, template("node")))
     for i in range(2):
         jobs.create(pytorch_job(f"pt-ok-{i}", workers=1))
         jobs.create(tf_job(f"tf-ok-{i}", workers=1, ps=0))
