@@ -30,6 +30,11 @@ MONITORING_API = "monitoring.coreos.com/v1"
 class MonitoringProps:
     """Props of :class:`OperatorMonitoring`."""
 
+    namespace: str | None = None
+    """Namespace of the ServiceMonitor and PrometheusRule: one the Prometheus selects
+    (its ``serviceMonitorNamespaceSelector`` and ``ruleNamespaceSelector``), e.g.
+    ``monitoring``. Default: the operator's. The ServiceMonitor finds the operator's
+    Service in the operator's namespace either way."""
     labels: dict[str, str] = field(default_factory=dict)
     """Labels on the ServiceMonitor and PrometheusRule, for the Prometheus' selectors
     (``serviceMonitorSelector``, ``ruleSelector``; e.g. ``release: kube-prometheus-stack``).
@@ -52,6 +57,8 @@ class MonitoringProps:
     """The label the Grafana sidecar looks for (its default)."""
 
     def __post_init__(self) -> None:
+        if self.namespace is not None:
+            check_dns_label("namespace", self.namespace)
         check_labels("labels", self.labels)
         check_duration("scrape_interval", self.scrape_interval)
         if self.job is not None and not self.job.strip():
@@ -102,7 +109,7 @@ class OperatorMonitoring(constructs.Construct):
             "app.kubernetes.io/component": "monitoring",
             "app.kubernetes.io/part-of": "kubetrain",
         }
-        meta = {"name": operator.name, "namespace": operator.namespace}
+        meta = {"name": operator.name, "namespace": props.namespace or operator.namespace}
         api_object(
             self,
             "ServiceMonitor",

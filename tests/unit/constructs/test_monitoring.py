@@ -73,9 +73,21 @@ def test_the_objects_are_valid_for_the_prometheus_operators_crds() -> None:
     assert monitor["spec"]["endpoints"][0]["port"] == "metrics"
     assert monitor["metadata"]["labels"]["release"] == "prom"
     assert rule["spec"] == rules_file(MonitoringProps(), OPERATOR)
+    assert monitor["metadata"]["namespace"] == rule["metadata"]["namespace"] == "kubetrain-system"
     assert config_map["metadata"]["labels"]["grafana_dashboard"] == "1"
     dashboard = json.loads(config_map["data"]["kubetrain-operator.json"])
     assert dashboard == dashboard_file(MonitoringProps(), OPERATOR)
+
+
+def test_the_monitor_and_rules_may_live_where_prometheus_looks() -> None:
+    app = cdk8s.App()
+    chart = cdk8s.Chart(app, "c")
+    OperatorMonitoring(chart, "m", MonitoringProps(namespace="monitoring"), OPERATOR)
+    monitor, rule, dashboard = chart_manifests(chart)
+    assert monitor["metadata"]["namespace"] == rule["metadata"]["namespace"] == "monitoring"
+    # It still selects the operator's Service in the operator's namespace.
+    assert monitor["spec"]["namespaceSelector"] == {"matchNames": ["kubetrain-system"]}
+    assert dashboard["metadata"]["namespace"] == "kubetrain-system"
 
 
 def test_the_rules_select_the_scrape_job_and_carry_runbooks() -> None:
@@ -98,6 +110,7 @@ def test_the_rules_select_the_scrape_job_and_carry_runbooks() -> None:
         (lambda: MonitoringProps(job='a"b'), "job ('a\"b') must not contain quotes"),
         (lambda: MonitoringProps(runbook_url_base="wiki/kt"), "must be an http(s) URL"),
         (lambda: MonitoringProps(dashboard_namespace="Not_A_Name"), "dashboard_namespace"),
+        (lambda: MonitoringProps(namespace="Mon"), "namespace ('Mon')"),
     ],
 )
 def test_bad_props_are_refused_naming_the_prop_and_value(build: Any, message: str) -> None:
