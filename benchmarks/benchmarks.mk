@@ -11,7 +11,9 @@
 #   make bench-scale  benchmarks/operator_sweep.py: 150, 300, 600 and 1,000 jobs (operator_scale's
 #                mix, about 5 pods each) on 500 fake GPU nodes (SCALE_ARGS to change)
 #   make bench-synth  benchmarks/synth.py: synth CPU against kubectl kustomize
-.PHONY: demo demo-kueue bench bench-gang bench-peers bench-scale bench-synth
+#   make bench-metrics  benchmarks/metrics_scrape.py: CPU of one /metrics scrape at 150 to
+#                5,000 cached jobs (no control plane needed)
+.PHONY: demo demo-kueue bench bench-gang bench-peers bench-scale bench-synth bench-metrics
 
 demo: venv cluster-tools
 	$(BIN)/python -m benchmarks.demo --workdir $(KUBETRAIN_CLUSTER_DIR)
@@ -35,3 +37,6 @@ bench-scale: venv cluster-tools
 
 bench-synth: venv cluster-tools peer-tools
 	$(BIN)/python -m benchmarks.synth
+
+bench-metrics: venv
+	$(BIN)/python -m benchmarks.metrics_scrape

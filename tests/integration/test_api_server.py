@@ -122,9 +122,32 @@ def _delete_all(dyn: DynamicClient, objects: list[dict[str, Any]]) -> None:
         wait_until_gone(dyn, obj, namespace)
 
 
+@pytest.fixture(scope="module")
+def monitoring_crds(dyn: DynamicClient) -> None:
+    """The Prometheus Operator's ServiceMonitor and PrometheusRule CRDs (of the pinned
+    release), as its installation provides them: the GPU stacks' monitoring chart needs
+    them, and the API server then checks the objects against their schemas."""
+    from cluster.tools import prometheus_operator_crds
+
+    wanted = (
+        "monitoring.coreos.com_servicemonitors.yaml",
+        "monitoring.coreos.com_prometheusrules.yaml",
+    )
+    crds = [yaml.safe_load(p.read_text()) for p in prometheus_operator_crds() if p.name in wanted]
+    assert len(crds) == len(wanted), f"the Prometheus Operator module lacks {wanted}"
+    for crd in crds:
+        apply(dyn, crd)
+    for crd in crds:
+        wait_for_established(dyn, crd["metadata"]["name"])
+
+
 @pytest.mark.parametrize("stack", STACK_NAMES)
 def test_every_synthesized_object_applies_in_chart_order_and_reapplies_unchanged(
-    stack: str, dyn: DynamicClient, core_v1: client.CoreV1Api, namespace: str
+    stack: str,
+    dyn: DynamicClient,
+    core_v1: client.CoreV1Api,
+    namespace: str,
+    monitoring_crds: None,
 ) -> None:
     # The queues chart holds Kueue's objects, which need Kueue running (its CRDs convert
     # through Kueue's webhook): tests/integration/test_kueue_queues.py applies and

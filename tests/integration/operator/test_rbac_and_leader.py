@@ -86,7 +86,7 @@ def test_the_declared_rbac_is_enough_to_run_every_kind(
     registry = restricted_operator.metrics.registry
     for kind in ("PyTorchJob", "MPIJob"):  # not a single failed call (no 403 on the way)
         labels = {"kind": kind, "error": "temporary"}
-        assert registry.get_sample_value("kubetrain_reconcile_errors_total", labels) is None
+        assert registry.get_sample_value("kubetrain_reconcile_errors_total", labels) == 0
 
 
 def test_a_dead_leaders_lease_is_taken_over_after_it_expires(
