@@ -19,13 +19,13 @@ from kubetrain.api.common import JobBase as Job
 from kubetrain.controller import podstate
 from kubetrain.controller.plugins.base import Outcome
 
-#: Children the operator names itself (``generateName`` and a random suffix), and the
-#: status field where it records the name *before* creating them (the operator may create
-#: Secrets but not read them: the status is how it knows its own). They are created
-#: before any other child, alone. Recorded first, the name survives a create whose answer
-#: was lost, or a status write that failed after it (an API server restart): the next
-#: pass creates that very name again, and a 409 can only be its own earlier create. (A
-#: name the API server generated was lost then, and a second Secret made.)
+#: Children the operator cannot read (Secrets), and the status field that records the
+#: name it gave them. The name is derived from the job's uid (``sshkeys.ssh_secret_name``),
+#: so every pass and every operator after a crash computes the same one: a 409 on create
+#: can only be its own earlier create whose answer was lost, and no second one is made.
+#: They are created before any other child, alone, in the job's first reconcile, and the
+#: name is recorded with that reconcile's status (jobs whose status already names one, as
+#: an earlier operator chose at random, keep it).
 NAMED_IN_STATUS = {"Secret": "ssh_auth_secret_name"}
 
 

@@ -16,7 +16,6 @@ batch)."""
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
@@ -34,9 +33,6 @@ if TYPE_CHECKING:
 #: Children that are created once and never changed (pods and Jobs are immutable where
 #: it matters; the SSH Secret must never be regenerated).
 CREATE_ONCE = frozenset({"Pod", "Job", "Secret"})
-#: The alphabet and length of the suffix the API server gives a ``generateName``.
-NAME_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
-NAME_SUFFIX_LENGTH = 5
 #: Requeue delay after creating a child the startup gate waits for.
 IMMEDIATE_REQUEUE_SECONDS = 0.05
 #: Children created or applied (and surplus ones deleted) in one reconcile at most.
@@ -68,11 +64,10 @@ def decide(draft: Draft) -> Decision:
             more = True  # the rest is neither built nor compared in this reconcile
             break
         kind = desired["kind"]
-        name = desired["metadata"].get("name")
-        if not name:
-            # Named and recorded now; created in the next pass, from the status.
-            decision.status[NAMED_IN_STATUS[kind]] = choose_name(desired)
-            continue
+        name = desired["metadata"]["name"]
+        field = NAMED_IN_STATUS.get(kind)
+        if field is not None and getattr(draft.current, field) != name:
+            decision.status[field] = name  # recorded with this reconcile's status
         present = observed.by_kind(kind).get(name)
         if present is None:
             if name not in recreating:
@@ -82,11 +77,6 @@ def decide(draft: Draft) -> Decision:
         ):
             decision.apply.append(desired)
     written = {(o["kind"], o["metadata"]["name"]) for o in (*decision.create, *decision.apply)}
-    if decision.status:
-        # The child named in the status, and the pods that mount it, come in the next
-        # pass. Nothing else wakes the job: the echoes of its own writes do not (a lost
-        # wake-up left gang-scheduled MPIJobs without pods).
-        decision.requeue_after = IMMEDIATE_REQUEUE_SECONDS
     if held and any(o["kind"] == G.POD_GROUP for o in decision.create):
         # The pods follow as soon as the PodGroup is in the cache.
         decision.requeue_after = IMMEDIATE_REQUEUE_SECONDS
@@ -102,12 +92,6 @@ def decide(draft: Draft) -> Decision:
         created = sum(1 for o in decision.create if o["kind"] == "Pod")
         draft.creating = (there + created, len(wanted))
     return decision
-
-
-def choose_name(desired: dict[str, Any]) -> str:
-    """``metadata.generateName`` with a random suffix, as the API server would add."""
-    suffix = "".join(secrets.choice(NAME_SUFFIX_ALPHABET) for _ in range(NAME_SUFFIX_LENGTH))
-    return f"{desired['metadata']['generateName']}{suffix}"
 
 
 def with_gang(

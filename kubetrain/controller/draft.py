@@ -90,9 +90,10 @@ class Draft:
         self.job = self.loaded.job
         self.errors = list(self.loaded.errors)
         # The job's Secret is known from its status, not from a cache (the operator
-        # cannot read Secrets). The name is recorded before the Secret is created, and
-        # the Secret is created before any pod or launcher Job: it surely exists once
-        # one of those does; until then it is created again (a 409 is its own).
+        # cannot read Secrets). It is created before any pod or launcher Job: it surely
+        # exists once one of those does; until then it is created again (a 409 is its
+        # own: the name comes from the job's uid). A job whose status names none yet has
+        # its name derived by the plugin.
         secret = self.current.ssh_auth_secret_name
         exists = secret is not None and bool(observed.pods or observed.batch_jobs)
         self.observed = dataclasses.replace(

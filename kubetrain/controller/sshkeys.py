@@ -9,6 +9,7 @@ Generated once per job; the Secret holding it is created and never overwritten.
 from __future__ import annotations
 
 import base64
+import hashlib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -44,15 +45,30 @@ def generate_ssh_keys() -> SshKeyPair:
     return SshKeyPair(private_pem=private, public_openssh=public + "\n")
 
 
-def ssh_secret(metadata: Mapping[str, Any], prefix: str, keys: SshKeyPair | None) -> dict[str, Any]:
+#: The alphabet and length of the suffix (the API server's own for ``generateName``).
+NAME_SUFFIX_ALPHABET = "bcdfghjklmnpqrstvwxz2456789"
+NAME_SUFFIX_LENGTH = 5
+
+
+def ssh_secret_name(prefix: str, job_uid: str) -> str:
+    """``<prefix><suffix>``, the suffix derived from the job's uid: the same name in every
+    reconcile and after a crash (the operator cannot read Secrets, so a 409 on create can
+    only be its own earlier create), unknown before the job exists, and a new one for a
+    new job of the same name. Recorded in the job's status once created."""
+    if not job_uid:
+        raise ValueError(f"cannot name the SSH Secret {prefix}...: the job has no uid yet")
+    value = int.from_bytes(hashlib.sha256(job_uid.encode()).digest()[:8], "big")
+    suffix = ""
+    for _ in range(NAME_SUFFIX_LENGTH):
+        value, digit = divmod(value, len(NAME_SUFFIX_ALPHABET))
+        suffix += NAME_SUFFIX_ALPHABET[digit]
+    return prefix + suffix
+
+
+def ssh_secret(metadata: Mapping[str, Any], keys: SshKeyPair) -> dict[str, Any]:
     """An immutable ``kubernetes.io/ssh-auth`` Secret holding ``keys``, created under
-    ``metadata``. Without a name (and without keys: nothing is created from it) it asks
-    for one, ``<prefix><random>``, which the operator chooses and records in the job's
-    status before it creates the Secret under that name (it never reads Secrets)."""
+    ``metadata`` (named by :func:`ssh_secret_name`, or as the job's status records)."""
     meta = dict(metadata)
-    if not meta.get("name"):
-        meta.pop("name", None)
-        meta["generateName"] = prefix
 
     def b64(text: str) -> str:
         return base64.b64encode(text.encode()).decode()
@@ -63,9 +79,7 @@ def ssh_secret(metadata: Mapping[str, Any], prefix: str, keys: SshKeyPair | None
         "type": "kubernetes.io/ssh-auth",
         "immutable": True,
         "metadata": meta,
-        "data": {}
-        if keys is None
-        else {
+        "data": {
             "ssh-privatekey": b64(keys.private_pem),
             "ssh-publickey": b64(keys.public_openssh),
         },

@@ -4,11 +4,12 @@
   ``<job>-worker-<i>.<job>.<ns>.svc``, the launcher ``<job>-launcher.<job>.<ns>.svc``);
 - ConfigMap ``<job>-config``: ``hostfile`` (``mpi.hostfile``) and ``discover_hosts.sh``
   (the hosts that can take ranks now, for Horovod elastic);
-- Secret ``<job>-ssh-<random>``: an SSH key pair generated once (``kubernetes.io/ssh-auth``),
-  its random name chosen by the operator and recorded in ``status.sshAuthSecretName``
-  before it is created (then before any pod), so the operator never needs to read a
-  Secret (it may only create them), never takes one a user made under a name of its own,
-  and never makes two when a create's answer is lost; pods are built once it exists;
+- Secret ``<job>-ssh-<suffix>``: an SSH key pair generated once (``kubernetes.io/ssh-auth``),
+  the suffix derived from the job's uid (``sshkeys.ssh_secret_name``), created first and
+  alone in the job's first reconcile (then the other children, pods included) and its
+  name recorded in ``status.sshAuthSecretName``: the operator never needs to read a
+  Secret (it may only create them), and every pass computes the same name, so it never
+  makes two when a create's answer is lost (a 409 is its own earlier create);
 - worker Pods ``<job>-worker-<i>`` (hostname + subdomain, ``sshd -De`` by default, and
   the DNS search domain ``<job>.<ns>.svc.cluster.local`` so that Intel MPI's and MPICH's
   Hydra proxies reach the launcher by its bare host name);
@@ -59,7 +60,7 @@ from kubetrain.controller.plugins.base import (
     StatusCodec,
 )
 from kubetrain.controller.policies import startup, success
-from kubetrain.controller.sshkeys import SshKeyPair, generate_ssh_keys, ssh_secret
+from kubetrain.controller.sshkeys import SshKeyPair, generate_ssh_keys, ssh_secret, ssh_secret_name
 from kubetrain.frameworks import ClusterAddressing, mpi, replica_name
 from kubetrain.frameworks.replicas import replicas_of
 
@@ -94,13 +95,14 @@ def config_map_name(job: Job) -> str:
 
 
 def secret_prefix(job: Job) -> str:
-    """``<job>-ssh-``: the generateName of the SSH key pair's Secret."""
+    """``<job>-ssh-``: the SSH key pair's Secret is this and a suffix from the job's uid."""
     return f"{job.name}-ssh-"
 
 
-def secret_name(observed: Observed) -> str | None:
-    """The job's SSH Secret, once named in its status."""
-    return observed.ssh_secret_name
+def secret_name(job: Job, observed: Observed) -> str:
+    """The job's SSH Secret: as its status records it (jobs started by an operator that
+    chose a random suffix keep theirs), else named from the job's uid."""
+    return observed.ssh_secret_name or ssh_secret_name(secret_prefix(job), children.uid_of(job))
 
 
 def launcher_name(job: Job) -> str:
@@ -221,13 +223,9 @@ class MPIPlugin:
         typed = _typed(job)
         yield children.with_hash(self._service(typed))
         yield children.with_hash(self._config_map(typed, observed))
-        secret = secret_name(observed)
-        if secret is None:
-            # Pods mount the key pair: they come once its name is recorded.
-            yield self._secret(typed)
-            return
+        secret = secret_name(job, observed)
         if secret not in observed.secrets:
-            yield self._secret(typed, secret)
+            yield self._secret(typed, secret)  # created first and alone (reconciler)
         for replica in self.replicas(job):
             yield children.with_hash(self._worker(typed, replica, secret))
         gate = startup.evaluate(
@@ -301,10 +299,9 @@ class MPIPlugin:
             },
         }
 
-    def _secret(self, job: MPIJob, name: str = "") -> dict[str, Any]:
-        """The SSH key pair: unnamed (``generateName``) until its name is recorded."""
-        meta = children.metadata(job, name, child_labels(job))
-        return ssh_secret(meta, secret_prefix(job), self.keygen() if name else None)
+    def _secret(self, job: MPIJob, name: str) -> dict[str, Any]:
+        """The SSH key pair (a new one: the Secret is created once, never updated)."""
+        return ssh_secret(children.metadata(job, name, child_labels(job)), self.keygen())
 
     def _ssh_volume(self, job: MPIJob, secret: str) -> dict[str, Any]:
         path = job.spec.ssh_auth_mount_path or DEFAULT_SSH_AUTH_MOUNT_PATH

@@ -9,8 +9,8 @@ suspend, cleanup), and its children are made directly, no JobSet needed:
   ``batch.kubernetes.io/job-completion-index``) and kubetrain's own. The name is the
   slot: a failed pod is deleted before its replacement is created, so there are never two
   live pods for one (job, index) (the SDK shows the first it lists);
-- MPI: an SSH key pair in a Secret ``<trainjob>-mpi-ssh-<random>`` (its name recorded in
-  ``status.kubetrain``), the hostfile in ConfigMap ``<trainjob>-mpi-hostfile`` mounted at
+- MPI: an SSH key pair in a Secret ``<trainjob>-mpi-ssh-<suffix from the uid>`` (its
+  name recorded in ``status.kubetrain``), the hostfile in ConfigMap ``<trainjob>-mpi-hostfile`` mounted at
   ``/etc/mpi`` in the launcher, the keys at ``sshAuthMountPath`` in every ``node``
   container; the launcher starts once the nodes are Ready when the runtime says so
   (``dependsOn``).
@@ -45,7 +45,7 @@ from kubetrain.controller.plugins.base import (
 )
 from kubetrain.controller.plugins.trainjob_status import CODEC
 from kubetrain.controller.policies import startup, success
-from kubetrain.controller.sshkeys import SshKeyPair, generate_ssh_keys, ssh_secret
+from kubetrain.controller.sshkeys import SshKeyPair, generate_ssh_keys, ssh_secret, ssh_secret_name
 from kubetrain.frameworks import ClusterAddressing, mpi, tensorflow, trainjob
 from kubetrain.frameworks.addressing import trainjob_pod_name
 from kubetrain.frameworks.trainjob_nodes import typed
@@ -194,12 +194,11 @@ class TrainJobPlugin:
         secret: str | None = None
         if resolved.spec.mpi is not None:
             yield children.with_hash(self._hostfile(resolved))
-            secret = observed.ssh_secret_name
-            if secret is None:
-                yield self._secret(resolved)
-                return  # pods mount the key pair: they come once its name is recorded
+            secret = observed.ssh_secret_name or ssh_secret_name(
+                secret_prefix(job), children.uid_of(job)
+            )
             if secret not in observed.secrets:
-                yield self._secret(resolved, secret)
+                yield self._secret(resolved, secret)  # created first and alone (reconciler)
         gate = startup.evaluate(
             self.startup_rules(job), observed, started_at=None, timeout_seconds=1
         )
@@ -323,10 +322,9 @@ class TrainJobPlugin:
             "data": {"hostfile": mpi.trainjob_hostfile(resolved, self.addressing)},
         }
 
-    def _secret(self, job: Job, name: str = "") -> dict[str, Any]:
-        """The SSH key pair: unnamed (``generateName``) until its name is recorded."""
-        meta = children.metadata(job, name, children.job_labels(job))
-        return ssh_secret(meta, secret_prefix(job), self.keygen() if name else None)
+    def _secret(self, job: Job, name: str) -> dict[str, Any]:
+        """The SSH key pair (a new one: the Secret is created once, never updated)."""
+        return ssh_secret(children.metadata(job, name, children.job_labels(job)), self.keygen())
 
     # -- status -------------------------------------------------------------------------
 

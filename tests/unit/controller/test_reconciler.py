@@ -12,6 +12,7 @@ from kubetrain.controller.desired import WRITE_BATCH
 from kubetrain.controller.errors import ApiError
 from kubetrain.controller.plugins.registry import build_registry
 from kubetrain.controller.reconciler import Reconciler
+from kubetrain.controller.sshkeys import ssh_secret_name
 from tests.unit.controller.builders import JOB_UID, NOW, mpi_raw, pod, pytorch_raw, tf_raw
 from tests.unit.controller.memory_cluster import MemoryCluster
 
@@ -358,48 +359,45 @@ def test_a_quota_refusal_waits_without_failing_the_job() -> None:
     assert "job-master-0" in cluster.children["Pod"]
 
 
-def test_the_ssh_key_pair_is_named_in_the_status_before_it_is_created() -> None:
+def test_every_mpi_child_comes_in_the_first_reconcile_the_secret_first() -> None:
+    """No pass is spent naming the SSH Secret: its name comes from the job's uid, so the
+    first reconcile creates it, alone and first, then every other child, and records the
+    name with its status."""
     cluster, reconciler, key, _ = setup(mpi_raw(workers=1))
-    result = reconciler.reconcile(key)
-    recorded = cluster.jobs[key]["status"]["sshAuthSecretName"]
-    assert recorded.startswith("job-ssh-") and len(recorded) == len("job-ssh-") + 5
-    assert not cluster.children["Secret"] and not cluster.children["Pod"]
-    # The next pass, which no watch event asks for (the echoes of the operator's own
-    # writes do not wake a job): the reconcile asks for it.
-    assert result.requeue_after is not None and result.requeue_after < 1
     reconciler.reconcile(key)
-    assert list(cluster.children["Secret"]) == [recorded]
-    # Created first and alone: the pods that mount it after it.
+    name = ssh_secret_name("job-ssh-", JOB_UID)
+    assert list(cluster.children["Secret"]) == [name]
+    assert cluster.jobs[key]["status"]["sshAuthSecretName"] == name
+    assert "job-worker-0" in cluster.children["Pod"] and "job-launcher" in cluster.children["Job"]
     calls = [target for verb, target in cluster.calls if verb == "create"]
-    first_pod = min(i for i, target in enumerate(calls) if target.startswith("Pod/"))
-    assert calls.index(f"Secret/{recorded}") < first_pod
+    assert calls[0] == f"Secret/{name}"  # before anything that mounts it
     worker = cluster.children["Pod"]["job-worker-0"]
     (volume,) = [v for v in worker["spec"]["volumes"] if v["name"] == "ssh-auth"]
-    assert volume["secret"]["secretName"] == recorded
+    assert volume["secret"]["secretName"] == name
     reconciler.reconcile(key)
-    assert list(cluster.children["Secret"]) == [recorded]  # never made again
+    assert list(cluster.children["Secret"]) == [name]  # never made again
 
 
 def test_a_secret_create_whose_answer_was_lost_is_not_made_twice() -> None:
-    """The API server made the Secret but its answer was lost (or the operator died
-    before it came): the next pass creates the same name again, and the API server's
-    409 is taken as done, since the name was the operator's own random choice."""
+    """The API server made the Secret, but the reconcile failed after it (a pod create
+    refused, the operator died) before the status named it: the next pass computes the
+    same name from the uid, and the API server's 409 is taken as done."""
     cluster, reconciler, key, _ = setup(mpi_raw(workers=1))
-    reconciler.reconcile(key)
-    recorded = cluster.jobs[key]["status"]["sshAuthSecretName"]
     cluster.fail_next["Pod"] = ApiError(503, "ServiceUnavailable", "the API server went away")
     with pytest.raises(ApiError):
         reconciler.reconcile(key)
-    assert list(cluster.children["Secret"]) == [recorded] and not cluster.children["Pod"]
-    reconciler.reconcile(key)  # the Secret is created again: taken, so it is there
-    assert list(cluster.children["Secret"]) == [recorded]
+    name = ssh_secret_name("job-ssh-", JOB_UID)
+    assert list(cluster.children["Secret"]) == [name]
+    assert "sshAuthSecretName" not in (cluster.jobs[key].get("status") or {})
+    fresh = Reconciler(cluster, cluster, PLUGINS, clock=Clock())  # a new operator process
+    fresh.reconcile(key)  # the Secret is created again: taken, so it is there
+    assert list(cluster.children["Secret"]) == [name]
     assert "job-worker-0" in cluster.children["Pod"]
-    assert cluster.jobs[key]["status"]["sshAuthSecretName"] == recorded
+    assert cluster.jobs[key]["status"]["sshAuthSecretName"] == name
 
 
 def test_pods_are_not_created_when_their_secret_could_not_be() -> None:
     cluster, reconciler, key, _ = setup(mpi_raw(workers=1))
-    reconciler.reconcile(key)
     cluster.fail_next["Secret"] = ApiError(503, "ServiceUnavailable", "the API server went away")
     with pytest.raises(ApiError):
         reconciler.reconcile(key)

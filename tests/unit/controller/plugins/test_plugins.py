@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import base64
 import json
+import re
 from collections.abc import Iterable
 from typing import Any
 
@@ -19,7 +20,7 @@ from kubetrain.controller.plugins.mpi_plugin import MPIPlugin
 from kubetrain.controller.plugins.pytorch_plugin import PyTorchPlugin
 from kubetrain.controller.plugins.registry import build_registry
 from kubetrain.controller.plugins.tensorflow_plugin import TensorFlowPlugin
-from kubetrain.controller.sshkeys import SshKeyPair
+from kubetrain.controller.sshkeys import SshKeyPair, ssh_secret_name
 from tests.unit.controller.builders import (
     JOB_UID,
     mpi_raw,
@@ -139,27 +140,30 @@ def fixed_keys() -> SshKeyPair:
     return SshKeyPair(private_pem="PRIVATE\n", public_openssh="ecdsa-sha2-nistp521 AAAA test\n")
 
 
-def generated(objs: Iterable[dict[str, Any]], kind: str) -> dict[str, Any]:
-    (found,) = [o for o in objs if o["kind"] == kind and "name" not in o["metadata"]]
-    return found
-
-
 def test_mpi_children_and_the_gated_launcher() -> None:
     plugin = MPIPlugin(keygen=fixed_keys)
     job = typed(mpi_raw(workers=2, slots=4))
-    first = list(plugin.build(job, Observed()))
-    # The key pair's name comes first (the planner chooses it from the generateName and
-    # records it in the job's status); pods mount the Secret, so they wait for the name.
-    request = generated(first, "Secret")
-    assert request["metadata"]["generateName"] == "job-ssh-"
-    assert request["data"] == {}  # no key pair is generated for a name
-    assert set(by_name([o for o in first if o is not request])) == {
+    # The first build has every child: the key pair's Secret, named from the job's uid
+    # (the same name in every pass and after a crash), and the pods that mount it.
+    first = by_name(plugin.build(job, Observed()))
+    name = ssh_secret_name("job-ssh-", JOB_UID)
+    assert re.fullmatch(r"job-ssh-[bcdfghjklmnpqrstvwxz2456789]{5}", name)
+    assert set(first) == {
         ("Service", "job"),
         ("ConfigMap", "job-config"),
+        ("Secret", name),
+        ("Pod", "job-worker-0"),
+        ("Pod", "job-worker-1"),
+        ("Job", "job-launcher"),
     }
-    # Named in the status, not created yet: the Secret under that name, with the pods.
+    assert list(by_name(plugin.build(job, Observed())))[2] == ("Secret", name)  # before pods
+    volumes = {v["name"]: v for v in first[("Pod", "job-worker-0")]["spec"]["volumes"]}
+    assert volumes["ssh-auth"]["secret"]["secretName"] == name
+    # A job whose status names its Secret (an operator that chose the suffix at random
+    # started it) keeps that one.
     objs = by_name(plugin.build(job, Observed(ssh_secret_name="job-ssh-x7k2p")))
     secret = objs[("Secret", "job-ssh-x7k2p")]
+    assert ("Secret", name) not in objs
     assert secret["type"] == "kubernetes.io/ssh-auth" and secret["immutable"] is True
     assert base64.b64decode(secret["data"]["ssh-publickey"]).decode() == fixed_keys().public_openssh
     assert secret["metadata"]["ownerReferences"][0]["uid"] == JOB_UID
