@@ -10,10 +10,10 @@ suspend, cleanup), and its children are made directly, no JobSet needed:
   slot: a failed pod is deleted before its replacement is created, so there are never two
   live pods for one (job, index) (the SDK shows the first it lists);
 - MPI: an SSH key pair in a Secret ``<trainjob>-mpi-ssh-<suffix from the uid>`` (its
-  name recorded in ``status.kubetrain``), the hostfile in ConfigMap ``<trainjob>-mpi-hostfile`` mounted at
-  ``/etc/mpi`` in the launcher, the keys at ``sshAuthMountPath`` in every ``node``
-  container; the launcher starts once the nodes are Ready when the runtime says so
-  (``dependsOn``).
+  name recorded in ``status.kubetrain``), the hostfile in ConfigMap
+  ``<trainjob>-mpi-hostfile`` mounted at ``/etc/mpi`` in the launcher, the keys at
+  ``sshAuthMountPath`` in every ``node`` container; the launcher starts once the nodes
+  are Ready when the runtime says so (``dependsOn``).
 """
 
 from __future__ import annotations
