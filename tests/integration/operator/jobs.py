@@ -138,6 +138,19 @@ def torch_runtime(name: str, namespace: str, pod_template: dict[str, Any]) -> di
     }
 
 
+def train_job(name: str, runtime: str, *, nodes: int = 2) -> dict[str, Any]:
+    """A TrainJob of ``nodes`` torchrun nodes on TrainingRuntime ``runtime``."""
+    return {
+        "apiVersion": "trainer.kubeflow.org/v1alpha1",
+        "kind": "TrainJob",
+        "metadata": {"name": name},
+        "spec": {
+            "runtimeRef": {"name": runtime, "kind": "TrainingRuntime"},
+            "trainer": {"numNodes": nodes, "command": ["torchrun", "train.py"]},
+        },
+    }
+
+
 class Jobs:
     """Create, change and watch training jobs and their children in one namespace."""
 

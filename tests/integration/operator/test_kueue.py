@@ -30,7 +30,7 @@ from kubetrain.controller.config import GangScheduler, OperatorConfig
 from tests.integration.conftest import ClusterClients, fresh_namespace
 from tests.integration.kube import apply, condition, list_objects, read, wait_for
 from tests.integration.operator.conftest import RunningOperator
-from tests.integration.operator.jobs import torch_runtime
+from tests.integration.operator.jobs import torch_runtime, train_job
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
@@ -131,16 +131,8 @@ def queued_runtime(namespace: str) -> dict[str, Any]:
     return torch_runtime(RUNTIME, namespace, _pod_template("node", gpus=4))
 
 
-def train_job(name: str, *, nodes: int = 2) -> dict[str, Any]:
-    return {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": name},
-        "spec": {
-            "runtimeRef": {"name": RUNTIME, "kind": "TrainingRuntime"},
-            "trainer": {"numNodes": nodes, "command": ["torchrun", "train.py"]},
-        },
-    }
+def queued_train_job(name: str, *, nodes: int = 2) -> dict[str, Any]:
+    return train_job(name, RUNTIME, nodes=nodes)
 
 
 @dataclass(frozen=True)
@@ -175,7 +167,7 @@ CASES = {
     ),
     "TrainJob": Case(
         "TrainJob",
-        train_job,
+        queued_train_job,
         lambda n: {f"{n}-node-0-0", f"{n}-node-0-1"},
         lambda n: [f"{n}-node-0-0", f"{n}-node-0-1"],
     ),

@@ -32,6 +32,7 @@ from tests.integration.operator.jobs import (
     template,
     tf_job,
     torch_runtime,
+    train_job,
 )
 from tests.integration.operator.process import OperatorProcess
 
@@ -55,18 +56,6 @@ THRESHOLDS = AlertThresholds(
 PROPS = MonitoringProps(alerts=THRESHOLDS)
 JOB = "kubetrain-operator-metrics"
 RUNTIME = "torch-observed"
-
-
-def _trainjob(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": name},
-        "spec": {
-            "runtimeRef": {"name": RUNTIME, "kind": "TrainingRuntime"},
-            "trainer": {"numNodes": 2, "command": ["torchrun", "train.py"]},
-        },
-    }
 
 
 @pytest.fixture
@@ -118,7 +107,7 @@ def _burst(jobs: Jobs, namespace: str, dyn: DynamicClient) -> None:
         jobs.create(pytorch_job(f"pt-bad-{i}", workers=1, restart_policy="Never"))
     jobs.create(pytorch_job("pt-restarts", workers=1))
     jobs.create(pytorch_job("pt-too-big", workers=1, gpus=64))
-    apply(dyn, _trainjob("tj-quiet"), namespace=namespace)
+    apply(dyn, train_job("tj-quiet", RUNTIME), namespace=namespace)
     for i in range(2):
         for kind, name in (("PyTorchJob", f"pt-ok-{i}"), ("TFJob", f"tf-ok-{i}")):
             jobs.wait_condition(kind, name, "Running")
