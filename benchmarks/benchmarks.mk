@@ -6,8 +6,11 @@
 #   make bench   benchmarks/operator_scale.py: 250 jobs (PyTorchJob, MPIJob, TrainJob) on 50 fake GPU nodes
 #   make bench-gang  the same workload without, then with gang scheduling (Coscheduling), side by side
 #   make bench-peers  benchmarks/peers.py: kubetrain against training-operator v1.9 (100
-#                PyTorchJobs) and mpi-operator v0.8 (50 MPIJobs), interleaved, 3 runs each at
-#                default and at equal QPS/burst (about 30 minutes on 2 cores; PEERS_ARGS to change)
+#                PyTorchJobs), mpi-operator v0.8 (50 MPIJobs) and upstream Trainer v2.3 with
+#                JobSet v0.12, their CRDs and webhooks (100 TrainJobs of 4 nodes, the Kubeflow
+#                SDK's body; kube-controller-manager's Job work counted on its own row),
+#                interleaved, 3 runs each at default and at equal QPS/burst (about 45 minutes
+#                on 2 cores; PEERS_ARGS to change, e.g. PEERS_ARGS="--kinds TrainJob")
 #   make bench-scale  benchmarks/operator_sweep.py: 150, 300, 600 and 1,000 jobs (operator_scale's
 #                mix, about 5 pods each) on 500 fake GPU nodes (SCALE_ARGS to change)
 #   make bench-synth  benchmarks/synth.py: synth CPU against kubectl kustomize

@@ -7,23 +7,46 @@ burst it serves:
 - 100 PyTorchJobs (1 Master + 3 Workers, a GPU per pod): kubetrain against Kubeflow
   training-operator v1.9 (``--enable-scheme=pytorchjob``, its own PyTorchJob CRD);
 - 50 MPIJobs (launcher + 2 workers): kubetrain against Kubeflow mpi-operator v0.8 (its
-  own ``kubeflow.org/v2beta1`` MPIJob CRD).
+  own ``kubeflow.org/v2beta1`` MPIJob CRD);
+- 100 TrainJobs of 4 nodes (a GPU each), the body the Kubeflow SDK's ``TrainerClient()
+  .train(CustomTrainer(func, num_nodes=4, resources_per_node={"nvidia.com/gpu": 1}),
+  runtime="torch-distributed")`` posts, on upstream's ``torch-distributed`` runtime:
+  kubetrain against upstream Kubeflow Trainer v2.3 with JobSet v0.12, their CRDs and
+  their webhooks (``benchmarks.peer_trainer``). Upstream's side is two processes, counted
+  together as the peer (CPU: the sum; peak RSS: the sum of both peaks; requests: both
+  user agents), and kube-controller-manager's Job controller, which creates the pods of
+  the JobSet's Jobs: its requests on the namespace's Jobs and Pods are a row of their own
+  (for kubetrain too, which creates its pods itself), and so is its CPU over the same
+  window as the operator's (all of its controllers: the Job controller's share is not
+  separable; the endpoint slices of each job's headless Service are there for both).
+  Trainer and JobSet watch every namespace (neither has a namespace option); the cluster
+  holds nothing else.
+
+A TrainJob's children are what both operators create and the SDK reads: its 4 node pods
+(upstream's ``<job>-node-0-<index>-<random>``, counted by index) and the headless Service
+``<job>``; upstream's intermediate objects (runtime snapshot ConfigMap, JobSet, Job) are
+not counted. A TrainJob is Running, for both, as the SDK decides (upstream sets no Running
+condition; trainer-v2-sdk-facts section 2.4): when all of its 4 node pods run, the
+``jobset.sigs.k8s.io/jobset-name`` label naming the job (kubetrain's ``status.state`` is
+not read).
 
 Each pairing runs at each operator's default client QPS/burst (kubetrain 20/40,
-training-operator 20/30, mpi-operator 5/10) and at equal settings (``--equal-qps``,
-``--equal-burst`` for all). Per run: create -> first child, create -> all children and
-create -> Running (p50/p99, observed through watches by this process), the wall time until
-every job runs, the operator's CPU seconds (user + system, from its start-up done to the
-last Running) and peak RSS, and its API requests: counted by the API server, from its
-audit log, by user agent (the API server's metrics have no user-agent label), over the
-operator's whole life. The table shows the median of the repeats and kubetrain/peer.
+training-operator 20/30, mpi-operator 5/10, Trainer 50/100 with JobSet 500/500) and at
+equal settings (``--equal-qps``, ``--equal-burst`` for all, Trainer and JobSet each). Per
+run: create -> first child, create -> all children and create -> Running (p50/p99,
+observed through watches by this process), the wall time until every job runs, the
+operator's CPU seconds (user + system, from its start-up done to the last Running) and
+peak RSS, and its API requests: counted by the API server, from its audit log, by user
+agent (``benchmarks.peer_report``), over the operator's whole life. The table shows the
+median of the repeats and kubetrain/peer.
 
     make peer-tools bench-peers                      # builds the Go operators once
     .venv/bin/python -m benchmarks.peers --repeats 3 --modes default,equal
+    .venv/bin/python -m benchmarks.peers --kinds TrainJob --trainjobs 20 --repeats 1
 
 Operators log at their own default level (kubetrain: info, JSON; training-operator:
-zap development mode; mpi-operator: klog) into files of the work directory. Figures to
-compare, never assertions.
+zap development mode; mpi-operator: klog; Trainer and JobSet: zap) into files of the
+work directory. Figures to compare, never assertions.
 """
 
 from __future__ import annotations
@@ -32,13 +55,12 @@ import argparse
 import json
 import os
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
-from dataclasses import asdict, dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,13 +70,29 @@ from benchmarks.operator_scale import (
     CRDS,
     NAMESPACE,
     NAMESPACES,
+    TRAINJOB_NODES,
     JobTimes,
-    Observer,
-    percentile,
     process_stats,
-    submit,
     wait_ready,
 )
+from benchmarks.peer_report import (
+    RunResult,
+    audit_requests,
+    kcm_job_requests,
+    print_table,
+)
+from benchmarks.peer_trainer import (
+    CLUSTER_RUNTIMES,
+    JOBSET_BURST,
+    JOBSET_QPS,
+    JOBSET_USER_AGENT,
+    TRAINER_BURST,
+    TRAINER_QPS,
+    TRAINER_USER_AGENT,
+    UpstreamTrainer,
+    upstream_crds,
+)
+from benchmarks.peer_workload import PeerObserver, job_names, sdk_runtime, submit
 from cluster.local import LocalCluster
 from cluster.process import free_port
 from cluster.tools import PEER_TOOL_NAMES, Tools, find_tools
@@ -74,20 +112,14 @@ AUDIT_POLICY = {
     "omitStages": ["RequestReceived"],
     "rules": [{"level": "Metadata"}],
 }
-#: The fields of a run's result the table shows, with their labels (seconds unless named).
-LATENCY_ROWS = (
-    ("create -> first child", "first_child"),
-    ("create -> all children", "all_children"),
-    ("create -> Running", "running"),
-)
 
 
 @dataclass(frozen=True)
 class Operator:
     """How to run one operator on one burst."""
 
-    name: str  # kubetrain | training-operator | mpi-operator
-    user_agent_prefix: str
+    name: str  # kubetrain | training-operator | mpi-operator | trainer+jobset
+    user_agent_prefix: str | tuple[str, ...]
     default_qps: float
     default_burst: int
 
@@ -95,6 +127,10 @@ class Operator:
 KUBETRAIN = Operator("kubetrain", "kubetrain-operator/", 20, 40)
 TRAINING_OPERATOR = Operator("training-operator", "training-operator/", 20, 30)
 MPI_OPERATOR = Operator("mpi-operator", "mpi-operator/", 5, 10)
+#: Upstream Trainer v2 and JobSet (the defaults are Trainer's; JobSet's: ``JOBSET_QPS``).
+TRAINER = Operator(
+    "trainer+jobset", (TRAINER_USER_AGENT, JOBSET_USER_AGENT), TRAINER_QPS, TRAINER_BURST
+)
 
 
 @dataclass(frozen=True)
@@ -105,82 +141,6 @@ class Pairing:
     peer: Operator
     jobs: int
     shape: str
-
-
-@dataclass
-class RunResult:
-    operator: str
-    kind: str
-    mode: str
-    qps: float
-    burst: int
-    jobs: int
-    running: int
-    first_child: list[float] = field(default_factory=list)
-    all_children: list[float] = field(default_factory=list)
-    running_times: list[float] = field(default_factory=list)
-    wall: float = 0.0
-    cpu: float = 0.0
-    peak_rss_mib: float = 0.0
-    requests: int = 0
-    requests_by_call: dict[str, int] = field(default_factory=dict)
-
-
-class PeerObserver(Observer):
-    """The operator_scale observer, told how the Go operators name and label children.
-
-    training-operator labels every pod and Service with the job name (as kubetrain
-    does); mpi-operator labels its Service, ConfigMap, Secret and launcher Job only with
-    ``app: <job>``, and names its SSH Secret ``<job>-ssh``. A child's controlling owner
-    reference names its job for every operator, so that is what is read.
-    """
-
-    def job_of(self, obj: dict[str, Any]) -> str | None:
-        for owner in obj.get("metadata", {}).get("ownerReferences") or []:
-            if owner.get("controller") and owner.get("kind") in ("PyTorchJob", "MPIJob"):
-                return str(owner["name"])
-        return super().job_of(obj)
-
-    def child_key(self, kind: str, name: str, job: str) -> tuple[str, str]:
-        if kind == "Secret" and name == f"{job}-ssh":
-            return (kind, f"{job}-ssh-")
-        return super().child_key(kind, name, job)
-
-    def gated_children(self, kind: str, job: str) -> set[tuple[str, str]]:
-        # Only "all children" is compared: the Go operators gate nothing (training-operator
-        # creates every pod at once with an init container that waits for the master).
-        return set()
-
-
-def audit_requests(log: Path, offset: int, prefix: str) -> tuple[int, dict[str, int], int]:
-    """Requests whose user agent starts with ``prefix`` in ``log`` after byte ``offset``:
-    their count (distinct audit ids), the count by call (``verb resource[/subresource]``,
-    e.g. ``update pytorchjobs/status``) and the new end offset."""
-    seen: dict[str, str] = {}
-    with log.open("rb") as stream:
-        stream.seek(offset)
-        data = stream.read()
-    end = offset + data.rfind(b"\n") + 1
-    for line in data[: end - offset].splitlines():
-        if prefix.encode() not in line:
-            continue
-        event = json.loads(line)
-        if str(event.get("userAgent", "")).startswith(prefix):
-            seen[event["auditID"]] = _call(event)
-    by_call: dict[str, int] = {}
-    for call in seen.values():
-        by_call[call] = by_call.get(call, 0) + 1
-    return len(seen), dict(sorted(by_call.items())), end
-
-
-def _call(event: dict[str, Any]) -> str:
-    """``verb resource[/subresource]`` of an audit event (the verb alone without one)."""
-    ref = event.get("objectRef") or {}
-    resource = str(ref.get("resource") or "")
-    if ref.get("subresource"):
-        resource += f"/{ref['subresource']}"
-    verb = str(event.get("verb"))
-    return f"{verb} {resource}" if resource else verb
 
 
 class Bench:
@@ -220,16 +180,20 @@ class Bench:
 
     def crds_for(self, operator: Operator, kind: str) -> list[dict[str, Any]]:
         """kubetrain's CRDs, the burst's kind replaced by the peer's own CRD for a peer
-        (the other kinds stay served: the observer watches every kind)."""
-        ours = generate_crds()
+        (the other kinds stay served: the observer watches every kind); for upstream
+        Trainer, its three CRDs and JobSet's."""
+        ours = generate_crds() + generate_trainer_crds()
         if operator is KUBETRAIN:
             return ours
-        if operator is TRAINING_OPERATOR:
+        if operator is TRAINER:
+            theirs = upstream_crds(self.tools)
+        elif operator is TRAINING_OPERATOR:
             path = self.tools.training_operator_crds / "kubeflow.org_pytorchjobs.yaml"
+            theirs = [yaml.safe_load(path.read_text(encoding="utf-8"))]
         else:
-            path = self.tools.mpi_operator_crd
-        theirs = yaml.safe_load(path.read_text(encoding="utf-8"))
-        return [c for c in ours if c["spec"]["names"]["kind"] != kind] + [theirs]
+            theirs = [yaml.safe_load(self.tools.mpi_operator_crd.read_text(encoding="utf-8"))]
+        replaced = {crd["metadata"]["name"] for crd in theirs}
+        return [c for c in ours if c["metadata"]["name"] not in replaced] + theirs
 
     def install(self, crds: Sequence[dict[str, Any]]) -> None:
         """Apply the operator's own CRDs (the same field manager each time, so each apply
@@ -249,6 +213,8 @@ class Bench:
             resource=NAMESPACES,
         )
         wait_ready(self.api)
+        # The runtime the SDK's TrainJobs name, under whichever CRD is installed now.
+        self.api.apply(sdk_runtime(self.tools.trainer_runtimes_dir), resource=CLUSTER_RUNTIMES)
 
     def clean(self) -> None:
         """Delete the namespace and wait until it is gone (its pods free their GPUs)."""
@@ -296,11 +262,12 @@ class Bench:
         ]
 
     def profile(
-        self, operator: Operator, pid: int, log_path: Path
+        self, operator: Operator, processes: Mapping[str, subprocess.Popen[bytes]], log_path: Path
     ) -> subprocess.Popen[bytes] | None:
         """py-spy sampling kubetrain (``--py-spy``): collapsed stacks beside its log."""
         if not self.args.py_spy or operator is not KUBETRAIN:
             return None
+        pid = processes[operator.name].pid
         out = log_path.with_suffix(".py-spy.txt")
         return subprocess.Popen(
             [
@@ -311,41 +278,69 @@ class Bench:
             stderr=subprocess.DEVNULL,
         )
 
-    def run(self, pairing: Pairing, operator: Operator, mode: str) -> RunResult:
+    def start(
+        self, operator: Operator, kind: str, qps: float | None, burst: int | None, log: Path
+    ) -> tuple[dict[str, subprocess.Popen[bytes]], UpstreamTrainer | None]:
+        """The operator's processes by name (upstream Trainer: Trainer's and JobSet's,
+        ready and admitting through their webhooks; ``qps``/``burst`` None: its own)."""
+        if operator is TRAINER:
+            upstream = UpstreamTrainer(self.api_, self.cluster.kubeconfig, self.tools, self.workdir)
+            processes = upstream.start(
+                namespace=NAMESPACE, log_prefix=log.with_suffix(""), qps=qps, burst=burst
+            )
+            return processes, upstream
+        assert qps is not None and burst is not None
+        env = {key: value for key, value in os.environ.items() if key != "KUBECONFIG"}
+        source = self.args.kubetrain_source if operator is KUBETRAIN else None
+        process = subprocess.Popen(
+            self.command(operator, kind, qps, burst),
+            stdout=log.open("wb"),
+            stderr=subprocess.STDOUT,
+            env={**env, "PYTHONPATH": str(source)} if source else env,
+            cwd=source,
+        )
+        return {operator.name: process}, None
+
+    @property
+    def api_(self) -> KubeApi:
         assert self.api is not None
-        args = self.args
+        return self.api
+
+    def run(self, pairing: Pairing, operator: Operator, mode: str) -> RunResult:
+        api, args = self.api_, self.args
         qps, burst = (
             (operator.default_qps, operator.default_burst)
             if mode == "default"
             else (args.equal_qps, args.equal_burst)
         )
+        settings = f"{qps:g}/{burst}"
+        if operator is TRAINER:
+            jobset = (JOBSET_QPS, JOBSET_BURST) if mode == "default" else (qps, burst)
+            settings += f" (JobSet {jobset[0]:g}/{jobset[1]})"
         self.runs += 1
         self.clean()
         self.install(self.crds_for(operator, pairing.kind))
         audit_offset = self.cluster.audit_log.stat().st_size
         log_path = self.workdir / f"run-{self.runs:02d}-{operator.name}-{pairing.kind}.log"
-        env = {key: value for key, value in os.environ.items() if key != "KUBECONFIG"}
-        source = args.kubetrain_source if operator is KUBETRAIN else None
-        process = subprocess.Popen(
-            self.command(operator, pairing.kind, qps, burst),
-            stdout=log_path.open("wb"),
-            stderr=subprocess.STDOUT,
-            env={**env, "PYTHONPATH": str(source)} if source else env,
-            cwd=source,
+        own = mode == "default" and operator is TRAINER  # its shipped configuration's
+        processes, upstream = self.start(
+            operator, pairing.kind, None if own else qps, None if own else burst, log_path
         )
         try:
             time.sleep(3)  # start-up (imports, informers' first lists) is not measured
-            if process.poll() is not None:
-                raise SystemExit(f"{operator.name} exited at start:\n{log_path.read_text()}")
-            cpu_before, _ = process_stats(process.pid)
-            profiler = self.profile(operator, process.pid, log_path)
-            prefix = "pt" if pairing.kind == "PyTorchJob" else "mpi"
-            names = [(pairing.kind, f"{prefix}-{i:03d}") for i in range(pairing.jobs)]
-            times = {name: JobTimes(kind) for kind, name in names}
-            observer = PeerObserver(self.api, times)
+            for name, process in processes.items():
+                if process.poll() is not None:
+                    own_log = log_path if upstream is None else upstream.logs[name]
+                    raise SystemExit(f"{name} exited at start:\n{own_log.read_text()}")
+            cpu_before = {name: process_stats(p.pid)[0] for name, p in processes.items()}
+            kcm_pid = self.cluster.pids()["kube-controller-manager"]
+            kcm_before = process_stats(kcm_pid)[0]
+            profiler = self.profile(operator, processes, log_path)
+            times = {name: JobTimes(pairing.kind) for name in job_names(pairing.kind, pairing.jobs)}
+            observer = PeerObserver(api, times)
             observer.start()
             began = time.monotonic()
-            submit(self.api, names, times, threads=args.submitters)
+            submit(api, pairing.kind, times, threads=args.submitters)
             deadline = time.monotonic() + args.timeout
             while time.monotonic() < deadline:
                 with observer.lock:
@@ -353,22 +348,27 @@ class Bench:
                         break
                 time.sleep(0.2)
             wall = time.monotonic() - began
-            cpu_after, peak_rss = process_stats(process.pid)
+            after = {name: process_stats(p.pid) for name, p in processes.items()}
+            kcm_cpu = process_stats(kcm_pid)[0] - kcm_before
             observer.stop.set()
             if profiler is not None:
                 profiler.send_signal(signal.SIGINT)
                 profiler.wait(timeout=60)
         finally:
-            process.send_signal(signal.SIGTERM)
-            try:
-                process.wait(timeout=30)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+            if upstream is not None:
+                upstream.stop()
+            for process in processes.values():
+                process.send_signal(signal.SIGTERM)
+                try:
+                    process.wait(timeout=30)
+                except subprocess.TimeoutExpired:
+                    process.kill()
+                    process.wait()
         time.sleep(1)  # the audit log is written as responses complete
-        requests, by_call, _ = audit_requests(
-            self.cluster.audit_log, audit_offset, operator.user_agent_prefix
-        )
+        log = self.cluster.audit_log
+        requests, by_call, _ = audit_requests(log, audit_offset, operator.user_agent_prefix)
+        kcm_requests, kcm_by_call = kcm_job_requests(log, audit_offset, NAMESPACE)
+        cpu = {name: after[name][0] - cpu_before[name] for name in processes}
         values = list(times.values())
         result = RunResult(
             operator=operator.name,
@@ -382,16 +382,23 @@ class Bench:
             all_children=[t.children_at - t.submitted for t in values if t.children_at],
             running_times=[t.running_at - t.submitted for t in values if t.running_at],
             wall=wall,
-            cpu=cpu_after - cpu_before,
-            peak_rss_mib=peak_rss,
+            cpu=sum(cpu.values()),
+            peak_rss_mib=sum(stats[1] for stats in after.values()),
             requests=requests,
             requests_by_call=by_call,
+            settings=settings,
+            cpu_by_process=cpu,
+            kcm_requests=kcm_requests,
+            kcm_by_call=kcm_by_call,
+            kcm_cpu=kcm_cpu,
         )
         self.results.append(result)
+        split = f" {', '.join(f'{n} {c:.2f}s' for n, c in cpu.items())}" if len(cpu) > 1 else ""
         print(
-            f"  run {self.runs}: {operator.name:17} {pairing.kind} {mode:7} qps {qps:g}/{burst}: "
-            f"{result.running}/{pairing.jobs} Running in {wall:.1f}s, CPU {result.cpu:.2f}s, "
-            f"RSS {peak_rss:.0f} MiB, {requests} requests {by_call}",
+            f"  run {self.runs}: {operator.name:17} {pairing.kind} {mode:7} {settings}: "
+            f"{result.running}/{pairing.jobs} Running in {wall:.1f}s, CPU {result.cpu:.2f}s"
+            f"{split}, RSS {result.peak_rss_mib:.0f} MiB, {requests} requests {by_call}; "
+            f"kube-controller-manager CPU {kcm_cpu:.2f}s, {kcm_requests} {kcm_by_call}",
             flush=True,
         )
         return result
@@ -400,72 +407,6 @@ class Bench:
 def _established(crd: dict[str, Any] | None) -> bool:
     conditions = ((crd or {}).get("status") or {}).get("conditions") or []
     return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
-
-
-def _median(values: Iterator[float]) -> float:
-    listed = list(values)
-    return statistics.median(listed) if listed else float("nan")
-
-
-def _samples(result: RunResult, key: str) -> list[float]:
-    if key == "first_child":
-        return result.first_child
-    if key == "all_children":
-        return result.all_children
-    return result.running_times
-
-
-def summarize(results: list[RunResult]) -> dict[str, float]:
-    """Medians over the repeats of one operator, one kind, one mode."""
-    summary = {
-        "runs": float(len(results)),
-        "running": _median(float(r.running) for r in results),
-        "wall": _median(r.wall for r in results),
-        "cpu": _median(r.cpu for r in results),
-        "cpu_per_job_ms": _median(r.cpu / r.jobs * 1000 for r in results),
-        "peak_rss_mib": _median(r.peak_rss_mib for r in results),
-        "requests": _median(float(r.requests) for r in results),
-        "requests_per_job": _median(r.requests / r.jobs for r in results),
-    }
-    for _label, key in LATENCY_ROWS:
-        summary[f"{key}_p50"] = _median(percentile(_samples(r, key), 50) for r in results)
-        summary[f"{key}_p99"] = _median(percentile(_samples(r, key), 99) for r in results)
-    return summary
-
-
-def print_table(pairing: Pairing, mode: str, ours: list[RunResult], peer: list[RunResult]) -> None:
-    a, b = summarize(ours), summarize(peer)
-    settings = (
-        f"kubetrain {ours[0].qps:g}/{ours[0].burst}, "
-        f"{pairing.peer.name} {peer[0].qps:g}/{peer[0].burst}"
-    )
-    print(
-        f"\n{pairing.kind} x{pairing.jobs} ({pairing.shape}), {mode} QPS/burst ({settings}); "
-        f"median of {len(ours)} + {len(peer)} interleaved runs"
-    )
-    print(f"  {'':32}{'kubetrain':>12}{pairing.peer.name:>19}{'kubetrain/peer':>16}")
-
-    def row(label: str, key: str, unit: str, digits: int) -> None:
-        ratio = a[key] / b[key] if b[key] else float("nan")
-        print(
-            f"  {label:32}{a[key]:>11.{digits}f}{unit}{b[key]:>18.{digits}f}{unit}{ratio:>15.2f}x"
-        )
-
-    for label, key in LATENCY_ROWS:
-        row(f"{label} p50", f"{key}_p50", "s", 2)
-        row(f"{label} p99", f"{key}_p99", "s", 2)
-    row("wall until all Running", "wall", "s", 1)
-    row("operator CPU", "cpu", "s", 2)
-    row("operator CPU per job", "cpu_per_job_ms", "m", 1)
-    row("operator peak RSS (MiB)", "peak_rss_mib", " ", 0)
-    row("API requests", "requests", " ", 0)
-    row("API requests per job", "requests_per_job", " ", 1)
-    if a["running"] < pairing.jobs or b["running"] < pairing.jobs:
-        print(
-            f"  NOTE: not every job reached Running within --timeout "
-            f"(kubetrain {a['running']:.0f}, {pairing.peer.name} {b['running']:.0f} "
-            f"of {pairing.jobs})"
-        )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -479,9 +420,10 @@ def main(argv: list[str] | None = None) -> int:
     # As benchmarks.operator_scale runs kubetrain: high enough that no client waits.
     parser.add_argument("--equal-qps", type=float, default=500, help="QPS for every operator")
     parser.add_argument("--equal-burst", type=int, default=1000, help="burst for every operator")
-    parser.add_argument("--kinds", default="PyTorchJob,MPIJob", help="bursts to run")
+    parser.add_argument("--kinds", default="PyTorchJob,MPIJob,TrainJob", help="bursts to run")
     parser.add_argument("--pytorch-jobs", type=int, default=100)
     parser.add_argument("--mpi-jobs", type=int, default=50)
+    parser.add_argument("--trainjobs", type=int, default=100)
     parser.add_argument("--gpu-nodes", type=int, default=50)
     parser.add_argument("--submitters", type=int, default=4, help="threads creating the jobs")
     parser.add_argument("--timeout", type=float, default=300, help="seconds to wait for Running")
@@ -510,19 +452,27 @@ def main(argv: list[str] | None = None) -> int:
             "PyTorchJob", TRAINING_OPERATOR, args.pytorch_jobs, "Master + 3 Workers"
         ),
         "MPIJob": Pairing("MPIJob", MPI_OPERATOR, args.mpi_jobs, "launcher + 2 workers"),
+        "TrainJob": Pairing(
+            "TrainJob",
+            TRAINER,
+            args.trainjobs,
+            f"{TRAINJOB_NODES} nodes, a GPU each, the SDK's body on torch-distributed",
+        ),
     }
     kinds = [k for k in args.kinds.split(",") if k]
     if not set(kinds) <= set(pairings):
-        parser.error(f"--kinds {args.kinds!r}: expected PyTorchJob and/or MPIJob")
+        parser.error(f"--kinds {args.kinds!r}: expected some of {', '.join(pairings)}")
 
     tools = find_tools(only=("control-plane", *PEER_TOOL_NAMES))
     # A SIGTERM (a timeout) unwinds through the ``finally`` that stops the control plane.
     signal.signal(signal.SIGTERM, lambda _signum, _frame: sys.exit(143))
     workdir = Path(tempfile.mkdtemp(prefix="kubetrain-peers-"))
     bench = Bench(args, workdir, tools)
+    versions = tools.versions
     print(
-        f"peers: training-operator {tools.versions.training_operator}, mpi-operator "
-        f"{tools.versions.mpi_operator}; operator logs in {workdir}",
+        f"peers: training-operator {versions.training_operator}, mpi-operator "
+        f"{versions.mpi_operator}, Trainer {versions.trainer} with JobSet {versions.jobset}; "
+        f"operator logs in {workdir}",
         flush=True,
     )
     try:
@@ -549,7 +499,7 @@ def main(argv: list[str] | None = None) -> int:
                     if r.kind == kind and r.mode == mode and r.operator != "kubetrain"
                 ]
                 if ours and peer:
-                    print_table(pairing, mode, ours, peer)
+                    print_table(kind, pairing.jobs, pairing.shape, mode, ours, peer)
         if args.json is not None:
             args.json.write_text(
                 json.dumps([asdict(r) for r in bench.results], indent=1), encoding="utf-8"

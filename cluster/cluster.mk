@@ -12,7 +12,8 @@
 #   make kueue-up        run Kueue (CRDs, webhooks, controller manager) against it
 #   make kueue-down      stop Kueue and remove its webhook configurations
 #   make peer-tools      build the Go operators kubetrain is compared with (training-operator,
-#                        mpi-operator) for benchmarks/peers.py; not part of cluster-tools
+#                        mpi-operator, Kubeflow Trainer v2 with JobSet) for
+#                        benchmarks/peers.py; not part of cluster-tools
 #
 # Versions are pinned in the Go modules under cluster/tools (go.mod is the one place they
 # are pinned). Each tool is built into a cache directory of its own outside the
@@ -32,6 +33,8 @@ HELM_MODULE := cluster/tools/helm
 VOLCANO_MODULE := cluster/tools/volcano
 TRAINING_OPERATOR_MODULE := cluster/tools/training-operator
 MPI_OPERATOR_MODULE := cluster/tools/mpi-operator
+TRAINER_MODULE := cluster/tools/trainer
+JOBSET_MODULE := cluster/tools/jobset
 PROMETHEUS_MODULE := cluster/tools/prometheus
 GRAFANA_MODULE := cluster/tools/grafana
 
@@ -52,6 +55,8 @@ VOLCANO_APIS_VERSION := $(call cluster_mod_version,volcano.sh/apis,$(VOLCANO_MOD
 CONTROLLER_GEN_VERSION := $(call cluster_mod_version,sigs.k8s.io/controller-tools,$(VOLCANO_MODULE))
 TRAINING_OPERATOR_VERSION := $(call cluster_mod_version,github.com/kubeflow/training-operator,$(TRAINING_OPERATOR_MODULE))
 MPI_OPERATOR_VERSION := $(call cluster_mod_version,github.com/kubeflow/mpi-operator,$(MPI_OPERATOR_MODULE))
+TRAINER_VERSION := $(call cluster_mod_version,github.com/kubeflow/trainer/v2,$(TRAINER_MODULE))
+JOBSET_VERSION := $(call cluster_mod_version,sigs.k8s.io/jobset,$(JOBSET_MODULE))
 PROMETHEUS_VERSION := $(call cluster_mod_version,github.com/prometheus/prometheus,$(PROMETHEUS_MODULE))
 # The Prometheus release of that module version: v0.3XX.Y is Prometheus 3.XX.Y.
 PROMETHEUS_RELEASE := $(shell echo $(PROMETHEUS_VERSION) | awk -F. '{ printf "%d.%d.%s", $$2 / 100, $$2 % 100, $$3 }')
@@ -70,6 +75,8 @@ HELM_DIR := $(CLUSTER_TOOLS_ROOT)/helm-$(HELM_VERSION)-$(call cluster_mod_digest
 VOLCANO_DIR := $(CLUSTER_TOOLS_ROOT)/volcano-$(VOLCANO_APIS_VERSION)-$(call cluster_mod_digest,$(VOLCANO_MODULE))
 TRAINING_OPERATOR_DIR := $(CLUSTER_TOOLS_ROOT)/training-operator-$(TRAINING_OPERATOR_VERSION)-$(call cluster_mod_digest,$(TRAINING_OPERATOR_MODULE))
 MPI_OPERATOR_DIR := $(CLUSTER_TOOLS_ROOT)/mpi-operator-$(MPI_OPERATOR_VERSION)-$(call cluster_mod_digest,$(MPI_OPERATOR_MODULE))
+TRAINER_DIR := $(CLUSTER_TOOLS_ROOT)/trainer-$(TRAINER_VERSION)-$(call cluster_mod_digest,$(TRAINER_MODULE))
+JOBSET_DIR := $(CLUSTER_TOOLS_ROOT)/jobset-$(JOBSET_VERSION)-$(call cluster_mod_digest,$(JOBSET_MODULE))
 PROMETHEUS_DIR := $(CLUSTER_TOOLS_ROOT)/prometheus-$(PROMETHEUS_VERSION)-$(call cluster_mod_digest,$(PROMETHEUS_MODULE))
 GRAFANA_DIR := $(CLUSTER_TOOLS_ROOT)/grafana-$(GRAFANA_SDK_VERSION)-$(call cluster_mod_digest,$(GRAFANA_MODULE))
 
@@ -134,6 +141,8 @@ cluster-tool-dirs:
 	@echo "grafana $(GRAFANA_DIR)"
 	@echo "training-operator $(TRAINING_OPERATOR_DIR)"
 	@echo "mpi-operator $(MPI_OPERATOR_DIR)"
+	@echo "trainer $(TRAINER_DIR)"
+	@echo "jobset $(JOBSET_DIR)"
 
 # No prerequisites on purpose, here and below: the directory name already carries what
 # the tool is built from, and a fresh clone (new file times) must not rebuild the cache.
@@ -292,10 +301,37 @@ $(GRAFANA_DIR)/.done:
 	$(call cluster_tool_finish,$(GRAFANA_DIR))
 
 # The Go operators kubetrain replaces, for the peer benchmark (benchmarks/peers.py, make
-# bench-peers): each module's own command wires upstream's controllers at upstream's
-# defaults (see their go.mod), built the same way as the tools above; the CRDs come from
-# the same module versions. Not part of cluster-tools: only the benchmark needs them.
-peer-tools: $(TRAINING_OPERATOR_DIR)/.done $(MPI_OPERATOR_DIR)/.done
+# bench-peers): training-operator's and mpi-operator's modules have a command of their own
+# that wires upstream's controllers at upstream's defaults (see their go.mod); Trainer v2
+# and JobSet are upstream's own mains, built with upstream's go.mod unchanged (see
+# peer_gomod_check). All built the same way as the tools above; the CRDs (and for Trainer
+# and JobSet the webhook manifests, configuration and runtimes) come from the same module
+# versions. Not part of cluster-tools: only the benchmark needs them.
+peer-tools: $(TRAINING_OPERATOR_DIR)/.done $(MPI_OPERATOR_DIR)/.done $(TRAINER_DIR)/.done $(JOBSET_DIR)/.done
+
+# (The --help checks read all of the output, not `grep -q`: the shell runs with pipefail,
+# and a binary still writing when grep -q has its match dies of SIGPIPE.)
+#
+# Shell snippet, run inside a tool module: fail unless the binary $(1) was built from
+# module $(2) at version $(3) (its `mod` line: the module of the main package) and every
+# other module compiled into it (`go version -m`)
+# is required at that very version by $(2)'s own go.mod ("upstream's go.mod unchanged":
+# the tool module requires $(2) alone, so minimal version selection picks $(2)'s pins,
+# and this proves it for each build).
+peer_gomod_check = upstream=$$($(TOOL_GO_ENV) go list -m -f '{{.GoMod}}' $(2)); \
+  got=$$(go version -m $(1) | awk '($$1 == "mod" || $$1 == "dep") && $$2 == "$(2)" { print $$3 }'); \
+  if [ "$$got" != "$(3)" ]; then \
+    echo "$(1) is built from $(2) '$$got', expected $(3)" >&2; exit 1; fi; \
+  built=$$(mktemp); pinned=$$(mktemp); \
+  go version -m $(1) | awk '$$1 == "dep" && $$2 != "$(2)" { print $$2, $$3 }' | LC_ALL=C sort > $$built; \
+  awk '/^require[ \t]*\(/ { r = 1; next } r && /^\)/ { r = 0; next } \
+    r && NF >= 2 && $$1 != "//" { print $$1, $$2 } /^require[ \t]+[^(]/ { print $$2, $$3 }' \
+    $$upstream | LC_ALL=C sort > $$pinned; \
+  differ=$$(LC_ALL=C comm -23 $$built $$pinned); count=$$(wc -l < $$built); rm -f $$built $$pinned; \
+  if [ -n "$$differ" ]; then \
+    echo "$(1) compiles in modules at versions $(2)'s go.mod ($$upstream) does not require:" >&2; \
+    echo "$$differ" >&2; exit 1; fi; \
+  echo "$$count modules compiled in, each at the version $(2) $(3)'s go.mod requires"
 
 $(TRAINING_OPERATOR_DIR)/.done:
 	$(call cluster_tool_start,$(TRAINING_OPERATOR_DIR),training-operator $(TRAINING_OPERATOR_VERSION))
@@ -307,7 +343,7 @@ $(TRAINING_OPERATOR_DIR)/.done:
 	  mkdir -p $(TRAINING_OPERATOR_DIR).partial/crds; \
 	  install -m 0644 $$src/manifests/base/crds/kubeflow.org_*.yaml $(TRAINING_OPERATOR_DIR).partial/crds/; \
 	  echo "built in $$(( $$(date +%s) - start ))s"
-	@$(TRAINING_OPERATOR_DIR).partial/bin/training-operator --help 2>&1 | grep -q -- '-enable-scheme' || \
+	@$(TRAINING_OPERATOR_DIR).partial/bin/training-operator --help 2>&1 | grep -- '-enable-scheme' >/dev/null || \
 	  { echo "$(TRAINING_OPERATOR_DIR).partial/bin/training-operator --help does not list -enable-scheme" >&2; exit 1; }
 	$(call cluster_tool_finish,$(TRAINING_OPERATOR_DIR))
 
@@ -321,9 +357,78 @@ $(MPI_OPERATOR_DIR)/.done:
 	  mkdir -p $(MPI_OPERATOR_DIR).partial/crds; \
 	  install -m 0644 $$src/manifests/base/kubeflow.org_mpijobs.yaml $(MPI_OPERATOR_DIR).partial/crds/; \
 	  echo "built in $$(( $$(date +%s) - start ))s"
-	@$(MPI_OPERATOR_DIR).partial/bin/mpi-operator --help 2>&1 | grep -q -- '-kube-api-qps' || \
+	@$(MPI_OPERATOR_DIR).partial/bin/mpi-operator --help 2>&1 | grep -- '-kube-api-qps' >/dev/null || \
 	  { echo "$(MPI_OPERATOR_DIR).partial/bin/mpi-operator --help does not list -kube-api-qps" >&2; exit 1; }
 	$(call cluster_tool_finish,$(MPI_OPERATOR_DIR))
+
+# Kubeflow Trainer v2's controller manager (upstream's main, unstamped as upstream's image
+# build is), with from the same module: its CRDs (TrainJob, TrainingRuntime,
+# ClusterTrainingRuntime), its webhook manifests and their kustomize patches, its shipped
+# configuration (benchmarks/peer_trainer.py starts from it) and its default runtimes.
+$(TRAINER_DIR)/.done:
+	$(call cluster_tool_start,$(TRAINER_DIR),Kubeflow Trainer $(TRAINER_VERSION) controller manager)
+	@set -e; start=$$(date +%s); \
+	  cd $(TRAINER_MODULE); \
+	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) -ldflags "-s -w" \
+	    -o $(TRAINER_DIR).partial/bin/trainer-controller-manager \
+	    github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager; \
+	  src=$$($(TOOL_GO_ENV) go list -m -f '{{.Dir}}' github.com/kubeflow/trainer/v2); \
+	  out=$(TRAINER_DIR).partial; \
+	  mkdir -p $$out/crds $$out/webhook $$out/config $$out/runtimes; \
+	  install -m 0644 $$src/manifests/base/crds/trainer.kubeflow.org_*.yaml $$out/crds/; \
+	  install -m 0644 $$src/manifests/base/webhook/manifests.yaml \
+	    $$src/manifests/base/webhook/kustomization.yaml $$src/manifests/base/webhook/patch_*.yaml \
+	    $$out/webhook/; \
+	  install -m 0644 $$src/manifests/base/manager/controller_manager_config.yaml $$out/config/; \
+	  install -m 0644 $$src/manifests/base/runtimes/*_distributed.yaml $$out/runtimes/; \
+	  echo "built in $$(( $$(date +%s) - start ))s"
+	@$(TRAINER_DIR).partial/bin/trainer-controller-manager --help 2>&1 | grep -- '-feature-gates' >/dev/null || \
+	  { echo "$(TRAINER_DIR).partial/bin/trainer-controller-manager --help does not list -feature-gates" >&2; exit 1; }
+	@cd $(TRAINER_MODULE) && \
+	  $(call peer_gomod_check,$(TRAINER_DIR).partial/bin/trainer-controller-manager,github.com/kubeflow/trainer/v2,$(TRAINER_VERSION))
+	$(call cluster_tool_finish,$(TRAINER_DIR))
+
+# JobSet's controller manager (upstream's main at the module root), stamped as upstream's
+# Makefile does (version and commit: its user agent is jobset/<version> (...) <commit>;
+# the commit is the one the module proxy records for the tag; checked by starting it
+# with no configuration file, when it logs that and exits), with its CRD, webhook
+# manifests and their kustomize patches, and its shipped configuration.
+$(JOBSET_DIR)/.done:
+	$(call cluster_tool_start,$(JOBSET_DIR),JobSet $(JOBSET_VERSION) controller manager)
+	@set -e; start=$$(date +%s); \
+	  cd $(JOBSET_MODULE); \
+	  commit=$$($(TOOL_GO_ENV) go mod download -json sigs.k8s.io/jobset@$(JOBSET_VERSION) | \
+	    sed -n 's/^[[:space:]]*"Hash": "\([0-9a-f]*\)".*/\1/p'); \
+	  pkg=sigs.k8s.io/jobset/pkg/version; \
+	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) \
+	    -ldflags "-s -w -X $$pkg.GitVersion=$(JOBSET_VERSION) -X $$pkg.GitCommit=$$commit" \
+	    -o $(JOBSET_DIR).partial/bin/jobset-controller-manager sigs.k8s.io/jobset; \
+	  src=$$($(TOOL_GO_ENV) go list -m -f '{{.Dir}}' sigs.k8s.io/jobset); \
+	  out=$(JOBSET_DIR).partial; \
+	  mkdir -p $$out/crds $$out/webhook $$out/config; \
+	  install -m 0644 $$src/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml $$out/crds/; \
+	  install -m 0644 $$src/config/components/webhook/manifests.yaml \
+	    $$src/config/components/webhook/kustomization.yaml \
+	    $$src/config/components/webhook/patches/*.yaml $$out/webhook/; \
+	  install -m 0644 $$src/config/components/manager/controller_manager_config.yaml $$out/config/; \
+	  echo "built in $$(( $$(date +%s) - start ))s"
+	@$(JOBSET_DIR).partial/bin/jobset-controller-manager --help 2>&1 | grep -- '-kube-api-qps' >/dev/null || \
+	  { echo "$(JOBSET_DIR).partial/bin/jobset-controller-manager --help does not list -kube-api-qps" >&2; exit 1; }
+	@kubeconfig=$$(mktemp); \
+	  printf '%s\n' 'apiVersion: v1' 'kind: Config' 'current-context: none' \
+	    'clusters: [{name: none, cluster: {server: "https://127.0.0.1:1"}}]' \
+	    'contexts: [{name: none, context: {cluster: none, user: none}}]' 'users: [{name: none, user: {}}]' \
+	    > $$kubeconfig; \
+	  got=$$({ $(JOBSET_DIR).partial/bin/jobset-controller-manager --kubeconfig=$$kubeconfig \
+	    --config=/nonexistent 2>&1 || true; } | sed -n 's/.*"userAgent": "\([^"]*\)".*/\1/p'); \
+	  rm -f $$kubeconfig; \
+	  case "$$got" in "jobset/$(JOBSET_VERSION) ("*") "[0-9a-f]*) ;; \
+	    *) echo "jobset-controller-manager says its user agent is '$$got'," \
+	         "expected 'jobset/$(JOBSET_VERSION) (<os>/<arch>) <commit>'" >&2; exit 1;; \
+	  esac
+	@cd $(JOBSET_MODULE) && \
+	  $(call peer_gomod_check,$(JOBSET_DIR).partial/bin/jobset-controller-manager,sigs.k8s.io/jobset,$(JOBSET_VERSION))
+	$(call cluster_tool_finish,$(JOBSET_DIR))
 
 # The demo cluster lives in build/cluster (git-ignored); the tests start their own.
 KUBETRAIN_CLUSTER_DIR ?= build/cluster

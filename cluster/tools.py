@@ -22,7 +22,11 @@ into a cache directory of its own outside the repository:
 ``benchmarks/peers.py`` (not needed by anything else, so not part of ``cluster-tools``):
 
 - Kubeflow training-operator's job controllers, with its CRDs;
-- Kubeflow mpi-operator's MPIJob controller, with its CRD.
+- Kubeflow mpi-operator's MPIJob controller, with its CRD;
+- Kubeflow Trainer v2's controller manager (upstream's own main), with its CRDs, webhook
+  manifests, shipped configuration and default ClusterTrainingRuntimes;
+- JobSet's controller manager (upstream's own main; Trainer creates JobSets), with its
+  CRD, webhook manifests and shipped configuration.
 
 The other tools' directories are named ``<tool>-<version>-<digest>``, the digest being the
 first 12 hex digits of the SHA-256 of the module's ``go.mod`` followed by its ``go.sum``,
@@ -50,6 +54,8 @@ HELM_MODULE = TOOL_MODULES_DIR / "helm"
 VOLCANO_MODULE = TOOL_MODULES_DIR / "volcano"
 TRAINING_OPERATOR_MODULE = TOOL_MODULES_DIR / "training-operator"
 MPI_OPERATOR_MODULE = TOOL_MODULES_DIR / "mpi-operator"
+TRAINER_MODULE = TOOL_MODULES_DIR / "trainer"
+JOBSET_MODULE = TOOL_MODULES_DIR / "jobset"
 PROMETHEUS_OPERATOR_MODULE = TOOL_MODULES_DIR / "prometheus-operator"
 PROMETHEUS_MODULE = TOOL_MODULES_DIR / "prometheus"
 GRAFANA_MODULE = TOOL_MODULES_DIR / "grafana"
@@ -74,6 +80,8 @@ BINARY_TOOLS = {
     "dashboard-check": "grafana",
     "training-operator": "training_operator",
     "mpi-operator": "mpi_operator",
+    "trainer-controller-manager": "trainer",
+    "jobset-controller-manager": "jobset",
 }
 #: Every binary ``make cluster-tools`` builds, by file name.
 BINARIES = tuple(BINARY_TOOLS)
@@ -85,6 +93,30 @@ ELASTICQUOTA_CRD = "scheduling.x-k8s.io_elasticquotas.yaml"
 #: The CRD files of Volcano's PodGroup and Queue (``scheduling.volcano.sh/v1beta1``).
 VOLCANO_PODGROUP_CRD = "scheduling.volcano.sh_podgroups.yaml"
 VOLCANO_QUEUE_CRD = "scheduling.volcano.sh_queues.yaml"
+#: Trainer v2's CRD files (``trainer.kubeflow.org/v1alpha1``), as its module ships them.
+TRAINER_CRDS = (
+    "trainer.kubeflow.org_clustertrainingruntimes.yaml",
+    "trainer.kubeflow.org_trainingruntimes.yaml",
+    "trainer.kubeflow.org_trainjobs.yaml",
+)
+#: JobSet's CRD file (``jobset.x-k8s.io/v1alpha2``).
+JOBSET_CRD = "jobset.x-k8s.io_jobsets.yaml"
+#: The files of a webhook kustomization ``make peer-tools`` caches, by tool: upstream's
+#: manifests, the kustomization naming its patches, and the patches (JSON patches).
+TRAINER_WEBHOOK_FILES = (
+    "manifests.yaml",
+    "kustomization.yaml",
+    "patch_mutating.yaml",
+    "patch_validating.yaml",
+)
+JOBSET_WEBHOOK_FILES = (
+    "manifests.yaml",
+    "kustomization.yaml",
+    "mutating-patch.yaml",
+    "validating-patch.yaml",
+)
+#: The shipped configuration file of both controller managers (``config/`` of the cache).
+MANAGER_CONFIG = "controller_manager_config.yaml"
 
 
 class ToolsMissingError(RuntimeError):
@@ -157,6 +189,8 @@ class Versions:
     controller_gen: str
     training_operator: str
     mpi_operator: str
+    trainer: str
+    jobset: str
     #: The Go module's version (``v0.316.0``); ``prometheus_release`` is ``3.16.0``.
     prometheus: str
     grafana_sdk: str
@@ -183,6 +217,8 @@ class Versions:
             mpi_operator=module_version(
                 MPI_OPERATOR_MODULE / "go.mod", "github.com/kubeflow/mpi-operator"
             ),
+            trainer=module_version(TRAINER_MODULE / "go.mod", "github.com/kubeflow/trainer/v2"),
+            jobset=module_version(JOBSET_MODULE / "go.mod", "sigs.k8s.io/jobset"),
             prometheus=module_version(
                 PROMETHEUS_MODULE / "go.mod", "github.com/prometheus/prometheus"
             ),
@@ -229,6 +265,8 @@ class ToolDirs:
     mpi_operator: Path
     prometheus: Path
     grafana: Path
+    trainer: Path
+    jobset: Path
 
     @classmethod
     def for_versions(cls, versions: Versions) -> ToolDirs:
@@ -254,6 +292,8 @@ class ToolDirs:
             prometheus=root
             / f"prometheus-{versions.prometheus}-{module_digest(PROMETHEUS_MODULE)}",
             grafana=root / f"grafana-{versions.grafana_sdk}-{module_digest(GRAFANA_MODULE)}",
+            trainer=root / f"trainer-{versions.trainer}-{module_digest(TRAINER_MODULE)}",
+            jobset=root / f"jobset-{versions.jobset}-{module_digest(JOBSET_MODULE)}",
         )
 
     def by_tool(self) -> dict[str, Path]:
@@ -268,6 +308,8 @@ class ToolDirs:
             "grafana": self.grafana,
             "training-operator": self.training_operator,
             "mpi-operator": self.mpi_operator,
+            "trainer": self.trainer,
+            "jobset": self.jobset,
         }
 
 
@@ -386,6 +428,41 @@ class Tools:
         """mpi-operator's MPIJob CRD (``kubeflow.org/v2beta1``), from its module."""
         return self.dirs.mpi_operator / "crds" / "kubeflow.org_mpijobs.yaml"
 
+    @property
+    def trainer_crds(self) -> list[Path]:
+        """Trainer v2's CRDs (TrainJob, TrainingRuntime, ClusterTrainingRuntime)."""
+        return [self.dirs.trainer / "crds" / name for name in TRAINER_CRDS]
+
+    @property
+    def trainer_webhook_dir(self) -> Path:
+        """Trainer's webhook manifests with their kustomization and JSON patches."""
+        return self.dirs.trainer / "webhook"
+
+    @property
+    def trainer_config(self) -> Path:
+        """Trainer's shipped controller manager configuration."""
+        return self.dirs.trainer / "config" / MANAGER_CONFIG
+
+    @property
+    def trainer_runtimes_dir(self) -> Path:
+        """Trainer's default ClusterTrainingRuntimes (``<name>_distributed.yaml``)."""
+        return self.dirs.trainer / "runtimes"
+
+    @property
+    def jobset_crd(self) -> Path:
+        """JobSet's CRD (``jobset.x-k8s.io/v1alpha2``)."""
+        return self.dirs.jobset / "crds" / JOBSET_CRD
+
+    @property
+    def jobset_webhook_dir(self) -> Path:
+        """JobSet's webhook manifests with their kustomization and JSON patches."""
+        return self.dirs.jobset / "webhook"
+
+    @property
+    def jobset_config(self) -> Path:
+        """JobSet's shipped controller manager configuration."""
+        return self.dirs.jobset / "config" / MANAGER_CONFIG
+
     def crd_files(self) -> list[Path]:
         """Every upstream CRD file ``make cluster-tools`` caches."""
         return [
@@ -425,7 +502,7 @@ TOOL_NAMES = (
     "grafana",
 )
 #: The Go operators ``make peer-tools`` builds for the peer benchmark.
-PEER_TOOL_NAMES = ("training-operator", "mpi-operator")
+PEER_TOOL_NAMES = ("training-operator", "mpi-operator", "trainer", "jobset")
 
 
 def _tool_files(tools: Tools, tool: str) -> list[Path]:
@@ -447,6 +524,14 @@ def _tool_files(tools: Tools, tool: str) -> list[Path]:
         files.append(tools.training_operator_crds / "kubeflow.org_pytorchjobs.yaml")
     elif tool == "mpi-operator":
         files.append(tools.mpi_operator_crd)
+    elif tool == "trainer":
+        files += tools.trainer_crds
+        files += [tools.trainer_webhook_dir / name for name in TRAINER_WEBHOOK_FILES]
+        files += [tools.trainer_config, tools.trainer_runtimes_dir / "torch_distributed.yaml"]
+    elif tool == "jobset":
+        files.append(tools.jobset_crd)
+        files += [tools.jobset_webhook_dir / name for name in JOBSET_WEBHOOK_FILES]
+        files.append(tools.jobset_config)
     return files
 
 
@@ -478,8 +563,9 @@ def find_tools(versions: Versions | None = None, *, only: Iterable[str] = TOOL_N
     if missing and set(wanted) <= set(PEER_TOOL_NAMES):
         raise ToolsMissingError(
             f"{len(missing)} file(s) missing from the peer operators' cache: "
-            f"{', '.join(missing)}; expected training-operator {versions.training_operator} "
-            f"and mpi-operator {versions.mpi_operator}. Run `make peer-tools` to build them."
+            f"{', '.join(missing)}; expected training-operator {versions.training_operator}, "
+            f"mpi-operator {versions.mpi_operator}, Trainer {versions.trainer} and JobSet "
+            f"{versions.jobset}. Run `make peer-tools` to build them."
         )
     if missing:
         raise ToolsMissingError(

@@ -37,6 +37,8 @@ def test_pinned_versions_come_from_the_tool_modules() -> None:
     assert versions.controller_gen == "v0.18.0", versions
     assert versions.training_operator.startswith("v1.9."), versions
     assert versions.mpi_operator == "v0.8.0", versions
+    assert versions.trainer == "v2.3.0", versions
+    assert versions.jobset == "v0.12.0", versions
     assert versions.prometheus == "v0.316.0", versions
     assert versions.prometheus_release == "3.16.0", versions
     assert versions.grafana_sdk == "v0.0.22", versions
@@ -153,6 +155,8 @@ def test_each_binary_lives_in_its_tools_directory(tmp_path: Path) -> None:
         mpi_operator=tmp_path / "mpi",
         prometheus=tmp_path / "prom",
         grafana=tmp_path / "grafana",
+        trainer=tmp_path / "trainer",
+        jobset=tmp_path / "jobset",
     )
     tools = Tools(versions=Versions.pinned(), dirs=dirs)
     assert tools.kubectl == tmp_path / "cp" / "bin" / "kubectl"
@@ -168,6 +172,21 @@ def test_each_binary_lives_in_its_tools_directory(tmp_path: Path) -> None:
     assert tools.prometheus == tmp_path / "prom" / "bin" / "prometheus"
     assert tools.promtool == tmp_path / "prom" / "bin" / "promtool"
     assert tools.dashboard_check == tmp_path / "grafana" / "bin" / "dashboard-check"
+    assert tools.path("trainer-controller-manager") == (
+        tmp_path / "trainer" / "bin" / "trainer-controller-manager"
+    )
+    assert tools.path("jobset-controller-manager") == (
+        tmp_path / "jobset" / "bin" / "jobset-controller-manager"
+    )
+    assert [p.name for p in tools.trainer_crds] == [
+        "trainer.kubeflow.org_clustertrainingruntimes.yaml",
+        "trainer.kubeflow.org_trainingruntimes.yaml",
+        "trainer.kubeflow.org_trainjobs.yaml",
+    ]
+    assert tools.jobset_crd == tmp_path / "jobset" / "crds" / "jobset.x-k8s.io_jobsets.yaml"
+    assert tools.trainer_config == (
+        tmp_path / "trainer" / "config" / "controller_manager_config.yaml"
+    )
 
 
 def test_rejects_an_unknown_binary() -> None:
@@ -235,3 +254,25 @@ def test_fails_for_the_peer_operators_with_how_to_build_them(
     message = str(raised.value)
     assert "Run `make peer-tools` to build them." in message
     assert "bin/training-operator" in message and "kubeflow.org_mpijobs.yaml" in message
+
+
+def test_peer_tools_missing_name_make_peer_tools_and_every_peer_version(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("KUBETRAIN_CACHE", str(tmp_path))
+    monkeypatch.delenv("KUBETRAIN_CLUSTER_TOOLS_DIR", raising=False)
+    with pytest.raises(ToolsMissingError) as raised:
+        find_tools(only=("trainer", "jobset"))
+    message = str(raised.value)
+    assert "Run `make peer-tools` to build them." in message
+    for expected in (
+        "bin/trainer-controller-manager",
+        "trainer.kubeflow.org_trainjobs.yaml",
+        "webhook/patch_validating.yaml",
+        "runtimes/torch_distributed.yaml",
+        "bin/jobset-controller-manager",
+        "jobset.x-k8s.io_jobsets.yaml",
+        "webhook/mutating-patch.yaml",
+        "Trainer v2.3.0 and JobSet v0.12.0",
+    ):
+        assert expected in message

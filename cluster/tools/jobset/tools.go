@@ -1,0 +1,11 @@
+//go:build tools
+
+// Package tools records the JobSet command this module builds (upstream's main package
+// at the module root) so that go.mod and go.sum pin everything it needs. It is never
+// compiled: the build tag keeps it out, and the command is built by path (see
+// cluster/cluster.mk).
+package tools
+
+import (
+	_ "sigs.k8s.io/jobset"
+)
