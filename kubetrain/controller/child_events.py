@@ -7,10 +7,11 @@
 - ``ExitedWithCode`` "Pod: <namespace>.<name> exited with code <n>", once per pod when
   it ends.
 
-A large job does not flood the API server: one reconcile records at most
-:data:`PER_KIND` creations of each kind one by one, and one summary Event for the rest;
-each pod's exit is recorded once. (The operator's Event sender has its own rate limit on
-top, ``--event-qps``.)
+One reconcile records one Event per kind of child it created, naming them: upstream's
+wording for one ("Created pod: <name>"), "Created 3 pods: <a>, <b>, <c>" for several (at
+most :data:`QUOTED` names, then "and N more"), so a 1,000-pod job's creation is one Event,
+not a backlog that lags behind the work. Each pod's exit is recorded once. (The
+operator's Event sender has its own rate limit on top, ``--event-qps``.)
 """
 
 from __future__ import annotations
@@ -21,30 +22,31 @@ from typing import Any
 from kubetrain.controller import podstate
 from kubetrain.controller.decisions import Event
 
-#: Creations of one kind recorded one by one per reconcile; the rest are summarised.
-PER_KIND = 10
-#: How many of the summarised names the summary quotes.
-QUOTED = 5
+#: How many names a creation Event quotes before "and N more".
+QUOTED = 10
 
 _NOUNS = {"Pod": "pod", "Service": "service", "ConfigMap": "config map", "Job": "job"}
 
 
 def created(children: Iterable[Mapping[str, Any]]) -> list[Event]:
-    """The Events for the children one reconcile created."""
+    """The Events for the children one reconcile created: one per kind of child."""
     by_kind: dict[str, list[str]] = {}
     for child in children:
         kind = str(child.get("kind"))
         if kind in _NOUNS:
             by_kind.setdefault(kind, []).append(str((child.get("metadata") or {}).get("name")))
-    events: list[Event] = []
-    for kind, names in by_kind.items():
-        reason, noun = f"SuccessfulCreate{kind}", _NOUNS[kind]
-        events += [Event("Normal", reason, f"Created {noun}: {name}") for name in names[:PER_KIND]]
-        rest = names[PER_KIND:]
-        if rest:
-            quoted = ", ".join(rest[:QUOTED]) + (", ..." if len(rest) > QUOTED else "")
-            events.append(Event("Normal", reason, f"Created {len(rest)} more {noun}s: {quoted}"))
-    return events
+    return [
+        Event("Normal", f"SuccessfulCreate{kind}", _created_message(_NOUNS[kind], names))
+        for kind, names in by_kind.items()
+    ]
+
+
+def _created_message(noun: str, names: Sequence[str]) -> str:
+    if len(names) == 1:
+        return f"Created {noun}: {names[0]}"  # upstream's own wording
+    quoted = ", ".join(names[:QUOTED])
+    rest = len(names) - QUOTED
+    return f"Created {len(names)} {noun}s: {quoted}" + (f" and {rest} more" if rest > 0 else "")
 
 
 def _exit_code(pod: Mapping[str, Any], main_container: str | None) -> int | None:

@@ -86,7 +86,7 @@ class KubeCluster:
         identity: str = "kubetrain",
         exclude_namespaces: tuple[str, ...] = (),
         may_write: Callable[[], bool] = lambda: True,
-        event_qps: float = 10.0,
+        event_qps: float = 50.0,
         pod_group_api_version: str | None = None,
     ) -> None:
         self.api = api

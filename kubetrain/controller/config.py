@@ -89,9 +89,9 @@ class OperatorConfig:
     success_grace_seconds: int = 60
     """With ``cleanPodPolicy`` unset: how long ranks still running after their job
     succeeded may take to exit by themselves before they are deleted."""
-    event_qps: float = 10.0
-    """Events per second the operator records at most (bursts of 10x); the rest wait in
-    a bounded queue, so a large job's per-pod Events never crowd out its reconciles."""
+    event_qps: float = 50.0
+    """Events per second the operator records at most (bursts of 10x), on a rate limit of
+    their own beside ``kube_api_qps``: Events never crowd out reconciles."""
     log_level: LogLevel = LogLevel.INFO
     """Lowest level of the log lines the operator writes: debug, info, warning, error."""
 

@@ -8,7 +8,9 @@
   with the cluster; the child watches are label-filtered too.
 - Writes the operator makes are put into the cache at once (``upsert`` / ``mark_deleted``)
   so the next reconcile does not act on stale state; a watch event older than what the
-  cache holds is ignored, and the echo of our own write does not wake the job again.
+  cache holds is ignored, and the echo of our own write does not wake the job again;
+  neither does a new version whose transformed object is unchanged (a pod's condition
+  timestamps, say, which the transform drops): the cache takes its resourceVersion only.
 """
 
 from __future__ import annotations
@@ -39,6 +41,15 @@ def _key(obj: Mapping[str, Any]) -> Key:
 
 def _rv(obj: Mapping[str, Any] | None) -> str:
     return str(((obj or {}).get("metadata") or {}).get("resourceVersion") or "")
+
+
+def _same_content(a: Mapping[str, Any], b: Mapping[str, Any]) -> bool:
+    """Whether two versions of an object differ only in their resourceVersion."""
+    meta_a, meta_b = a.get("metadata") or {}, b.get("metadata") or {}
+    return {**a, "metadata": {**meta_a, "resourceVersion": ""}} == {
+        **b,
+        "metadata": {**meta_b, "resourceVersion": ""},
+    }
 
 
 def is_older(candidate: str, current: str) -> bool:
@@ -271,7 +282,7 @@ class Informer:
 
     def _apply(self, kind: str, obj: Obj, *, notify: bool = True) -> None:
         key = _key(obj)
-        echo = False
+        echo = quiet = False
         with self._lock:
             current = self._store.get(key)
             if kind == "DELETED":
@@ -291,12 +302,14 @@ class Informer:
                         return
                     if _rv(obj) == _rv(current) and notify:
                         echo = True  # our own write, already cached: no change to report
+                    elif _same_content(obj, current):
+                        quiet = True  # e.g. timestamps the transform drops: nothing to report
                 if not echo:
                     if current is not None:
                         self._unindex(key, current)
                     self._store[key] = obj
                     self._reindex(key, obj)
-        if echo:
+        if echo or quiet:
             if self.echo_handler is not None:
                 self.echo_handler(kind, obj)
             return

@@ -4,8 +4,8 @@ A thin JSON client on the official ``kubernetes`` package's configuration and co
 pool: list, watch, get, server-side apply (field manager ``kubetrain``), create, delete
 and update, on plain dicts. It skips the generated model classes on purpose: the operator
 reads camelCase JSON and keeps only the fields it needs, which keeps CPU and memory low.
-Requests are client-side rate limited (``--kube-api-qps`` / ``--kube-api-burst``);
-watches are not.
+Requests are client-side rate limited (``--kube-api-qps`` / ``--kube-api-burst``; Events
+by a limiter of their own, ``--event-qps``); watches are not.
 
 Credentials come only from the official client's loaders (``load_incluster_config``,
 ``load_kube_config``): client certificates are in the connection pool's TLS settings, and
@@ -71,12 +71,7 @@ class Resource:
         base = f"/apis/{self.group}/{self.version}" if self.group else f"/api/{self.version}"
         if self.namespaced and namespace:
             base += f"/namespaces/{namespace}"
-        base += f"/{self.plural}"
-        if name:
-            base += f"/{name}"
-        if subresource:
-            base += f"/{subresource}"
-        return base
+        return base + "".join(f"/{part}" for part in (self.plural, name, subresource) if part)
 
 
 PODS = Resource("", "v1", "pods", "Pod")
@@ -232,16 +227,17 @@ class KubeApi:
         accept: str = "application/json",
         timeout: float = 30.0,
         verb: str = "",
+        limiter: TokenBucket | None = None,
     ) -> dict[str, Any]:
-        """One rate-limited call; the decoded JSON body, or ApiError. A 401 reloads the
-        credentials and retries once. ``verb`` names it for the metrics (default: from
-        the method, GET being ``get``)."""
+        """One call rate-limited by ``limiter`` (default: the client's); the decoded JSON
+        body, or ApiError. A 401 reloads the credentials and retries once. ``verb`` names
+        it for the metrics (default: from the method, GET being ``get``)."""
         verb = verb or _VERBS.get(method, method.lower())
         url = self._host + path + (f"?{urlencode(query)}" if query else "")
         data = json.dumps(body).encode() if body is not None else None
         call = f"{method} {path}"
         for attempt in (1, 2):
-            self.limiter.acquire()
+            (limiter or self.limiter).acquire()
             headers = self._headers(accept, content_type if data is not None else "")
             if method != "GET":
                 if self.fence is not None:
@@ -389,15 +385,17 @@ class KubeApi:
             content_type="application/apply-patch+yaml",
         )
 
-    def create(self, obj: Mapping[str, Any], *, resource: Resource | None = None) -> dict[str, Any]:
+    def create(
+        self,
+        obj: Mapping[str, Any],
+        *,
+        resource: Resource | None = None,
+        limiter: TokenBucket | None = None,
+    ) -> dict[str, Any]:
         """POST ``obj`` (field manager ``kubetrain``); 409 when it exists."""
-        resource = resource or resource_of(obj)
-        return self.request(
-            "POST",
-            resource.path(obj["metadata"].get("namespace")),
-            query={"fieldManager": FIELD_MANAGER},
-            body=obj,
-        )
+        path = (resource or resource_of(obj)).path(obj["metadata"].get("namespace"))
+        query = {"fieldManager": FIELD_MANAGER}
+        return self.request("POST", path, query=query, body=obj, limiter=limiter)
 
     def json_patch(
         self, resource: Resource, namespace: str | None, name: str, ops: Sequence[Mapping[str, Any]]

@@ -88,10 +88,12 @@ def test_each_child_is_created_and_announced_once(
 
     def announced() -> list[str]:
         events = core_v1.list_namespaced_event(namespace).items
+        # "Created pod: <name>" or "Created 3 pods: <a>, <b>, <c>" (at most 3 here).
         return [
-            str(e.message).removeprefix("Created pod: ")
+            name
             for e in events
             if e.reason == "SuccessfulCreatePod"
+            for name in str(e.message).split(": ", 1)[1].split(", ")
         ]
 
     wait_for(

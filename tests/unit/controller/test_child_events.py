@@ -1,4 +1,4 @@
-"""Per-child Events: upstream's reasons and wording, bounded per reconcile."""
+"""Per-child Events: upstream's reasons and wording, one per kind per reconcile."""
 
 from __future__ import annotations
 
@@ -18,15 +18,21 @@ def test_creations_are_worded_as_upstream() -> None:
     ]
 
 
-def test_a_large_job_gets_ten_events_per_kind_and_one_summary() -> None:
-    pods = [child("Pod", f"j-worker-{i}") for i in range(500)]
-    events = child_events.created(pods)
-    assert len(events) == child_events.PER_KIND + 1
-    summary = events[-1]
-    assert summary.message == (
-        "Created 490 more pods: j-worker-10, j-worker-11, j-worker-12, j-worker-13, "
-        "j-worker-14, ..."
+def test_several_children_of_a_kind_are_one_event_naming_them() -> None:
+    events = child_events.created(
+        [child("Pod", "j-worker-0"), child("Service", "j-worker-0"), child("Pod", "j-worker-1")]
     )
+    assert [(e.reason, e.message) for e in events] == [
+        ("SuccessfulCreatePod", "Created 2 pods: j-worker-0, j-worker-1"),
+        ("SuccessfulCreateService", "Created service: j-worker-0"),
+    ]
+
+
+def test_a_large_job_gets_one_event_per_kind_quoting_ten_names() -> None:
+    pods = [child("Pod", f"j-worker-{i}") for i in range(500)]
+    [event] = child_events.created(pods)
+    quoted = ", ".join(f"j-worker-{i}" for i in range(child_events.QUOTED))
+    assert event.message == f"Created 500 pods: {quoted} and 490 more"
 
 
 def test_the_secret_created_under_a_generated_name_is_not_announced() -> None:

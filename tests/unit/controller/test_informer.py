@@ -90,9 +90,12 @@ def run(script: Script, **kwargs: Any) -> tuple[Informer, list[tuple[str, str]]]
 
 def test_resumes_from_the_last_version_and_relists_on_410() -> None:
     script = Script(
-        lists=[([obj("a", "1"), obj("b", "2")], "2"), ([obj("a", "5"), obj("c", "11")], "12")],
+        lists=[
+            ([obj("a", "1"), obj("b", "2")], "2"),
+            ([obj("a", "5", v="2"), obj("c", "11")], "12"),
+        ],
         watches=[
-            [WatchEvent("MODIFIED", obj("a", "5")), WatchEvent("BOOKMARK", obj("", "9"))],
+            [WatchEvent("MODIFIED", obj("a", "5", v="2")), WatchEvent("BOOKMARK", obj("", "9"))],
             [WatchEvent("ERROR", {"code": 410, "reason": "Expired", "message": "too old"})],
         ],
     )
@@ -132,7 +135,7 @@ def test_write_through_suppresses_the_echo_and_ignores_older_events() -> None:
             [
                 WatchEvent("MODIFIED", obj("a", "10")),  # the echo of our write
                 WatchEvent("MODIFIED", obj("a", "8")),  # older than what we wrote
-                WatchEvent("MODIFIED", obj("a", "11")),  # someone else's change
+                WatchEvent("MODIFIED", obj("a", "11", v="2")),  # someone else's change
             ]
         ],
     )
@@ -159,7 +162,9 @@ def test_the_echo_of_our_write_reaches_the_echo_handler_only() -> None:
     must, so whoever waits for that object is woken."""
     script = Script(
         lists=[([obj("pod", "1")], "1")],
-        watches=[[WatchEvent("ADDED", obj("svc", "10")), WatchEvent("MODIFIED", obj("svc", "12"))]],
+        watches=[
+            [WatchEvent("ADDED", obj("svc", "10")), WatchEvent("MODIFIED", obj("svc", "12", v="2"))]
+        ],
     )
     seen: list[tuple[str, str]] = []
     echoes: list[tuple[str, str]] = []
@@ -181,6 +186,43 @@ def test_the_echo_of_our_write_reaches_the_echo_handler_only() -> None:
     assert echoes == [("ADDED", "10")]
     assert seen == [("ADDED", "pod"), ("MODIFIED", "svc")]
     assert set(script.field_selectors) == {"metadata.namespace!=kube-system"}
+
+
+def test_a_version_the_transform_makes_identical_is_cached_but_not_reported() -> None:
+    """kwok and the kubelet rewrite condition timestamps the pod cache drops: such a
+    version changes nothing the operator reads, so it wakes no job (only whoever waits
+    for that object, through the echo handler); the cache still takes its version."""
+    running = _pod_status("Running", "2026-11-26T10:00:00Z")
+    script = Script(
+        lists=[([running], "1")],
+        watches=[
+            [
+                WatchEvent("MODIFIED", _pod_status("Running", "2026-11-26T10:00:05Z", rv="2")),
+                WatchEvent("MODIFIED", _pod_status("Succeeded", "2026-11-26T10:00:09Z", rv="3")),
+            ]
+        ],
+    )
+    echoes: list[str] = []
+    informer, seen = run(
+        script, transform=trim_pod, echo_handler=lambda _k, o: echoes.append(_rv_of(o))
+    )
+    assert seen == [("ADDED", "p"), ("MODIFIED", "p")]
+    assert echoes == ["2"]
+    current = informer.get("ns", "p")
+    assert current is not None and current["status"]["phase"] == "Succeeded"
+
+
+def _pod_status(phase: str, stamp: str, rv: str = "1") -> dict[str, Any]:
+    pod = obj("p", rv)
+    pod["status"] = {
+        "phase": phase,
+        "conditions": [{"type": "Ready", "status": "True", "lastTransitionTime": stamp}],
+    }
+    return pod
+
+
+def _rv_of(o: dict[str, Any]) -> str:
+    return str(o["metadata"]["resourceVersion"])
 
 
 def test_mark_deleted_shows_the_object_as_being_deleted() -> None:

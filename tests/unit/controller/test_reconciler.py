@@ -46,7 +46,6 @@ def test_children_then_status_then_events() -> None:
         ("event", "WaitingForReplicas"),
         ("event", "SuccessfulCreatePod"),
         ("event", "SuccessfulCreateService"),
-        ("event", "SuccessfulCreateService"),
     ]
     assert cluster.state(key) == "Created"
 
