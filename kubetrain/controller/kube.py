@@ -18,7 +18,6 @@ once, so a rotated token does not wait for the loader's one-minute refresh.
 
 from __future__ import annotations
 
-import json
 import logging
 import threading
 import time
@@ -27,6 +26,7 @@ from dataclasses import dataclass
 from typing import Any
 from urllib.parse import urlencode
 
+import orjson
 import urllib3
 from kubernetes import client
 
@@ -234,7 +234,7 @@ class KubeApi:
         it for the metrics (default: from the method, GET being ``get``)."""
         verb = verb or _VERBS.get(method, method.lower())
         url = self._host + path + (f"?{urlencode(query)}" if query else "")
-        data = json.dumps(body).encode() if body is not None else None
+        data = orjson.dumps(body) if body is not None else None
         call = f"{method} {path}"
         for attempt in (1, 2):
             (limiter or self.limiter).acquire()
@@ -264,7 +264,7 @@ class KubeApi:
             break
         if not 200 <= response.status < 300:
             raise ApiError.from_body(response.status, response.data, call)
-        result: dict[str, Any] = json.loads(response.data or b"{}")
+        result: dict[str, Any] = orjson.loads(response.data or b"{}")
         return result
 
     # -- reads ---------------------------------------------------------------------------
@@ -351,7 +351,7 @@ class KubeApi:
                 while b"\n" in buffer:
                     line, buffer = buffer.split(b"\n", 1)
                     if line.strip():
-                        doc = json.loads(line)
+                        doc = orjson.loads(line)
                         yield WatchEvent(str(doc.get("type")), doc.get("object") or {})
         except (urllib3.exceptions.HTTPError, OSError, ValueError) as err:
             raise ApiError(0, type(err).__name__, str(err), call) from err
