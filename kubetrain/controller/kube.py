@@ -347,9 +347,9 @@ class KubeApi:
                 on_open(response)
             buffer = b""
             for chunk in response.stream(65536):
-                buffer += chunk
-                while b"\n" in buffer:
-                    line, buffer = buffer.split(b"\n", 1)
+                # Every complete line of the chunk at once (one event per line).
+                *lines, buffer = (buffer + chunk).split(b"\n")
+                for line in lines:
                     if line.strip():
                         doc = orjson.loads(line)
                         yield WatchEvent(str(doc.get("type")), doc.get("object") or {})
