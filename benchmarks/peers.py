@@ -19,6 +19,9 @@ burst it serves:
   (for kubetrain too, which creates its pods itself), and so is its CPU over the same
   window as the operator's (all of its controllers: the Job controller's share is not
   separable; the endpoint slices of each job's headless Service are there for both).
+  Each run starts once kube-controller-manager has stopped sending requests on the
+  previous run's deleted namespace (its garbage collector looks up upstream's Jobs for a
+  while after the namespace is gone).
   Trainer and JobSet watch every namespace (neither has a namespace option); the cluster
   holds nothing else.
 
@@ -76,6 +79,7 @@ from benchmarks.operator_scale import (
     wait_ready,
 )
 from benchmarks.peer_report import (
+    KCM_USER_AGENT,
     RunResult,
     audit_requests,
     kcm_job_requests,
@@ -217,15 +221,31 @@ class Bench:
         self.api.apply(sdk_runtime(self.tools.trainer_runtimes_dir), resource=CLUSTER_RUNTIMES)
 
     def clean(self) -> None:
-        """Delete the namespace and wait until it is gone (its pods free their GPUs)."""
+        """Delete the namespace and wait until it is gone (its pods free their GPUs), then
+        until kube-controller-manager is done with it (``settle``)."""
         assert self.api is not None
         self.api.delete(NAMESPACES, None, NAMESPACE)
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
             if self.api.get(NAMESPACES, None, NAMESPACE) is None:
+                self.settle()
                 return
             time.sleep(0.5)
         raise SystemExit(f"namespace {NAMESPACE} was not deleted in 300s")
+
+    def settle(self, quiet: float = 3.0, limit: float = 120.0) -> None:
+        """Wait until kube-controller-manager has sent no request on the namespace for
+        ``quiet`` seconds (at most ``limit``): its garbage collector still looks up the
+        owners of the previous run's objects (upstream's Jobs) after the namespace is
+        gone, which would count as the next run's work."""
+        log = self.cluster.audit_log
+        offset = log.stat().st_size
+        deadline = time.monotonic() + limit
+        while time.monotonic() < deadline:
+            time.sleep(quiet)
+            count, _, offset = audit_requests(log, offset, KCM_USER_AGENT, namespace=NAMESPACE)
+            if count == 0:
+                return
 
     def command(self, operator: Operator, kind: str, qps: float, burst: int) -> list[str]:
         kubeconfig = str(self.cluster.kubeconfig)
