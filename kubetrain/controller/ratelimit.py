@@ -16,7 +16,7 @@ class TokenBucket:
         burst: int,
         *,
         clock: Callable[[], float] = time.monotonic,
-        sleep: Callable[[float], None] = time.sleep,
+        sleep: Callable[[float], object] = time.sleep,
     ) -> None:
         self.qps = qps
         self.burst = burst
