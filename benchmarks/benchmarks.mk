@@ -11,8 +11,9 @@
 #                SDK's body; kube-controller-manager's Job work counted on its own row),
 #                interleaved, 3 runs each at default and at equal QPS/burst (about 45 minutes
 #                on 2 cores; PEERS_ARGS to change, e.g. PEERS_ARGS="--kinds TrainJob")
-#   make bench-scale  benchmarks/operator_sweep.py: 150, 300, 600 and 1,000 jobs (operator_scale's
-#                mix, about 5 pods each) on 500 fake GPU nodes (SCALE_ARGS to change)
+#   make bench-scale  benchmarks/operator_sweep.py: 150, 1,000 and 5,000 jobs (operator_scale's
+#                mix, about 4 pods each) on 700 fake GPU nodes of 32 GPUs (about 35 minutes on
+#                2 cores; SCALE_ARGS to change)
 #   make bench-synth  benchmarks/synth.py: synth CPU against kubectl kustomize
 #   make bench-metrics  benchmarks/metrics_scrape.py: CPU of one /metrics scrape at 150 to
 #                5,000 cached jobs (no control plane needed)
