@@ -121,6 +121,8 @@ class RunResult:
     kcm_by_call: dict[str, int] = field(default_factory=dict)
     #: kube-controller-manager's CPU seconds over the same window as ``cpu``.
     kcm_cpu: float = 0.0
+    #: Seconds from SIGTERM to the operator's exit (the longest of its processes).
+    stop_seconds: float = 0.0
 
 
 def _median(values: Iterator[float]) -> float:
@@ -150,6 +152,7 @@ def summarize(results: list[RunResult]) -> dict[str, float]:
         "kcm_requests": _median(float(r.kcm_requests) for r in results),
         "all_requests": _median(float(r.requests + r.kcm_requests) for r in results),
         "kcm_cpu": _median(r.kcm_cpu for r in results),
+        "stop_seconds": _median(r.stop_seconds for r in results),
     }
     for _label, key in LATENCY_ROWS:
         summary[f"{key}_p50"] = _median(percentile(_samples(r, key), 50) for r in results)
@@ -187,6 +190,7 @@ def print_table(
     row("kube-controller-manager CPU", "kcm_cpu", "s", 2)
     row("kube-controller-manager Job+Pod requests", "kcm_requests", " ", 0)
     row("API requests with kcm's", "all_requests", " ", 0)
+    row("SIGTERM -> exit", "stop_seconds", "s", 2)
     if a["running"] < jobs or b["running"] < jobs:
         print(
             f"  NOTE: not every job reached Running within --timeout "

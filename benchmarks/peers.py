@@ -375,6 +375,7 @@ class Bench:
                 profiler.send_signal(signal.SIGINT)
                 profiler.wait(timeout=60)
         finally:
+            stopping = time.monotonic()
             if upstream is not None:
                 upstream.stop()
             for process in processes.values():
@@ -384,6 +385,7 @@ class Bench:
                 except subprocess.TimeoutExpired:
                     process.kill()
                     process.wait()
+            stop_seconds = time.monotonic() - stopping
         time.sleep(1)  # the audit log is written as responses complete
         log = self.cluster.audit_log
         requests, by_call, _ = audit_requests(log, audit_offset, operator.user_agent_prefix)
@@ -411,6 +413,7 @@ class Bench:
             kcm_requests=kcm_requests,
             kcm_by_call=kcm_by_call,
             kcm_cpu=kcm_cpu,
+            stop_seconds=stop_seconds,
         )
         self.results.append(result)
         split = f" {', '.join(f'{n} {c:.2f}s' for n, c in cpu.items())}" if len(cpu) > 1 else ""
@@ -418,7 +421,8 @@ class Bench:
             f"  run {self.runs}: {operator.name:17} {pairing.kind} {mode:7} {settings}: "
             f"{result.running}/{pairing.jobs} Running in {wall:.1f}s, CPU {result.cpu:.2f}s"
             f"{split}, RSS {result.peak_rss_mib:.0f} MiB, {requests} requests {by_call}; "
-            f"kube-controller-manager CPU {kcm_cpu:.2f}s, {kcm_requests} {kcm_by_call}",
+            f"kube-controller-manager CPU {kcm_cpu:.2f}s, {kcm_requests} {kcm_by_call}; "
+            f"SIGTERM -> exit {stop_seconds:.2f}s",
             flush=True,
         )
         return result
