@@ -194,7 +194,10 @@ class Reconciler:
             plan = self._after_refusal(raw, plugin, observed, ctx, plan, memory, err)
         else:
             memory.refusals = 0
-            plan.events.extend(child_events.created(created))
+            job_created = R.lifecycle(kind, R.Verb.CREATED)
+            plan.events, folded = child_events.announce(plan.events, created, job_created)
+            for folded_key in folded:
+                memory.remember_event(folded_key)
             for pod in plan.ungate:
                 self.writer.ungate(key[1], pod, K.STARTUP_GATE)
         exits, memory.exited = child_events.exited(

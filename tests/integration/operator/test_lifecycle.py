@@ -63,8 +63,9 @@ def test_workers_wait_for_the_master_to_be_ready(operator: RunningOperator, jobs
     master_created = pods["gated-master-0"]["metadata"]["creationTimestamp"]
     for name in ("gated-worker-0", "gated-worker-1"):
         assert pods[name]["metadata"]["creationTimestamp"] >= master_created
-    waiting = jobs.wait_event("gated", "WaitingForReplicas")
-    assert "gated-master-0" in waiting["message"]
+    # The wait is announced in the job's Created Event, with what it created.
+    created = jobs.wait_event("gated", "PyTorchJobCreated")
+    assert "Waiting for the master (gated-master-0) to be Ready" in created["message"]
 
 
 def test_tfjob_runs_to_success_when_the_chief_completes(

@@ -187,8 +187,11 @@ def test_a_failed_trainjob_says_why_to_the_sdk_and_kubectl(
     # OnFailure: the container restarted in place, which the strict runtime's backoffLimit
     # 0 does not allow: that restart is the failure, worded once (BackoffLimitExceeded,
     # naming OOMKilled), not also a restart Event saying "restarts used: 1 of 0".
-    assert {"BackoffLimitExceeded", "SuccessfulCreatePod"} <= reasons
+    assert {"BackoffLimitExceeded", "TrainJobCreated"} <= reasons
     assert "OOMKilled" not in reasons
+    # What was created, as the SDK shows it: the Created Event names the node pods.
+    (created,) = [e for e in events if e["reason"] == "TrainJobCreated"]
+    assert f"2 pods: {name}-node-0-0, {name}-node-0-1" in created["message"]
     (exceeded,) = [e for e in events if e["reason"] == "BackoffLimitExceeded"]
     assert "OOMKilled" in exceeded["message"]
     assert not any("restarts used" in e["message"] for e in events)

@@ -11,6 +11,7 @@ some MPIJobs in a small burst)."""
 
 from __future__ import annotations
 
+import re
 import time
 from datetime import UTC, datetime
 from pathlib import Path
@@ -25,6 +26,9 @@ from kubetrain.controller.plugins.registry import build_registry
 from tests.integration.kube import wait_for
 from tests.integration.operator.conftest import RunningOperator
 from tests.integration.operator.jobs import Jobs, mpi_job, pytorch_job
+
+#: The pod names an Event's "pod: <name>" or "<n> pods: <a>, <b>" part lists.
+POD_NAMES = re.compile(r"\bpods?: ([^;.]+)")
 
 
 def _worker_pod(namespace: str, job: dict[str, Any]) -> dict[str, Any]:
@@ -87,19 +91,22 @@ def test_each_child_is_created_and_announced_once(
     }
 
     def announced() -> list[str]:
+        # The job's Created Event names what its first reconcile created ("... Created
+        # service: s; 2 pods: a, b; job: l."), a later one's SuccessfulCreatePod the rest
+        # ("Created pod: <name>" or "Created 2 pods: <a>, <b>").
         events = core_v1.list_namespaced_event(namespace).items
-        # "Created pod: <name>" or "Created 3 pods: <a>, <b>, <c>" (at most 3 here).
         return [
             name
             for e in events
-            if e.reason == "SuccessfulCreatePod"
-            for name in str(e.message).split(": ", 1)[1].split(", ")
+            if e.reason in ("SuccessfulCreatePod", "MPIJobCreated", "PyTorchJobCreated")
+            for found in POD_NAMES.findall(str(e.message))
+            for name in found.split(", ")
         ]
 
     wait_for(
         announced,
         lambda found: set(found) >= expected,
-        what=f"SuccessfulCreatePod for each of {len(expected)} pods",
+        what=f"the creation of each of {len(expected)} pods announced",
     )
     time.sleep(2)  # an Event sent twice would be queued right behind the first
     seen = announced()

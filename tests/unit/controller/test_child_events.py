@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from kubetrain.controller import child_events
+from kubetrain.controller.decisions import Event
 from tests.unit.controller.builders import pod
 
 
@@ -53,3 +54,41 @@ def test_an_exit_is_recorded_once_and_forgotten_with_its_pod() -> None:
     # A pod that is gone is forgotten (memory bounded by the live pods).
     _, after = child_events.exited([running], "main", seen)
     assert after == frozenset()
+
+
+def test_the_reconcile_that_creates_the_job_names_its_children_in_one_event() -> None:
+    created = Event("Normal", "MPIJobCreated", "MPIJob m is created.")
+    waiting = Event(
+        "Normal",
+        "WaitingForReplicas",
+        "Waiting for the workers to be Ready before creating the launcher.",
+        key="waiting/t0/Launcher",
+    )
+    children = [
+        child("Secret", "m-ssh"),
+        child("Service", "m"),
+        child("ConfigMap", "m-config"),
+        child("Pod", "m-worker-0"),
+        child("Pod", "m-worker-1"),
+        child("Job", "m-launcher"),
+    ]
+    events, folded = child_events.announce([created, waiting], children, "MPIJobCreated")
+    assert [(e.reason, e.message) for e in events] == [
+        (
+            "MPIJobCreated",
+            "MPIJob m is created. Created service: m; config map: m-config; 2 pods: "
+            "m-worker-0, m-worker-1; job: m-launcher. Waiting for the workers to be Ready "
+            "before creating the launcher.",
+        )
+    ]
+    assert folded == ["waiting/t0/Launcher"]
+
+
+def test_a_later_reconcile_announces_one_event_per_kind() -> None:
+    running = Event("Normal", "MPIJobRunning", "MPIJob m is running.")
+    events, folded = child_events.announce([running], [child("Pod", "m-worker-1")], "MPIJobCreated")
+    assert [(e.reason, e.message) for e in events] == [
+        ("MPIJobRunning", "MPIJob m is running."),
+        ("SuccessfulCreatePod", "Created pod: m-worker-1"),
+    ]
+    assert folded == []

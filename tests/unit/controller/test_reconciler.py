@@ -43,11 +43,18 @@ def test_children_then_status_then_events() -> None:
         ("create", "Service/job-worker-0"),
         ("status", "job"),
         ("event", "PyTorchJobCreated"),
-        ("event", "WaitingForReplicas"),
-        ("event", "SuccessfulCreatePod"),
-        ("event", "SuccessfulCreateService"),
     ]
     assert cluster.state(key) == "Created"
+    # One Event for the job's creation: what was created and what the gate waits for.
+    [created] = cluster.events
+    assert created.message == (
+        "PyTorchJob job is created. Created pod: job-master-0; 2 services: job-master-0, "
+        "job-worker-0. Waiting for the master (job-master-0) to be Ready before creating the "
+        "workers."
+    )
+    # The wait was announced with it: the next reconcile does not announce it again.
+    reconciler.reconcile(key)
+    assert [e.reason for e in cluster.events] == ["PyTorchJobCreated"]
 
 
 def test_the_status_is_written_only_when_it_changed() -> None:
@@ -291,16 +298,13 @@ def test_a_child_of_the_same_job_missing_from_the_cache_is_still_reconciled() ->
 
 def test_a_child_an_earlier_pass_created_gets_no_second_created_event() -> None:
     # The cache did not show the Service yet (an earlier pass created it): the create
-    # finds it, and says nothing: its SuccessfulCreateService Event was sent then.
+    # finds it, and the Created Event does not name it: it was announced then.
     cluster, reconciler, key, _ = setup(pytorch_raw(workers=1))
     ours = {"kind": "PyTorchJob", "name": "job", "uid": JOB_UID}
     cluster.foreign["Service"]["job-master-0"] = foreign("job-master-0", ours)
     reconciler.reconcile(key)
-    created = [e.message for e in cluster.events if e.reason.startswith("SuccessfulCreate")]
-    assert created == [
-        "Created pod: job-master-0",
-        "Created service: job-worker-0",
-    ]
+    [created] = [e.message for e in cluster.events if e.reason == "PyTorchJobCreated"]
+    assert "Created pod: job-master-0; service: job-worker-0." in created
 
 
 PSA = ApiError(
