@@ -1,9 +1,17 @@
 """What the operator's caches keep of each object: children only the fields the
 operator reads (no managedFields, no pod specs but their GPU requests and pool, no
-Secret data), jobs whole but for managedFields and kubectl's last-applied copy."""
+Secret data, only the pod conditions the policies look at), jobs whole but for
+managedFields and kubectl's last-applied copy.
+
+A cache of 5,000 jobs holds about 19,000 pods and 15,000 other children, and the JSON
+decoder makes a new string for every value: the namespace, each label, the owner's
+apiVersion, kind, name and uid, "True", "Running". The children's repeated strings are
+shared (``sys.intern``): about a third of a trimmed pod's memory.
+"""
 
 from __future__ import annotations
 
+import sys
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -24,8 +32,26 @@ _META_KEEP = (
 )
 
 
+#: The pod conditions the policies read (``podstate``): Ready, why a pod is not scheduled,
+#: and why it was disrupted.
+POD_CONDITIONS = frozenset({"Ready", "PodScheduled", "DisruptionTarget"})
+
+
+def _shared(value: Any) -> Any:
+    """``value``, the one copy of it when it is a string (see the module docs)."""
+    return sys.intern(value) if isinstance(value, str) else value
+
+
 def _trim_meta(meta: Mapping[str, Any], annotations: Iterable[str] = ()) -> dict[str, Any]:
     out = {k: meta[k] for k in _META_KEEP if k in meta}
+    if "namespace" in out:
+        out["namespace"] = _shared(out["namespace"])
+    if out.get("labels"):
+        out["labels"] = {_shared(k): _shared(v) for k, v in out["labels"].items()}
+    if out.get("ownerReferences"):
+        out["ownerReferences"] = [
+            {k: _shared(v) for k, v in ref.items()} for ref in out["ownerReferences"]
+        ]
     wanted = {k: v for k, v in (meta.get("annotations") or {}).items() if k in set(annotations)}
     if wanted:
         out["annotations"] = wanted
@@ -38,14 +64,14 @@ KEPT_ANNOTATIONS = (K.SPEC_HASH_ANNOTATION,)
 def trim_metadata_only(obj: Mapping[str, Any]) -> Obj:
     """Services, ConfigMaps, Secrets: metadata only (a Secret's keys never reach memory)."""
     return {
-        "kind": obj.get("kind"),
+        "kind": _shared(obj.get("kind")),
         "metadata": _trim_meta(obj.get("metadata") or {}, KEPT_ANNOTATIONS),
     }
 
 
 def _trim_container_status(cs: Mapping[str, Any]) -> dict[str, Any]:
     keep = ("name", "restartCount", "ready", "state", "lastState")
-    return {k: cs[k] for k in keep if k in cs}
+    return {k: _shared(cs[k]) for k in keep if k in cs and cs[k] != {}}
 
 
 def trim_pod(obj: Mapping[str, Any]) -> Obj:
@@ -53,19 +79,21 @@ def trim_pod(obj: Mapping[str, Any]) -> Obj:
     read, and for the metrics the containers' GPU resources and the GPU pool selector."""
     status = obj.get("status") or {}
     trimmed_status: dict[str, Any] = {
-        k: status[k] for k in ("phase", "reason", "message", "startTime") if k in status
+        k: _shared(status[k]) for k in ("phase", "reason", "message", "startTime") if k in status
     }
-    if status.get("conditions"):
-        trimmed_status["conditions"] = [
-            {k: c[k] for k in ("type", "status", "reason", "message") if k in c}
-            for c in status["conditions"]
-        ]
+    conditions = [
+        {k: _shared(c[k]) for k in ("type", "status", "reason", "message") if k in c}
+        for c in status.get("conditions") or []
+        if c.get("type") in POD_CONDITIONS
+    ]
+    if conditions:
+        trimmed_status["conditions"] = conditions
     for key in ("containerStatuses", "initContainerStatuses"):
         if status.get(key):
             trimmed_status[key] = [_trim_container_status(cs) for cs in status[key]]
     spec = obj.get("spec") or {}
     kept = ("restartPolicy", "nodeName", "schedulingGates")
-    trimmed_spec = {k: spec[k] for k in kept if k in spec}
+    trimmed_spec = {k: _shared(spec[k]) for k in kept if k in spec}
     # For the GPU metrics: the GPU resources of each container and the pool selector.
     gpu_containers = [
         {"resources": gpu} for c in spec.get("containers") or [] if (gpu := _gpu_resources(c))

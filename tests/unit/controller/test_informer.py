@@ -273,6 +273,31 @@ def test_trimming_keeps_what_the_policies_read_and_drops_the_rest() -> None:
     assert "data" not in trim_metadata_only(secret)
 
 
+def test_pods_keep_the_conditions_the_policies_read_and_share_repeated_strings() -> None:
+    def kwok_pod(name: str) -> dict[str, Any]:
+        pod = obj(name, "1", **{"training.kubeflow.org/job-name": "".join(["j", "ob"])})
+        pod["metadata"]["namespace"] = "".join(["team", "-a"])  # a new string each time
+        pod["status"] = {
+            "phase": "".join(["Run", "ning"]),
+            "conditions": [
+                {"type": t, "status": "True", "lastTransitionTime": "2026-11-26T10:00:00Z"}
+                for t in ("PodReadyToStartContainers", "Initialized", "ContainersReady")
+            ]
+            + [{"type": "Ready", "status": "True"}, {"type": "PodScheduled", "status": "True"}],
+            "containerStatuses": [{"name": "c", "restartCount": 0, "lastState": {}}],
+        }
+        return pod
+
+    a, b = trim_pod(kwok_pod("a")), trim_pod(kwok_pod("b"))
+    assert [c["type"] for c in a["status"]["conditions"]] == ["Ready", "PodScheduled"]
+    assert a["status"]["containerStatuses"] == [{"name": "c", "restartCount": 0}]
+    # One copy of each repeated string across the cache's pods.
+    assert a["metadata"]["namespace"] is b["metadata"]["namespace"]
+    assert a["status"]["phase"] is b["status"]["phase"]
+    label = "training.kubeflow.org/job-name"
+    assert a["metadata"]["labels"][label] is b["metadata"]["labels"][label]
+
+
 def test_resource_versions_compare_as_numbers() -> None:
     assert is_older("9", "10") and not is_older("10", "9")
     assert not is_older("abc", "10")

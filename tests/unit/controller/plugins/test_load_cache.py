@@ -62,3 +62,22 @@ def test_least_recently_used_jobs_leave_beyond_the_size() -> None:
         jobs.append((raw, cache.load(raw, no_problems)))
     assert cache.load(jobs[2][0], no_problems) is jobs[2][1]
     assert cache.load(jobs[0][0], no_problems) is not jobs[0][1]
+
+
+def test_with_a_generation_the_entry_keeps_the_metadata_not_the_spec() -> None:
+    cache = LoadCache()
+    raw = pytorch_raw(workers=3)
+    raw["metadata"]["generation"] = 1
+    first = cache.load(raw, no_problems)
+    again = copy.deepcopy(raw)
+    again["metadata"]["resourceVersion"] = "9"
+    assert cache.load(again, no_problems) is first
+    ((snapshot, _check, _loaded),) = cache._entries.values()
+    assert "spec" not in snapshot and snapshot["metadata"]["generation"] == 1
+    # The API server counts a spec change in the generation: read again.
+    scaled = copy.deepcopy(raw)
+    scaled["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] = 5
+    scaled["metadata"]["generation"] = 2
+    second = cache.load(scaled, no_problems)
+    assert second is not first
+    assert second.job.spec.pytorch_replica_specs["Worker"].replicas == 5  # type: ignore[union-attr]
