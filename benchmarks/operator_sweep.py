@@ -131,7 +131,11 @@ def run_size(
     metrics_port = free_port()
     operator = subprocess.Popen(
         operator_command(
-            cluster.kubeconfig, args, metrics_port=metrics_port, health_port=free_port()
+            cluster.kubeconfig,
+            args,
+            metrics_port=metrics_port,
+            health_port=free_port(),
+            extra=(f"--startup-timeout-seconds={args.startup_timeout}",),
         ),
         stdout=(workdir / f"operator-{total}.log").open("wb"),
         stderr=subprocess.STDOUT,
@@ -246,6 +250,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--burst", type=int, default=1000, help="operator --kube-api-burst")
     parser.add_argument("--submitters", type=int, default=4, help="threads creating the jobs")
     parser.add_argument("--timeout", type=float, default=2400, help="seconds to wait per size")
+    # At 5,000 jobs the 2-core control plane takes over 600 s (the operator's default) to
+    # schedule some masters: 284 PyTorchJobs failed with StartupTimeout at the default.
+    parser.add_argument(
+        "--startup-timeout", type=int, default=3600, help="operator --startup-timeout-seconds"
+    )
     args = parser.parse_args(argv)
     sizes = [int(s) for s in args.sizes.split(",") if s]
     if not sizes or min(sizes) < 1:
