@@ -32,7 +32,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -588,10 +588,21 @@ def print_reconcile_stats(metrics_port: int) -> None:
         )
 
 
+def job_body(kind: str, name: str) -> dict[str, Any]:
+    """This module's job of ``kind`` named ``name``."""
+    return {"PyTorchJob": pytorch_job, "MPIJob": mpi_job, "TrainJob": trainjob}[kind](name)
+
+
 def submit(
-    api: KubeApi, names: list[tuple[str, str]], times: Mapping[str, JobTimes], *, threads: int
+    api: KubeApi,
+    names: list[tuple[str, str]],
+    times: Mapping[str, JobTimes],
+    *,
+    threads: int,
+    build: Callable[[str, str], dict[str, Any]] = job_body,
 ) -> None:
-    """Create the jobs from ``threads`` threads (a burst, as a pipeline submitting a sweep)."""
+    """Create the jobs (``build(kind, name)``) from ``threads`` threads (a burst, as a
+    pipeline submitting a sweep)."""
     pending = list(reversed(names))
     lock = threading.Lock()
 
@@ -601,8 +612,7 @@ def submit(
                 if not pending:
                     return
                 kind, name = pending.pop()
-            build = {"PyTorchJob": pytorch_job, "MPIJob": mpi_job, "TrainJob": trainjob}[kind]
-            body = build(name)
+            body = build(kind, name)
             times[name].submitted = time.monotonic()
             api.create(body)
 

@@ -10,7 +10,6 @@ and labels its children, and when a TrainJob runs (see ``benchmarks.peers``).
 from __future__ import annotations
 
 import re
-import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -26,6 +25,7 @@ from benchmarks.operator_scale import (
     mpi_job,
     pytorch_job,
 )
+from benchmarks.operator_scale import submit as burst
 from cluster.topology import GPU_RESOURCE
 from kubetrain.api.keys import JOBSET_NAME_LABEL
 from kubetrain.controller.kube import KubeApi, Resource
@@ -173,21 +173,4 @@ def job_names(kind: str, jobs: int) -> list[str]:
 def submit(api: KubeApi, kind: str, times: Mapping[str, JobTimes], *, threads: int) -> None:
     """Create the jobs from ``threads`` threads (operator_scale's burst, this module's
     bodies)."""
-    pending = list(reversed(list(times)))
-    lock = threading.Lock()
-
-    def run() -> None:
-        while True:
-            with lock:
-                if not pending:
-                    return
-                name = pending.pop()
-            body = job_body(kind, name)
-            times[name].submitted = time.monotonic()
-            api.create(body)
-
-    workers = [threading.Thread(target=run) for _ in range(threads)]
-    for worker in workers:
-        worker.start()
-    for worker in workers:
-        worker.join()
+    burst(api, [(kind, name) for name in times], times, threads=threads, build=job_body)
