@@ -5,15 +5,14 @@ pool: list, watch, get, server-side apply (field manager ``kubetrain``), create,
 and update, on plain dicts. It skips the generated model classes on purpose: the operator
 reads camelCase JSON and keeps only the fields it needs, which keeps CPU and memory low.
 Requests are client-side rate limited (``--kube-api-qps`` / ``--kube-api-burst``; Events
-by a limiter of their own, ``--event-qps``); watches are not.
+by a limiter of their own, ``--event-qps``); watches are not. While ``draining`` is set
+(the operator stops), a request on the client's own limiter fails instead of waiting.
 
 Credentials come only from the official client's loaders (``load_incluster_config``,
-``load_kube_config``): client certificates are in the connection pool's TLS settings, and
-every request asks the configuration for its auth headers (``auth_settings()``), which runs
-the loaders' refresh hooks, so a projected ServiceAccount token rotated on disk and tokens
-from exec plugins are picked up the way the official client picks them up. A 401 makes the
-adapter run the loader again at once (at most every few seconds) and retry the request
-once, so a rotated token does not wait for the loader's one-minute refresh.
+``load_kube_config``): client certificates are in the pool's TLS settings, and each
+request asks the configuration for its auth headers (``auth_settings()``), which runs the
+loaders' refresh hooks (a ServiceAccount token rotated on disk, exec plugins' tokens). A
+401 runs the loader again at once (at most every few seconds) and retries once.
 """
 
 from __future__ import annotations
@@ -142,7 +141,8 @@ class KubeApi:
         self._reload = reload
         self._reload_lock = threading.Lock()
         self._reloaded_at = float("-inf")
-        self.limiter = TokenBucket(qps, burst)
+        self.draining = threading.Event()
+        self.limiter = TokenBucket(qps, burst, sleep=self.draining.wait)
         #: Sent on every request (benchmarks set their own: the audit log tells them apart).
         self.user_agent = USER_AGENT
         self.requests = 0
@@ -238,6 +238,8 @@ class KubeApi:
         call = f"{method} {path}"
         for attempt in (1, 2):
             (limiter or self.limiter).acquire()
+            if limiter is None and self.draining.is_set():
+                raise ApiError(0, "Draining", "the operator is stopping", call)
             headers = self._headers(accept, content_type if data is not None else "")
             if method != "GET":
                 if self.fence is not None:

@@ -305,10 +305,14 @@ class Operator:
         log.info("stopping", extra={"identity": self.identity})
         self._alive = False
         self.queue.shutdown()
+        # Reconciles waiting for the API client's tokens end now (their work is redone by
+        # whoever leads next: reconciles are idempotent); the Lease is released after.
+        self.api.draining.set()
         deadline = time.monotonic() + 10
         for thread in self._workers:
             thread.join(timeout=max(0.0, deadline - time.monotonic()))
         self.executor.shutdown(wait=True, cancel_futures=True)
+        self.api.draining.clear()
         self.cluster.stop()
         if self.elector is not None:
             self.elector.release()
