@@ -27,6 +27,14 @@ from cluster.tools import (
 from tests.conftest import REPO_ROOT
 
 
+@pytest.fixture
+def empty_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A ``KUBETRAIN_CACHE`` with no tool built in it (and no directory override)."""
+    monkeypatch.setenv("KUBETRAIN_CACHE", str(tmp_path))
+    monkeypatch.delenv("KUBETRAIN_CLUSTER_TOOLS_DIR", raising=False)
+    return tmp_path
+
+
 def test_pinned_versions_come_from_the_tool_modules() -> None:
     versions = Versions.pinned()
     assert versions.kubernetes == "v1.34.4"
@@ -195,16 +203,12 @@ def test_rejects_an_unknown_binary() -> None:
         tools.path("kube-proxy")
 
 
-def test_fails_with_what_is_missing_and_how_to_build_it(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("KUBETRAIN_CACHE", str(tmp_path))
-    monkeypatch.delenv("KUBETRAIN_CLUSTER_TOOLS_DIR", raising=False)
+def test_fails_with_what_is_missing_and_how_to_build_it(empty_cache: Path) -> None:
     with pytest.raises(ToolsMissingError) as raised:
         find_tools()
     message = str(raised.value)
     assert "Run `make cluster-tools` to build them." in message
-    assert f"{tmp_path}/cluster-tools/" in message
+    assert f"{empty_cache}/cluster-tools/" in message
     for expected in (
         "kube-scheduler-plugins",
         "bin/kueue",
@@ -218,9 +222,7 @@ def test_fails_with_what_is_missing_and_how_to_build_it(
     assert "Prometheus 3.16.0 (v0.316.0), grafana-foundation-sdk v0.0.22" in message
 
 
-def test_checks_only_the_tools_asked_for(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("KUBETRAIN_CACHE", str(tmp_path))
-    monkeypatch.delenv("KUBETRAIN_CLUSTER_TOOLS_DIR", raising=False)
+def test_checks_only_the_tools_asked_for(empty_cache: Path) -> None:
     with pytest.raises(ToolsMissingError) as raised:
         find_tools(only=("helm",))
     message = str(raised.value)
@@ -230,25 +232,17 @@ def test_checks_only_the_tools_asked_for(tmp_path: Path, monkeypatch: pytest.Mon
         find_tools(only=("kind",))
 
 
-def test_checks_prometheus_and_dashboard_check_alone(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("KUBETRAIN_CACHE", str(tmp_path))
-    monkeypatch.delenv("KUBETRAIN_CLUSTER_TOOLS_DIR", raising=False)
+def test_checks_prometheus_and_dashboard_check_alone(empty_cache: Path) -> None:
     with pytest.raises(ToolsMissingError) as raised:
         find_tools(only=("prometheus", "grafana"))
     missing = str(raised.value).split(";")[0]
     assert missing.startswith("3 file(s) missing"), missing
-    assert f"{tmp_path}/cluster-tools/prometheus-v0.316.0-" in missing
+    assert f"{empty_cache}/cluster-tools/prometheus-v0.316.0-" in missing
     assert "bin/promtool" in missing and "bin/dashboard-check" in missing, missing
     assert "kwokctl" not in missing and "bin/helm" not in missing, missing
 
 
-def test_fails_for_the_peer_operators_with_how_to_build_them(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("KUBETRAIN_CACHE", str(tmp_path))
-    monkeypatch.delenv("KUBETRAIN_CLUSTER_TOOLS_DIR", raising=False)
+def test_fails_for_the_peer_operators_with_how_to_build_them(empty_cache: Path) -> None:
     with pytest.raises(ToolsMissingError) as raised:
         find_tools(only=["training-operator", "mpi-operator"])
     message = str(raised.value)
@@ -256,11 +250,7 @@ def test_fails_for_the_peer_operators_with_how_to_build_them(
     assert "bin/training-operator" in message and "kubeflow.org_mpijobs.yaml" in message
 
 
-def test_peer_tools_missing_name_make_peer_tools_and_every_peer_version(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    monkeypatch.setenv("KUBETRAIN_CACHE", str(tmp_path))
-    monkeypatch.delenv("KUBETRAIN_CLUSTER_TOOLS_DIR", raising=False)
+def test_peer_tools_missing_name_make_peer_tools_and_every_peer_version(empty_cache: Path) -> None:
     with pytest.raises(ToolsMissingError) as raised:
         find_tools(only=("trainer", "jobset"))
     message = str(raised.value)
