@@ -302,7 +302,7 @@ class Informer:
                         return
                     if _rv(obj) == _rv(current) and notify:
                         echo = True  # our own write, already cached: no change to report
-                    elif _same_content(obj, current):
+                    elif notify and _same_content(obj, current):
                         quiet = True  # e.g. timestamps the transform drops: nothing to report
                 if not echo:
                     if current is not None:
