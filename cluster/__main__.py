@@ -1,4 +1,6 @@
-"""``python -m cluster up|down|status|kueue``: the local control plane from the command line.
+"""``python -m cluster up|down|status|kueue|import-images``: the local control plane from the
+command line (``up --real-node`` adds one real node; ``import-images REF...`` copies images
+from the local containers storage into that node's containerd).
 
 The make targets (``make cluster-up``, ``make kueue-up`` and friends, in cluster/cluster.mk)
 call this.
@@ -14,6 +16,7 @@ from pathlib import Path
 
 from cluster.kueue import Kueue
 from cluster.local import SCHEDULERS, ClusterError, LocalCluster
+from cluster.node import NodeError
 from cluster.tools import ToolsMissingError
 from cluster.topology import DEFAULT_TOPOLOGY_LABEL, default_topology
 
@@ -52,9 +55,22 @@ def _parser() -> argparse.ArgumentParser:
         help="kube (kube-scheduler, the default) or coscheduling (scheduler-plugins, "
         "gang scheduling of PodGroups)",
     )
+    up.add_argument(
+        "--real-node",
+        action="store_true",
+        default=os.environ.get("KUBETRAIN_REAL_NODE", "") not in ("", "0"),
+        help="also start one real node (kubelet, containerd, kube-proxy, CoreDNS) named "
+        "kubetrain-node ($KUBETRAIN_REAL_NODE=1)",
+    )
     up.add_argument("--timeout", type=float, default=180.0, help="seconds to wait (180)")
     commands.add_parser("down", help="stop the control plane and delete its state")
     commands.add_parser("status", help="say whether it runs, where, and its memory use")
+    images = commands.add_parser(
+        "import-images", help="copy images from podman's storage into the real node"
+    )
+    images.add_argument(
+        "refs", nargs="+", help="image references, e.g. ghcr.io/kubetrain/operator:0.1.0"
+    )
     kueue = commands.add_parser("kueue", help="run Kueue against the running control plane")
     kueue.add_argument("action", choices=("up", "down", "status"))
     kueue.add_argument("--timeout", type=float, default=120.0, help="seconds to wait (120)")
@@ -72,7 +88,12 @@ def main(argv: list[str] | None = None) -> int:
                 nodes_per_block=args.nodes_per_block,
                 topology_label=args.topology_label,
             )
-            cluster = LocalCluster(args.workdir, topology=topology, scheduler=args.scheduler)
+            cluster = LocalCluster(
+                args.workdir,
+                topology=topology,
+                scheduler=args.scheduler,
+                real_node=args.real_node,
+            )
             if cluster.is_running():
                 print(f"already running in {cluster.workdir}")
                 print(cluster.usage())
@@ -81,6 +102,8 @@ def main(argv: list[str] | None = None) -> int:
             cluster.up(timeout=args.timeout)
             print(f"up in {time.monotonic() - started:.1f}s")
             print(cluster.usage())
+        elif args.command == "import-images":
+            return _import_images(LocalCluster(args.workdir), args.refs)
         elif args.command == "kueue":
             return _kueue(LocalCluster(args.workdir), args.action, args.timeout)
         elif args.command == "down":
@@ -101,13 +124,29 @@ def main(argv: list[str] | None = None) -> int:
             width = max([len(name) for name in rss] + [24])
             pids = cluster.pids()
             for component, value in sorted(rss.items()):
-                print(
-                    f"  {component:<{width}} pid {pids[component]:<8} RSS {value / 2**20:7.1f} MiB"
-                )
+                pid = str(pids.get(component, "-"))
+                print(f"  {component:<{width}} pid {pid:<8} RSS {value / 2**20:7.1f} MiB")
             print(f"  {'total':<{width + 13}} RSS {sum(rss.values()) / 2**20:7.1f} MiB")
-    except (ClusterError, ToolsMissingError, ValueError) as err:
+    except (ClusterError, NodeError, ToolsMissingError, ValueError) as err:
         print(f"error: {err}", file=sys.stderr)
         return 1
+    return 0
+
+
+def _import_images(cluster: LocalCluster, refs: list[str]) -> int:
+    node = cluster.real_node
+    if node is None or not node.is_running():
+        print(
+            f"error: no real node runs in {cluster.workdir}: start one with "
+            "`python -m cluster up --real-node` (make cluster-up REAL_NODE=1)",
+            file=sys.stderr,
+        )
+        return 1
+    for ref in refs:
+        started = time.monotonic()
+        imported = node.import_image(ref)
+        took = time.monotonic() - started
+        print(f"{ref}: imported in {took:.1f}s" if imported else f"{ref}: already there")
     return 0
 
 

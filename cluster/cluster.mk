@@ -8,7 +8,10 @@
 #   make cluster-up      start the control plane; prints how to use its kubeconfig
 #                        (CLUSTER_SCHEDULER=coscheduling: the scheduler-plugins scheduler)
 #   make cluster-down    stop it (and Kueue) and remove its work directory
+#                        (REAL_NODE=1: and one real node, kubelet + containerd: docs/real-node.md)
 #   make cluster-status  show whether it is running and where
+#   make node-packages   install the real node's Debian packages (containerd, runc, CNI...)
+#   make node-import-images IMAGES="ref ..."  copy podman images into the real node
 #   make kueue-up        run Kueue (CRDs, webhooks, controller manager) against it
 #   make kueue-down      stop Kueue and remove its webhook configurations
 #   make peer-tools      build the Go operators kubetrain is compared with (training-operator,
@@ -23,7 +26,7 @@
 # are downloaded once and a package two tools compile identically is compiled once
 # (only modules they select at the same version: see the README).
 
-.PHONY: kueue-crds monitoring-crds cluster-tools peer-tools cluster-tool-dirs cluster-up cluster-down cluster-status kueue-up kueue-down
+.PHONY: node-packages node-import-images kueue-crds monitoring-crds cluster-tools peer-tools cluster-tool-dirs cluster-up cluster-down cluster-status kueue-up kueue-down
 
 CLUSTER_KUBE_MODULE := cluster/tools/kubernetes
 CLUSTER_KWOK_MODULE := cluster/tools/kwok
@@ -37,6 +40,7 @@ TRAINER_MODULE := cluster/tools/trainer
 JOBSET_MODULE := cluster/tools/jobset
 PROMETHEUS_MODULE := cluster/tools/prometheus
 GRAFANA_MODULE := cluster/tools/grafana
+COREDNS_MODULE := cluster/tools/coredns
 
 # The version that follows a module path on a require line of a go.mod.
 cluster_mod_version = $(shell awk '$$1 != "//" {for (i = 1; i < NF; i++) if ($$i == "$(1)" && $$(i+1) != "=>") { print $$(i+1); exit }}' $(2)/go.mod)
@@ -61,6 +65,7 @@ PROMETHEUS_VERSION := $(call cluster_mod_version,github.com/prometheus/prometheu
 # The Prometheus release of that module version: v0.3XX.Y is Prometheus 3.XX.Y.
 PROMETHEUS_RELEASE := $(shell echo $(PROMETHEUS_VERSION) | awk -F. '{ printf "%d.%d.%s", $$2 / 100, $$2 % 100, $$3 }')
 GRAFANA_SDK_VERSION := $(call cluster_mod_version,github.com/grafana/grafana-foundation-sdk/go,$(GRAFANA_MODULE))
+COREDNS_VERSION := $(call cluster_mod_version,github.com/coredns/coredns,$(COREDNS_MODULE))
 
 KUBETRAIN_CACHE ?= $(HOME)/.cache/kubetrain
 CLUSTER_TOOLS_ROOT := $(KUBETRAIN_CACHE)/cluster-tools
@@ -79,6 +84,11 @@ TRAINER_DIR := $(CLUSTER_TOOLS_ROOT)/trainer-$(TRAINER_VERSION)-$(call cluster_m
 JOBSET_DIR := $(CLUSTER_TOOLS_ROOT)/jobset-$(JOBSET_VERSION)-$(call cluster_mod_digest,$(JOBSET_MODULE))
 PROMETHEUS_DIR := $(CLUSTER_TOOLS_ROOT)/prometheus-$(PROMETHEUS_VERSION)-$(call cluster_mod_digest,$(PROMETHEUS_MODULE))
 GRAFANA_DIR := $(CLUSTER_TOOLS_ROOT)/grafana-$(GRAFANA_SDK_VERSION)-$(call cluster_mod_digest,$(GRAFANA_MODULE))
+# The real node's binaries (kubelet, kube-proxy, pause) come from the control plane's
+# module but live in a directory of their own, named like the other tools', so that a
+# control-plane cache built before the node existed stays valid and complete.
+NODE_DIR := $(CLUSTER_TOOLS_ROOT)/node-$(CLUSTER_K8S_VERSION)-$(call cluster_mod_digest,$(CLUSTER_KUBE_MODULE))
+COREDNS_DIR := $(CLUSTER_TOOLS_ROOT)/coredns-$(COREDNS_VERSION)-$(call cluster_mod_digest,$(COREDNS_MODULE))
 
 CLUSTER_GO_ENV := GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
 CLUSTER_GO_BUILD := go build -trimpath -buildvcs=false
@@ -110,7 +120,7 @@ define cluster_tool_finish
 endef
 
 # make test needs the binaries; the top-level Makefile makes test depend on TEST_PREREQS.
-TEST_PREREQS += cluster-tools kueue-crds monitoring-crds
+TEST_PREREQS += cluster-tools kueue-crds monitoring-crds node-packages
 
 # Kueue's CRD files for the unit tier's schema checks of the constructs' Kueue objects: the
 # pinned module downloaded into the Go module cache, nothing built (cluster/tools.py,
@@ -128,7 +138,8 @@ monitoring-crds:
 # One step builds every Go tool, one after the other without `make -j` (each go build
 # already uses every core; two at once on a small machine only compete for memory).
 cluster-tools: $(CLUSTER_TOOLS_DIR)/.done $(SCHEDULER_PLUGINS_DIR)/.done $(KUEUE_DIR)/.done \
-  $(HELM_DIR)/.done $(VOLCANO_DIR)/.done $(PROMETHEUS_DIR)/.done $(GRAFANA_DIR)/.done
+  $(HELM_DIR)/.done $(VOLCANO_DIR)/.done $(PROMETHEUS_DIR)/.done $(GRAFANA_DIR)/.done \
+  $(NODE_DIR)/.done $(COREDNS_DIR)/.done
 
 # Where each tool lives (a test checks that cluster/tools.py agrees).
 cluster-tool-dirs:
@@ -139,6 +150,8 @@ cluster-tool-dirs:
 	@echo "volcano $(VOLCANO_DIR)"
 	@echo "prometheus $(PROMETHEUS_DIR)"
 	@echo "grafana $(GRAFANA_DIR)"
+	@echo "node $(NODE_DIR)"
+	@echo "coredns $(COREDNS_DIR)"
 	@echo "training-operator $(TRAINING_OPERATOR_DIR)"
 	@echo "mpi-operator $(MPI_OPERATOR_DIR)"
 	@echo "trainer $(TRAINER_DIR)"
@@ -300,6 +313,53 @@ $(GRAFANA_DIR)/.done:
 	    echo "dashboard-check --version says '$$got', expected '$$expected'" >&2; exit 1; fi
 	$(call cluster_tool_finish,$(GRAFANA_DIR))
 
+# The real node's kubelet and kube-proxy, stamped as the control plane is (the node
+# reports its kubelet version), and pause, kubetrain's sandbox program
+# (cmd/pause: cluster/node.py packs it as the image registry.k8s.io/pause:3.10).
+$(NODE_DIR)/.done:
+	$(call cluster_tool_start,$(NODE_DIR),kubelet and kube-proxy $(CLUSTER_K8S_VERSION) and pause (a cold build takes a while))
+	@start=$$(date +%s); \
+	  cd $(CLUSTER_KUBE_MODULE); \
+	  $(call cluster_k8s_ldflags,$(TOOL_GO_ENV)); \
+	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) -ldflags "$$ldflags" -o $(NODE_DIR).partial/bin/ \
+	    k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy; \
+	  echo "kubelet and kube-proxy built in $$(( $$(date +%s) - start ))s"; start=$$(date +%s); \
+	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) -ldflags "-s -w" -o $(NODE_DIR).partial/bin/pause ./cmd/pause; \
+	  echo "pause built in $$(( $$(date +%s) - start ))s"
+	@for bin in kubelet kube-proxy; do \
+	  got=$$($(NODE_DIR).partial/bin/$$bin --version); \
+	  if [ "$$got" != "Kubernetes $(CLUSTER_K8S_VERSION)" ]; then \
+	    echo "$$bin --version says '$$got', expected 'Kubernetes $(CLUSTER_K8S_VERSION)'" >&2; exit 1; fi; \
+	done
+	$(call cluster_tool_finish,$(NODE_DIR))
+
+# CoreDNS, the real node's cluster DNS, stamped as upstream's Makefile does (its version
+# is in the source; the commit the module proxy records for the tag is its GitCommit).
+$(COREDNS_DIR)/.done:
+	$(call cluster_tool_start,$(COREDNS_DIR),CoreDNS $(COREDNS_VERSION))
+	@start=$$(date +%s); \
+	  cd $(COREDNS_MODULE); \
+	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) -ldflags "-s -w" \
+	    -o $(COREDNS_DIR).partial/bin/coredns github.com/coredns/coredns; \
+	  echo "built in $$(( $$(date +%s) - start ))s"
+	@got=$$($(COREDNS_DIR).partial/bin/coredns -version | head -n 1); \
+	  if [ "$$got" != "CoreDNS-$(COREDNS_VERSION:v%=%)" ]; then \
+	    echo "coredns -version says '$$got', expected 'CoreDNS-$(COREDNS_VERSION:v%=%)'" >&2; exit 1; fi
+	$(call cluster_tool_finish,$(COREDNS_DIR))
+
+# The Debian packages the real node runs on (containerd, runc, the CNI plugins, and what
+# kube-proxy and the API server forwarder use), installed when one is missing.
+CLUSTER_SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+NODE_PACKAGES := containerd runc containernetworking-plugins busybox-static conntrack iptables socat
+node-packages:
+	@missing=$$(for p in $(NODE_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
+	    grep -q '^install ok installed$$' || echo $$p; done); \
+	  if [ -n "$$missing" ]; then \
+	    echo "Installing the real node's Debian packages:" $$missing; \
+	    $(CLUSTER_SUDO) apt-get update -qq; \
+	    DEBIAN_FRONTEND=noninteractive $(CLUSTER_SUDO) apt-get install -y -qq --no-install-recommends $$missing </dev/null; \
+	  fi
+
 # The Go operators kubetrain replaces, for the peer benchmark (benchmarks/peers.py, make
 # bench-peers): training-operator's and mpi-operator's modules have a command of their own
 # that wires upstream's controllers at upstream's defaults (see their go.mod); Trainer v2
@@ -437,12 +497,20 @@ CLUSTER_GPU_NODES ?= 4
 CLUSTER_GPUS_PER_NODE ?= 8
 # kube (kube-scheduler) or coscheduling (the scheduler-plugins scheduler: gang scheduling).
 CLUSTER_SCHEDULER ?= kube
+# 1: cluster-up also starts one real node (kubelet + containerd; docs/real-node.md).
+REAL_NODE ?= 0
 CLUSTER_PY := $(BIN)/python
 
-cluster-up: venv cluster-tools
+cluster-up: venv cluster-tools $(if $(filter-out 0,$(REAL_NODE)),node-packages)
 	$(CLUSTER_PY) -m cluster --workdir $(KUBETRAIN_CLUSTER_DIR) up \
 	  --cpu-nodes $(CLUSTER_CPU_NODES) --gpu-nodes $(CLUSTER_GPU_NODES) \
-	  --gpus-per-node $(CLUSTER_GPUS_PER_NODE) --scheduler $(CLUSTER_SCHEDULER)
+	  --gpus-per-node $(CLUSTER_GPUS_PER_NODE) --scheduler $(CLUSTER_SCHEDULER) \
+	  $(if $(filter-out 0,$(REAL_NODE)),--real-node)
+
+# Copy images from podman's storage (make images) into the real node's containerd:
+#   make node-import-images IMAGES="ghcr.io/kubetrain/operator:0.1.0 ..."
+node-import-images: venv
+	$(CLUSTER_PY) -m cluster --workdir $(KUBETRAIN_CLUSTER_DIR) import-images $(IMAGES)
 
 cluster-down: venv
 	$(CLUSTER_PY) -m cluster --workdir $(KUBETRAIN_CLUSTER_DIR) down

@@ -14,6 +14,10 @@ scheduler-plugins controller (PodGroup status) runs beside it.
 Nothing here runs containers: kwok plays the kubelet, driven by the Stage resources in
 ``cluster/stages`` (pods start at once; an annotation makes them exit, see
 ``cluster.fake_pods``).
+
+With ``real_node=True`` one real node joins them (``cluster.node``: containerd, the
+kubelet, kube-proxy and CoreDNS in a network namespace of their own); kwok then manages
+only the nodes annotated ``kwok.x-k8s.io/node: fake``.
 """
 
 from __future__ import annotations
@@ -31,6 +35,8 @@ from typing import Any, Literal, get_args
 
 import yaml
 
+from cluster.node import RealNode
+from cluster.node_config import NodeNetwork, control_plane_options, control_plane_patches
 from cluster.process import LocalProcess, ProcessError, free_port
 from cluster.tools import CLUSTER_DIR, Tools, find_tools
 from cluster.topology import Topology, default_topology
@@ -97,6 +103,8 @@ class LocalCluster:
         tools: Tools | None = None,
         scheduler: Scheduler = "kube",
         audit_policy: Path | None = None,
+        real_node: bool = False,
+        node_network: NodeNetwork | None = None,
     ) -> None:
         if scheduler not in SCHEDULERS:
             raise ValueError(
@@ -111,6 +119,10 @@ class LocalCluster:
         #: operator's requests by user agent from it).
         self.audit_policy = audit_policy.resolve() if audit_policy is not None else None
         self._tools = tools
+        #: Whether ``up()`` starts the real node (``down()`` stops one whenever it ran).
+        self.with_real_node = real_node
+        #: The real node's addresses (two clusters with real nodes need different ones).
+        self.node_network = node_network or NodeNetwork()
 
     # Paths -------------------------------------------------------------------------
 
@@ -122,8 +134,17 @@ class LocalCluster:
             needed = ["control-plane"]
             if self.scheduler == "coscheduling":
                 needed.append("scheduler-plugins")
+            if self.with_real_node:
+                needed += ["node", "coredns"]
             self._tools = find_tools(only=needed)
         return self._tools
+
+    @property
+    def real_node(self) -> RealNode | None:
+        """The real node, when this cluster has one (``real_node=True``, or one started
+        in its work directory before)."""
+        node = RealNode(self.workdir, tools=self.tools, network=self.node_network)
+        return node if self.with_real_node or node.has_run() else None
 
     @property
     def kubeconfig(self) -> Path:
@@ -251,6 +272,18 @@ class LocalCluster:
             self._start_gang_scheduling(deadline)
         self.register_nodes(deadline=deadline)
         self._wait_for_default_service_account(deadline)
+        if self.with_real_node:
+            node = RealNode(self.workdir, tools=self.tools, network=self.node_network)
+            port = int(self.server_url().rsplit(":", 1)[1])
+            try:
+                node.up(
+                    api_port=port,
+                    pki_dir=self.cluster_dir / "pki",
+                    kubectl=self.tools.kubectl,
+                    deadline=deadline,
+                )
+            except Exception as err:
+                raise ClusterError(f"the real node did not come up: {err}") from err
 
     def install_crds(self, paths: Sequence[Path], *, deadline: float) -> None:
         """Apply CRD files server-side and wait until every one is Established."""
@@ -327,6 +360,9 @@ class LocalCluster:
         the copies are returned.
         """
         saved: list[Path] = []
+        node = RealNode(self.workdir, tools=self.tools, network=self.node_network)
+        if node.has_run():
+            node.down()
         for process in self.extra_processes():
             process.stop()
         if self.cluster_dir.exists():
@@ -369,6 +405,9 @@ class LocalCluster:
             pid = process.pid
             if pid is not None:
                 out[process.name] = pid
+        node = self.real_node
+        if node is not None:
+            out.update(node.pids())
         return out
 
     def running_scheduler(self) -> Scheduler:
@@ -387,6 +426,9 @@ class LocalCluster:
             for line in status.splitlines():
                 if line.startswith("VmRSS:"):
                     out[component] = int(line.split()[1]) * 1024
+        node = self.real_node
+        if node is not None and node.is_running():
+            out.update(node.memory_rss_bytes())
         return out
 
     def log_files(self) -> dict[str, Path]:
@@ -512,6 +554,11 @@ class LocalCluster:
             config["options"]["kubeSchedulerConfig"] = str(self.scheduler_config_path)
         if self.audit_policy is not None:
             config["options"]["kubeAuditPolicy"] = str(self.audit_policy)
+        if self.with_real_node:
+            config["options"].update(control_plane_options(self.node_network))
+            config["componentsPatches"] = control_plane_patches(
+                self.cluster_dir / "pki", self.node_network
+            )
         documents = [yaml.safe_dump(config, sort_keys=True)]
         documents += [path.read_text(encoding="utf-8") for path in stage_files()]
         return "---\n".join(documents)

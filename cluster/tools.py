@@ -16,7 +16,9 @@ into a cache directory of its own outside the repository:
   controller-gen as Volcano's own build does;
 - Prometheus and promtool (``cluster/prometheus.py`` runs them);
 - dashboard-check, which checks Grafana dashboard JSON against the dashboard schema of
-  the Grafana Foundation SDK (no Grafana server can run here).
+  the Grafana Foundation SDK (no Grafana server can run here);
+- the real node's kubelet, kube-proxy and pause (from the control plane's module, in a
+  directory of their own) and CoreDNS (``cluster/node.py`` runs them).
 
 ``make peer-tools`` builds, the same way, the Go operators kubetrain is compared with in
 ``benchmarks/peers.py`` (not needed by anything else, so not part of ``cluster-tools``):
@@ -59,6 +61,7 @@ JOBSET_MODULE = TOOL_MODULES_DIR / "jobset"
 PROMETHEUS_OPERATOR_MODULE = TOOL_MODULES_DIR / "prometheus-operator"
 PROMETHEUS_MODULE = TOOL_MODULES_DIR / "prometheus"
 GRAFANA_MODULE = TOOL_MODULES_DIR / "grafana"
+COREDNS_MODULE = TOOL_MODULES_DIR / "coredns"
 
 #: Every binary ``make cluster-tools`` builds, by file name, with the tool it belongs to
 #: (the ``ToolDirs`` field naming its cache directory).
@@ -78,6 +81,10 @@ BINARY_TOOLS = {
     "prometheus": "prometheus",
     "promtool": "prometheus",
     "dashboard-check": "grafana",
+    "kubelet": "node",
+    "kube-proxy": "node",
+    "pause": "node",
+    "coredns": "coredns",
     "training-operator": "training_operator",
     "mpi-operator": "mpi_operator",
     "trainer-controller-manager": "trainer",
@@ -194,6 +201,7 @@ class Versions:
     #: The Go module's version (``v0.316.0``); ``prometheus_release`` is ``3.16.0``.
     prometheus: str
     grafana_sdk: str
+    coredns: str
 
     @classmethod
     def pinned(cls) -> Versions:
@@ -225,6 +233,7 @@ class Versions:
             grafana_sdk=module_version(
                 GRAFANA_MODULE / "go.mod", "github.com/grafana/grafana-foundation-sdk/go"
             ),
+            coredns=module_version(COREDNS_MODULE / "go.mod", "github.com/coredns/coredns"),
         )
 
     @property
@@ -267,6 +276,8 @@ class ToolDirs:
     grafana: Path
     trainer: Path
     jobset: Path
+    node: Path
+    coredns: Path
 
     @classmethod
     def for_versions(cls, versions: Versions) -> ToolDirs:
@@ -294,6 +305,8 @@ class ToolDirs:
             grafana=root / f"grafana-{versions.grafana_sdk}-{module_digest(GRAFANA_MODULE)}",
             trainer=root / f"trainer-{versions.trainer}-{module_digest(TRAINER_MODULE)}",
             jobset=root / f"jobset-{versions.jobset}-{module_digest(JOBSET_MODULE)}",
+            node=root / f"node-{versions.kubernetes}-{module_digest(KUBE_MODULE)}",
+            coredns=root / f"coredns-{versions.coredns}-{module_digest(COREDNS_MODULE)}",
         )
 
     def by_tool(self) -> dict[str, Path]:
@@ -306,6 +319,8 @@ class ToolDirs:
             "volcano": self.volcano,
             "prometheus": self.prometheus,
             "grafana": self.grafana,
+            "node": self.node,
+            "coredns": self.coredns,
             "training-operator": self.training_operator,
             "mpi-operator": self.mpi_operator,
             "trainer": self.trainer,
@@ -500,6 +515,8 @@ TOOL_NAMES = (
     "volcano",
     "prometheus",
     "grafana",
+    "node",
+    "coredns",
 )
 #: The Go operators ``make peer-tools`` builds for the peer benchmark.
 PEER_TOOL_NAMES = ("training-operator", "mpi-operator", "trainer", "jobset")
@@ -575,7 +592,7 @@ def find_tools(versions: Versions | None = None, *, only: Iterable[str] = TOOL_N
             f"scheduler-plugins {versions.scheduler_plugins}, Kueue {versions.kueue}, "
             f"helm {versions.helm}, Volcano APIs {versions.volcano_apis}, Prometheus "
             f"{versions.prometheus_release} ({versions.prometheus}), grafana-foundation-sdk "
-            f"{versions.grafana_sdk}. "
+            f"{versions.grafana_sdk}, CoreDNS {versions.coredns}. "
             "Run `make cluster-tools` to build them."
         )
     return tools

@@ -16,7 +16,10 @@ Two more control planes are started only when a test asks for them, once per ses
   ``kueue_clients``, a namespace in ``kueue_namespace``). Kueue gets a control plane of
   its own because its webhooks fail closed on every Job and pod outside kube-system: on
   the shared one they would put Kueue in the path of every other test's objects (and
-  block them whenever Kueue is not running), and its queues would change what they see.
+  block them whenever Kueue is not running), and its queues would change what they see;
+- ``real_node_cluster``: one real node (``cluster/node.py``: containerd, the kubelet,
+  kube-proxy and CoreDNS) beside two kwok GPU nodes and no kwok CPU node, so that every
+  pod that tolerates no GPU taint runs for real; ``node_name`` is that node's name.
 """
 
 from __future__ import annotations
@@ -37,7 +40,9 @@ from kubernetes.dynamic import DynamicClient
 
 from cluster.kueue import Kueue
 from cluster.local import ClusterError, LocalCluster, Scheduler, stop_orphaned_clusters
+from cluster.node_config import NODE_NAME
 from cluster.tools import ToolsMissingError, find_tools
+from cluster.topology import default_topology
 from tests.integration.kube import apply, list_objects, wait_for, wait_for_established
 
 #: The control planes this session started, by role (main, coscheduling, kueue).
@@ -53,6 +58,7 @@ def _start_cluster(
     role: str,
     *,
     scheduler: Scheduler = "kube",
+    real_node: bool = False,
 ) -> Iterator[LocalCluster]:
     """Start a control plane for the session, yield it, stop it (keeping its logs)."""
     try:
@@ -64,7 +70,11 @@ def _start_cluster(
     stop_orphaned_clusters(sessions.glob(f"*/{CONTROL_PLANE_DIR}*"))
     suffix = "" if role == "main" else f"-{role}"
     cluster = LocalCluster(
-        tmp_path_factory.mktemp(CONTROL_PLANE_DIR + suffix), tools=tools, scheduler=scheduler
+        tmp_path_factory.mktemp(CONTROL_PLANE_DIR + suffix),
+        tools=tools,
+        scheduler=scheduler,
+        real_node=real_node,
+        topology=default_topology(cpu_nodes=0, gpu_nodes=2) if real_node else None,
     )
     request.config.stash.setdefault(CLUSTERS_KEY, {})[role] = cluster
     try:
@@ -211,6 +221,24 @@ def namespace(
     """A fresh namespace for one test, deleted afterwards (its pods with it)."""
     with fresh_namespace(core_v1, dyn, request) as name:
         yield name
+
+
+# A real node: pods that run (a kubelet with containerd) --------------------------------
+
+
+@pytest.fixture(scope="session")
+def real_node_cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalCluster]:
+    """A control plane with one real node beside two kwok GPU nodes, started on first
+    use and stopped (node included: nothing left on the host) at the end."""
+    yield from _start_cluster(request, tmp_path_factory, "real-node", real_node=True)
+
+
+@pytest.fixture(scope="session")
+def node_name(real_node_cluster: LocalCluster) -> str:
+    """The real node's Node name."""
+    return NODE_NAME
 
 
 # Gang scheduling: a control plane whose scheduler is scheduler-plugins' --------------

@@ -165,6 +165,8 @@ def test_each_binary_lives_in_its_tools_directory(tmp_path: Path) -> None:
         grafana=tmp_path / "grafana",
         trainer=tmp_path / "trainer",
         jobset=tmp_path / "jobset",
+        node=tmp_path / "node",
+        coredns=tmp_path / "coredns",
     )
     tools = Tools(versions=Versions.pinned(), dirs=dirs)
     assert tools.kubectl == tmp_path / "cp" / "bin" / "kubectl"
@@ -199,8 +201,8 @@ def test_each_binary_lives_in_its_tools_directory(tmp_path: Path) -> None:
 
 def test_rejects_an_unknown_binary() -> None:
     tools = Tools(versions=Versions.pinned(), dirs=ToolDirs.for_versions(Versions.pinned()))
-    with pytest.raises(ValueError, match=r"unknown binary 'kube-proxy': expected one of etcd"):
-        tools.path("kube-proxy")
+    with pytest.raises(ValueError, match=r"unknown binary 'kube-router': expected one of etcd"):
+        tools.path("kube-router")
 
 
 def test_fails_with_what_is_missing_and_how_to_build_it(empty_cache: Path) -> None:
