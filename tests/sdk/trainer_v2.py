@@ -20,6 +20,23 @@ def train() -> None:  # the function the SDK ships to every node
     print("rank", os.environ.get("PET_NODE_RANK"), "of", os.environ.get("PET_NNODES"))
 
 
+def allreduce() -> None:  # shipped to every node of a real-node TrainJob
+    import os
+
+    import torch
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo")
+    value = torch.tensor([float(dist.get_rank() + 1)])
+    dist.all_reduce(value)
+    print(
+        f"node {os.environ.get('PET_NODE_RANK')} rank {dist.get_rank()} of "
+        f"{dist.get_world_size()}: allreduce sum {value.item():.0f}",
+        flush=True,
+    )
+    dist.destroy_process_group()
+
+
 def _train_call(client: TrainerClient, call: int) -> str:
     """The issue's three calls, exactly as a data scientist writes them."""
     if call == 1:
@@ -63,6 +80,14 @@ def main() -> None:
     on = sub.add_parser("train-on")
     on.add_argument("--runtime", required=True)
     on.add_argument("--num-nodes", type=int, default=1)
+    real = sub.add_parser("train-allreduce")
+    real.add_argument("--runtime", required=True)
+    real.add_argument("--num-nodes", type=int, default=2)
+    real.add_argument("--cpu", default="500m")
+    real.add_argument("--memory", default="1Gi")
+    logs = sub.add_parser("logs")
+    logs.add_argument("--name", required=True)
+    logs.add_argument("--step", default="node-0")
     wait = sub.add_parser("wait")
     wait.add_argument("--name", required=True)
     wait.add_argument("--status", action="append", required=True)
@@ -92,6 +117,18 @@ def main() -> None:
             runtime=args.runtime, trainer=CustomTrainer(func=train, num_nodes=args.num_nodes)
         )
         out = {"name": name}
+    elif args.command == "train-allreduce":
+        name = client.train(
+            runtime=args.runtime,
+            trainer=CustomTrainer(
+                func=allreduce,
+                num_nodes=args.num_nodes,
+                resources_per_node={"cpu": args.cpu, "memory": args.memory},
+            ),
+        )
+        out = {"name": name}
+    elif args.command == "logs":
+        out = {"lines": list(client.get_job_logs(args.name, step=args.step))}
     elif args.command == "wait":
         try:
             job = client.wait_for_job_status(

@@ -1,8 +1,13 @@
-"""A small Dockerfile reader for the image tests: instructions, COPY sources, ENV."""
+"""A small Dockerfile reader: instructions, COPY sources, ENV, the images FROM names.
+
+Used by the image builder (``images.build``: what a build reads, for its cache key) and by
+the Dockerfile tests.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 import shlex
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
@@ -131,3 +136,42 @@ def materialize(copies: list[Copy], context: Path, root: Path) -> None:
                 dest.parent.mkdir(parents=True, exist_ok=True)
                 dest.write_bytes(src.read_bytes())
                 dest.chmod(src.stat().st_mode)
+
+
+_VARIABLE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
+
+
+def substitute(text: str, values: dict[str, str]) -> str:
+    """``$NAME`` and ``${NAME}`` replaced by their values (unknown names become empty)."""
+    return _VARIABLE.sub(lambda match: values.get(match.group(1) or match.group(2), ""), text)
+
+
+def global_args(instructions: list[Instruction], build_args: dict[str, str]) -> dict[str, str]:
+    """The ARGs declared before the first FROM, with their defaults or the given values."""
+    values: dict[str, str] = {}
+    for ins in instructions:
+        if ins.keyword == "FROM":
+            break
+        if ins.keyword == "ARG":
+            name, has_default, default = ins.arguments[0].partition("=")
+            if name in build_args:
+                values[name] = build_args[name]
+            elif has_default:
+                values[name] = substitute(default, values)
+    return values
+
+
+def base_images(instructions: list[Instruction], build_args: dict[str, str]) -> list[str]:
+    """The images the stages start FROM, in order, leaving out earlier stages' names."""
+    values = global_args(instructions, build_args)
+    stages: set[str] = set()
+    images: list[str] = []
+    for ins in instructions:
+        if ins.keyword != "FROM":
+            continue
+        reference = substitute(ins.arguments[0], values)
+        if reference not in stages and reference not in images:
+            images.append(reference)
+        if len(ins.arguments) == 3 and ins.arguments[1].upper() == "AS":
+            stages.add(ins.arguments[2])
+    return images

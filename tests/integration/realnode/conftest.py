@@ -1,0 +1,97 @@
+"""Fixtures of the real-node tier: the control plane with one real node (a kubelet with
+containerd, see ``cluster/node.py``) beside kwok's fake GPU nodes, the images ``make
+images`` built imported into that node's containerd, and the ``local`` stack installed as
+users install it: its synthesized manifests applied with kubectl, the operator running as
+the pods of the stack's own Deployment.
+
+Every CPU pod lands on the real node: kwok's nodes here are GPU nodes, tainted
+``nvidia.com/gpu:NoSchedule``, so no job needs a node selector to get there.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cluster.local import LocalCluster
+from kubetrain.gitops.render import render_charts
+from kubetrain.gitops.writer import write_version
+from stacks.local import STACK
+from tests.integration.conftest import ClusterClients, fresh_namespace
+from tests.integration.kube import list_objects, wait_for, wait_for_established
+from tests.integration.realnode.workloads import OPERATOR_NAMESPACE, TRAINER_IMAGES
+
+#: Two operator replicas: the second one is the standby that takes over from the leader.
+OPERATOR_REPLICAS = 2
+
+
+@pytest.fixture(scope="session")
+def node_clients(real_node_cluster: LocalCluster) -> Iterator[ClusterClients]:
+    clients = ClusterClients.connect(real_node_cluster)
+    try:
+        yield clients
+    finally:
+        clients.close()
+
+
+@pytest.fixture(scope="session")
+def node_images(real_node_cluster: LocalCluster) -> list[str]:
+    """The operator and trainer images, imported into the real node's containerd."""
+    node = real_node_cluster.real_node
+    assert node is not None
+    for ref in TRAINER_IMAGES:
+        node.import_image(ref)
+    return list(TRAINER_IMAGES)
+
+
+@pytest.fixture(scope="session")
+def stack_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The ``local`` stack, synthesized as ``make synth`` does, with two operator replicas."""
+    stack = dataclasses.replace(
+        STACK, operator=dataclasses.replace(STACK.operator, replicas=OPERATOR_REPLICAS)
+    )
+    out = tmp_path_factory.mktemp("stack")
+    return write_version(stack, render_charts(stack), out).path
+
+
+@pytest.fixture(scope="session")
+def installed_stack(
+    real_node_cluster: LocalCluster,
+    node_clients: ClusterClients,
+    node_images: list[str],
+    stack_dir: Path,
+) -> Path:
+    """The stack's CRDs, operator and runtimes applied with kubectl; the operator's
+    Deployment available on the real node."""
+    cluster = real_node_cluster
+    cluster.kubectl("apply", "--server-side", "-k", str(stack_dir / "00-crds"))
+    for crd in list_objects(
+        node_clients.dyn, "apiextensions.k8s.io/v1", "CustomResourceDefinition"
+    ):
+        if crd["spec"]["group"].endswith("kubeflow.org"):
+            wait_for_established(node_clients.dyn, crd["metadata"]["name"])
+    cluster.kubectl("apply", "--server-side", "-k", str(stack_dir / "01-operator"))
+    cluster.kubectl("apply", "--server-side", "-k", str(stack_dir / "03-runtimes"))
+    wait_for(
+        lambda: _deployment(node_clients),
+        lambda d: (d.get("status") or {}).get("availableReplicas") == OPERATOR_REPLICAS,
+        what=f"{OPERATOR_REPLICAS} available operator replicas on the real node",
+        timeout=240,
+        interval=1,
+    )
+    return stack_dir
+
+
+def _deployment(clients: ClusterClients) -> dict[str, Any]:
+    found = list_objects(clients.dyn, "apps/v1", "Deployment", namespace=OPERATOR_NAMESPACE)
+    return found[0] if found else {}
+
+
+@pytest.fixture
+def node_namespace(node_clients: ClusterClients, request: pytest.FixtureRequest) -> Iterator[str]:
+    with fresh_namespace(node_clients.core_v1, node_clients.dyn, request) as name:
+        yield name

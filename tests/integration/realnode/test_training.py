@@ -1,0 +1,169 @@
+"""Training for real: the ``local`` stack's sample jobs, submitted as users submit them,
+run as pods on the real node under the env the operator gives them, and end on the
+pods' real exit codes.
+
+- PyTorchJob: Master + Worker rendezvous through the Master's Service (gloo) and end
+  with one parameter digest.
+- TFJob: two workers form a MultiWorkerMirroredStrategy group from the operator's
+  ``TF_CONFIG`` and end with one digest.
+- MPIJob: the launcher runs ``mpirun`` over SSH to the workers (hostfile of headless
+  Service hostnames, the operator's SSH Secret) with the Horovod image.
+- Failures: a script's exit code and an OOMKilled container reach the job's status.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.integration.conftest import ClusterClients
+from tests.integration.kube import condition
+from tests.integration.realnode.workloads import (
+    TRAINING_TIMEOUT,
+    final_lines,
+    jobs_in,
+    pod_log,
+    sample,
+    terminated,
+)
+
+pytestmark = pytest.mark.usefixtures("installed_stack")
+
+
+def _run_to_success(
+    clients: ClusterClients, namespace: str, job: dict[str, Any]
+) -> dict[str, dict[str, Any]]:
+    """Submit ``job``, wait until it Succeeded; its pods, all on the real node."""
+    jobs = jobs_in(clients, namespace)
+    kind, name = job["kind"], job["metadata"]["name"]
+    jobs.create(job)
+    done = jobs.wait(
+        kind,
+        name,
+        lambda j: any(
+            (condition(j, t) or {}).get("status") == "True" for t in ("Succeeded", "Failed")
+        ),
+        what=f"{kind} {name} to finish",
+        timeout=TRAINING_TIMEOUT,
+    )
+    pods = jobs.pods(name)
+    failed = condition(done, "Failed")
+    assert not failed or failed["status"] != "True", (
+        f"{kind} {name} failed: {failed}\n"
+        + "\n".join(f"--- {p}\n{pod_log(clients, namespace, p)[-3000:]}" for p in pods)
+    )
+    return pods
+
+
+def _on_real_node(pods: dict[str, dict[str, Any]], node: str) -> None:
+    where = {name: p["spec"].get("nodeName") for name, p in pods.items()}
+    assert set(where.values()) == {node}, f"pods not all on the real node {node}: {where}"
+
+
+def test_pytorchjob_ranks_train_to_one_digest(
+    installed_stack: Path, node_clients: ClusterClients, node_namespace: str, node_name: str
+) -> None:
+    job = sample(installed_stack, "PyTorchJob", node_namespace)
+    pods = _run_to_success(node_clients, node_namespace, job)
+    _on_real_node(pods, node_name)
+    digests: dict[int, str] = {}
+    for pod in pods:
+        assert terminated(pods[pod]).get("exitCode") == 0, pods[pod]["status"]
+        digests.update(final_lines(pod_log(node_clients, node_namespace, pod)))
+    assert sorted(digests) == [0, 1], digests
+    assert len(set(digests.values())) == 1, f"ranks disagree: {digests}"
+
+
+def test_tfjob_workers_train_from_tf_config(
+    installed_stack: Path, node_clients: ClusterClients, node_namespace: str, node_name: str
+) -> None:
+    job = sample(installed_stack, "TFJob", node_namespace)
+    pods = _run_to_success(node_clients, node_namespace, job)
+    _on_real_node(pods, node_name)
+    digests: dict[int, str] = {}
+    for pod in pods:
+        digests.update(final_lines(pod_log(node_clients, node_namespace, pod)))
+    assert sorted(digests) == [0, 1], digests
+    assert len(set(digests.values())) == 1, f"workers disagree: {digests}"
+
+
+def test_mpijob_launcher_reaches_workers_over_ssh(
+    installed_stack: Path, node_clients: ClusterClients, node_namespace: str, node_name: str
+) -> None:
+    job = sample(installed_stack, "MPIJob", node_namespace)
+    name = job["metadata"]["name"]
+    pods = _run_to_success(node_clients, node_namespace, job)
+    _on_real_node(pods, node_name)
+    launcher = next(p for p in pods if p.endswith("-launcher") or "launcher" in p)
+    log = pod_log(node_clients, node_namespace, launcher)
+    digests = final_lines(log)
+    assert sorted(digests) == [0, 1], log[-3000:]
+    assert len(set(digests.values())) == 1, f"ranks disagree: {digests}"
+    # The ranks ran on the workers, reached by their headless-Service hostnames.
+    hostfile = jobs_in(node_clients, node_namespace).config_maps(name)
+    hosts = "\n".join(str(cm.get("data", {}).get("hostfile", "")) for cm in hostfile.values())
+    assert f"{name}-worker-0.{name}" in hosts, hosts
+
+
+def _failing(installed_stack: Path, namespace: str, name: str, **container: Any) -> dict[str, Any]:
+    """The PyTorchJob sample cut to one Master that runs ``container``'s changes, no retry."""
+    job = sample(installed_stack, "PyTorchJob", namespace)
+    job["metadata"]["name"] = name
+    specs = job["spec"]["pytorchReplicaSpecs"]
+    master = copy.deepcopy(specs["Master"])
+    master["restartPolicy"] = "Never"
+    master["template"]["spec"]["containers"][0].update(container)
+    job["spec"]["pytorchReplicaSpecs"] = {"Master": master}
+    return dict(job)
+
+
+def _wait_failed(
+    clients: ClusterClients, namespace: str, name: str
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    jobs = jobs_in(clients, namespace)
+    job = jobs.wait_condition("PyTorchJob", name, "Failed", timeout=TRAINING_TIMEOUT)
+    pods = jobs.pods(name)
+    assert len(pods) == 1, sorted(pods)
+    return job, next(iter(pods.values()))
+
+
+def test_failing_script_fails_the_job_with_its_exit_code(
+    installed_stack: Path, node_clients: ClusterClients, node_namespace: str
+) -> None:
+    job = _failing(
+        installed_stack,
+        node_namespace,
+        "exits-3",
+        command=["python", "-c", "import sys; print('giving up', flush=True); sys.exit(3)"],
+        args=[],
+    )
+    jobs_in(node_clients, node_namespace).create(job)
+    done, pod = _wait_failed(node_clients, node_namespace, "exits-3")
+    state = terminated(pod)
+    assert (state.get("exitCode"), state.get("reason")) == (3, "Error"), state
+    message = condition(done, "Failed")["message"]  # type: ignore[index]
+    assert "exit code 3" in message, message
+    assert "giving up" in pod_log(node_clients, node_namespace, pod["metadata"]["name"])
+
+
+def test_oom_killed_container_is_reported(
+    installed_stack: Path, node_clients: ClusterClients, node_namespace: str
+) -> None:
+    limits = {"memory": "64Mi"}
+    job = _failing(
+        installed_stack,
+        node_namespace,
+        "oom",
+        command=["python", "-c", "chunks = [bytearray(16 << 20) for _ in range(64)]"],
+        args=[],
+        resources={"requests": {"cpu": "100m", **limits}, "limits": limits},
+    )
+    jobs_in(node_clients, node_namespace).create(job)
+    done, pod = _wait_failed(node_clients, node_namespace, "oom")
+    state = terminated(pod)
+    assert (state.get("exitCode"), state.get("reason")) == (137, "OOMKilled"), state
+    message = condition(done, "Failed")["message"]  # type: ignore[index]
+    assert "OOMKilled" in message or "out of memory" in message, message

@@ -1,0 +1,68 @@
+"""What the real-node tests submit and read back: the ``local`` stack's sample jobs as
+synthesized, pod logs, and the closing line every training rank prints."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from images.common.trainkit import FINAL_LINE
+from kubetrain import __version__
+from tests.integration.conftest import ClusterClients
+from tests.integration.operator.jobs import Jobs
+
+OPERATOR_NAMESPACE = "kubetrain-system"
+OPERATOR_IMAGE = f"ghcr.io/kubetrain/operator:{__version__}"
+#: Every image the real-node tests run, as the stacks name them.
+TRAINER_IMAGES = (
+    OPERATOR_IMAGE,
+    f"ghcr.io/kubetrain/pytorch-trainer:{__version__}",
+    f"ghcr.io/kubetrain/tensorflow-trainer:{__version__}",
+    f"ghcr.io/kubetrain/horovod-trainer:{__version__}",
+)
+#: How long a sample job may take on the real node (2 CPUs shared by every pod).
+TRAINING_TIMEOUT = 420.0
+
+
+def sample(stack_dir: Path, kind: str, namespace: str) -> dict[str, Any]:
+    """The stack's synthesized sample of ``kind``, moved into ``namespace``."""
+    for path in sorted((stack_dir / "04-samples").glob("*.yaml")):
+        obj = yaml.safe_load(path.read_text())
+        if obj.get("kind") == kind:
+            obj["metadata"]["namespace"] = namespace
+            obj["metadata"].pop("annotations", None)  # Argo CD's sync options only
+            return dict(obj)
+    raise AssertionError(f"the stack in {stack_dir} has no {kind} sample")
+
+
+def pod_log(clients: ClusterClients, namespace: str, pod: str, container: str | None = None) -> str:
+    """The pod's log, as ``kubectl logs`` reads it (through the kubelet)."""
+    text = clients.core_v1.read_namespaced_pod_log(pod, namespace, container=container)
+    return str(text)
+
+
+def final_lines(log: str) -> dict[int, str]:
+    """rank -> parameter digest of every ``final rank=...`` line in ``log``."""
+    found: dict[int, str] = {}
+    for line in log.splitlines():
+        # mpirun prefixes nothing by default; strip whatever a launcher adds before "final".
+        start = line.find("final rank=")
+        match = FINAL_LINE.match(line[start:].strip()) if start >= 0 else None
+        if match:
+            found[int(match["rank"])] = match["digest"]
+    return found
+
+
+def terminated(pod: dict[str, Any]) -> dict[str, Any]:
+    """The first container's terminated state (current, else last)."""
+    statuses = (pod.get("status") or {}).get("containerStatuses") or []
+    assert statuses, f"pod {pod['metadata']['name']} has no container status"
+    state = statuses[0].get("state") or {}
+    last = statuses[0].get("lastState") or {}
+    return dict(state.get("terminated") or last.get("terminated") or {})
+
+
+def jobs_in(clients: ClusterClients, namespace: str) -> Jobs:
+    return Jobs(clients.api_client, namespace)
