@@ -236,6 +236,16 @@ def real_node_cluster(
 
 
 @pytest.fixture(scope="session")
+def real_node_clients(real_node_cluster: LocalCluster) -> Iterator[ClusterClients]:
+    """Clients of the control plane with the real node."""
+    clients = ClusterClients.connect(real_node_cluster)
+    try:
+        yield clients
+    finally:
+        clients.close()
+
+
+@pytest.fixture(scope="session")
 def node_name(real_node_cluster: LocalCluster) -> str:
     """The real node's Node name."""
     return NODE_NAME

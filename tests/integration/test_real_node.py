@@ -46,12 +46,8 @@ def node(real_node_cluster: LocalCluster) -> RealNode:
 
 
 @pytest.fixture(scope="module")
-def clients(real_node_cluster: LocalCluster) -> Iterator[ClusterClients]:
-    connected = ClusterClients.connect(real_node_cluster)
-    try:
-        yield connected
-    finally:
-        connected.close()
+def clients(real_node_clients: ClusterClients) -> ClusterClients:
+    return real_node_clients
 
 
 @pytest.fixture

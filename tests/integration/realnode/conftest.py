@@ -30,15 +30,6 @@ OPERATOR_REPLICAS = 2
 
 
 @pytest.fixture(scope="session")
-def node_clients(real_node_cluster: LocalCluster) -> Iterator[ClusterClients]:
-    clients = ClusterClients.connect(real_node_cluster)
-    try:
-        yield clients
-    finally:
-        clients.close()
-
-
-@pytest.fixture(scope="session")
 def node_images(real_node_cluster: LocalCluster) -> list[str]:
     """The operator and trainer images, imported into the real node's containerd."""
     node = real_node_cluster.real_node
@@ -61,7 +52,7 @@ def stack_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def installed_stack(
     real_node_cluster: LocalCluster,
-    node_clients: ClusterClients,
+    real_node_clients: ClusterClients,
     node_images: list[str],
     stack_dir: Path,
 ) -> Path:
@@ -70,14 +61,14 @@ def installed_stack(
     cluster = real_node_cluster
     cluster.kubectl("apply", "--server-side", "-k", str(stack_dir / "00-crds"))
     for crd in list_objects(
-        node_clients.dyn, "apiextensions.k8s.io/v1", "CustomResourceDefinition"
+        real_node_clients.dyn, "apiextensions.k8s.io/v1", "CustomResourceDefinition"
     ):
         if crd["spec"]["group"].endswith("kubeflow.org"):
-            wait_for_established(node_clients.dyn, crd["metadata"]["name"])
+            wait_for_established(real_node_clients.dyn, crd["metadata"]["name"])
     cluster.kubectl("apply", "--server-side", "-k", str(stack_dir / "01-operator"))
     cluster.kubectl("apply", "--server-side", "-k", str(stack_dir / "03-runtimes"))
     wait_for(
-        lambda: _deployment(node_clients),
+        lambda: _deployment(real_node_clients),
         lambda d: (d.get("status") or {}).get("availableReplicas") == OPERATOR_REPLICAS,
         what=f"{OPERATOR_REPLICAS} available operator replicas on the real node",
         timeout=240,
@@ -92,6 +83,8 @@ def _deployment(clients: ClusterClients) -> dict[str, Any]:
 
 
 @pytest.fixture
-def node_namespace(node_clients: ClusterClients, request: pytest.FixtureRequest) -> Iterator[str]:
-    with fresh_namespace(node_clients.core_v1, node_clients.dyn, request) as name:
+def node_namespace(
+    real_node_clients: ClusterClients, request: pytest.FixtureRequest
+) -> Iterator[str]:
+    with fresh_namespace(real_node_clients.core_v1, real_node_clients.dyn, request) as name:
         yield name

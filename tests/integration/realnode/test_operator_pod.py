@@ -58,16 +58,16 @@ def _holder(clients: ClusterClients) -> str:
 
 
 def test_operator_runs_as_the_deployment_describes(
-    installed_stack: Path, node_clients: ClusterClients, node_name: str
+    installed_stack: Path, real_node_clients: ClusterClients, node_name: str
 ) -> None:
-    pods = _operator_pods(node_clients)
+    pods = _operator_pods(real_node_clients)
     assert len(pods) == OPERATOR_REPLICAS, sorted(pods)
     for name, pod in pods.items():
         assert pod["spec"]["nodeName"] == node_name, (name, pod["spec"].get("nodeName"))
         ready = {c["type"]: c["status"] for c in pod["status"]["conditions"]}
         assert ready.get("Ready") == "True", (name, ready)
         facts = _exec(
-            node_clients,
+            real_node_clients,
             name,
             "import os, pathlib\n"
             "sa = pathlib.Path('/var/run/secrets/kubernetes.io/serviceaccount')\n"
@@ -80,13 +80,13 @@ def test_operator_runs_as_the_deployment_describes(
 
 
 def test_health_and_metrics_answer_on_the_pod_ip(
-    installed_stack: Path, node_clients: ClusterClients
+    installed_stack: Path, real_node_clients: ClusterClients
 ) -> None:
-    pods = _operator_pods(node_clients)
+    pods = _operator_pods(real_node_clients)
     (asker, _), (_, target_pod) = sorted(pods.items())[:2]
     ip = target_pod["status"]["podIP"]
     fetched = _exec(
-        node_clients,
+        real_node_clients,
         asker,
         "import urllib.request\n"
         f"for url in ('http://{ip}:8081/healthz', 'http://{ip}:8081/readyz',"
@@ -99,28 +99,28 @@ def test_health_and_metrics_answer_on_the_pod_ip(
 
 
 def test_another_replica_takes_over_when_the_leader_pod_is_deleted(
-    installed_stack: Path, node_clients: ClusterClients, node_namespace: str
+    installed_stack: Path, real_node_clients: ClusterClients, node_namespace: str
 ) -> None:
-    pods = _operator_pods(node_clients)
-    holder = wait_for(lambda: _holder(node_clients), bool, what="a leader to hold the Lease")
+    pods = _operator_pods(real_node_clients)
+    holder = wait_for(lambda: _holder(real_node_clients), bool, what="a leader to hold the Lease")
     leader = next((name for name in pods if holder.startswith(name)), None)
     assert leader is not None, f"Lease holder {holder!r} is none of the pods {sorted(pods)}"
-    node_clients.core_v1.delete_namespaced_pod(leader, OPERATOR_NAMESPACE)
+    real_node_clients.core_v1.delete_namespaced_pod(leader, OPERATOR_NAMESPACE)
     # The leader releases the Lease on SIGTERM; the standby or the Deployment's replacement
     # pod, whichever campaigns first (both poll), takes it. Neither is warmer: a standby
     # starts its informers only once it leads.
     new_holder = wait_for(
-        lambda: _holder(node_clients),
+        lambda: _holder(real_node_clients),
         lambda h: bool(h) and not h.startswith(leader),
         what=f"another replica to take the Lease from {leader}",
         timeout=120,
         interval=0.5,
     )
-    replicas = list_objects(node_clients.dyn, "v1", "Pod", namespace=OPERATOR_NAMESPACE)
+    replicas = list_objects(real_node_clients.dyn, "v1", "Pod", namespace=OPERATOR_NAMESPACE)
     assert new_holder.rsplit("_", 1)[0] in {p["metadata"]["name"] for p in replicas}, new_holder
     # The new leader reconciles: a job submitted now gets its pods.
     job = sample(installed_stack, "PyTorchJob", node_namespace)
-    jobs = jobs_in(node_clients, node_namespace)
+    jobs = jobs_in(real_node_clients, node_namespace)
     jobs.create(job)
     name = job["metadata"]["name"]
     created = jobs.wait_pods(
@@ -130,7 +130,7 @@ def test_another_replica_takes_over_when_the_leader_pod_is_deleted(
     jobs.delete("PyTorchJob", name)
     # The Deployment replaces the deleted pod, which then stands by.
     wait_for(
-        lambda: _operator_pods(node_clients),
+        lambda: _operator_pods(real_node_clients),
         lambda found: len(found) == OPERATOR_REPLICAS and leader not in found,
         what="the Deployment to replace the deleted leader pod",
         timeout=180,

@@ -63,47 +63,41 @@ def _on_real_node(pods: dict[str, dict[str, Any]], node: str) -> None:
     assert set(where.values()) == {node}, f"pods not all on the real node {node}: {where}"
 
 
-def test_pytorchjob_ranks_train_to_one_digest(
-    installed_stack: Path, node_clients: ClusterClients, node_namespace: str, node_name: str
+@pytest.mark.parametrize("kind", ["PyTorchJob", "TFJob"])
+def test_ranks_train_to_one_digest(
+    kind: str,
+    installed_stack: Path,
+    real_node_clients: ClusterClients,
+    node_namespace: str,
+    node_name: str,
 ) -> None:
-    job = sample(installed_stack, "PyTorchJob", node_namespace)
-    pods = _run_to_success(node_clients, node_namespace, job)
+    # Each rank draws its own batches, so equal digests mean the gradients were averaged:
+    # the ranks found each other from the operator's env (MASTER_ADDR, TF_CONFIG).
+    job = sample(installed_stack, kind, node_namespace)
+    pods = _run_to_success(real_node_clients, node_namespace, job)
     _on_real_node(pods, node_name)
     digests: dict[int, str] = {}
     for pod in pods:
         assert terminated(pods[pod]).get("exitCode") == 0, pods[pod]["status"]
-        digests.update(final_lines(pod_log(node_clients, node_namespace, pod)))
+        digests.update(final_lines(pod_log(real_node_clients, node_namespace, pod)))
     assert sorted(digests) == [0, 1], digests
     assert len(set(digests.values())) == 1, f"ranks disagree: {digests}"
 
 
-def test_tfjob_workers_train_from_tf_config(
-    installed_stack: Path, node_clients: ClusterClients, node_namespace: str, node_name: str
-) -> None:
-    job = sample(installed_stack, "TFJob", node_namespace)
-    pods = _run_to_success(node_clients, node_namespace, job)
-    _on_real_node(pods, node_name)
-    digests: dict[int, str] = {}
-    for pod in pods:
-        digests.update(final_lines(pod_log(node_clients, node_namespace, pod)))
-    assert sorted(digests) == [0, 1], digests
-    assert len(set(digests.values())) == 1, f"workers disagree: {digests}"
-
-
 def test_mpijob_launcher_reaches_workers_over_ssh(
-    installed_stack: Path, node_clients: ClusterClients, node_namespace: str, node_name: str
+    installed_stack: Path, real_node_clients: ClusterClients, node_namespace: str, node_name: str
 ) -> None:
     job = sample(installed_stack, "MPIJob", node_namespace)
     name = job["metadata"]["name"]
-    pods = _run_to_success(node_clients, node_namespace, job)
+    pods = _run_to_success(real_node_clients, node_namespace, job)
     _on_real_node(pods, node_name)
     launcher = next(p for p in pods if p.endswith("-launcher") or "launcher" in p)
-    log = pod_log(node_clients, node_namespace, launcher)
+    log = pod_log(real_node_clients, node_namespace, launcher)
     digests = final_lines(log)
     assert sorted(digests) == [0, 1], log[-3000:]
     assert len(set(digests.values())) == 1, f"ranks disagree: {digests}"
     # The ranks ran on the workers, reached by their headless-Service hostnames.
-    hostfile = jobs_in(node_clients, node_namespace).config_maps(name)
+    hostfile = jobs_in(real_node_clients, node_namespace).config_maps(name)
     hosts = "\n".join(str(cm.get("data", {}).get("hostfile", "")) for cm in hostfile.values())
     assert f"{name}-worker-0.{name}" in hosts, hosts
 
@@ -131,7 +125,7 @@ def _wait_failed(
 
 
 def test_failing_script_fails_the_job_with_its_exit_code(
-    installed_stack: Path, node_clients: ClusterClients, node_namespace: str
+    installed_stack: Path, real_node_clients: ClusterClients, node_namespace: str
 ) -> None:
     job = _failing(
         installed_stack,
@@ -140,17 +134,17 @@ def test_failing_script_fails_the_job_with_its_exit_code(
         command=["python", "-c", "import sys; print('giving up', flush=True); sys.exit(3)"],
         args=[],
     )
-    jobs_in(node_clients, node_namespace).create(job)
-    done, pod = _wait_failed(node_clients, node_namespace, "exits-3")
+    jobs_in(real_node_clients, node_namespace).create(job)
+    done, pod = _wait_failed(real_node_clients, node_namespace, "exits-3")
     state = terminated(pod)
     assert (state.get("exitCode"), state.get("reason")) == (3, "Error"), state
     message = condition(done, "Failed")["message"]  # type: ignore[index]
     assert "exit code 3" in message, message
-    assert "giving up" in pod_log(node_clients, node_namespace, pod["metadata"]["name"])
+    assert "giving up" in pod_log(real_node_clients, node_namespace, pod["metadata"]["name"])
 
 
 def test_oom_killed_container_is_reported(
-    installed_stack: Path, node_clients: ClusterClients, node_namespace: str
+    installed_stack: Path, real_node_clients: ClusterClients, node_namespace: str
 ) -> None:
     limits = {"memory": "64Mi"}
     job = _failing(
@@ -161,8 +155,8 @@ def test_oom_killed_container_is_reported(
         args=[],
         resources={"requests": {"cpu": "100m", **limits}, "limits": limits},
     )
-    jobs_in(node_clients, node_namespace).create(job)
-    done, pod = _wait_failed(node_clients, node_namespace, "oom")
+    jobs_in(real_node_clients, node_namespace).create(job)
+    done, pod = _wait_failed(real_node_clients, node_namespace, "oom")
     state = terminated(pod)
     assert (state.get("exitCode"), state.get("reason")) == (137, "OOMKilled"), state
     message = condition(done, "Failed")["message"]  # type: ignore[index]
