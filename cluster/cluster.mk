@@ -290,7 +290,7 @@ $(PROMETHEUS_DIR)/.done:
 	    github.com/prometheus/prometheus/cmd/prometheus github.com/prometheus/prometheus/cmd/promtool; \
 	  echo "built in $$(( $$(date +%s) - start ))s"
 	@for bin in prometheus promtool; do \
-	  got=$$($(PROMETHEUS_DIR).partial/bin/$$bin --version 2>&1 | head -n 1); \
+	  got=$$($(PROMETHEUS_DIR).partial/bin/$$bin --version 2>&1 | sed -n 1p); \
 	  case "$$got" in "$$bin, version $(PROMETHEUS_RELEASE) "*) ;; \
 	    *) echo "$$bin --version says '$$got', expected '$$bin, version $(PROMETHEUS_RELEASE) (...)'" >&2; exit 1;; \
 	  esac; \
@@ -342,7 +342,7 @@ $(COREDNS_DIR)/.done:
 	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) -ldflags "-s -w" \
 	    -o $(COREDNS_DIR).partial/bin/coredns github.com/coredns/coredns; \
 	  echo "built in $$(( $$(date +%s) - start ))s"
-	@got=$$($(COREDNS_DIR).partial/bin/coredns -version | head -n 1); \
+	@got=$$($(COREDNS_DIR).partial/bin/coredns -version | sed -n 1p); \
 	  if [ "$$got" != "CoreDNS-$(COREDNS_VERSION:v%=%)" ]; then \
 	    echo "coredns -version says '$$got', expected 'CoreDNS-$(COREDNS_VERSION:v%=%)'" >&2; exit 1; fi
 	$(call cluster_tool_finish,$(COREDNS_DIR))

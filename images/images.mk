@@ -41,7 +41,7 @@ hadolint: $(STAMPS)/hadolint-$(HADOLINT_VERSION)
 $(STAMPS)/openmpi:
 	@mkdir -p $(STAMPS)
 	@if command -v mpirun >/dev/null && command -v mpicxx >/dev/null; then \
-	  echo "Open MPI: $$(mpirun --version | head -n1)"; \
+	  echo "Open MPI: $$(mpirun --version | sed -n 1p)"; \
 	else \
 	  echo "Installing Open MPI from Debian's packages"; \
 	  $(SUDO) apt-get update -qq; \
