@@ -11,6 +11,7 @@ Every CPU pod lands on the real node: kwok's nodes here are GPU nodes, tainted
 from __future__ import annotations
 
 import dataclasses
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,6 +28,41 @@ from tests.integration.realnode.workloads import OPERATOR_NAMESPACE, TRAINER_IMA
 
 #: Two operator replicas: the second one is the standby that takes over from the leader.
 OPERATOR_REPLICAS = 2
+#: The highest RSS the control plane, the node and its containers reached together.
+PEAK_KEY = pytest.StashKey[dict[str, int]]()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def peak_memory(request: pytest.FixtureRequest, real_node_cluster: LocalCluster) -> Iterator[None]:
+    """Sample the RSS of everything the tier runs every 2 s; the peak is reported at the
+    end of the session (what this tier needs of the machine)."""
+    peak: dict[str, int] = {}
+    stop = threading.Event()
+
+    def sample() -> None:
+        while not stop.wait(2.0):
+            now = real_node_cluster.memory_rss_bytes()
+            if sum(now.values()) > sum(peak.values()):
+                peak.clear()
+                peak.update(now)
+
+    sampler = threading.Thread(target=sample, name="rss-sampler", daemon=True)
+    sampler.start()
+    try:
+        yield
+    finally:
+        stop.set()
+        sampler.join(timeout=10)
+        request.config.stash[PEAK_KEY] = peak
+
+
+def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
+    peak = config.stash.get(PEAK_KEY, {})
+    if peak:
+        parts = ", ".join(f"{name} {value / 2**20:.0f}" for name, value in sorted(peak.items()))
+        terminalreporter.write_line(
+            f"real-node tier: peak RSS {sum(peak.values()) / 2**20:.0f} MiB ({parts} MiB)"
+        )
 
 
 @pytest.fixture(scope="session")
