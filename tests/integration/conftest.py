@@ -115,6 +115,15 @@ class ClusterClients:
     def close(self) -> None:
         self.api_client.close()  # type: ignore[no-untyped-call]
 
+    @classmethod
+    def session(cls, cluster: LocalCluster) -> Iterator[ClusterClients]:
+        """Clients for a fixture's lifetime: connected, yielded, closed."""
+        clients = cls.connect(cluster)
+        try:
+            yield clients
+        finally:
+            clients.close()
+
 
 @contextmanager
 def fresh_namespace(
@@ -238,11 +247,7 @@ def real_node_cluster(
 @pytest.fixture(scope="session")
 def real_node_clients(real_node_cluster: LocalCluster) -> Iterator[ClusterClients]:
     """Clients of the control plane with the real node."""
-    clients = ClusterClients.connect(real_node_cluster)
-    try:
-        yield clients
-    finally:
-        clients.close()
+    yield from ClusterClients.session(real_node_cluster)
 
 
 @pytest.fixture(scope="session")
@@ -266,11 +271,7 @@ def coscheduling_cluster(
 @pytest.fixture(scope="session")
 def coscheduling(coscheduling_cluster: LocalCluster) -> Iterator[ClusterClients]:
     """Clients of the coscheduling control plane."""
-    clients = ClusterClients.connect(coscheduling_cluster)
-    try:
-        yield clients
-    finally:
-        clients.close()
+    yield from ClusterClients.session(coscheduling_cluster)
 
 
 @pytest.fixture
