@@ -102,43 +102,38 @@ def test_mpijob_launcher_reaches_workers_over_ssh(
     assert f"{name}-worker-0.{name}" in hosts, hosts
 
 
-def _failing(installed_stack: Path, namespace: str, name: str, **container: Any) -> dict[str, Any]:
-    """The PyTorchJob sample cut to one Master that runs ``container``'s changes, no retry."""
+def _run_to_failure(
+    installed_stack: Path, clients: ClusterClients, namespace: str, name: str, **container: Any
+) -> tuple[str, dict[str, Any]]:
+    """Submit the PyTorchJob sample cut to one Master that runs ``container``'s changes,
+    with no retry; wait until it Failed. The Failed condition's message and the pod."""
     job = sample(installed_stack, "PyTorchJob", namespace)
     job["metadata"]["name"] = name
-    specs = job["spec"]["pytorchReplicaSpecs"]
-    master = copy.deepcopy(specs["Master"])
+    master = copy.deepcopy(job["spec"]["pytorchReplicaSpecs"]["Master"])
     master["restartPolicy"] = "Never"
     master["template"]["spec"]["containers"][0].update(container)
     job["spec"]["pytorchReplicaSpecs"] = {"Master": master}
-    return dict(job)
-
-
-def _wait_failed(
-    clients: ClusterClients, namespace: str, name: str
-) -> tuple[dict[str, Any], dict[str, Any]]:
     jobs = jobs_in(clients, namespace)
-    job = jobs.wait_condition("PyTorchJob", name, "Failed", timeout=TRAINING_TIMEOUT)
+    jobs.create(job)
+    done = jobs.wait_condition("PyTorchJob", name, "Failed", timeout=TRAINING_TIMEOUT)
     pods = jobs.pods(name)
     assert len(pods) == 1, sorted(pods)
-    return job, next(iter(pods.values()))
+    return str((condition(done, "Failed") or {}).get("message")), next(iter(pods.values()))
 
 
 def test_failing_script_fails_the_job_with_its_exit_code(
     installed_stack: Path, real_node_clients: ClusterClients, node_namespace: str
 ) -> None:
-    job = _failing(
+    message, pod = _run_to_failure(
         installed_stack,
+        real_node_clients,
         node_namespace,
         "exits-3",
         command=["python", "-c", "import sys; print('giving up', flush=True); sys.exit(3)"],
         args=[],
     )
-    jobs_in(real_node_clients, node_namespace).create(job)
-    done, pod = _wait_failed(real_node_clients, node_namespace, "exits-3")
     state = terminated(pod)
     assert (state.get("exitCode"), state.get("reason")) == (3, "Error"), state
-    message = condition(done, "Failed")["message"]  # type: ignore[index]
     assert "exit code 3" in message, message
     assert "giving up" in pod_log(real_node_clients, node_namespace, pod["metadata"]["name"])
 
@@ -147,17 +142,15 @@ def test_oom_killed_container_is_reported(
     installed_stack: Path, real_node_clients: ClusterClients, node_namespace: str
 ) -> None:
     limits = {"memory": "64Mi"}
-    job = _failing(
+    message, pod = _run_to_failure(
         installed_stack,
+        real_node_clients,
         node_namespace,
         "oom",
         command=["python", "-c", "chunks = [bytearray(16 << 20) for _ in range(64)]"],
         args=[],
         resources={"requests": {"cpu": "100m", **limits}, "limits": limits},
     )
-    jobs_in(real_node_clients, node_namespace).create(job)
-    done, pod = _wait_failed(real_node_clients, node_namespace, "oom")
     state = terminated(pod)
     assert (state.get("exitCode"), state.get("reason")) == (137, "OOMKilled"), state
-    message = condition(done, "Failed")["message"]  # type: ignore[index]
     assert "OOMKilled" in message or "out of memory" in message, message
