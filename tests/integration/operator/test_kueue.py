@@ -190,7 +190,12 @@ class Cluster:
     # -- jobs ---------------------------------------------------------------------------
 
     def create(
-        self, job: dict[str, Any], *, queue: str, priority: str | None = None
+        self,
+        job: dict[str, Any],
+        *,
+        queue: str,
+        priority: str | None = None,
+        dry_run: bool = False,
     ) -> dict[str, Any]:
         job = copy.deepcopy(job)
         labels = job["metadata"].setdefault("labels", {})
@@ -199,7 +204,7 @@ class Cluster:
             labels[PRIORITY_LABEL] = priority
         group, version, plural = GROUPS[job["kind"]]
         created = self.custom.create_namespaced_custom_object(
-            group, version, self.namespace, plural, job
+            group, version, self.namespace, plural, job, dry_run="All" if dry_run else None
         )
         assert isinstance(created, dict)
         return created
@@ -574,7 +579,31 @@ def held_queue(cluster: Cluster, cleanup: Cleanup) -> Queue:
     cleanup.add(_cluster_queue(queue.cluster_queue, queue.flavor, gpus=16, hold=True))
     cleanup.add(_local_queue(queue.local_queue, queue.cluster_queue), namespaced=True)
     cleanup.add(queued_runtime(cluster.namespace), namespaced=True)
+    _wait_until_kueue_knows_the_runtime(cluster, queue)
     return queue
+
+
+def _wait_until_kueue_knows_the_runtime(cluster: Cluster, queue: Queue) -> None:
+    """Kueue's TrainJob webhook looks the runtime up in its informer cache, so a TrainJob
+    created right after its runtime can be refused ("runtime 'torch-queued' not found")
+    until the watch delivers it. A dry-run create goes through that webhook and stores
+    nothing; once it is accepted, the real one will be."""
+
+    def try_create() -> str:
+        try:
+            cluster.create(queued_train_job("probe"), queue=queue.local_queue, dry_run=True)
+        except ApiException as err:
+            if err.status == 403 and "not found" in str(err.body):
+                return str(err.body)
+            raise
+        return "accepted"
+
+    wait_for(
+        try_create,
+        lambda seen: seen == "accepted",
+        what=f"Kueue's TrainJob webhook to see runtime {RUNTIME}",
+        timeout=WAIT,
+    )
 
 
 def _release_hold(cluster: Cluster, queue: Queue) -> None:
