@@ -39,6 +39,32 @@ def wait_for(
         time.sleep(interval)
 
 
+def wait_until_kueue_knows_the_runtime(
+    dry_run_create: Callable[[], object], runtime: str, *, timeout: float = 90.0
+) -> None:
+    """Kueue's TrainJob webhook looks a TrainJob's runtime up in its informer cache, so a
+    TrainJob created right after its runtime can be refused ("runtime '<name>' not
+    found") until the watch delivers it. ``dry_run_create`` creates the TrainJob with
+    ``dryRun=All``: it goes through that webhook (``sideEffects: None``) and stores
+    nothing; once it is accepted, the real create will be."""
+
+    def attempt() -> str:
+        try:
+            dry_run_create()
+        except ApiException as err:
+            if err.status == 403 and f"runtime '{runtime}' not found" in str(err.body):
+                return str(err.body)
+            raise
+        return "accepted"
+
+    wait_for(
+        attempt,
+        lambda seen: seen == "accepted",
+        what=f"Kueue's TrainJob webhook to see runtime {runtime}",
+        timeout=timeout,
+    )
+
+
 def resource_for(dyn: DynamicClient, obj: dict[str, Any]) -> Any:
     return dyn.resources.get(api_version=obj["apiVersion"], kind=obj["kind"])
 

@@ -40,6 +40,7 @@ from tests.integration.kube import (
     read,
     wait_for,
     wait_for_established,
+    wait_until_kueue_knows_the_runtime,
 )
 from tests.integration.test_local_cluster import _listening_addresses
 
@@ -442,9 +443,12 @@ def test_kueue_queues_a_trainjob_of_kubetrains_crd(
     # be dropped, which kubetrain's immutability rule rejects, and the job stays
     # suspended (see the README's Kueue section). Left out here.
     del job["spec"]["activeDeadlineSeconds"]
-    created = dyn.resources.get(api_version=job["apiVersion"], kind="TrainJob").create(
-        body=job, namespace=namespace
+    trainjobs = dyn.resources.get(api_version=job["apiVersion"], kind="TrainJob")
+    wait_until_kueue_knows_the_runtime(
+        lambda: trainjobs.create(body=job, namespace=namespace, dry_run="All"),
+        runtime["metadata"]["name"],
     )
+    created = trainjobs.create(body=job, namespace=namespace)
     assert created.to_dict()["spec"]["suspend"] is True
     workload = wait_for(
         lambda: _workload_of(dyn, namespace, "tj", kind="TrainJob"),

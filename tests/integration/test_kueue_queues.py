@@ -41,6 +41,7 @@ from tests.integration.kube import (
     resource_for,
     wait_for,
     wait_until_gone,
+    wait_until_kueue_knows_the_runtime,
 )
 
 STACKS = load_stacks(root=REPO_ROOT)
@@ -254,6 +255,10 @@ def test_a_queued_job_and_a_queued_runtime_on_the_h100_stack(
         assert not exists(dyn, TRAINJOB.api_version, TRAINJOB.kind, "unqueued", kueue_namespace)
         # ...accepted in team-b, whose LocalQueue "default" Kueue gives it on the way in.
         sdk_style = _trainjob("sdk-style", "torch-h100-ib")
+        wait_until_kueue_knows_the_runtime(
+            lambda: trainjobs.create(body=sdk_style, namespace="team-b", dry_run="All"),
+            "torch-h100-ib",
+        )
         accepted = trainjobs.create(body=sdk_style, namespace="team-b").to_dict()
         created.append({**sdk_style, "metadata": {"name": "sdk-style", "namespace": "team-b"}})
         labels = accepted["metadata"]["labels"]

@@ -28,7 +28,14 @@ from cluster.topology import GPU_RESOURCE, POOL_LABEL
 from kubetrain.api import keys as K
 from kubetrain.controller.config import GangScheduler, OperatorConfig
 from tests.integration.conftest import ClusterClients, fresh_namespace
-from tests.integration.kube import apply, condition, list_objects, read, wait_for
+from tests.integration.kube import (
+    apply,
+    condition,
+    list_objects,
+    read,
+    wait_for,
+    wait_until_kueue_knows_the_runtime,
+)
 from tests.integration.operator.conftest import RunningOperator
 from tests.integration.operator.jobs import torch_runtime, train_job
 
@@ -579,31 +586,11 @@ def held_queue(cluster: Cluster, cleanup: Cleanup) -> Queue:
     cleanup.add(_cluster_queue(queue.cluster_queue, queue.flavor, gpus=16, hold=True))
     cleanup.add(_local_queue(queue.local_queue, queue.cluster_queue), namespaced=True)
     cleanup.add(queued_runtime(cluster.namespace), namespaced=True)
-    _wait_until_kueue_knows_the_runtime(cluster, queue)
-    return queue
-
-
-def _wait_until_kueue_knows_the_runtime(cluster: Cluster, queue: Queue) -> None:
-    """Kueue's TrainJob webhook looks the runtime up in its informer cache, so a TrainJob
-    created right after its runtime can be refused ("runtime 'torch-queued' not found")
-    until the watch delivers it. A dry-run create goes through that webhook and stores
-    nothing; once it is accepted, the real one will be."""
-
-    def try_create() -> str:
-        try:
-            cluster.create(queued_train_job("probe"), queue=queue.local_queue, dry_run=True)
-        except ApiException as err:
-            if err.status == 403 and "not found" in str(err.body):
-                return str(err.body)
-            raise
-        return "accepted"
-
-    wait_for(
-        try_create,
-        lambda seen: seen == "accepted",
-        what=f"Kueue's TrainJob webhook to see runtime {RUNTIME}",
-        timeout=WAIT,
+    probe = queued_train_job("probe")
+    wait_until_kueue_knows_the_runtime(
+        lambda: cluster.create(probe, queue=queue.local_queue, dry_run=True), RUNTIME
     )
+    return queue
 
 
 def _release_hold(cluster: Cluster, queue: Queue) -> None:
