@@ -44,3 +44,8 @@ bench-synth: venv cluster-tools peer-tools
 
 bench-metrics: venv
 	$(BIN)/python -m benchmarks.metrics_scrape
+
+# A stack delivered by the real Argo CD from a local git repository (benchmarks/demo_argocd.py):
+# the control plane with its real node, the images, Argo CD's controller and repo server.
+demo-argocd: venv cluster-tools node-packages argocd-packages images
+	$(BIN)/python -m benchmarks.demo_argocd --workdir $(KUBETRAIN_CLUSTER_DIR)

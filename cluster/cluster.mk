@@ -26,7 +26,7 @@
 # are downloaded once and a package two tools compile identically is compiled once
 # (only modules they select at the same version: see the README).
 
-.PHONY: node-packages node-import-images kueue-crds monitoring-crds cluster-tools peer-tools cluster-tool-dirs cluster-up cluster-down cluster-status kueue-up kueue-down
+.PHONY: argocd-packages node-packages node-import-images kueue-crds monitoring-crds cluster-tools peer-tools cluster-tool-dirs cluster-up cluster-down cluster-status kueue-up kueue-down
 
 CLUSTER_KUBE_MODULE := cluster/tools/kubernetes
 CLUSTER_KWOK_MODULE := cluster/tools/kwok
@@ -41,6 +41,8 @@ JOBSET_MODULE := cluster/tools/jobset
 PROMETHEUS_MODULE := cluster/tools/prometheus
 GRAFANA_MODULE := cluster/tools/grafana
 COREDNS_MODULE := cluster/tools/coredns
+ARGOCD_MODULE := cluster/tools/argocd
+KUSTOMIZE_MODULE := cluster/tools/kustomize
 
 # The version that follows a module path on a require line of a go.mod.
 cluster_mod_version = $(shell awk '$$1 != "//" {for (i = 1; i < NF; i++) if ($$i == "$(1)" && $$(i+1) != "=>") { print $$(i+1); exit }}' $(2)/go.mod)
@@ -66,6 +68,8 @@ PROMETHEUS_VERSION := $(call cluster_mod_version,github.com/prometheus/prometheu
 PROMETHEUS_RELEASE := $(shell echo $(PROMETHEUS_VERSION) | awk -F. '{ printf "%d.%d.%s", $$2 / 100, $$2 % 100, $$3 }')
 GRAFANA_SDK_VERSION := $(call cluster_mod_version,github.com/grafana/grafana-foundation-sdk/go,$(GRAFANA_MODULE))
 COREDNS_VERSION := $(call cluster_mod_version,github.com/coredns/coredns,$(COREDNS_MODULE))
+ARGOCD_VERSION := $(call cluster_mod_version,github.com/argoproj/argo-cd/v3,$(ARGOCD_MODULE))
+KUSTOMIZE_VERSION := $(call cluster_mod_version,sigs.k8s.io/kustomize/kustomize/v5,$(KUSTOMIZE_MODULE))
 
 KUBETRAIN_CACHE ?= $(HOME)/.cache/kubetrain
 CLUSTER_TOOLS_ROOT := $(KUBETRAIN_CACHE)/cluster-tools
@@ -89,6 +93,8 @@ GRAFANA_DIR := $(CLUSTER_TOOLS_ROOT)/grafana-$(GRAFANA_SDK_VERSION)-$(call clust
 # control-plane cache built before the node existed stays valid and complete.
 NODE_DIR := $(CLUSTER_TOOLS_ROOT)/node-$(CLUSTER_K8S_VERSION)-$(call cluster_mod_digest,$(CLUSTER_KUBE_MODULE))
 COREDNS_DIR := $(CLUSTER_TOOLS_ROOT)/coredns-$(COREDNS_VERSION)-$(call cluster_mod_digest,$(COREDNS_MODULE))
+ARGOCD_DIR := $(CLUSTER_TOOLS_ROOT)/argocd-$(ARGOCD_VERSION)-$(call cluster_mod_digest,$(ARGOCD_MODULE))
+KUSTOMIZE_DIR := $(CLUSTER_TOOLS_ROOT)/kustomize-$(KUSTOMIZE_VERSION)-$(call cluster_mod_digest,$(KUSTOMIZE_MODULE))
 
 CLUSTER_GO_ENV := GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
 CLUSTER_GO_BUILD := go build -trimpath -buildvcs=false
@@ -120,7 +126,7 @@ define cluster_tool_finish
 endef
 
 # make test needs the binaries; the top-level Makefile makes test depend on TEST_PREREQS.
-TEST_PREREQS += cluster-tools kueue-crds monitoring-crds node-packages
+TEST_PREREQS += cluster-tools kueue-crds monitoring-crds node-packages argocd-packages
 
 # Kueue's CRD files for the unit tier's schema checks of the constructs' Kueue objects: the
 # pinned module downloaded into the Go module cache, nothing built (cluster/tools.py,
@@ -139,7 +145,7 @@ monitoring-crds:
 # already uses every core; two at once on a small machine only compete for memory).
 cluster-tools: $(CLUSTER_TOOLS_DIR)/.done $(SCHEDULER_PLUGINS_DIR)/.done $(KUEUE_DIR)/.done \
   $(HELM_DIR)/.done $(VOLCANO_DIR)/.done $(PROMETHEUS_DIR)/.done $(GRAFANA_DIR)/.done \
-  $(NODE_DIR)/.done $(COREDNS_DIR)/.done
+  $(NODE_DIR)/.done $(COREDNS_DIR)/.done $(ARGOCD_DIR)/.done $(KUSTOMIZE_DIR)/.done
 
 # Where each tool lives (a test checks that cluster/tools.py agrees).
 cluster-tool-dirs:
@@ -152,6 +158,8 @@ cluster-tool-dirs:
 	@echo "grafana $(GRAFANA_DIR)"
 	@echo "node $(NODE_DIR)"
 	@echo "coredns $(COREDNS_DIR)"
+	@echo "argocd $(ARGOCD_DIR)"
+	@echo "kustomize $(KUSTOMIZE_DIR)"
 	@echo "training-operator $(TRAINING_OPERATOR_DIR)"
 	@echo "mpi-operator $(MPI_OPERATOR_DIR)"
 	@echo "trainer $(TRAINER_DIR)"
@@ -347,18 +355,71 @@ $(COREDNS_DIR)/.done:
 	    echo "coredns -version says '$$got', expected 'CoreDNS-$(COREDNS_VERSION:v%=%)'" >&2; exit 1; fi
 	$(call cluster_tool_finish,$(COREDNS_DIR))
 
-# The Debian packages the real node runs on (containerd, runc, the CNI plugins, and what
-# kube-proxy and the API server forwarder use), installed when one is missing.
+# Argo CD's multicall binary (the name it is started under picks the component:
+# cluster/argocd.py runs argocd-application-controller and argocd-repo-server, links to
+# it), stamped as upstream's Makefile does (common.version from its VERSION file, the
+# release's time on the module proxy as the build date); with the CRDs of Application and
+# AppProject and the default configuration ConfigMaps and Secret of that release.
+$(ARGOCD_DIR)/.done:
+	$(call cluster_tool_start,$(ARGOCD_DIR),Argo CD $(ARGOCD_VERSION) (a cold build takes about 10 min))
+	@start=$$(date +%s); \
+	  cd $(ARGOCD_MODULE); \
+	  src=$$($(TOOL_GO_ENV) go list -m -f '{{.Dir}}' github.com/argoproj/argo-cd/v3); \
+	  date=$$($(TOOL_GO_ENV) go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' github.com/argoproj/argo-cd/v3); \
+	  pkg=github.com/argoproj/argo-cd/v3/common; \
+	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) \
+	    -ldflags "-s -w -X $$pkg.version=$$(cat $$src/VERSION) -X $$pkg.buildDate=$$date" \
+	    -o $(ARGOCD_DIR).partial/bin/argocd github.com/argoproj/argo-cd/v3/cmd; \
+	  for component in argocd-application-controller argocd-repo-server; do \
+	    ln -s argocd $(ARGOCD_DIR).partial/bin/$$component; done; \
+	  mkdir -p $(ARGOCD_DIR).partial/manifests/crds $(ARGOCD_DIR).partial/manifests/config; \
+	  install -m 0644 $$src/manifests/crds/application-crd.yaml $$src/manifests/crds/appproject-crd.yaml \
+	    $(ARGOCD_DIR).partial/manifests/crds/; \
+	  install -m 0644 $$src/manifests/base/config/argocd-cm.yaml $$src/manifests/base/config/argocd-secret.yaml \
+	    $$src/manifests/base/config/argocd-rbac-cm.yaml $(ARGOCD_DIR).partial/manifests/config/; \
+	  echo "built in $$(( $$(date +%s) - start ))s"
+	@got=$$($(ARGOCD_DIR).partial/bin/argocd version --client --short 2>&1 | sed -n 1p); \
+	  case "$$got" in "argocd: $(ARGOCD_VERSION)+"*) ;; \
+	    *) echo "argocd version --client says '$$got', expected 'argocd: $(ARGOCD_VERSION)+...'" >&2; exit 1;; \
+	  esac
+	$(call cluster_tool_finish,$(ARGOCD_DIR))
+
+# kustomize, which Argo CD's repo server runs from PATH on each chart folder (a
+# kustomization); its version comes from the binary's build information.
+$(KUSTOMIZE_DIR)/.done:
+	$(call cluster_tool_start,$(KUSTOMIZE_DIR),kustomize $(KUSTOMIZE_VERSION))
+	@start=$$(date +%s); \
+	  cd $(KUSTOMIZE_MODULE); \
+	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) -ldflags "-s -w" \
+	    -o $(KUSTOMIZE_DIR).partial/bin/kustomize sigs.k8s.io/kustomize/kustomize/v5; \
+	  echo "built in $$(( $$(date +%s) - start ))s"
+	@got=$$($(KUSTOMIZE_DIR).partial/bin/kustomize version); \
+	  if [ "$$got" != "$(KUSTOMIZE_VERSION)" ]; then \
+	    echo "kustomize version says '$$got', expected '$(KUSTOMIZE_VERSION)'" >&2; exit 1; fi
+	$(call cluster_tool_finish,$(KUSTOMIZE_DIR))
+
+# Debian packages installed when one is missing: $(1) says what they are for, $(2) lists them.
+define debian_install
+@missing=$$(for p in $(2); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
+    grep -q '^install ok installed$$' || echo $$p; done); \
+  if [ -n "$$missing" ]; then \
+    echo "Installing $(1):" $$missing; \
+    $(CLUSTER_SUDO) apt-get update -qq; \
+    DEBIAN_FRONTEND=noninteractive $(CLUSTER_SUDO) apt-get install -y -qq --no-install-recommends $$missing </dev/null; \
+  fi
+endef
 CLUSTER_SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+# What the real node runs on (containerd, runc, the CNI plugins, and what kube-proxy and
+# the API server forwarder use).
 NODE_PACKAGES := containerd runc containernetworking-plugins busybox-static conntrack iptables socat
 node-packages:
-	@missing=$$(for p in $(NODE_PACKAGES); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
-	    grep -q '^install ok installed$$' || echo $$p; done); \
-	  if [ -n "$$missing" ]; then \
-	    echo "Installing the real node's Debian packages:" $$missing; \
-	    $(CLUSTER_SUDO) apt-get update -qq; \
-	    DEBIAN_FRONTEND=noninteractive $(CLUSTER_SUDO) apt-get install -y -qq --no-install-recommends $$missing </dev/null; \
-	  fi
+	$(call debian_install,the real node's Debian packages,$(NODE_PACKAGES))
+# What Argo CD runs with beside its own binary: redis (its cache) and git (the repo
+# server clones the GitOps repository), and socat (the API server relay into its network
+# namespace).
+ARGOCD_PACKAGES := redis-server git socat
+argocd-packages:
+	$(call debian_install,Argo CD's Debian packages,$(ARGOCD_PACKAGES))
 
 # The Go operators kubetrain replaces, for the peer benchmark (benchmarks/peers.py, make
 # bench-peers): training-operator's and mpi-operator's modules have a command of their own

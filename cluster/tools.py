@@ -18,7 +18,10 @@ into a cache directory of its own outside the repository:
 - dashboard-check, which checks Grafana dashboard JSON against the dashboard schema of
   the Grafana Foundation SDK (no Grafana server can run here);
 - the real node's kubelet, kube-proxy and pause (from the control plane's module, in a
-  directory of their own) and CoreDNS (``cluster/node.py`` runs them).
+  directory of their own) and CoreDNS (``cluster/node.py`` runs them);
+- Argo CD (one multicall binary, run as its application controller and repo server), with
+  the CRDs of Application and AppProject and its default configuration, and kustomize,
+  which the repo server runs (``cluster/argocd.py`` runs them).
 
 ``make peer-tools`` builds, the same way, the Go operators kubetrain is compared with in
 ``benchmarks/peers.py`` (not needed by anything else, so not part of ``cluster-tools``):
@@ -62,6 +65,8 @@ PROMETHEUS_OPERATOR_MODULE = TOOL_MODULES_DIR / "prometheus-operator"
 PROMETHEUS_MODULE = TOOL_MODULES_DIR / "prometheus"
 GRAFANA_MODULE = TOOL_MODULES_DIR / "grafana"
 COREDNS_MODULE = TOOL_MODULES_DIR / "coredns"
+ARGOCD_MODULE = TOOL_MODULES_DIR / "argocd"
+KUSTOMIZE_MODULE = TOOL_MODULES_DIR / "kustomize"
 
 #: Every binary ``make cluster-tools`` builds, by file name, with the tool it belongs to
 #: (the ``ToolDirs`` field naming its cache directory).
@@ -85,6 +90,10 @@ BINARY_TOOLS = {
     "kube-proxy": "node",
     "pause": "node",
     "coredns": "coredns",
+    "argocd": "argocd",
+    "argocd-application-controller": "argocd",
+    "argocd-repo-server": "argocd",
+    "kustomize": "kustomize",
     "training-operator": "training_operator",
     "mpi-operator": "mpi_operator",
     "trainer-controller-manager": "trainer",
@@ -202,6 +211,8 @@ class Versions:
     prometheus: str
     grafana_sdk: str
     coredns: str
+    argocd: str
+    kustomize: str
 
     @classmethod
     def pinned(cls) -> Versions:
@@ -234,6 +245,10 @@ class Versions:
                 GRAFANA_MODULE / "go.mod", "github.com/grafana/grafana-foundation-sdk/go"
             ),
             coredns=module_version(COREDNS_MODULE / "go.mod", "github.com/coredns/coredns"),
+            argocd=module_version(ARGOCD_MODULE / "go.mod", "github.com/argoproj/argo-cd/v3"),
+            kustomize=module_version(
+                KUSTOMIZE_MODULE / "go.mod", "sigs.k8s.io/kustomize/kustomize/v5"
+            ),
         )
 
     @property
@@ -278,6 +293,8 @@ class ToolDirs:
     jobset: Path
     node: Path
     coredns: Path
+    argocd: Path
+    kustomize: Path
 
     @classmethod
     def for_versions(cls, versions: Versions) -> ToolDirs:
@@ -307,6 +324,8 @@ class ToolDirs:
             jobset=root / f"jobset-{versions.jobset}-{module_digest(JOBSET_MODULE)}",
             node=root / f"node-{versions.kubernetes}-{module_digest(KUBE_MODULE)}",
             coredns=root / f"coredns-{versions.coredns}-{module_digest(COREDNS_MODULE)}",
+            argocd=root / f"argocd-{versions.argocd}-{module_digest(ARGOCD_MODULE)}",
+            kustomize=root / f"kustomize-{versions.kustomize}-{module_digest(KUSTOMIZE_MODULE)}",
         )
 
     def by_tool(self) -> dict[str, Path]:
@@ -321,6 +340,8 @@ class ToolDirs:
             "grafana": self.grafana,
             "node": self.node,
             "coredns": self.coredns,
+            "argocd": self.argocd,
+            "kustomize": self.kustomize,
             "training-operator": self.training_operator,
             "mpi-operator": self.mpi_operator,
             "trainer": self.trainer,
@@ -478,6 +499,20 @@ class Tools:
         """JobSet's shipped controller manager configuration."""
         return self.dirs.jobset / "config" / MANAGER_CONFIG
 
+    @property
+    def argocd_crds(self) -> list[Path]:
+        """Argo CD's Application and AppProject CRDs, as its release ships them."""
+        crds = self.dirs.argocd / "manifests" / "crds"
+        return [crds / "application-crd.yaml", crds / "appproject-crd.yaml"]
+
+    @property
+    def argocd_config(self) -> list[Path]:
+        """Argo CD's default ``argocd-cm``, ``argocd-secret`` and ``argocd-rbac-cm``."""
+        config = self.dirs.argocd / "manifests" / "config"
+        return [
+            config / f"{name}.yaml" for name in ("argocd-cm", "argocd-secret", "argocd-rbac-cm")
+        ]
+
     def crd_files(self) -> list[Path]:
         """Every upstream CRD file ``make cluster-tools`` caches."""
         return [
@@ -517,6 +552,8 @@ TOOL_NAMES = (
     "grafana",
     "node",
     "coredns",
+    "argocd",
+    "kustomize",
 )
 #: The Go operators ``make peer-tools`` builds for the peer benchmark.
 PEER_TOOL_NAMES = ("training-operator", "mpi-operator", "trainer", "jobset")
@@ -545,6 +582,8 @@ def _tool_files(tools: Tools, tool: str) -> list[Path]:
         files += tools.trainer_crds
         files += [tools.trainer_webhook_dir / name for name in TRAINER_WEBHOOK_FILES]
         files += [tools.trainer_config, tools.trainer_runtimes_dir / "torch_distributed.yaml"]
+    elif tool == "argocd":
+        files += tools.argocd_crds + tools.argocd_config
     elif tool == "jobset":
         files.append(tools.jobset_crd)
         files += [tools.jobset_webhook_dir / name for name in JOBSET_WEBHOOK_FILES]
@@ -592,7 +631,8 @@ def find_tools(versions: Versions | None = None, *, only: Iterable[str] = TOOL_N
             f"scheduler-plugins {versions.scheduler_plugins}, Kueue {versions.kueue}, "
             f"helm {versions.helm}, Volcano APIs {versions.volcano_apis}, Prometheus "
             f"{versions.prometheus_release} ({versions.prometheus}), grafana-foundation-sdk "
-            f"{versions.grafana_sdk}, CoreDNS {versions.coredns}. "
+            f"{versions.grafana_sdk}, CoreDNS {versions.coredns}, Argo CD {versions.argocd}, "
+            f"kustomize {versions.kustomize}. "
             "Run `make cluster-tools` to build them."
         )
     return tools

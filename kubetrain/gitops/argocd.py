@@ -99,13 +99,101 @@ return hs
 """
 
 
+# Argo CD health of a child Application (Argo CD 1.8 dropped the built-in one, so without
+# it an app-of-apps counts a child Healthy as soon as it exists and a sync wave never
+# waits for the previous wave). A new Application reports Healthy before its first sync
+# (it has no resources yet), so a child is Healthy only once it is also Synced and no
+# sync operation runs: then the next wave starts after the previous one is really up.
+APPLICATION_HEALTH_LUA = """\
+local hs = {status = "Progressing", message = "Waiting for the Application to sync"}
+if obj.status == nil then
+  return hs
+end
+local health = obj.status.health or {}
+if health.status == "Degraded" or health.status == "Missing" then
+  hs.status = health.status
+  hs.message = health.message or health.status
+  return hs
+end
+local op = obj.status.operationState
+if op ~= nil and (op.phase == "Running" or op.phase == "Terminating") then
+  hs.message = "Sync " .. op.phase
+  return hs
+end
+if obj.status.sync == nil or obj.status.sync.status ~= "Synced" then
+  return hs
+end
+if health.status ~= nil then
+  hs.status = health.status
+  hs.message = health.message or ""
+end
+return hs
+"""
+
+# Argo CD health of a CustomResourceDefinition. Argo CD's built-in check says Degraded
+# from the moment the API server accepts a new CRD's names until it is Established (a
+# second or more for large CRDs). Argo CD keeps no tracking annotation on CRDs, so the
+# CRD becoming Established does not refresh its Application: the app stayed Degraded
+# until its next periodic refresh (20-25 s seen). Here that window is Progressing, and
+# Degraded is kept for what needs a fix: names not accepted, a non-structural schema.
+CRD_HEALTH_LUA = """\
+local hs = {status = "Progressing", message = "Waiting for the CRD to be established"}
+if obj.metadata.deletionTimestamp ~= nil then
+  hs.message = "CRD is terminating"
+  return hs
+end
+if obj.status == nil or obj.status.conditions == nil then
+  return hs
+end
+local established = false
+for _, condition in ipairs(obj.status.conditions) do
+  if condition.type == "NamesAccepted" and condition.status == "False" then
+    hs.status = "Degraded"
+    hs.message = "CRD names not accepted: " .. (condition.message or "")
+    return hs
+  elseif condition.type == "NonStructuralSchema" and condition.status == "True" then
+    hs.status = "Degraded"
+    hs.message = "CRD schema is not structural: " .. (condition.message or "")
+    return hs
+  elseif condition.type == "Established" and condition.status == "True" then
+    established = true
+  end
+end
+if established then
+  hs.status = "Healthy"
+  hs.message = "CRD is established"
+end
+return hs
+"""
+
+#: Argo CD's resource tracking annotation (its default tracking method since 3.0).
+TRACKING_ANNOTATION = "argocd.argoproj.io/tracking-id"
+
+
+def tracking_id(app_name: str, obj: dict[str, Any]) -> str:
+    """The value Argo CD gives ``TRACKING_ANNOTATION`` for ``obj`` deployed by application
+    ``app_name``: ``<app>:<group>/<kind>:<namespace>/<name>``. Argo CD's repo server
+    leaves it off CRDs, so their status changes do not refresh the app that deploys them;
+    written into the CRDs' manifests, it makes the app follow them (Argo CD never deletes
+    a CRD on cascade, tracked or not)."""
+    group = obj["apiVersion"].rpartition("/")[0]
+    meta = obj["metadata"]
+    return f"{app_name}:{group}/{obj['kind']}:{meta.get('namespace', '')}/{meta['name']}"
+
+
 def health_customizations() -> dict[str, str]:
-    """``argocd-cm`` data keys (``resource.customizations.health.<group>_<kind>``)."""
+    """``argocd-cm`` data keys (``resource.customizations.health.<group>_<kind>``): every
+    job kind's, the Application's (so that sync waves wait for health) and the CRD's (no
+    Degraded while a new CRD is being established)."""
     checks = {
         f"resource.customizations.health.{info.group}_{info.kind}": HEALTH_LUA
         for info in KINDS.values()
     }
     checks[f"resource.customizations.health.{TRAINJOB.group}_{TRAINJOB.kind}"] = TRAINJOB_HEALTH_LUA
+    checks["resource.customizations.health.argoproj.io_Application"] = APPLICATION_HEALTH_LUA
+    checks["resource.customizations.health.apiextensions.k8s.io_CustomResourceDefinition"] = (
+        CRD_HEALTH_LUA
+    )
     return checks
 
 

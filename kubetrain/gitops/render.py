@@ -95,10 +95,18 @@ def render_charts(stack: Stack, only: Collection[str] = CHART_ORDER) -> list[Ren
         chart = RenderedChart(name, objects)
         for obj in objects:
             _annotate(obj, {argo.SYNC_WAVE_ANNOTATION: str(chart.wave)})
+            if obj["kind"] == "CustomResourceDefinition":
+                tracking = argo.tracking_id(app_name(stack, name), obj)
+                _annotate(obj, {argo.TRACKING_ANNOTATION: tracking})
             if name in ("samples", "runtimes", "queues"):
                 _annotate(obj, {argo.SYNC_OPTIONS_ANNOTATION: argo.SAMPLE_SYNC_OPTIONS})
         rendered.append(chart)
     return rendered
+
+
+def app_name(stack: Stack, chart: str) -> str:
+    """The name of the Argo CD Application that deploys ``chart`` of ``stack``."""
+    return f"{stack.name}-{chart}"
 
 
 def argocd_objects(stack: Stack, charts: list[RenderedChart]) -> list[dict[str, Any]]:
@@ -107,7 +115,7 @@ def argocd_objects(stack: Stack, charts: list[RenderedChart]) -> list[dict[str, 
     apps = [
         argo.application(
             stack.argocd,
-            name=f"{stack.name}-{chart.name}",
+            name=app_name(stack, chart.name),
             path=f"{base}/{chart.folder}",
             wave=chart.wave,
             destination_namespace=stack.operator.namespace if chart.name == "operator" else None,

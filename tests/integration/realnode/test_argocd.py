@@ -1,0 +1,581 @@
+"""GitOps for real: the real Argo CD (v3.2.11, built here; ``cluster/argocd.py``) syncs
+the ``local`` stack from a git repository, as a platform team delivers it, onto the
+control plane with the real node (the operator runs there as its Deployment's pods).
+
+The tests run in order on one delivery (module-scoped): the first sync and its waves,
+the health of jobs through their lives as the real controller evaluates kubetrain's Lua,
+an upgrade in place under running jobs, a bad commit and its revert, and at the end the
+root Application deleted. This module runs before the tier's other modules (which
+install the stack with kubectl) and leaves the cluster as it found it.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import itertools
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+from kubernetes import client
+
+from cluster.argocd import NAMESPACE as ARGOCD_NAMESPACE
+from cluster.argocd import LocalArgoCd
+from cluster.fake_pods import make_pod_exit
+from cluster.gitops_repo import GitOpsRepo, health_config
+from cluster.local import LocalCluster
+from cluster.topology import POOL_LABEL
+from kubetrain.controller.config import LogLevel
+from kubetrain.gitops.render import render_charts
+from kubetrain.gitops.stack import Samples
+from kubetrain.gitops.writer import write_version
+from stacks.local import STACK
+from tests.integration.conftest import ClusterClients
+from tests.integration.kube import list_objects, read, wait_for
+from tests.integration.operator.jobs import (
+    GPU_TOLERATION,
+    mpi_job,
+    pytorch_job,
+    template,
+    tf_job,
+    torch_runtime,
+    train_job,
+)
+from tests.integration.realnode.workloads import OPERATOR_NAMESPACE
+
+APPS = ("argoproj.io", "v1alpha1", "applications")
+#: The delivered stack's Applications, in wave order (no samples: see ``delivered``).
+CHILDREN = ("local-crds", "local-operator", "local-runtimes")
+TEAM_NAMESPACE = "team-gitops"
+JOB_GROUPS = {
+    "PyTorchJob": ("kubeflow.org", "v1", "pytorchjobs"),
+    "TFJob": ("kubeflow.org", "v1", "tfjobs"),
+    "MPIJob": ("kubeflow.org", "v2beta1", "mpijobs"),
+    "TrainJob": ("trainer.kubeflow.org", "v1alpha1", "trainjobs"),
+}
+#: Jobs of each kind kept running through the upgrade.
+JOBS_PER_KIND = 5
+RUNTIME = "gitops-torch"
+SYNC_TIMEOUT = 240.0
+
+
+@dataclasses.dataclass
+class Delivery:
+    """The stack as Argo CD delivers it, and how the tests look at it."""
+
+    cluster: LocalCluster
+    clients: ClusterClients
+    argocd: LocalArgoCd
+    repo: GitOpsRepo
+    version_dir: Path
+
+    @property
+    def custom(self) -> client.CustomObjectsApi:
+        return client.CustomObjectsApi(self.clients.api_client)
+
+    def apps(self) -> dict[str, dict[str, Any]]:
+        found = list_objects(
+            self.clients.dyn, "/".join(APPS[:2]), "Application", namespace=ARGOCD_NAMESPACE
+        )
+        return {str(a["metadata"]["name"]): a for a in found}
+
+    def wait_apps(
+        self, done: Callable[[dict[str, dict[str, Any]]], bool], what: str
+    ) -> dict[str, dict[str, Any]]:
+        return wait_for(self.apps, done, what=what, timeout=SYNC_TIMEOUT, interval=1.0)
+
+    def apply_root(self, version_dir: Path) -> None:
+        self.cluster.kubectl("apply", "-f", str(version_dir / "argocd" / "root-application.yaml"))
+
+    def refresh(self, name: str) -> None:
+        """Ask Argo CD to look at git now (what its UI's Refresh button does)."""
+        self.cluster.kubectl(
+            "-n",
+            ARGOCD_NAMESPACE,
+            "annotate",
+            "--overwrite",
+            f"applications.argoproj.io/{name}",
+            "argocd.argoproj.io/refresh=normal",
+        )
+
+
+def state(app: dict[str, Any]) -> tuple[str, str]:
+    status = app.get("status") or {}
+    return (
+        (status.get("sync") or {}).get("status", ""),
+        (status.get("health") or {}).get("status", ""),
+    )
+
+
+def all_synced_healthy(names: tuple[str, ...]) -> Callable[[dict[str, dict[str, Any]]], bool]:
+    return lambda apps: all(n in apps and state(apps[n]) == ("Synced", "Healthy") for n in names)
+
+
+def delivered(repo: GitOpsRepo) -> Any:
+    """The ``local`` stack as delivered here: two operator replicas (a standby takes over
+    on an upgrade), without the sample jobs (they train for real, and the 2 CPUs of the
+    node go to the operator and the test's jobs)."""
+    operator = dataclasses.replace(STACK.operator, replicas=2)
+    return repo.stack(dataclasses.replace(STACK, operator=operator, samples=Samples()))
+
+
+@pytest.fixture(scope="module")
+def delivery(
+    real_node_cluster: LocalCluster,
+    real_node_clients: ClusterClients,
+    node_images: list[str],
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[Delivery]:
+    cluster, clients = real_node_cluster, real_node_clients
+    installed = list_objects(clients.dyn, "apps/v1", "Deployment", namespace=OPERATOR_NAMESPACE)
+    assert not installed, (
+        "the operator is already installed (another module's kubectl install ran first): "
+        "the Argo CD tests need the cluster without it"
+    )
+    repo = GitOpsRepo(tmp_path_factory.mktemp("gitops"))
+    stack = delivered(repo)
+    version_dir = repo.commit_version(stack)
+    argocd = LocalArgoCd(cluster)
+    argocd.start(config=health_config(version_dir))
+    made = Delivery(cluster, clients, argocd, repo, version_dir)
+    try:
+        yield made
+    finally:
+        _remove_everything(made)
+        argocd.stop()
+
+
+def _remove_everything(delivery: Delivery) -> None:
+    """Leave the cluster as the tier's other modules expect it: nothing of the stack,
+    Argo CD's objects and the kept CRDs deleted too."""
+    cluster = delivery.cluster
+    cluster.kubectl("delete", "namespace", TEAM_NAMESPACE, "--ignore-not-found", "--wait=true")
+    cluster.kubectl(
+        "-n",
+        ARGOCD_NAMESPACE,
+        "delete",
+        "applications.argoproj.io",
+        "--all",
+        "--wait=true",
+        "--timeout=120s",
+        check=False,
+    )
+    crds = cluster.kubectl("get", "crd", "-o", "name").stdout.split()
+    ours = [c for c in crds if c.endswith("kubeflow.org") or c.endswith("argoproj.io")]
+    if ours:
+        cluster.kubectl("delete", "--wait=true", *ours)
+    cluster.kubectl(
+        "delete",
+        "namespace",
+        ARGOCD_NAMESPACE,
+        OPERATOR_NAMESPACE,
+        "--ignore-not-found",
+        "--wait=true",
+    )
+
+
+# 1. The first sync: waves wait for health --------------------------------------------
+
+
+def test_the_stack_syncs_from_git_and_each_wave_waits_for_the_last(delivery: Delivery) -> None:
+    """Each child Application is created only once the one of the wave before it is
+    Synced and Healthy (the Application health check in argocd-cm), the CRDs' app is
+    never Degraded on its way (the CRD health check and tracking annotation), and all
+    end Synced and Healthy with the operator running on the real node."""
+    delivery.apply_root(delivery.version_dir)
+    seen: list[tuple[float, str, tuple[str, str]]] = []
+    first_seen: dict[str, float] = {}
+    healthy_at: dict[str, float] = {}
+    start = time.monotonic()
+    deadline = start + SYNC_TIMEOUT
+    while True:
+        now = time.monotonic() - start
+        apps = delivery.apps()
+        for name, app in apps.items():
+            current = state(app)
+            if not seen or all(s[1] != name or s[2] != current for s in seen[-20:]):
+                seen.append((now, name, current))
+            first_seen.setdefault(name, now)
+            if current == ("Synced", "Healthy"):
+                healthy_at.setdefault(name, now)
+        if all_synced_healthy(("local", *CHILDREN))(apps):
+            break
+        assert time.monotonic() < deadline, f"not all Synced and Healthy; seen: {seen}"
+        time.sleep(0.5)
+    # Waves: the next child appears only after the one before is Synced and Healthy.
+    for before, after in itertools.pairwise(CHILDREN):
+        assert healthy_at[before] <= first_seen[after], (before, after, seen)
+    degraded = [s for s in seen if s[1] == "local-crds" and s[2][1] == "Degraded"]
+    assert degraded == [], degraded
+    deployment = read(
+        delivery.clients.dyn, "apps/v1", "Deployment", "kubetrain-operator", OPERATOR_NAMESPACE
+    )
+    assert deployment["status"]["availableReplicas"] == 2, deployment["status"]
+    pods = list_objects(delivery.clients.dyn, "v1", "Pod", namespace=OPERATOR_NAMESPACE)
+    assert {p["spec"]["nodeName"] for p in pods} == {"kubetrain-node"}
+
+
+# 2. Job health through a job's life, evaluated by the real controller -----------------
+
+
+def place_on_gpu_nodes(template: dict[str, Any]) -> dict[str, Any]:
+    """A pod template put on kwok's GPU nodes (tolerating their taint), so the test
+    drives its pods' lives; no GPU requested, so many jobs fit."""
+    template = copy.deepcopy(template)
+    spec = template["spec"]
+    spec["nodeSelector"] = {POOL_LABEL: "gpu"}
+    spec["tolerations"] = [GPU_TOLERATION]
+    for container in spec["containers"]:
+        container.get("resources", {}).pop("limits", None)
+    return template
+
+
+def on_gpu_nodes(job: dict[str, Any]) -> dict[str, Any]:
+    """``job`` with every replica's pods placed by ``place_on_gpu_nodes``."""
+    job = copy.deepcopy(job)
+    for specs in ("pytorchReplicaSpecs", "tfReplicaSpecs", "mpiReplicaSpecs"):
+        for replica in job["spec"].get(specs, {}).values():
+            replica["template"] = place_on_gpu_nodes(replica["template"])
+    return job
+
+
+def team_jobs(suffix: str, namespace: str = TEAM_NAMESPACE) -> list[dict[str, Any]]:
+    """One job of each kind, on the GPU nodes, in ``namespace``."""
+    jobs = [
+        on_gpu_nodes(pytorch_job(f"pt-{suffix}", workers=1, restart_policy="Never")),
+        on_gpu_nodes(tf_job(f"tf-{suffix}", workers=1, ps=0)),
+        on_gpu_nodes(mpi_job(f"mpi-{suffix}", workers=1)),
+        train_job(f"tj-{suffix}", RUNTIME, nodes=1),
+    ]
+    for job in jobs:
+        job["metadata"]["namespace"] = namespace
+    return jobs
+
+
+def team_runtime(namespace: str = TEAM_NAMESPACE) -> dict[str, Any]:
+    """The TrainJobs' runtime: one node pod on the GPU nodes."""
+    return torch_runtime(RUNTIME, namespace, place_on_gpu_nodes(template("node", gpus=0)))
+
+
+def resource_health(app: dict[str, Any]) -> dict[str, tuple[str, str]]:
+    """(health status, message) of each job the Application manages, by kind/name."""
+    found: dict[str, tuple[str, str]] = {}
+    for res in (app.get("status") or {}).get("resources", []):
+        if res["kind"] in JOB_GROUPS:
+            health = res.get("health") or {}
+            found[f"{res['kind']}/{res['name']}"] = (
+                health.get("status", ""),
+                health.get("message", ""),
+            )
+    return found
+
+
+def test_job_health_through_its_life_as_the_real_controller_evaluates_it(
+    delivery: Delivery,
+) -> None:
+    """A team's jobs delivered by an Application of their own: kubetrain's Lua, run by
+    Argo CD's controller, says Progressing before the pods run, Healthy while they run,
+    Suspended when suspended, Degraded on failure (with the operator's message) and
+    Healthy on success."""
+    folder = delivery.repo.path / "teams" / TEAM_NAMESPACE
+    folder.mkdir(parents=True, exist_ok=True)
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": TEAM_NAMESPACE}}
+    objects = [namespace, team_runtime(), *team_jobs("a")]
+    (folder / "jobs.yaml").write_text(yaml.safe_dump_all(objects, sort_keys=False))
+    delivery.repo.commit("team-gitops: one job of each kind")
+    app = {
+        "apiVersion": "argoproj.io/v1alpha1",
+        "kind": "Application",
+        "metadata": {"name": "team-jobs", "namespace": ARGOCD_NAMESPACE},
+        "spec": {
+            "project": "default",
+            "source": {
+                "repoURL": delivery.repo.url,
+                "targetRevision": "main",
+                "path": f"teams/{TEAM_NAMESPACE}",
+            },
+            "destination": {"server": "https://kubernetes.default.svc"},
+            "syncPolicy": {
+                "automated": {"prune": False, "selfHeal": False},
+                "syncOptions": ["SkipDryRunOnMissingResource=true"],
+            },
+        },
+    }
+    delivery.cluster.kubectl("apply", "-f", "-", input=yaml.safe_dump(app))
+
+    def health_of(key: str, want: str) -> tuple[str, str]:
+        found = wait_for(
+            lambda: resource_health(delivery.apps().get("team-jobs") or {}),
+            lambda h: h.get(key, ("", ""))[0] == want,
+            what=f"Argo CD's health of {key} to be {want}",
+            timeout=SYNC_TIMEOUT,
+            interval=1.0,
+        )
+        return found[key]
+
+    # Running: every kind Healthy, with the operator's message.
+    for key in ("PyTorchJob/pt-a", "TFJob/tf-a", "MPIJob/mpi-a"):
+        health_of(key, "Healthy")
+    _, message = health_of("TrainJob/tj-a", "Healthy")
+    assert "running" in message, message
+
+    # Suspended.
+    delivery.custom.patch_namespaced_custom_object(
+        *JOB_GROUPS["TFJob"][:2],
+        TEAM_NAMESPACE,
+        "tfjobs",
+        "tf-a",
+        {"spec": {"runPolicy": {"suspend": True}}},
+    )
+    health_of("TFJob/tf-a", "Suspended")
+
+    # Failed: the master exits 1 under restartPolicy Never.
+    make_pod_exit(delivery.clients.core_v1, TEAM_NAMESPACE, "pt-a-master-0", 1)
+    _, message = health_of("PyTorchJob/pt-a", "Degraded")
+    assert message, "Degraded without the job's message"
+
+    # Succeeded: the launcher's pod exits 0.
+    launcher = [
+        p
+        for p in list_objects(delivery.clients.dyn, "v1", "Pod", namespace=TEAM_NAMESPACE)
+        if p["metadata"].get("labels", {}).get("batch.kubernetes.io/job-name") == "mpi-a-launcher"
+    ]
+    assert launcher, "no launcher pod for mpi-a"
+    make_pod_exit(delivery.clients.core_v1, TEAM_NAMESPACE, launcher[0]["metadata"]["name"], 0)
+    health_of("MPIJob/mpi-a", "Healthy")
+
+
+# 3. Upgrade in place under running jobs ----------------------------------------------
+
+UPGRADE_NAMESPACE = "team-upgrade"
+NEW_FIELD = "gitopsNote"
+
+
+def _crd_with_field(chart_objects: list[dict[str, Any]], kind: str, field: dict[str, Any]) -> None:
+    """Add property ``NEW_FIELD`` (``field``) to ``kind``'s spec schema, in place."""
+    for obj in chart_objects:
+        if obj["kind"] == "CustomResourceDefinition" and obj["spec"]["names"]["kind"] == kind:
+            for version in obj["spec"]["versions"]:
+                spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
+                spec["properties"][NEW_FIELD] = copy.deepcopy(field)
+            return
+    raise AssertionError(f"no CRD of {kind} in the crds chart")
+
+
+def write_bumped(delivery: Delivery, version: str, field: dict[str, Any]) -> Path:
+    """The delivered stack at ``version``: the operator's log level raised to debug (its
+    flags change, so its Deployment rolls), a new field in the PyTorchJob CRD, and the
+    last runtime removed (Argo CD prunes it); committed. Returns the version's folder."""
+    stack = delivered(delivery.repo)
+    config = dataclasses.replace(stack.operator.config, log_level=LogLevel.DEBUG)
+    operator = dataclasses.replace(stack.operator, config=config)
+    stack = dataclasses.replace(
+        stack, version=version, operator=operator, runtimes=stack.runtimes[:-1]
+    )
+    charts = render_charts(stack)
+    _crd_with_field(next(c for c in charts if c.name == "crds").objects, "PyTorchJob", field)
+    written = write_version(stack, charts, delivery.repo.path / stack.argocd.path_prefix)
+    delivery.repo.commit(f"local {version}")
+    return written.path
+
+
+def job_snapshot(delivery: Delivery, namespace: str) -> dict[str, Any]:
+    """Each job's uid and restart-relevant status, and each pod's uid, by name."""
+    jobs: dict[str, Any] = {}
+    for kind, (group, version, _) in JOB_GROUPS.items():
+        for job in list_objects(
+            delivery.clients.dyn, f"{group}/{version}", kind, namespace=namespace
+        ):
+            conditions = {
+                c["type"]: c["status"] for c in (job.get("status") or {}).get("conditions", [])
+            }
+            jobs[f"{kind}/{job['metadata']['name']}"] = (job["metadata"]["uid"], conditions)
+    pods = {
+        p["metadata"]["name"]: p["metadata"]["uid"]
+        for p in list_objects(delivery.clients.dyn, "v1", "Pod", namespace=namespace)
+    }
+    return {"jobs": jobs, "pods": pods}
+
+
+def lease_holder(delivery: Delivery) -> str:
+    lease = read(
+        delivery.clients.dyn,
+        "coordination.k8s.io/v1",
+        "Lease",
+        "kubetrain-operator",
+        OPERATOR_NAMESPACE,
+    )
+    return str(lease["spec"].get("holderIdentity", ""))
+
+
+def operator_pods(delivery: Delivery) -> set[str]:
+    pods = list_objects(delivery.clients.dyn, "v1", "Pod", namespace=OPERATOR_NAMESPACE)
+    return {str(p["metadata"]["name"]) for p in pods if not p["metadata"].get("deletionTimestamp")}
+
+
+def test_a_version_bump_upgrades_in_place_without_touching_a_running_job(
+    delivery: Delivery, record_property: Callable[[str, object], None]
+) -> None:
+    """0.1.0 -> 0.1.1 committed and its root applied while 20 jobs (5 of each kind) run:
+    the new CRD field served, the removed runtime pruned, the operator's Deployment
+    rolled on the real node with the Lease handed to a new pod, and every job and pod
+    the same objects as before (none recreated, none restarted)."""
+    cluster = delivery.cluster
+    cluster.kubectl("create", "namespace", UPGRADE_NAMESPACE)
+    jobs = [team_runtime(UPGRADE_NAMESPACE)]
+    for i in range(JOBS_PER_KIND):
+        jobs += team_jobs(f"u{i}", UPGRADE_NAMESPACE)
+    cluster.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(jobs))
+    expected_jobs = 4 * JOBS_PER_KIND
+
+    def all_running(snapshot: dict[str, Any]) -> bool:
+        running = [c for _, c in snapshot["jobs"].values() if c.get("Running") == "True"]
+        return len(snapshot["jobs"]) == expected_jobs and len(running) >= 3 * JOBS_PER_KIND
+
+    before = wait_for(
+        lambda: job_snapshot(delivery, UPGRADE_NAMESPACE),
+        all_running,
+        what=f"{expected_jobs} jobs running",
+        timeout=SYNC_TIMEOUT,
+        interval=2.0,
+    )
+    pods_before = wait_for(
+        lambda: job_snapshot(delivery, UPGRADE_NAMESPACE)["pods"],
+        lambda pods: len(pods) >= 2 * expected_jobs - JOBS_PER_KIND,
+        what="every job's pods",
+        timeout=SYNC_TIMEOUT,
+    )
+    leader_before, operators_before = lease_holder(delivery), operator_pods(delivery)
+
+    start = time.monotonic()
+    new_dir = write_bumped(delivery, "0.1.1", {"type": "string", "description": "a note"})
+    delivery.apply_root(new_dir)
+    head = delivery.repo.head()
+    delivery.wait_apps(
+        lambda apps: (
+            all_synced_healthy(("local", *CHILDREN))(apps)
+            and all(
+                (apps[n].get("status") or {}).get("sync", {}).get("revision") == head
+                for n in ("local", *CHILDREN)
+            )
+            and "0.1.1" in apps["local-operator"]["spec"]["source"]["path"]
+        ),
+        "every Application Synced and Healthy at 0.1.1",
+    )
+    rolled = wait_for(
+        lambda: operator_pods(delivery),
+        lambda pods: len(pods) == 2 and not (pods & operators_before),
+        what="the operator's Deployment rolled to two new pods",
+        timeout=SYNC_TIMEOUT,
+    )
+    leader_after = wait_for(
+        lambda: lease_holder(delivery),
+        lambda h: h.split("_")[0] in rolled or h in rolled,
+        what="a new operator pod holding the Lease",
+        timeout=SYNC_TIMEOUT,
+    )
+    took = time.monotonic() - start
+    after = job_snapshot(delivery, UPGRADE_NAMESPACE)
+    record_property("upgrade_seconds", round(took, 1))
+    print(
+        f"\nupgrade 0.1.0 -> 0.1.1 under {expected_jobs} running jobs: {took:.0f} s, "
+        f"leader {leader_before} -> {leader_after}"
+    )
+
+    assert after["jobs"] == before["jobs"], "a job was recreated or changed state"
+    recreated = {n for n, uid in pods_before.items() if after["pods"].get(n) != uid}
+    assert recreated == set(), f"pods recreated: {sorted(recreated)}"
+    deployment = read(
+        delivery.clients.dyn, "apps/v1", "Deployment", "kubetrain-operator", OPERATOR_NAMESPACE
+    )
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert "--log-level=debug" in args, args
+    crd = yaml.safe_load(
+        cluster.kubectl("get", "crd", "pytorchjobs.kubeflow.org", "-o", "yaml").stdout
+    )
+    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
+    assert NEW_FIELD in spec["properties"], sorted(spec["properties"])
+    removed = delivered(delivery.repo).runtimes[-1]
+    names = cluster.kubectl(
+        "get", "clustertrainingruntimes,trainingruntimes", "-A", "-o", "name"
+    ).stdout
+    assert f"/{removed.name}\n" not in names + "\n", (removed.name, names)
+
+
+def test_a_bad_commit_fails_the_sync_and_reverting_restores_it(delivery: Delivery) -> None:
+    """0.1.2 with an invalid CRD change: the CRDs' app fails its sync with the API
+    server's refusal, the later waves are not touched, the running jobs neither; git
+    revert and the 0.1.1 root applied again bring back Synced and Healthy."""
+    before = job_snapshot(delivery, UPGRADE_NAMESPACE)
+    operators = operator_pods(delivery)
+    bad_dir = write_bumped(delivery, "0.1.2", {"type": "nonsense"})
+    delivery.apply_root(bad_dir)
+
+    def failed_message(apps: dict[str, dict[str, Any]]) -> str:
+        op = (apps.get("local-crds", {}).get("status") or {}).get("operationState") or {}
+        return str(op.get("message", "")) if op.get("phase") in ("Failed", "Error") else ""
+
+    apps = delivery.wait_apps(lambda a: bool(failed_message(a)), "the CRDs' sync to fail")
+    message = failed_message(apps)
+    assert "is invalid" in message and "nonsense" in message, message
+    time.sleep(5)
+    apps = delivery.apps()
+    assert "0.1.1" in apps["local-operator"]["spec"]["source"]["path"], "a later wave moved on"
+    assert operator_pods(delivery) == operators
+    assert job_snapshot(delivery, UPGRADE_NAMESPACE) == before
+
+    delivery.repo.revert()
+    good_dir = delivery.repo.path / "dist" / "local" / "0.1.1"
+    delivery.apply_root(good_dir)
+    delivery.wait_apps(
+        lambda a: (
+            all_synced_healthy(("local", *CHILDREN))(a)
+            and "0.1.1" in a["local-crds"]["spec"]["source"]["path"]
+        ),
+        "every Application Synced and Healthy at 0.1.1 again",
+    )
+    assert job_snapshot(delivery, UPGRADE_NAMESPACE) == before
+
+
+# 4. Deleting the root --------------------------------------------------------------
+
+
+def test_deleting_the_root_removes_what_kubetrain_installed_and_nothing_else(
+    delivery: Delivery,
+) -> None:
+    """The operator, its namespace and the runtimes go; the CRDs and the users' jobs
+    stay (Argo CD never deletes a CRD on cascade, and the CRDs' app does not prune)."""
+    before = job_snapshot(delivery, UPGRADE_NAMESPACE)
+    delivery.cluster.kubectl(
+        "-n",
+        ARGOCD_NAMESPACE,
+        "delete",
+        "applications.argoproj.io",
+        "local",
+        "--wait=true",
+        "--timeout=120s",
+    )
+    wait_for(
+        delivery.apps,
+        lambda apps: not (set(apps) & {"local", *CHILDREN}),
+        what="the root and its children gone",
+        timeout=SYNC_TIMEOUT,
+    )
+    wait_for(
+        lambda: (
+            delivery.cluster.kubectl("get", "namespace", OPERATOR_NAMESPACE, check=False).returncode
+        ),
+        lambda rc: rc != 0,
+        what=f"namespace {OPERATOR_NAMESPACE} deleted",
+        timeout=SYNC_TIMEOUT,
+    )
+    runtimes = delivery.cluster.kubectl("get", "clustertrainingruntimes", "-o", "name").stdout
+    assert runtimes.strip() == "", runtimes
+    crds = delivery.cluster.kubectl("get", "crd", "-o", "name").stdout
+    for name in ("pytorchjobs.kubeflow.org", "trainjobs.trainer.kubeflow.org"):
+        assert name in crds, crds
+    assert job_snapshot(delivery, UPGRADE_NAMESPACE)["jobs"].keys() == before["jobs"].keys()
