@@ -7,7 +7,14 @@ from typing import Any
 import lupa.lua51 as lua51
 import pytest
 
-from kubetrain.gitops.argocd import HEALTH_LUA, TRAINJOB_HEALTH_LUA, health_customizations
+from kubetrain.gitops.argocd import (
+    APPLICATION_HEALTH_LUA,
+    CRD_HEALTH_LUA,
+    HEALTH_LUA,
+    TRAINJOB_HEALTH_LUA,
+    health_customizations,
+    tracking_id,
+)
 
 
 def health(obj: dict[str, Any], script: str = HEALTH_LUA) -> tuple[str, str]:
@@ -82,6 +89,8 @@ def test_health_from_conditions(case: str) -> None:
 def test_every_job_kind_has_the_check() -> None:
     checks = health_customizations()
     assert sorted(checks) == [
+        "resource.customizations.health.apiextensions.k8s.io_CustomResourceDefinition",
+        "resource.customizations.health.argoproj.io_Application",
         "resource.customizations.health.kubeflow.org_MPIJob",
         "resource.customizations.health.kubeflow.org_PyTorchJob",
         "resource.customizations.health.kubeflow.org_TFJob",
@@ -142,3 +151,110 @@ TRAINJOB_CASES: dict[str, tuple[dict[str, Any], tuple[str, str]]] = {
 def test_trainjob_health_reads_state_not_conditions(case: str) -> None:
     obj, expected = TRAINJOB_CASES[case]
     assert health(obj, TRAINJOB_HEALTH_LUA) == expected
+
+
+def application(sync: str | None, health: str | None, phase: str | None = None) -> dict[str, Any]:
+    status: dict[str, Any] = {}
+    if sync:
+        status["sync"] = {"status": sync}
+    if health:
+        status["health"] = {"status": health, "message": f"{health} message"}
+    if phase:
+        status["operationState"] = {"phase": phase}
+    obj: dict[str, Any] = {"kind": "Application", "metadata": {"name": "local-crds"}}
+    if status:
+        obj["status"] = status
+    return obj
+
+
+APPLICATION_CASES: dict[str, tuple[dict[str, Any], tuple[str, str]]] = {
+    "just-created": (
+        {"kind": "Application", "metadata": {"name": "x"}},
+        ("Progressing", "Waiting for the Application to sync"),
+    ),
+    # Argo CD reports a new Application Healthy before its first sync: not yet ours.
+    "healthy-before-its-first-sync": (
+        application("OutOfSync", "Healthy"),
+        ("Progressing", "Waiting for the Application to sync"),
+    ),
+    "sync-running": (application("Synced", "Healthy", "Running"), ("Progressing", "Sync Running")),
+    "synced-progressing": (
+        application("Synced", "Progressing", "Succeeded"),
+        ("Progressing", "Progressing message"),
+    ),
+    "synced-healthy": (
+        application("Synced", "Healthy", "Succeeded"),
+        ("Healthy", "Healthy message"),
+    ),
+    "degraded-even-out-of-sync": (
+        application("OutOfSync", "Degraded", "Failed"),
+        ("Degraded", "Degraded message"),
+    ),
+    "missing": (application("OutOfSync", "Missing"), ("Missing", "Missing message")),
+}
+
+
+@pytest.mark.parametrize("case", APPLICATION_CASES, ids=list(APPLICATION_CASES))
+def test_a_child_application_is_healthy_only_once_synced(case: str) -> None:
+    obj, expected = APPLICATION_CASES[case]
+    assert health(obj, APPLICATION_HEALTH_LUA) == expected
+
+
+def crd(*conditions: tuple[str, str], deleting: bool = False) -> dict[str, Any]:
+    obj: dict[str, Any] = {"kind": "CustomResourceDefinition", "metadata": {"name": "x"}}
+    if deleting:
+        obj["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z"
+    if conditions:
+        obj["status"] = {
+            "conditions": [{"type": t, "status": s, "message": f"{t} {s}"} for t, s in conditions]
+        }
+    return obj
+
+
+CRD_CASES: dict[str, tuple[dict[str, Any], tuple[str, str]]] = {
+    "new": (crd(), ("Progressing", "Waiting for the CRD to be established")),
+    # Argo CD's own check says Degraded here, for the second until Established.
+    "names-accepted-not-yet-established": (
+        crd(("NamesAccepted", "True")),
+        ("Progressing", "Waiting for the CRD to be established"),
+    ),
+    "established": (
+        crd(("NamesAccepted", "True"), ("Established", "True")),
+        ("Healthy", "CRD is established"),
+    ),
+    "names-refused": (
+        crd(("NamesAccepted", "False")),
+        ("Degraded", "CRD names not accepted: NamesAccepted False"),
+    ),
+    "not-structural": (
+        crd(("NamesAccepted", "True"), ("Established", "True"), ("NonStructuralSchema", "True")),
+        ("Degraded", "CRD schema is not structural: NonStructuralSchema True"),
+    ),
+    "terminating": (
+        crd(("Established", "True"), deleting=True),
+        ("Progressing", "CRD is terminating"),
+    ),
+}
+
+
+@pytest.mark.parametrize("case", CRD_CASES, ids=list(CRD_CASES))
+def test_a_crd_being_established_is_progressing_not_degraded(case: str) -> None:
+    obj, expected = CRD_CASES[case]
+    assert health(obj, CRD_HEALTH_LUA) == expected
+
+
+def test_tracking_id_is_argo_cds_format() -> None:
+    obj = {
+        "apiVersion": "apiextensions.k8s.io/v1",
+        "kind": "CustomResourceDefinition",
+        "metadata": {"name": "tfjobs.kubeflow.org"},
+    }
+    assert tracking_id("local-crds", obj) == (
+        "local-crds:apiextensions.k8s.io/CustomResourceDefinition:/tfjobs.kubeflow.org"
+    )
+    namespaced = {
+        "apiVersion": "v1",
+        "kind": "ConfigMap",
+        "metadata": {"name": "c", "namespace": "n"},
+    }
+    assert tracking_id("app", namespaced) == "app:/ConfigMap:n/c"
