@@ -44,6 +44,7 @@ help:
 	@echo "make lint           ruff, mypy --strict and the import contract"
 	@echo "make demo           local control plane + operator; sample jobs to Succeeded"
 	@echo "make demo-kueue     the real Kueue too: two jobs competing for one GPU quota"
+	@echo "make demo-argocd    the real Argo CD syncs the local stack from a git repository"
 	@echo "make bench          operator scale benchmark (250 jobs, 50 fake GPU nodes)"
 	@echo "make bench-peers    kubetrain vs training-operator, mpi-operator, Trainer+JobSet"
 	@echo "make bench-scale    operator cost from 150 to 5,000 jobs on 700 fake GPU nodes"

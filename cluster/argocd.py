@@ -313,6 +313,10 @@ class LocalArgoCd:
                     str(CONTROLLER_METRICS_PORT),
                     "--app-resync",
                     str(APP_RESYNC_SECONDS),
+                    # Each resource's health in the Application's status (off by default
+                    # since Argo CD 3.0, which keeps it in redis only), so kubectl shows
+                    # and the tests read what kubetrain's health checks say of each job.
+                    "--persist-resource-health",
                     "--loglevel",
                     "info",
                 ]

@@ -1,8 +1,8 @@
 # The local control plane (real kube-apiserver, kube-controller-manager, kube-scheduler and
 # etcd, with kwok faking nodes and pod lifecycle) and the Go tools that run beside it: the
 # scheduler-plugins scheduler (gang scheduling), Kueue, helm, Volcano's PodGroup CRD,
-# Prometheus with promtool, and dashboard-check (Grafana dashboard JSON against the
-# Grafana Foundation SDK's schema).
+# Prometheus with promtool, dashboard-check (Grafana dashboard JSON against the Grafana
+# Foundation SDK's schema), and Argo CD with kustomize (cluster/argocd.py).
 # Included by the top-level Makefile.
 #   make cluster-tools   build every Go tool (a no-op when built; one tool per cache dir)
 #   make cluster-up      start the control plane; prints how to use its kubeconfig
@@ -12,6 +12,7 @@
 #   make cluster-status  show whether it is running and where
 #   make node-packages   install the real node's Debian packages (containerd, runc, CNI...)
 #   make node-import-images IMAGES="ref ..."  copy podman images into the real node
+#   make argocd-packages install what Argo CD runs with (redis, git, socat) from Debian
 #   make kueue-up        run Kueue (CRDs, webhooks, controller manager) against it
 #   make kueue-down      stop Kueue and remove its webhook configurations
 #   make peer-tools      build the Go operators kubetrain is compared with (training-operator,

@@ -11,7 +11,6 @@ install the stack with kubectl) and leaves the cluster as it found it.
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import itertools
 import time
@@ -28,22 +27,28 @@ from cluster.argocd import LocalArgoCd
 from cluster.fake_pods import make_pod_exit
 from cluster.gitops_repo import GitOpsRepo, health_config
 from cluster.local import LocalCluster
-from cluster.topology import POOL_LABEL
-from kubetrain.controller.config import LogLevel
 from kubetrain.gitops.render import render_charts
 from kubetrain.gitops.stack import Samples
 from kubetrain.gitops.writer import write_version
 from stacks.local import STACK
 from tests.integration.conftest import ClusterClients
 from tests.integration.kube import list_objects, read, wait_for
-from tests.integration.operator.jobs import (
-    GPU_TOLERATION,
-    mpi_job,
-    pytorch_job,
-    template,
-    tf_job,
-    torch_runtime,
-    train_job,
+from tests.integration.realnode.upgrade import (
+    JOB_GROUPS,
+    NEW_FIELD,
+    add_crd_field,
+    bumped,
+    gpu_runtime,
+    jobs_of_every_kind,
+    lease_holder,
+    operator_args,
+    operator_pods,
+    remove_stack_leftovers,
+    runtime_names,
+    served_spec_fields,
+    snapshot,
+    start_fleet,
+    wait_rolled,
 )
 from tests.integration.realnode.workloads import OPERATOR_NAMESPACE
 
@@ -51,15 +56,7 @@ APPS = ("argoproj.io", "v1alpha1", "applications")
 #: The delivered stack's Applications, in wave order (no samples: see ``delivered``).
 CHILDREN = ("local-crds", "local-operator", "local-runtimes")
 TEAM_NAMESPACE = "team-gitops"
-JOB_GROUPS = {
-    "PyTorchJob": ("kubeflow.org", "v1", "pytorchjobs"),
-    "TFJob": ("kubeflow.org", "v1", "tfjobs"),
-    "MPIJob": ("kubeflow.org", "v2beta1", "mpijobs"),
-    "TrainJob": ("trainer.kubeflow.org", "v1alpha1", "trainjobs"),
-}
-#: Jobs of each kind kept running through the upgrade.
-JOBS_PER_KIND = 5
-RUNTIME = "gitops-torch"
+PYTORCHJOB_CRD = "pytorchjobs.kubeflow.org"
 SYNC_TIMEOUT = 240.0
 
 
@@ -146,14 +143,13 @@ def delivery(
         yield made
     finally:
         _remove_everything(made)
-        argocd.stop()
 
 
 def _remove_everything(delivery: Delivery) -> None:
-    """Leave the cluster as the tier's other modules expect it: nothing of the stack,
-    Argo CD's objects and the kept CRDs deleted too."""
+    """Leave the cluster as the tier's other modules expect it: the Applications
+    deleted (what they deployed with them), Argo CD stopped and its objects deleted, then
+    the tests' jobs and what the stack leaves (CRDs, runtimes' finalizers)."""
     cluster = delivery.cluster
-    cluster.kubectl("delete", "namespace", TEAM_NAMESPACE, "--ignore-not-found", "--wait=true")
     cluster.kubectl(
         "-n",
         ARGOCD_NAMESPACE,
@@ -164,18 +160,16 @@ def _remove_everything(delivery: Delivery) -> None:
         "--timeout=120s",
         check=False,
     )
-    crds = cluster.kubectl("get", "crd", "-o", "name").stdout.split()
-    ours = [c for c in crds if c.endswith("kubeflow.org") or c.endswith("argoproj.io")]
-    if ours:
-        cluster.kubectl("delete", "--wait=true", *ours)
+    delivery.argocd.stop()
+    cluster.kubectl("delete", "namespace", ARGOCD_NAMESPACE, "--ignore-not-found", "--wait=true")
     cluster.kubectl(
         "delete",
-        "namespace",
-        ARGOCD_NAMESPACE,
-        OPERATOR_NAMESPACE,
+        "crd",
+        "applications.argoproj.io",
+        "appprojects.argoproj.io",
         "--ignore-not-found",
-        "--wait=true",
     )
+    remove_stack_leftovers(cluster, TEAM_NAMESPACE, UPGRADE_NAMESPACE)
 
 
 # 1. The first sync: waves wait for health --------------------------------------------
@@ -222,45 +216,6 @@ def test_the_stack_syncs_from_git_and_each_wave_waits_for_the_last(delivery: Del
 # 2. Job health through a job's life, evaluated by the real controller -----------------
 
 
-def place_on_gpu_nodes(template: dict[str, Any]) -> dict[str, Any]:
-    """A pod template put on kwok's GPU nodes (tolerating their taint), so the test
-    drives its pods' lives; no GPU requested, so many jobs fit."""
-    template = copy.deepcopy(template)
-    spec = template["spec"]
-    spec["nodeSelector"] = {POOL_LABEL: "gpu"}
-    spec["tolerations"] = [GPU_TOLERATION]
-    for container in spec["containers"]:
-        container.get("resources", {}).pop("limits", None)
-    return template
-
-
-def on_gpu_nodes(job: dict[str, Any]) -> dict[str, Any]:
-    """``job`` with every replica's pods placed by ``place_on_gpu_nodes``."""
-    job = copy.deepcopy(job)
-    for specs in ("pytorchReplicaSpecs", "tfReplicaSpecs", "mpiReplicaSpecs"):
-        for replica in job["spec"].get(specs, {}).values():
-            replica["template"] = place_on_gpu_nodes(replica["template"])
-    return job
-
-
-def team_jobs(suffix: str, namespace: str = TEAM_NAMESPACE) -> list[dict[str, Any]]:
-    """One job of each kind, on the GPU nodes, in ``namespace``."""
-    jobs = [
-        on_gpu_nodes(pytorch_job(f"pt-{suffix}", workers=1, restart_policy="Never")),
-        on_gpu_nodes(tf_job(f"tf-{suffix}", workers=1, ps=0)),
-        on_gpu_nodes(mpi_job(f"mpi-{suffix}", workers=1)),
-        train_job(f"tj-{suffix}", RUNTIME, nodes=1),
-    ]
-    for job in jobs:
-        job["metadata"]["namespace"] = namespace
-    return jobs
-
-
-def team_runtime(namespace: str = TEAM_NAMESPACE) -> dict[str, Any]:
-    """The TrainJobs' runtime: one node pod on the GPU nodes."""
-    return torch_runtime(RUNTIME, namespace, place_on_gpu_nodes(template("node", gpus=0)))
-
-
 def resource_health(app: dict[str, Any]) -> dict[str, tuple[str, str]]:
     """(health status, message) of each job the Application manages, by kind/name."""
     found: dict[str, tuple[str, str]] = {}
@@ -284,7 +239,7 @@ def test_job_health_through_its_life_as_the_real_controller_evaluates_it(
     folder = delivery.repo.path / "teams" / TEAM_NAMESPACE
     folder.mkdir(parents=True, exist_ok=True)
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": TEAM_NAMESPACE}}
-    objects = [namespace, team_runtime(), *team_jobs("a")]
+    objects = [namespace, gpu_runtime(TEAM_NAMESPACE), *jobs_of_every_kind("a", TEAM_NAMESPACE)]
     (folder / "jobs.yaml").write_text(yaml.safe_dump_all(objects, sort_keys=False))
     delivery.repo.commit("team-gitops: one job of each kind")
     app = {
@@ -352,104 +307,32 @@ def test_job_health_through_its_life_as_the_real_controller_evaluates_it(
 # 3. Upgrade in place under running jobs ----------------------------------------------
 
 UPGRADE_NAMESPACE = "team-upgrade"
-NEW_FIELD = "gitopsNote"
-
-
-def _crd_with_field(chart_objects: list[dict[str, Any]], kind: str, field: dict[str, Any]) -> None:
-    """Add property ``NEW_FIELD`` (``field``) to ``kind``'s spec schema, in place."""
-    for obj in chart_objects:
-        if obj["kind"] == "CustomResourceDefinition" and obj["spec"]["names"]["kind"] == kind:
-            for version in obj["spec"]["versions"]:
-                spec = version["schema"]["openAPIV3Schema"]["properties"]["spec"]
-                spec["properties"][NEW_FIELD] = copy.deepcopy(field)
-            return
-    raise AssertionError(f"no CRD of {kind} in the crds chart")
 
 
 def write_bumped(delivery: Delivery, version: str, field: dict[str, Any]) -> Path:
-    """The delivered stack at ``version``: the operator's log level raised to debug (its
-    flags change, so its Deployment rolls), a new field in the PyTorchJob CRD, and the
-    last runtime removed (Argo CD prunes it); committed. Returns the version's folder."""
-    stack = delivered(delivery.repo)
-    config = dataclasses.replace(stack.operator.config, log_level=LogLevel.DEBUG)
-    operator = dataclasses.replace(stack.operator, config=config)
-    stack = dataclasses.replace(
-        stack, version=version, operator=operator, runtimes=stack.runtimes[:-1]
-    )
+    """The delivered stack bumped to ``version`` (``upgrade.bumped``) with ``field`` added
+    to the PyTorchJob CRD, written and committed; returns the version's folder."""
+    stack = bumped(delivered(delivery.repo), version)
     charts = render_charts(stack)
-    _crd_with_field(next(c for c in charts if c.name == "crds").objects, "PyTorchJob", field)
+    crds = next(c for c in charts if c.name == "crds").objects
+    add_crd_field(next(c for c in crds if c["metadata"]["name"] == PYTORCHJOB_CRD), field)
     written = write_version(stack, charts, delivery.repo.path / stack.argocd.path_prefix)
     delivery.repo.commit(f"local {version}")
     return written.path
 
 
-def job_snapshot(delivery: Delivery, namespace: str) -> dict[str, Any]:
-    """Each job's uid and restart-relevant status, and each pod's uid, by name."""
-    jobs: dict[str, Any] = {}
-    for kind, (group, version, _) in JOB_GROUPS.items():
-        for job in list_objects(
-            delivery.clients.dyn, f"{group}/{version}", kind, namespace=namespace
-        ):
-            conditions = {
-                c["type"]: c["status"] for c in (job.get("status") or {}).get("conditions", [])
-            }
-            jobs[f"{kind}/{job['metadata']['name']}"] = (job["metadata"]["uid"], conditions)
-    pods = {
-        p["metadata"]["name"]: p["metadata"]["uid"]
-        for p in list_objects(delivery.clients.dyn, "v1", "Pod", namespace=namespace)
-    }
-    return {"jobs": jobs, "pods": pods}
-
-
-def lease_holder(delivery: Delivery) -> str:
-    lease = read(
-        delivery.clients.dyn,
-        "coordination.k8s.io/v1",
-        "Lease",
-        "kubetrain-operator",
-        OPERATOR_NAMESPACE,
-    )
-    return str(lease["spec"].get("holderIdentity", ""))
-
-
-def operator_pods(delivery: Delivery) -> set[str]:
-    pods = list_objects(delivery.clients.dyn, "v1", "Pod", namespace=OPERATOR_NAMESPACE)
-    return {str(p["metadata"]["name"]) for p in pods if not p["metadata"].get("deletionTimestamp")}
-
-
 def test_a_version_bump_upgrades_in_place_without_touching_a_running_job(
-    delivery: Delivery, record_property: Callable[[str, object], None]
+    delivery: Delivery,
 ) -> None:
     """0.1.0 -> 0.1.1 committed and its root applied while 20 jobs (5 of each kind) run:
     the new CRD field served, the removed runtime pruned, the operator's Deployment
     rolled on the real node with the Lease handed to a new pod, and every job and pod
     the same objects as before (none recreated, none restarted)."""
-    cluster = delivery.cluster
-    cluster.kubectl("create", "namespace", UPGRADE_NAMESPACE)
-    jobs = [team_runtime(UPGRADE_NAMESPACE)]
-    for i in range(JOBS_PER_KIND):
-        jobs += team_jobs(f"u{i}", UPGRADE_NAMESPACE)
-    cluster.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(jobs))
-    expected_jobs = 4 * JOBS_PER_KIND
-
-    def all_running(snapshot: dict[str, Any]) -> bool:
-        running = [c for _, c in snapshot["jobs"].values() if c.get("Running") == "True"]
-        return len(snapshot["jobs"]) == expected_jobs and len(running) >= 3 * JOBS_PER_KIND
-
-    before = wait_for(
-        lambda: job_snapshot(delivery, UPGRADE_NAMESPACE),
-        all_running,
-        what=f"{expected_jobs} jobs running",
-        timeout=SYNC_TIMEOUT,
-        interval=2.0,
-    )
-    pods_before = wait_for(
-        lambda: job_snapshot(delivery, UPGRADE_NAMESPACE)["pods"],
-        lambda pods: len(pods) >= 2 * expected_jobs - JOBS_PER_KIND,
-        what="every job's pods",
-        timeout=SYNC_TIMEOUT,
-    )
-    leader_before, operators_before = lease_holder(delivery), operator_pods(delivery)
+    clients = delivery.clients
+    before = start_fleet(delivery.cluster, clients, UPGRADE_NAMESPACE)
+    leader_before, operators_before = lease_holder(clients), operator_pods(clients)
+    removed = delivered(delivery.repo).runtimes[-1].props.name
+    assert removed in runtime_names(delivery.cluster)
 
     start = time.monotonic()
     new_dir = write_bumped(delivery, "0.1.1", {"type": "string", "description": "a note"})
@@ -459,59 +342,36 @@ def test_a_version_bump_upgrades_in_place_without_touching_a_running_job(
         lambda apps: (
             all_synced_healthy(("local", *CHILDREN))(apps)
             and all(
-                (apps[n].get("status") or {}).get("sync", {}).get("revision") == head
+                ((apps[n].get("status") or {}).get("sync") or {}).get("revision") == head
                 for n in ("local", *CHILDREN)
             )
             and "0.1.1" in apps["local-operator"]["spec"]["source"]["path"]
         ),
         "every Application Synced and Healthy at 0.1.1",
     )
-    rolled = wait_for(
-        lambda: operator_pods(delivery),
-        lambda pods: len(pods) == 2 and not (pods & operators_before),
-        what="the operator's Deployment rolled to two new pods",
-        timeout=SYNC_TIMEOUT,
-    )
-    leader_after = wait_for(
-        lambda: lease_holder(delivery),
-        lambda h: h.split("_")[0] in rolled or h in rolled,
-        what="a new operator pod holding the Lease",
-        timeout=SYNC_TIMEOUT,
-    )
+    _, leader_after = wait_rolled(clients, operators_before)
     took = time.monotonic() - start
-    after = job_snapshot(delivery, UPGRADE_NAMESPACE)
-    record_property("upgrade_seconds", round(took, 1))
+    after = snapshot(clients, UPGRADE_NAMESPACE)
+    recreated = sorted(n for n, uid in before["pods"].items() if after["pods"].get(n) != uid)
     print(
-        f"\nupgrade 0.1.0 -> 0.1.1 under {expected_jobs} running jobs: {took:.0f} s, "
-        f"leader {leader_before} -> {leader_after}"
+        f"\nArgo CD upgrade 0.1.0 -> 0.1.1 under {len(before['jobs'])} running jobs "
+        f"({len(before['pods'])} pods): {took:.0f} s to Synced and Healthy with the operator "
+        f"rolled, leader {leader_before} -> {leader_after}, pods recreated: {len(recreated)}"
     )
-
-    assert after["jobs"] == before["jobs"], "a job was recreated or changed state"
-    recreated = {n for n, uid in pods_before.items() if after["pods"].get(n) != uid}
-    assert recreated == set(), f"pods recreated: {sorted(recreated)}"
-    deployment = read(
-        delivery.clients.dyn, "apps/v1", "Deployment", "kubetrain-operator", OPERATOR_NAMESPACE
-    )
-    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
-    assert "--log-level=debug" in args, args
-    crd = yaml.safe_load(
-        cluster.kubectl("get", "crd", "pytorchjobs.kubeflow.org", "-o", "yaml").stdout
-    )
-    spec = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]
-    assert NEW_FIELD in spec["properties"], sorted(spec["properties"])
-    removed = delivered(delivery.repo).runtimes[-1]
-    names = cluster.kubectl(
-        "get", "clustertrainingruntimes,trainingruntimes", "-A", "-o", "name"
-    ).stdout
-    assert f"/{removed.name}\n" not in names + "\n", (removed.name, names)
+    assert recreated == [], f"pods recreated: {recreated}"
+    assert after == before, "a job was recreated or changed state"
+    assert "--log-level=debug" in operator_args(clients)
+    assert NEW_FIELD in served_spec_fields(delivery.cluster, PYTORCHJOB_CRD)
+    assert removed not in runtime_names(delivery.cluster), "the removed runtime was not pruned"
 
 
 def test_a_bad_commit_fails_the_sync_and_reverting_restores_it(delivery: Delivery) -> None:
     """0.1.2 with an invalid CRD change: the CRDs' app fails its sync with the API
     server's refusal, the later waves are not touched, the running jobs neither; git
     revert and the 0.1.1 root applied again bring back Synced and Healthy."""
-    before = job_snapshot(delivery, UPGRADE_NAMESPACE)
-    operators = operator_pods(delivery)
+    clients = delivery.clients
+    before = snapshot(clients, UPGRADE_NAMESPACE)
+    operators = operator_pods(clients)
     bad_dir = write_bumped(delivery, "0.1.2", {"type": "nonsense"})
     delivery.apply_root(bad_dir)
 
@@ -521,16 +381,16 @@ def test_a_bad_commit_fails_the_sync_and_reverting_restores_it(delivery: Deliver
 
     apps = delivery.wait_apps(lambda a: bool(failed_message(a)), "the CRDs' sync to fail")
     message = failed_message(apps)
-    assert "is invalid" in message and "nonsense" in message, message
+    print(f"\nArgo CD's message on the bad commit: {message}")
+    assert "nonsense" in message, message
     time.sleep(5)
     apps = delivery.apps()
     assert "0.1.1" in apps["local-operator"]["spec"]["source"]["path"], "a later wave moved on"
-    assert operator_pods(delivery) == operators
-    assert job_snapshot(delivery, UPGRADE_NAMESPACE) == before
+    assert operator_pods(clients) == operators
+    assert snapshot(clients, UPGRADE_NAMESPACE) == before
 
     delivery.repo.revert()
-    good_dir = delivery.repo.path / "dist" / "local" / "0.1.1"
-    delivery.apply_root(good_dir)
+    delivery.apply_root(delivery.repo.path / "dist" / "local" / "0.1.1")
     delivery.wait_apps(
         lambda a: (
             all_synced_healthy(("local", *CHILDREN))(a)
@@ -538,7 +398,7 @@ def test_a_bad_commit_fails_the_sync_and_reverting_restores_it(delivery: Deliver
         ),
         "every Application Synced and Healthy at 0.1.1 again",
     )
-    assert job_snapshot(delivery, UPGRADE_NAMESPACE) == before
+    assert snapshot(clients, UPGRADE_NAMESPACE) == before
 
 
 # 4. Deleting the root --------------------------------------------------------------
@@ -549,7 +409,7 @@ def test_deleting_the_root_removes_what_kubetrain_installed_and_nothing_else(
 ) -> None:
     """The operator, its namespace and the runtimes go; the CRDs and the users' jobs
     stay (Argo CD never deletes a CRD on cascade, and the CRDs' app does not prune)."""
-    before = job_snapshot(delivery, UPGRADE_NAMESPACE)
+    before = snapshot(delivery.clients, UPGRADE_NAMESPACE)
     delivery.cluster.kubectl(
         "-n",
         ARGOCD_NAMESPACE,
@@ -573,9 +433,9 @@ def test_deleting_the_root_removes_what_kubetrain_installed_and_nothing_else(
         what=f"namespace {OPERATOR_NAMESPACE} deleted",
         timeout=SYNC_TIMEOUT,
     )
-    runtimes = delivery.cluster.kubectl("get", "clustertrainingruntimes", "-o", "name").stdout
-    assert runtimes.strip() == "", runtimes
+    cluster_runtimes = delivery.cluster.kubectl("get", "clustertrainingruntimes", "-o", "name")
+    assert cluster_runtimes.stdout.strip() == "", cluster_runtimes.stdout
     crds = delivery.cluster.kubectl("get", "crd", "-o", "name").stdout
-    for name in ("pytorchjobs.kubeflow.org", "trainjobs.trainer.kubeflow.org"):
+    for name in (PYTORCHJOB_CRD, "trainjobs.trainer.kubeflow.org"):
         assert name in crds, crds
-    assert job_snapshot(delivery, UPGRADE_NAMESPACE)["jobs"].keys() == before["jobs"].keys()
+    assert snapshot(delivery.clients, UPGRADE_NAMESPACE) == before

@@ -167,6 +167,8 @@ def test_each_binary_lives_in_its_tools_directory(tmp_path: Path) -> None:
         jobset=tmp_path / "jobset",
         node=tmp_path / "node",
         coredns=tmp_path / "coredns",
+        argocd=tmp_path / "argocd",
+        kustomize=tmp_path / "kustomize",
     )
     tools = Tools(versions=Versions.pinned(), dirs=dirs)
     assert tools.kubectl == tmp_path / "cp" / "bin" / "kubectl"
@@ -182,6 +184,11 @@ def test_each_binary_lives_in_its_tools_directory(tmp_path: Path) -> None:
     assert tools.prometheus == tmp_path / "prom" / "bin" / "prometheus"
     assert tools.promtool == tmp_path / "prom" / "bin" / "promtool"
     assert tools.dashboard_check == tmp_path / "grafana" / "bin" / "dashboard-check"
+    assert tools.path("argocd-repo-server") == tmp_path / "argocd" / "bin" / "argocd-repo-server"
+    assert (
+        tools.argocd_crds[0] == tmp_path / "argocd" / "manifests" / "crds" / "application-crd.yaml"
+    )
+    assert tools.path("kustomize") == tmp_path / "kustomize" / "bin" / "kustomize"
     assert tools.path("trainer-controller-manager") == (
         tmp_path / "trainer" / "bin" / "trainer-controller-manager"
     )
