@@ -12,6 +12,7 @@ from typing import Any
 
 import yaml
 
+from kubetrain.gitops.argocd import SYNC_WAVE_ANNOTATION as SYNC_WAVE
 from kubetrain.gitops.render import render_charts
 from kubetrain.gitops.stack import Stack
 from kubetrain.gitops.writer import write_version
@@ -112,3 +113,16 @@ def health_config(version_dir: Path) -> dict[str, str]:
     """The ``argocd-cm`` data of the version's ``argocd/argocd-cm-health.yaml``."""
     path = version_dir / "argocd" / "argocd-cm-health.yaml"
     return dict(yaml.safe_load(path.read_text(encoding="utf-8"))["data"])
+
+
+def app_names(version_dir: Path) -> tuple[str, ...]:
+    """The Argo CD Applications of a synthesized stack version: the root's name first,
+    then the children's in sync-wave order."""
+    argocd = version_dir / "argocd"
+    root = yaml.safe_load((argocd / "root-application.yaml").read_text(encoding="utf-8"))
+    children = [
+        yaml.safe_load(path.read_text(encoding="utf-8"))
+        for path in sorted((argocd / "applications").glob("*.yaml"))
+    ]
+    children.sort(key=lambda app: int(app["metadata"]["annotations"][SYNC_WAVE]))
+    return (str(root["metadata"]["name"]), *(str(app["metadata"]["name"]) for app in children))

@@ -363,6 +363,10 @@ class LocalCluster:
         node = RealNode(self.workdir, tools=self.tools, network=self.node_network)
         if node.has_run():
             node.down()
+        # Argo CD beside it (cluster/argocd.py): its processes and network namespace.
+        from cluster.argocd import LocalArgoCd
+
+        LocalArgoCd(self).stop()
         for process in self.extra_processes():
             process.stop()
         if self.cluster_dir.exists():

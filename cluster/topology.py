@@ -89,6 +89,8 @@ class NodePool:
     gpus: GpuSpec | None = None
     labels: Mapping[str, str] = field(default_factory=dict)
     taints: tuple[Taint, ...] = ()
+    #: Other capacity each node has, e.g. ``{"rdma/ib": "8"}`` (fabric devices, hugepages).
+    extended: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not self.name or not self.name.replace("-", "").isalnum() or not self.name.islower():
@@ -147,15 +149,18 @@ class Topology:
     def node_names(self) -> list[str]:
         return [pool.node_name(i) for pool in self.pools for i in range(pool.count)]
 
-    def nodes(self, *, kubelet_version: str = "kwok") -> list[dict[str, Any]]:
+    def nodes(self, *, kubelet_version: str = "kwok", first: int = 0) -> list[dict[str, Any]]:
         """The Node objects to create, status included (kwok reports the conditions).
 
-        ``kubelet_version`` is what the nodes report as their kubelet (kwok plays it).
+        ``kubelet_version`` is what the nodes report as their kubelet (kwok plays it);
+        ``first`` is the ordinal of the first node (its pod CIDR and address), for nodes
+        added beside a cluster's own (which start at 0).
         """
         nodes: list[dict[str, Any]] = []
         for pool in self.pools:
             for index in range(pool.count):
-                nodes.append(self._node(pool, index, ordinal=len(nodes), kubelet=kubelet_version))
+                ordinal = first + len(nodes)
+                nodes.append(self._node(pool, index, ordinal=ordinal, kubelet=kubelet_version))
         return nodes
 
     def _node(self, pool: NodePool, index: int, *, ordinal: int, kubelet: str) -> dict[str, Any]:
@@ -187,6 +192,7 @@ class Topology:
                 }
             )
             capacity[GPU_RESOURCE] = str(gpus.count)
+        capacity.update(pool.extended)
         labels.update(pool.labels)
         pod_cidr = str(next(itertools.islice(POD_NETWORK.subnets(new_prefix=24), ordinal, None)))
         internal_ip = str(NODE_NETWORK.network_address + ordinal + 1)
