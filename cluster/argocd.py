@@ -143,6 +143,38 @@ class LocalArgoCd:
         self.api_socket.unlink(missing_ok=True)
         return was_running
 
+    def delete_applications(self, *, timeout: float = 180.0) -> list[str]:
+        """Delete every Application, letting Argo CD remove what each deployed (its
+        cascade), and wait up to ``timeout`` seconds. An Application whose cascade did not
+        finish keeps Argo CD's finalizer, which nothing removes once Argo CD stops: it is
+        taken off. Returns the names of those Applications."""
+        self.cluster.kubectl(
+            "-n",
+            NAMESPACE,
+            "delete",
+            "applications.argoproj.io",
+            "--all",
+            "--wait=true",
+            f"--timeout={int(timeout)}s",
+            check=False,
+        )
+        left = self.cluster.kubectl(
+            "-n", NAMESPACE, "get", "applications.argoproj.io", "-o", "name", check=False
+        ).stdout.split()
+        for app in left:
+            self.cluster.kubectl(
+                "-n",
+                NAMESPACE,
+                "patch",
+                app,
+                "--type",
+                "merge",
+                "-p",
+                '{"metadata":{"finalizers":null}}',
+                check=False,
+            )
+        return [app.rsplit("/", 1)[-1] for app in left]
+
     def configure(self, data: Mapping[str, str]) -> None:
         """Merge ``data`` into ``argocd-cm`` (the controller reloads it on change)."""
         patch = yaml.safe_dump({"data": dict(data)})

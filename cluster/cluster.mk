@@ -356,9 +356,9 @@ $(COREDNS_DIR)/.done:
 	    echo "coredns -version says '$$got', expected 'CoreDNS-$(COREDNS_VERSION:v%=%)'" >&2; exit 1; fi
 	$(call cluster_tool_finish,$(COREDNS_DIR))
 
-# Argo CD's multicall binary (the name it is started under picks the component:
-# cluster/argocd.py runs argocd-application-controller and argocd-repo-server, links to
-# it), stamped as upstream's Makefile does (common.version from its VERSION file, the
+# Argo CD's application controller and repo server, one binary (kubetrain's cmd/argocd in
+# the module: the name it is started under picks the component, as in upstream's own
+# multicall binary; cluster/argocd.py starts them through links), stamped as upstream's Makefile does (common.version from its VERSION file, the
 # release's time on the module proxy as the build date); with the CRDs of Application and
 # AppProject and the default configuration ConfigMaps and Secret of that release.
 $(ARGOCD_DIR)/.done:
@@ -370,7 +370,7 @@ $(ARGOCD_DIR)/.done:
 	  pkg=github.com/argoproj/argo-cd/v3/common; \
 	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) \
 	    -ldflags "-s -w -X $$pkg.version=$$(cat $$src/VERSION) -X $$pkg.buildDate=$$date" \
-	    -o $(ARGOCD_DIR).partial/bin/argocd github.com/argoproj/argo-cd/v3/cmd; \
+	    -o $(ARGOCD_DIR).partial/bin/argocd ./cmd/argocd; \
 	  for component in argocd-application-controller argocd-repo-server; do \
 	    ln -s argocd $(ARGOCD_DIR).partial/bin/$$component; done; \
 	  mkdir -p $(ARGOCD_DIR).partial/manifests/crds $(ARGOCD_DIR).partial/manifests/config; \
@@ -379,9 +379,9 @@ $(ARGOCD_DIR)/.done:
 	  install -m 0644 $$src/manifests/base/config/argocd-cm.yaml $$src/manifests/base/config/argocd-secret.yaml \
 	    $$src/manifests/base/config/argocd-rbac-cm.yaml $(ARGOCD_DIR).partial/manifests/config/; \
 	  echo "built in $$(( $$(date +%s) - start ))s"
-	@got=$$($(ARGOCD_DIR).partial/bin/argocd version --client --short 2>&1 | sed -n 1p); \
+	@got=$$($(ARGOCD_DIR).partial/bin/argocd version); \
 	  case "$$got" in "argocd: $(ARGOCD_VERSION)+"*) ;; \
-	    *) echo "argocd version --client says '$$got', expected 'argocd: $(ARGOCD_VERSION)+...'" >&2; exit 1;; \
+	    *) echo "argocd version says '$$got', expected 'argocd: $(ARGOCD_VERSION)+...'" >&2; exit 1;; \
 	  esac
 	$(call cluster_tool_finish,$(ARGOCD_DIR))
 

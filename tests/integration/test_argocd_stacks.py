@@ -59,16 +59,7 @@ def argocd(
     try:
         yield argocd, repo
     finally:
-        cluster.kubectl(
-            "-n",
-            ARGOCD_NAMESPACE,
-            "delete",
-            "applications.argoproj.io",
-            "--all",
-            "--wait=true",
-            "--timeout=180s",
-            check=False,
-        )
+        argocd.delete_applications()
         argocd.stop()
         cluster.kubectl("delete", "namespace", ARGOCD_NAMESPACE, "--ignore-not-found")
 

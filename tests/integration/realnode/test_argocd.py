@@ -136,34 +136,8 @@ def _remove_everything(delivery: Delivery) -> None:
     deleted (what they deployed with them), Argo CD stopped and its objects deleted, then
     the tests' jobs and what the stack leaves (CRDs, runtimes' finalizers)."""
     cluster = delivery.cluster
-    cluster.kubectl(
-        "-n",
-        ARGOCD_NAMESPACE,
-        "delete",
-        "applications.argoproj.io",
-        "--all",
-        "--wait=true",
-        "--timeout=120s",
-        check=False,
-    )
+    delivery.argocd.delete_applications()
     delivery.argocd.stop()
-    # An Application whose cascade did not finish keeps Argo CD's finalizer: with Argo CD
-    # stopped nothing would remove it, and its namespace could not go.
-    left = cluster.kubectl(
-        "-n", ARGOCD_NAMESPACE, "get", "applications.argoproj.io", "-o", "name", check=False
-    ).stdout.split()
-    for app in left:
-        cluster.kubectl(
-            "-n",
-            ARGOCD_NAMESPACE,
-            "patch",
-            app,
-            "--type",
-            "merge",
-            "-p",
-            '{"metadata":{"finalizers":null}}',
-            check=False,
-        )
     cluster.kubectl("delete", "namespace", ARGOCD_NAMESPACE, "--ignore-not-found", "--wait=true")
     cluster.kubectl(
         "delete",
