@@ -111,7 +111,10 @@ return hs
 # it an app-of-apps counts a child Healthy as soon as it exists and a sync wave never
 # waits for the previous wave). A new Application reports Healthy before its first sync
 # (it has no resources yet), so a child is Healthy only once it is also Synced and no
-# sync operation runs: then the next wave starts after the previous one is really up.
+# sync operation runs: then the next wave starts after the previous one is really up. A
+# child whose last sync failed (its retries used up) and is not Synced is Degraded: the
+# parent's sync then fails too, instead of waiting for that wave for ever, and a fix
+# committed afterwards (a revert) is synced.
 APPLICATION_HEALTH_LUA = """\
 local hs = {status = "Progressing", message = "Waiting for the Application to sync"}
 if obj.status == nil then
@@ -123,12 +126,18 @@ if health.status == "Degraded" or health.status == "Missing" then
   hs.message = health.message or health.status
   return hs
 end
+local synced = obj.status.sync ~= nil and obj.status.sync.status == "Synced"
 local op = obj.status.operationState
 if op ~= nil and (op.phase == "Running" or op.phase == "Terminating") then
   hs.message = "Sync " .. op.phase
   return hs
 end
-if obj.status.sync == nil or obj.status.sync.status ~= "Synced" then
+if op ~= nil and (op.phase == "Failed" or op.phase == "Error") and not synced then
+  hs.status = "Degraded"
+  hs.message = "Sync failed: " .. (op.message or op.phase)
+  return hs
+end
+if not synced then
   return hs
 end
 if health.status ~= nil then

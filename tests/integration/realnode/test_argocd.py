@@ -363,6 +363,21 @@ def test_a_bad_commit_fails_the_sync_and_reverting_restores_it(delivery: Deliver
 
     apps = delivery.wait_apps(lambda a: bool(failed_message(a)), "the CRDs' sync to fail")
     message = failed_message(apps)
+
+    def crds_app_seen_by_root(apps: dict[str, dict[str, Any]]) -> tuple[str, str]:
+        for res in (apps.get("local", {}).get("status") or {}).get("resources", []):
+            if res["kind"] == "Application" and res["name"] == "local-crds":
+                health = res.get("health") or {}
+                return str(health.get("status", "")), str(health.get("message", ""))
+        return "", ""
+
+    # Once its retries are used up, the root sees the CRDs' app Degraded (the Application
+    # health check), so the root's own sync fails instead of waiting for that wave.
+    apps = delivery.wait_apps(
+        lambda a: crds_app_seen_by_root(a)[0] == "Degraded",
+        "the root to see the CRDs' app Degraded",
+    )
+    assert "Sync failed" in crds_app_seen_by_root(apps)[1], crds_app_seen_by_root(apps)
     print(f"\nArgo CD's message on the bad commit: {message}")
     assert "is invalid" in message and 'Unsupported value: "nonsense"' in message, message
     time.sleep(5)

@@ -160,7 +160,7 @@ def application(sync: str | None, health: str | None, phase: str | None = None) 
     if health:
         status["health"] = {"status": health, "message": f"{health} message"}
     if phase:
-        status["operationState"] = {"phase": phase}
+        status["operationState"] = {"phase": phase, "message": f"{phase} message"}
     obj: dict[str, Any] = {"kind": "Application", "metadata": {"name": "local-crds"}}
     if status:
         obj["status"] = status
@@ -191,6 +191,26 @@ APPLICATION_CASES: dict[str, tuple[dict[str, Any], tuple[str, str]]] = {
         ("Degraded", "Degraded message"),
     ),
     "missing": (application("OutOfSync", "Missing"), ("Missing", "Missing message")),
+    # Its sync failed (retries used up) and it is not at the desired state: the parent's
+    # wave fails rather than waiting for ever.
+    "sync-failed": (
+        application("OutOfSync", "Healthy", "Failed"),
+        ("Degraded", "Sync failed: Failed message"),
+    ),
+    "sync-error": (
+        application("OutOfSync", "Healthy", "Error"),
+        ("Degraded", "Sync failed: Error message"),
+    ),
+    # Still retrying: not yet decided.
+    "sync-retrying": (
+        application("OutOfSync", "Healthy", "Running"),
+        ("Progressing", "Sync Running"),
+    ),
+    # A failed operation does not matter once the app is Synced again.
+    "failed-then-synced": (
+        application("Synced", "Healthy", "Failed"),
+        ("Healthy", "Healthy message"),
+    ),
 }
 
 
