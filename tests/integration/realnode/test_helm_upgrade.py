@@ -149,8 +149,10 @@ def test_helm_upgrade_in_place_under_running_jobs(
     add_crd_field(crd, {"type": "string", "description": "a note"})
     crd_file.write_text(yaml.safe_dump(crd, sort_keys=False))
     # Helm installs crds/ once and never upgrades them: the README's step for a newer
-    # version's CRDs comes first.
-    cluster.kubectl("apply", "--server-side", "-f", str(second / "crds"))
+    # version's CRDs comes first. Helm's field manager owns what it installed, so the
+    # changed CRD conflicts without --force-conflicts (this test found the README's
+    # command lacking it).
+    cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(second / "crds"))
     helm("upgrade", RELEASE, str(second))
     _, leader_after = wait_rolled(clients, operators_before)
     took = time.monotonic() - start
