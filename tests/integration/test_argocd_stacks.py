@@ -9,8 +9,9 @@ labels its samples select, the labels their pod affinity's topology key reads (o
 for all of them), the GPU taint, and the capacity they request (GPUs, InfiniBand or EFA
 devices, hugepages). The monitoring charts need the Prometheus Operator's CRDs, which the
 test installs, as that operator's installation would. The operator's pods and the
-samples' pods are fake here; the real-node tier runs the ``local`` stack's operator as
-real pods (``tests/integration/realnode/test_argocd.py``).
+samples' pods are kwok's here, so the operator runs as a process with the flags and the
+ServiceAccount its Deployment gives it; the real-node tier runs the ``local`` stack's
+operator as real pods (``tests/integration/realnode/test_argocd.py``).
 """
 
 from __future__ import annotations
@@ -33,7 +34,8 @@ from kubetrain.gitops.render import render_charts
 from kubetrain.gitops.stack import Stack, load_stacks
 from tests.integration.argocd_apps import app_state, applications, synced_and_healthy
 from tests.integration.conftest import ClusterClients
-from tests.integration.kube import wait_for
+from tests.integration.kube import list_objects, wait_for
+from tests.integration.operator.process import OperatorProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 STACKS = load_stacks(root=ROOT)
@@ -107,6 +109,11 @@ def pool_nodes(stack: Stack) -> list[dict[str, Any]]:
     return Topology(pools=(pool,)).nodes(first=FIRST_ADDED_NODE)
 
 
+def _deployment(clients: ClusterClients, stack: Stack) -> dict[str, Any] | None:
+    found = list_objects(clients.dyn, "apps/v1", "Deployment", namespace=stack.operator.namespace)
+    return next((d for d in found if d["metadata"]["name"] == stack.operator.name), None)
+
+
 def _limits(pod: dict[str, Any]) -> dict[str, Any]:
     found: dict[str, Any] = {}
     for container in pod["containers"]:
@@ -118,7 +125,10 @@ def _limits(pod: dict[str, Any]) -> dict[str, Any]:
 
 @pytest.mark.parametrize("name", sorted(STACKS))
 def test_every_stack_syncs_to_synced_and_healthy(
-    name: str, argocd: tuple[LocalArgoCd, GitOpsRepo], kueue_clients: ClusterClients
+    name: str,
+    argocd: tuple[LocalArgoCd, GitOpsRepo],
+    kueue_clients: ClusterClients,
+    tmp_path: Path,
 ) -> None:
     """The stack's root applied: every Application Synced and Healthy (waves in order);
     the root deleted: every Application gone, the CRDs kept."""
@@ -142,9 +152,24 @@ def test_every_stack_syncs_to_synced_and_healthy(
             *(n["metadata"]["name"] for n in nodes),
             "--timeout=60s",
         )
+    operator: OperatorProcess | None = None
     try:
         start = time.monotonic()
         cluster.kubectl("apply", "-f", str(version_dir / "argocd" / "root-application.yaml"))
+        # The operator's pods are kwok's: it runs here as its Deployment describes (flags,
+        # ServiceAccount), once Argo CD has made the Deployment, so the stack's jobs
+        # (samples, the GPU pools' preflight) run and report their health.
+        deployment = wait_for(
+            lambda: _deployment(kueue_clients, stack),
+            lambda d: d is not None,
+            what=f"{name}'s operator Deployment",
+            timeout=SYNC_TIMEOUT,
+            interval=1.0,
+        )
+        assert deployment is not None
+        operator = OperatorProcess.as_deployed(
+            cluster.kubeconfig, deployment, tmp_path / "operator.log"
+        ).start()
         apps = wait_for(
             lambda: applications(kueue_clients.dyn),
             synced_and_healthy(names),
@@ -175,7 +200,19 @@ def test_every_stack_syncs_to_synced_and_healthy(
         )
         crds = cluster.kubectl("get", "crd", "-o", "name").stdout
         assert "pytorchjobs.kubeflow.org" in crds, "deleting the root deleted a CRD"
+        # The namespaces the stack created go too (the other tests on this control plane
+        # make some of the same names).
+        namespaces = [
+            obj["metadata"]["name"]
+            for chart in render_charts(stack)
+            for obj in chart.objects
+            if obj["kind"] == "Namespace"
+        ]
+        for ns in namespaces:
+            cluster.kubectl("wait", "--for=delete", f"namespace/{ns}", "--timeout=120s")
     finally:
+        if operator is not None:
+            operator.stop()
         if nodes:
             cluster.kubectl(
                 "delete", "node", "--ignore-not-found", *(n["metadata"]["name"] for n in nodes)

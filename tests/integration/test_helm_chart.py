@@ -13,7 +13,6 @@ import itertools
 import os
 import subprocess
 import tarfile
-from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -25,26 +24,17 @@ from kubernetes import client
 from cluster.tools import find_tools
 from kubetrain.constructs.monitoring import MonitoringProps
 from kubetrain.controller.config import JOB_KINDS
-from kubetrain.controller.kube import KubeApi
 from kubetrain.gitops.helm import CHART_NAME, strip_helm_labels, write_chart
 from kubetrain.gitops.helm_template import object_key
 from kubetrain.gitops.helm_values import default_values, operator_props
 from kubetrain.gitops.render import render_charts
 from kubetrain.gitops.stack import Stack, load_stacks
-from tests.integration.credentials import request_token, write_token_kubeconfig
 from tests.integration.kube import wait_for
 from tests.integration.operator.jobs import Jobs
 from tests.integration.operator.process import OperatorProcess
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / CHART_NAME
-#: Flags that say where the operator listens: in a pod, the pod's IP; here, 127.0.0.1.
-LISTEN_FLAGS = (
-    "--metrics-port",
-    "--metrics-bind-address",
-    "--health-port",
-    "--health-bind-address",
-)
 
 
 @pytest.fixture(scope="module")
@@ -286,13 +276,6 @@ def test_helm_package_writes_the_versions_archive(helm: Any, local: Stack, tmp_p
 # --- install, upgrade, uninstall --------------------------------------------------------
 
 
-@pytest.fixture
-def admin(kubeconfig: Path) -> Iterator[KubeApi]:
-    api = KubeApi.connect(str(kubeconfig))
-    yield api
-    api.close()
-
-
 def _gone_or_active(core_v1: client.CoreV1Api, name: str) -> bool:
     try:
         ns = core_v1.read_namespace(name)
@@ -319,7 +302,6 @@ def test_install_upgrade_uninstall_with_the_operator_from_the_installed_config(
     kubeconfig: Path,
     api_client: client.ApiClient,
     core_v1: client.CoreV1Api,
-    admin: KubeApi,
     namespace: str,
     tmp_path: Path,
 ) -> None:
@@ -341,17 +323,9 @@ def test_install_upgrade_uninstall_with_the_operator_from_the_installed_config(
         deployment = _deployment(apps, ops_ns, name)
         assert deployment is not None
         assert deployment["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
-        pod = deployment["spec"]["template"]["spec"]
-        args = [a for a in pod["containers"][0]["args"] if not a.startswith(LISTEN_FLAGS)]
         # The operator as the installed ServiceAccount, with the installed flags.
-        token = request_token(admin, ops_ns, pod["serviceAccountName"])
-        operator_kubeconfig = write_token_kubeconfig(kubeconfig, token, tmp_path / "sa.kubeconfig")
-        operator = OperatorProcess(
-            operator_kubeconfig,
-            None,
-            tmp_path / "operator.log",
-            extra=tuple(args),
-            env={"POD_NAMESPACE": ops_ns},
+        operator = OperatorProcess.as_deployed(
+            kubeconfig, deployment, tmp_path / "operator.log"
         ).start()
         jobs = Jobs(api_client, sample_ns)
         kind = sample["kind"]

@@ -12,8 +12,17 @@ import time
 import urllib.request
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from tests.integration.kube import wait_for
+
+#: Flags that say where the operator listens: in a pod, the pod's IP; here, 127.0.0.1.
+LISTEN_FLAGS = (
+    "--metrics-port",
+    "--metrics-bind-address",
+    "--health-port",
+    "--health-bind-address",
+)
 
 
 def _thread_state(stat: Path) -> str:
@@ -74,6 +83,30 @@ class OperatorProcess:
             self.env["POD_NAMESPACE"] = namespace
         self.env.update(env or {})
         self.proc: subprocess.Popen[bytes] | None = None
+
+    @classmethod
+    def as_deployed(
+        cls, admin_kubeconfig: Path, deployment: dict[str, Any], log_path: Path
+    ) -> OperatorProcess:
+        """The operator a Deployment describes, where its pods cannot run (kwok's nodes):
+        the container's flags, except where it listens (127.0.0.1 here, the pod's IP in a
+        pod), and as the pod's ServiceAccount, through a token from the TokenRequest API
+        in a kubeconfig. Not started."""
+        from kubetrain.controller.kube import KubeApi
+        from tests.integration.credentials import request_token, write_token_kubeconfig
+
+        namespace = deployment["metadata"]["namespace"]
+        pod = deployment["spec"]["template"]["spec"]
+        args = [a for a in pod["containers"][0]["args"] if not a.startswith(LISTEN_FLAGS)]
+        admin = KubeApi.connect(str(admin_kubeconfig))
+        try:
+            token = request_token(admin, namespace, pod["serviceAccountName"])
+        finally:
+            admin.close()
+        kubeconfig = write_token_kubeconfig(
+            admin_kubeconfig, token, log_path.with_suffix(".kubeconfig")
+        )
+        return cls(kubeconfig, None, log_path, extra=tuple(args), env={"POD_NAMESPACE": namespace})
 
     def start(self) -> OperatorProcess:
         log = self.log_path.open("ab")

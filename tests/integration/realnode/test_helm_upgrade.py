@@ -95,7 +95,6 @@ def helm(
         yield made
     finally:
         cluster = real_node_cluster
-        cluster.kubectl("delete", "namespace", FLEET_NAMESPACE, "--ignore-not-found", "--wait=true")
         env = {**os.environ, "HELM_CONFIG_HOME": str(made.home / "helm_config_home")}
         subprocess.run(
             [
@@ -113,7 +112,9 @@ def helm(
             check=False,
             env=env,
         )
-        remove_stack_leftovers(cluster, RELEASE_NAMESPACE)
+        # The jobs' namespace after the operator is gone: its runtime's finalizer is
+        # released here (the operator would release it once no TrainJob uses it).
+        remove_stack_leftovers(cluster, FLEET_NAMESPACE, RELEASE_NAMESPACE)
 
 
 def _available(clients: ClusterClients) -> int:
