@@ -35,6 +35,7 @@ from stacks.local import STACK
 from tests.integration.argocd_apps import app_state, applications, synced_and_healthy
 from tests.integration.conftest import ClusterClients
 from tests.integration.kube import list_objects, read, wait_for
+from tests.integration.operator.jobs import pytorch_job
 from tests.integration.realnode.upgrade import (
     JOB_GROUPS,
     NEW_FIELD,
@@ -43,6 +44,7 @@ from tests.integration.realnode.upgrade import (
     gpu_runtime,
     jobs_of_every_kind,
     lease_holder,
+    on_gpu_nodes,
     operator_args,
     operator_pods,
     remove_stack_leftovers,
@@ -216,7 +218,18 @@ def test_job_health_through_its_life_as_the_real_controller_evaluates_it(
     folder = delivery.repo.path / "teams" / TEAM_NAMESPACE
     folder.mkdir(parents=True, exist_ok=True)
     namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": TEAM_NAMESPACE}}
-    objects = [namespace, gpu_runtime(TEAM_NAMESPACE), *jobs_of_every_kind("a", TEAM_NAMESPACE)]
+    # And one whose pods can never be placed (a node label no node has): it stays before
+    # its start.
+    pending = on_gpu_nodes(pytorch_job("pt-pending", workers=0))
+    master = pending["spec"]["pytorchReplicaSpecs"]["Master"]["template"]["spec"]
+    master["nodeSelector"] = {"kubetrain.dev/no-such-node": "true"}
+    pending["metadata"]["namespace"] = TEAM_NAMESPACE
+    objects = [
+        namespace,
+        gpu_runtime(TEAM_NAMESPACE),
+        *jobs_of_every_kind("a", TEAM_NAMESPACE),
+        pending,
+    ]
     (folder / "jobs.yaml").write_text(yaml.safe_dump_all(objects, sort_keys=False))
     delivery.repo.commit("team-gitops: one job of each kind")
     app = {
@@ -249,6 +262,10 @@ def test_job_health_through_its_life_as_the_real_controller_evaluates_it(
         )
         return found[key]
 
+    # Not started: Progressing, with the operator's message.
+    _, message = health_of("PyTorchJob/pt-pending", "Progressing")
+    assert message, "Progressing without the job's message"
+
     # Running: every kind Healthy, with the operator's message.
     for key in ("PyTorchJob/pt-a", "TFJob/tf-a", "MPIJob/mpi-a"):
         health_of(key, "Healthy")
@@ -257,13 +274,17 @@ def test_job_health_through_its_life_as_the_real_controller_evaluates_it(
 
     # Suspended.
     delivery.custom.patch_namespaced_custom_object(
-        *JOB_GROUPS["TFJob"][:2],
+        *JOB_GROUPS["TFJob"],
         TEAM_NAMESPACE,
         "tfjobs",
         "tf-a",
         {"spec": {"runPolicy": {"suspend": True}}},
     )
     health_of("TFJob/tf-a", "Suspended")
+    delivery.custom.patch_namespaced_custom_object(
+        *JOB_GROUPS["TrainJob"], TEAM_NAMESPACE, "trainjobs", "tj-a", {"spec": {"suspend": True}}
+    )
+    health_of("TrainJob/tj-a", "Suspended")
 
     # Failed: the master exits 1 under restartPolicy Never.
     make_pod_exit(delivery.clients.core_v1, TEAM_NAMESPACE, "pt-a-master-0", 1)
