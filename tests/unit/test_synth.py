@@ -24,6 +24,11 @@ def test_render_local_stack_starts_with_the_crds() -> None:
         assert annotations == {
             "argocd.argoproj.io/sync-options": "ServerSideApply=true,Prune=false",
             "argocd.argoproj.io/sync-wave": "0",
+            # Argo CD's repo server does not track CRDs: the annotation it would write.
+            "argocd.argoproj.io/tracking-id": (
+                "local-crds:apiextensions.k8s.io/CustomResourceDefinition:/"
+                + generated["metadata"]["name"]
+            ),
         }
         assert rendered == generated
 
