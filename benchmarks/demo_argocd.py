@@ -30,7 +30,7 @@ import yaml
 from cluster.argocd import NAMESPACE, LocalArgoCd
 from cluster.gitops_repo import GitOpsRepo, app_names, health_config, images_of
 from cluster.local import LocalCluster
-from cluster.node_images import ImageError
+from cluster.node_images import ImageError, podman_image_id
 from cluster.topology import default_topology
 from kubetrain.gitops.stack import Samples, load_stacks
 
@@ -111,12 +111,15 @@ def main(argv: list[str] | None = None) -> int:
             stack = dataclasses.replace(stack, samples=Samples())
         version_dir = repo.commit_version(stack)
         print(f"committed {stack.name} {stack.version} to {repo.path} ({repo.head()[:12]})")
+        built = []
         for ref in images_of(version_dir):
             try:
-                node.import_image(ref)
-                print(f"image {ref} in the node")
+                podman_image_id(ref)
+                built.append(ref)
             except ImageError:
                 print(f"image {ref} not built here (make images): its pods will not start")
+        node.import_images(built)
+        print(f"images in the node: {', '.join(built) or 'none'}")
         if argocd.is_running():
             argocd.configure(health_config(version_dir))
         else:

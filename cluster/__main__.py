@@ -17,6 +17,7 @@ from pathlib import Path
 from cluster.kueue import Kueue
 from cluster.local import SCHEDULERS, ClusterError, LocalCluster
 from cluster.node import NodeError
+from cluster.node_images import ImageError
 from cluster.tools import ToolsMissingError
 from cluster.topology import DEFAULT_TOPOLOGY_LABEL, default_topology
 
@@ -142,11 +143,17 @@ def _import_images(cluster: LocalCluster, refs: list[str]) -> int:
             file=sys.stderr,
         )
         return 1
+    started = time.monotonic()
+    try:
+        imported = node.import_images(refs)
+    except ImageError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 1
+    took = time.monotonic() - started
     for ref in refs:
-        started = time.monotonic()
-        imported = node.import_image(ref)
-        took = time.monotonic() - started
-        print(f"{ref}: imported in {took:.1f}s" if imported else f"{ref}: already there")
+        print(f"{ref}: imported" if ref in imported else f"{ref}: already there")
+    if imported:
+        print(f"imported {len(imported)} image(s) in {took:.1f}s")
     return 0
 
 

@@ -250,6 +250,11 @@ class RealNode:
         has it with the same id; return whether it was imported."""
         return self.images.import_image(ref)
 
+    def import_images(self, refs: list[str]) -> list[str]:
+        """Copy those of ``refs`` the node lacks from podman's storage in one archive
+        (shared layers once); return the refs imported."""
+        return self.images.import_images(refs)
+
     def import_files(self, ref: str, files: ImageFiles, *, entrypoint: list[str]) -> None:
         """Write ``files`` as image ``ref`` and import it (the pause image, test images)."""
         self.images.import_files(ref, files, entrypoint=entrypoint)

@@ -8,10 +8,11 @@ or ``Never``.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import tempfile
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from cluster.host import HostError, run
 from cluster.oci import ImageFiles, write_image_archive
@@ -49,33 +50,66 @@ class NodeImages:
         e.g. ``make images``) into the node, unless the node has it with the same id;
         return whether it was imported. Pods then run it with ``imagePullPolicy:
         IfNotPresent`` or ``Never`` (no registry is reachable)."""
-        found = subprocess.run(
-            ["podman", "image", "inspect", "--format", "{{.Digest}} {{.ID}}", ref],
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-        if found.returncode != 0:
-            raise ImageError(
-                f"podman has no image {ref!r} ({found.stderr.strip()}): build it "
-                "first (make images)"
-            )
-        image_id = "sha256:" + found.stdout.split()[1]
-        if self._config_id(ref) == image_id:
-            return False
-        # A docker archive: ctr names the image after its RepoTags, as the kubelet asks.
-        with tempfile.TemporaryFile() as errors:
+        return bool(self.import_images([ref]))
+
+    def import_images(self, refs: list[str]) -> list[str]:
+        """Copy those of ``refs`` the node lacks (or has with another id) from the local
+        containers storage in one archive, so layers the images share travel once;
+        return the refs imported.
+
+        Disk is what bounds this (the trainer images are GBs each), so: podman's
+        temporary copy of a layer lives under ``archives_dir`` and goes when the import
+        ends, failed or not; and once containerd has unpacked the layers into its
+        snapshots, their blobs are deleted from its content store (what the CRI's
+        ``discard_unpacked_layers`` does for pulls): containers start from the
+        snapshots, and an image's manifest and config stay."""
+        wanted = [
+            ref for ref in dict.fromkeys(refs) if self._config_id(ref) != podman_image_id(ref)
+        ]
+        if not wanted:
+            return []
+        self.archives_dir.mkdir(parents=True, exist_ok=True)
+        with (
+            tempfile.TemporaryDirectory(prefix="podman-save-", dir=self.archives_dir) as tmp,
+            tempfile.TemporaryFile() as errors,
+        ):
+            # A docker archive: ctr names each image after its RepoTags, as the kubelet
+            # asks for it.
             save = subprocess.Popen(
-                ["podman", "save", "--format", "docker-archive", ref],
+                ["podman", "save", "--format", "docker-archive", "--multi-image-archive", *wanted],
                 stdout=subprocess.PIPE,
                 stderr=errors,
+                env={**os.environ, "TMPDIR": tmp},
             )
             assert save.stdout is not None
-            self._ctr_stdin(["images", "import", "-"], save.stdout)
-            if save.wait() != 0:
+            try:
+                self._ctr_stdin(["images", "import", "-"], save.stdout)
+            finally:
+                # A failed import closes the pipe early: podman ends on it, or is ended.
+                save.stdout.close()
+                try:
+                    save.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    save.kill()
+                    save.wait()
+            if save.returncode != 0:
                 errors.seek(0)
-                raise ImageError(f"podman save {ref} failed: {errors.read().decode()[-500:]}")
-        return True
+                raise ImageError(
+                    f"podman save {' '.join(wanted)} failed: {errors.read().decode()[-500:]}"
+                )
+        for ref in wanted:
+            self._discard_layers(ref)
+        return wanted
+
+    def _discard_layers(self, ref: str) -> None:
+        """Delete the layer blobs of ``ref`` (unpacked already) from the content store."""
+        manifest = self._manifest(ref)
+        if manifest is None:
+            raise ImageError(f"ctr imported {ref!r} but lists no image of that name")
+        layers = [layer["digest"] for layer in manifest.get("layers", [])]
+        if layers:
+            # Blobs another image shared and this loop deleted already are not an error.
+            self.ctr("content", "rm", *layers, check=False)
 
     def import_files(self, ref: str, files: ImageFiles, *, entrypoint: list[str]) -> None:
         """Write ``files`` as image ``ref`` and import it (the pause image, test images)."""
@@ -104,18 +138,42 @@ class NodeImages:
         if proc.returncode != 0:
             raise ImageError(f"ctr {' '.join(args)} failed: {proc.stderr.decode()[-500:]}")
 
-    def _config_id(self, ref: str) -> str | None:
+    def _manifest(self, ref: str) -> dict[str, Any] | None:
         out = self.ctr("images", "list", f"name=={normalize_ref(ref)}", check=False) or ""
         lines = out.splitlines()[1:]
         if not lines:
             return None
-        # The CRI reports an image's id as its config digest; ctr lists the manifest's.
+        # ctr lists the manifest's digest (a docker archive imports one manifest).
         target = lines[0].split()[2]
-        blob = run(self._ctr_args("content", "get", target), check=False)
+        blob = self.ctr("content", "get", target, check=False)
         try:
-            return str(json.loads(blob)["config"]["digest"])
-        except (ValueError, KeyError):
+            manifest = json.loads(blob or "")
+        except ValueError:
             return None
+        return manifest if isinstance(manifest, dict) else None
+
+    def _config_id(self, ref: str) -> str | None:
+        """The id the CRI reports for ``ref`` (its config digest), if the node has it."""
+        manifest = self._manifest(ref)
+        try:
+            return str(manifest["config"]["digest"]) if manifest else None
+        except (KeyError, TypeError):
+            return None
+
+
+def podman_image_id(ref: str) -> str:
+    """The id of ``ref`` in the local containers storage (``sha256:...``)."""
+    found = subprocess.run(
+        ["podman", "image", "inspect", "--format", "{{.ID}}", ref],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if found.returncode != 0:
+        raise ImageError(
+            f"podman has no image {ref!r} ({found.stderr.strip()}): build it first (make images)"
+        )
+    return "sha256:" + found.stdout.strip()
 
 
 def normalize_ref(ref: str) -> str:

@@ -316,27 +316,51 @@ def test_container_over_its_memory_limit_is_oomkilled(
     assert terminated(done)["exitCode"] == 137
 
 
-def test_import_image_copies_from_containers_storage_once(
+def test_import_images_copies_from_containers_storage_once(
     real_node_cluster: LocalCluster,
     clients: ClusterClients,
     node: RealNode,
     ns: str,
     tmp_path: Path,
 ) -> None:
-    ref = f"localhost/kubetrain/busybox-podman:{secrets.token_hex(3)}"
-    archive = tmp_path / "busybox.tar"
-    write_image_archive(archive, ref, busybox_files(), entrypoint=["/bin/sh"])
-    host.run(["skopeo", "copy", "--quiet", f"oci-archive:{archive}", f"containers-storage:{ref}"])
+    # Two images with one layer (like the trainer images, which share torch's): built
+    # into podman's storage as `make images` would, then imported in one call.
+    tag = secrets.token_hex(3)
+    words = ("first", "second")
+    refs = [f"localhost/kubetrain/busybox-{word}:{tag}" for word in words]
+    for ref, word in zip(refs, words, strict=True):
+        archive = tmp_path / f"{word}.tar"
+        write_image_archive(archive, ref, busybox_files(), entrypoint=["/bin/echo", word])
+        host.run(
+            ["skopeo", "copy", "--quiet", f"oci-archive:{archive}", f"containers-storage:{ref}"]
+        )
     try:
-        assert node.import_image(ref) is True
-        assert node.import_image(ref) is False  # same id: nothing to do
-        image = {"image": ref, "imagePullPolicy": "IfNotPresent"}
-        create(real_node_cluster, ns, pod("imported", "echo imported", container=image))
-        done = wait_phase(clients, ns, "imported", "Succeeded", "Failed")
-        assert done["status"]["phase"] == "Succeeded", done["status"]
-        assert real_node_cluster.kubectl("logs", "-n", ns, "imported").stdout == "imported\n"
+        assert node.import_images(refs) == refs
+        assert node.import_images(refs) == []  # same ids: nothing to do
+        assert node.import_image(refs[0]) is False
+        # The layer was unpacked into the snapshotter and its blob deleted: only the
+        # manifests and configs stay in the content store.
+        blobs = set((node.images.ctr("content", "ls", "--quiet") or "").split())
+        for ref in refs:
+            manifest = json.loads(node.images.ctr("content", "get", _target(node, ref)) or "")
+            assert manifest["config"]["digest"] in blobs
+            assert not {layer["digest"] for layer in manifest["layers"]} & blobs, manifest
+        # Pods start from the snapshots, each with its own image's entrypoint.
+        for ref, word in zip(refs, words, strict=True):
+            spec = pod(word, "unused", container={"image": ref})
+            del spec["spec"]["containers"][0]["command"]
+            create(real_node_cluster, ns, spec)
+            done = wait_phase(clients, ns, word, "Succeeded", "Failed")
+            assert done["status"]["phase"] == "Succeeded", done["status"]
+            assert real_node_cluster.kubectl("logs", "-n", ns, word).stdout == f"{word}\n"
     finally:
-        host.run(["podman", "rmi", "--force", ref], check=False)
+        host.run(["podman", "rmi", "--force", *refs], check=False)
+
+
+def _target(node: RealNode, ref: str) -> str:
+    """The manifest digest ``ctr images ls`` lists for ``ref``."""
+    out = node.images.ctr("images", "list", f"name=={ref}") or ""
+    return out.splitlines()[1].split()[2]
 
 
 def test_down_leaves_nothing_behind(tmp_path_factory: pytest.TempPathFactory) -> None:

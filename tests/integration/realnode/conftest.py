@@ -10,7 +10,9 @@ Every CPU pod lands on the real node: kwok's nodes here are GPU nodes, tainted
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import shutil
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -30,13 +32,17 @@ from tests.integration.realnode.workloads import OPERATOR_NAMESPACE, TRAINER_IMA
 OPERATOR_REPLICAS = 2
 #: The highest RSS the control plane, the node and its containers reached together.
 PEAK_KEY = pytest.StashKey[dict[str, int]]()
+#: The least free disk space seen (bytes), and what the cluster's directory held at the end.
+DISK_KEY = pytest.StashKey[tuple[int, int]]()
 
 
 @pytest.fixture(scope="session", autouse=True)
 def peak_memory(request: pytest.FixtureRequest, real_node_cluster: LocalCluster) -> Iterator[None]:
-    """Sample the RSS of everything the tier runs every 2 s; the peak is reported at the
-    end of the session (what this tier needs of the machine)."""
+    """Sample the RSS of everything the tier runs, and the free disk, every 2 s; the
+    peak and the low are reported at the end of the session (what this tier needs of
+    the machine: the trainer images are GBs in the node's containerd)."""
     peak: dict[str, int] = {}
+    least_free = [shutil.disk_usage(real_node_cluster.workdir).free]
     stop = threading.Event()
 
     def sample() -> None:
@@ -45,6 +51,8 @@ def peak_memory(request: pytest.FixtureRequest, real_node_cluster: LocalCluster)
             if sum(now.values()) > sum(peak.values()):
                 peak.clear()
                 peak.update(now)
+            free = shutil.disk_usage(real_node_cluster.workdir).free
+            least_free[0] = min(least_free[0], free)
 
     sampler = threading.Thread(target=sample, name="rss-sampler", daemon=True)
     sampler.start()
@@ -54,6 +62,17 @@ def peak_memory(request: pytest.FixtureRequest, real_node_cluster: LocalCluster)
         stop.set()
         sampler.join(timeout=10)
         request.config.stash[PEAK_KEY] = peak
+        request.config.stash[DISK_KEY] = (least_free[0], _tree_bytes(real_node_cluster.workdir))
+
+
+def _tree_bytes(root: Path) -> int:
+    """Bytes the files under ``root`` take (``du``; files come and go meanwhile)."""
+    total = 0
+    for path in root.rglob("*"):
+        with contextlib.suppress(OSError):
+            if path.is_file() and not path.is_symlink():
+                total += path.stat().st_blocks * 512
+    return total
 
 
 def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pytest.Config) -> None:
@@ -63,6 +82,12 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         terminalreporter.write_line(
             f"real-node tier: peak RSS {sum(peak.values()) / 2**20:.0f} MiB ({parts} MiB)"
         )
+    if DISK_KEY in config.stash:
+        free, used = config.stash[DISK_KEY]
+        terminalreporter.write_line(
+            f"real-node tier: least free disk {free / 2**30:.1f} GiB; the cluster's "
+            f"directory held {used / 2**30:.1f} GiB at the end"
+        )
 
 
 @pytest.fixture(scope="session")
@@ -70,8 +95,7 @@ def node_images(real_node_cluster: LocalCluster) -> list[str]:
     """The operator and trainer images, imported into the real node's containerd."""
     node = real_node_cluster.real_node
     assert node is not None
-    for ref in TRAINER_IMAGES:
-        node.import_image(ref)
+    node.import_images(list(TRAINER_IMAGES))
     return list(TRAINER_IMAGES)
 
 
