@@ -146,6 +146,14 @@ TRAINER_STEP_CONTAINERS = {
 
 # -- condition and Event reasons (beyond upstream's <Kind><Verb>) ---------------------------
 
+TRAINJOB_COMPLETE_REASON = "AllJobsCompleted"
+"""The reason upstream Trainer v2 gives a TrainJob's ``Complete`` condition (JobSet's)."""
+TRAINJOB_FAILED_JOBS_REASON = "FailedJobs"
+"""The reason upstream Trainer v2 gives a TrainJob's ``Failed`` condition when one of its
+Jobs failed (JobSet's); kubetrain's precise cause stays in the message."""
+TRAINJOB_SUSPENDED_REASON = "Suspended"
+"""The reason upstream Trainer v2 gives a TrainJob's ``Suspended`` condition."""
+
 INVALID_SPEC = "InvalidSpec"
 """The job's content is invalid (the typed API or the API server rejected it)."""
 BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"

@@ -232,6 +232,10 @@ class Draft:
             rtype: st.model_copy(update={"counted_failures": None})
             for rtype, st in (statuses or {}).items()
         } or None
+        culprit = outcome.replica_type if failed else None
+        if statuses and culprit in statuses and self.plugin.counts_failed_replica:
+            counted = statuses[culprit]
+            statuses[culprit] = counted.model_copy(update={"failed": max(counted.failed or 0, 1)})
         # Counted as they are: ranks still running are active, not succeeded.
         self.status = self.status.model_copy(
             update={

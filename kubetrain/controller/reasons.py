@@ -53,6 +53,7 @@ from kubetrain.api.keys import (
 from kubetrain.api.keys import (
     TTL_EXPIRED as TTL_EXPIRED,
 )
+from kubetrain.api.kinds import TRAINJOB
 
 #: Event messages are truncated to this many characters (the API server's limit is 1 KiB).
 MAX_EVENT_MESSAGE = 1024
@@ -112,9 +113,30 @@ def succeeded(kind: str, name: str, detail: str) -> str:
     return f"{kind} {name} succeeded: {detail}."
 
 
+#: Where a TrainJob keeps what a v1 job has under ``spec.runPolicy`` (messages name the
+#: field the user edits: a TrainJob has no runPolicy).
+_TRAINJOB_FIELDS = {
+    "suspend": "spec.suspend",
+    "activeDeadlineSeconds": "spec.activeDeadlineSeconds",
+    "managedBy": "spec.managedBy",
+    "backoffLimit": (
+        "the backoffLimit of its runtime's Job template "
+        "(spec.template.spec.replicatedJobs[].template.spec.backoffLimit)"
+    ),
+}
+
+
+def run_policy_field(kind: str, field: str) -> str:
+    """The field ``field`` of ``runPolicy`` as a job of ``kind`` spells it."""
+    if kind == TRAINJOB.kind:
+        return _TRAINJOB_FIELDS[field]
+    return f"spec.runPolicy.{field}"
+
+
 def suspended(kind: str, name: str) -> str:
     return (
-        f"{kind} {name} is suspended: its pods are deleted until spec.runPolicy.suspend is false."
+        f"{kind} {name} is suspended: its pods are deleted until "
+        f"{run_policy_field(kind, 'suspend')} is false."
     )
 
 
@@ -159,8 +181,8 @@ def backoff_exceeded(
     )
     return (
         f"{failed} and backoffLimit {limit} is used up: "
-        f"pod {pod} failed ({cause}). Raise spec.runPolicy.backoffLimit to allow more "
-        "restarts."
+        f"pod {pod} failed ({cause}). Raise {run_policy_field(kind, 'backoffLimit')} to "
+        "allow more restarts."
     )
 
 
@@ -171,7 +193,7 @@ def launcher_failed(kind: str, name: str, launcher: str, detail: str) -> str:
 def deadline_exceeded(kind: str, name: str, seconds: int) -> str:
     return (
         f"{kind} {name} has failed because it was active longer than specified deadline: "
-        f"it ran longer than spec.runPolicy.activeDeadlineSeconds ({seconds}s) since "
+        f"it ran longer than {run_policy_field(kind, 'activeDeadlineSeconds')} ({seconds}s) since "
         "status.startTime; its active pods are deleted."
     )
 
@@ -222,10 +244,14 @@ def replica_restarts_exceeded(
 
 
 def gang_restarts_exceeded(kind: str, name: str, pod: str, cause: str, limit: int) -> str:
+    field = (
+        "its runtime's spec.template.spec.failurePolicy.maxRestarts"
+        if kind == TRAINJOB.kind
+        else run_policy_field(kind, "backoffLimit")
+    )
     return (
         f"{kind} {name} is failed: pod {pod} failed ({cause}) and the gang restarts allowed "
-        f"({limit}) are used up. Raise spec.runPolicy.backoffLimit (a TrainJob: its "
-        "runtime's failurePolicy.maxRestarts) to allow more."
+        f"({limit}) are used up. Raise {field} to allow more."
     )
 
 
@@ -259,8 +285,8 @@ def runtime_in_use(kind: str, name: str, trainjobs: list[str]) -> str:
 
 def managed_elsewhere(kind: str, name: str, controller: str) -> str:
     return (
-        f"{kind} {name} has spec.runPolicy.managedBy {controller}: that controller runs it, "
-        "and kubetrain leaves it alone (no children, no status)."
+        f"{kind} {name} has {run_policy_field(kind, 'managedBy')} {controller}: that "
+        "controller runs it, and kubetrain leaves it alone (no children, no status)."
     )
 
 

@@ -15,6 +15,10 @@ module dispatches to them.
   pods start once those jobs' pods are Ready, or Complete.
 - Success: JobSet's success policy: every pod of ``All`` (or ``Any`` one) of the target
   replicated jobs (default: all of them) succeeded.
+- Every container of every pod (init containers too) gets ``JOB_COMPLETION_INDEX``, its
+  pod's index, from the ``batch.kubernetes.io/job-completion-index`` annotation, as the
+  Job controller gives an Indexed Job's pods (user code reads it); a container that
+  sets it keeps its own.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kubetrain.api import keys as K
 from kubetrain.api.common import JobBase
 from kubetrain.api.kinds import TRAINJOB, KindInfo
 from kubetrain.api.trainer import constants as T
@@ -101,6 +106,24 @@ class TrainJobFramework:
         if wanted and complete == wanted:
             return f"every {' and '.join(wanted)} pod completed"
         return None
+
+
+#: The Job controller's variable for a pod's index in an Indexed Job.
+COMPLETION_INDEX_ENV = "JOB_COMPLETION_INDEX"
+
+
+def with_completion_index(container: Mapping[str, Any]) -> dict[str, Any]:
+    """``container`` with ``JOB_COMPLETION_INDEX`` from the pod's completion-index
+    annotation appended to its env, unless it sets the variable itself."""
+    out = dict(container)
+    env = list(out.get("env") or [])
+    if not any(item.get("name") == COMPLETION_INDEX_ENV for item in env):
+        field_path = f"metadata.annotations['{K.JOB_COMPLETION_INDEX}']"
+        env.append(
+            {"name": COMPLETION_INDEX_ENV, "valueFrom": {"fieldRef": {"fieldPath": field_path}}}
+        )
+        out["env"] = env
+    return out
 
 
 def pod_names(job: ResolvedTrainJob) -> list[tuple[str, int, str]]:

@@ -202,7 +202,7 @@ def plan_trainjob(
             namespace,
             **{f"metadata.annotations['{JOB_COMPLETION_INDEX}']": str(index)},
         )
-        env = manifest_env(container, where=where, fields=fields)
+        env = manifest_env(trainjob.with_completion_index(container), where=where, fields=fields)
         for var in framework.container_env(resolved, rjob, index, container, addressing):
             env[var["name"]] = var["value"]
         trainer = rjob == resolved.spec.trainer_job

@@ -107,6 +107,8 @@ class Outcome:
     message: str
     #: When it happened, if a child says so (an MPI launcher Job's completionTime).
     at: str | None = None
+    #: The replica type whose pod's failure ended the job, when one did.
+    replica_type: str | None = None
 
 
 @dataclass(frozen=True)
@@ -154,6 +156,11 @@ class JobPlugin(Protocol):
     #: ``children`` (a TrainJob's pods and Services, as upstream's JobSet TTL does): the
     #: last two keep the job and its status.
     ttl_deletes: str
+    #: Whether the replica type whose failure ended the job is counted failed in its
+    #: replica status though no pod of it reached phase Failed (a container that used
+    #: up its restarts in place): a TrainJob's replicated job is a Job, and that Job
+    #: failed. The v1 kinds count pods in phase Failed, as upstream does.
+    counts_failed_replica: bool
     status_codec: StatusCodec
     #: The operator's gang scheduler (None: off); set by the registry.
     gang: GangConfig | None

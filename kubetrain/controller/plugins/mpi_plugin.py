@@ -142,6 +142,7 @@ class MPIPlugin:
     child_kinds: tuple[str, ...] = ("Pod", "Service", "ConfigMap", "Job")
     #: As upstream: the TTL removes the launcher Job; the MPIJob and its status stay.
     ttl_deletes = "launcher"
+    counts_failed_replica = False
     status_codec: StatusCodec = v1.V1_STATUS
     #: The operator's gang scheduler (None: off).
     gang: G.GangConfig | None = None

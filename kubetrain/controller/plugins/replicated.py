@@ -35,6 +35,7 @@ class ReplicatedPlugin:
 
     child_kinds: tuple[str, ...] = ("Pod", "Service")
     ttl_deletes = "job"
+    counts_failed_replica = False
     status_codec: StatusCodec = v1.V1_STATUS
     #: The operator's gang scheduler (None: off).
     gang: G.GangConfig | None = None

@@ -81,6 +81,7 @@ class TrainJobPlugin:
     child_kinds: tuple[str, ...] = ("Pod", "Service", "ConfigMap")
     #: As upstream's JobSet TTL: the pods and Services go, the TrainJob and status stay.
     ttl_deletes = "children"
+    counts_failed_replica = True
     status_codec: StatusCodec = CODEC
     #: The operator's gang scheduler (None: off).
     gang: G.GangConfig | None = None
@@ -251,6 +252,9 @@ class TrainJobPlugin:
             K.JOB_COMPLETION_INDEX: str(replica.index),
         }
         pod_spec = template["spec"]
+        for key in ("initContainers", "containers"):
+            if pod_spec.get(key):
+                pod_spec[key] = [trainjob.with_completion_index(c) for c in pod_spec[key]]
         pod_spec["hostname"] = replica.pod_name
         pod_spec["subdomain"] = job.name
         trainer = replica.replica_type == resolved.spec.trainer_job

@@ -3,12 +3,21 @@
 The SDK reports ``Running`` only while ``status.conditions`` is empty (kubeflow/sdk#803):
 any condition, even ``Suspended=False``, freezes it at ``Created``. So the TrainJob's
 ``conditions`` hold only what the SDK must see: ``Complete`` or ``Failed`` at the end
-(``True``, with the precise reason and message), and ``Suspended`` while it is suspended
-(removed on resume). The lifecycle kubetrain tracks for every kind (Created, Running,
-Restarting, the restarts per replicated job) lives in ``status.kubetrain``, which the SDK
-does not read, and ``status.state`` says it in one word for ``kubectl get trainjobs``.
-``jobsStatus`` has all six counts of every replicated job (the SDK raises on a partial
-entry), and ``nodes`` / ``readyNodes`` / ``restarts`` show progress.
+(``True``), and ``Suspended`` while it is suspended (removed on resume).
+
+Their reasons are upstream's, which JobSet gives them: ``AllJobsCompleted``;
+``FailedJobs`` when a pod's failure failed its Job (restarts used up, or a restartPolicy
+that does not retry); ``DeadlineExceeded``; ``Suspended``. kubetrain's precise cause is
+in the message, and its own reason in ``status.kubetrain``. Failures no Job has (a
+runtime that never appeared, a start that timed out, a child the API server refused)
+keep kubetrain's reason.
+
+The lifecycle kubetrain tracks for every kind (Created, Running, Restarting, the
+restarts per replicated job) lives in ``status.kubetrain``, which the SDK does not read,
+and ``status.state`` says it in one word for ``kubectl get trainjobs``. ``jobsStatus``
+has all six counts of every replicated job (the SDK raises on a partial entry), counted
+in Jobs as JobSet counts them (one Job per replicated job: a 4-node job that completed
+is ``ready 0, succeeded 1``); ``nodes``, ``readyNodes`` and ``restarts`` count pods.
 """
 
 from __future__ import annotations
@@ -17,11 +26,20 @@ from typing import Any
 
 from pydantic import ValidationError
 
-from kubetrain.api.common import ConditionStatus, ConditionType, JobBase, JobCondition, JobStatus
+from kubetrain.api import keys as K
+from kubetrain.api.common import (
+    ConditionStatus,
+    ConditionType,
+    JobBase,
+    JobCondition,
+    JobStatus,
+    ReplicaStatus,
+)
 from kubetrain.api.trainer.resolve import LAUNCHER, NODE_JOB, ResolvedTrainJob
 from kubetrain.api.trainer.trainjob import Bookkeeping, Condition, TrainJobStatus
 from kubetrain.api.trainer.trainjob import JobStatus as ReplicatedJobStatus
 from kubetrain.controller import podstate
+from kubetrain.controller import reasons as R
 from kubetrain.controller.plugins.base import Observed
 from kubetrain.frameworks.addressing import trainjob_pod_name
 
@@ -69,6 +87,27 @@ def state_of(conditions: list[JobCondition]) -> str | None:
     return None
 
 
+#: kubetrain's reasons for a TrainJob that failed because one of its Jobs would have.
+JOB_FAILURE_REASONS = frozenset(
+    {
+        K.BACKOFF_LIMIT_EXCEEDED,
+        R.lifecycle("TrainJob", R.Verb.FAILED),
+        R.lifecycle("TrainJob", R.Verb.EVICTED),
+    }
+)
+
+
+def sdk_reason(cond: JobCondition) -> str:
+    """The reason upstream gives the TrainJob condition ``cond`` becomes (module docs)."""
+    if cond.type == ConditionType.SUCCEEDED:
+        return K.TRAINJOB_COMPLETE_REASON
+    if cond.type == ConditionType.SUSPENDED:
+        return K.TRAINJOB_SUSPENDED_REASON
+    if cond.type == ConditionType.FAILED and cond.reason in JOB_FAILURE_REASONS:
+        return K.TRAINJOB_FAILED_JOBS_REASON
+    return cond.reason or cond.type.value
+
+
 def _sdk_conditions(conditions: list[JobCondition]) -> list[Condition]:
     out = []
     for cond in conditions:
@@ -86,7 +125,7 @@ def _sdk_conditions(conditions: list[JobCondition]) -> list[Condition]:
             Condition(
                 type=name,
                 status="True",
-                reason=cond.reason or name,
+                reason=sdk_reason(cond),
                 message=(cond.message or "")[:32768],
                 last_transition_time=cond.last_transition_time or cond.last_update_time or "",
             )
@@ -97,6 +136,42 @@ def _sdk_conditions(conditions: list[JobCondition]) -> list[Condition]:
 def _ready(observed: Observed, name: str) -> bool:
     pod = observed.pods.get(name)
     return pod is not None and (podstate.is_ready(pod) or podstate.is_succeeded(pod))
+
+
+def _job_status(
+    job: ResolvedTrainJob,
+    name: str,
+    counts: ReplicaStatus | None,
+    observed: Observed,
+    suspended: bool,
+    trainjob_failed: bool,
+) -> ReplicatedJobStatus:
+    """Replicated job ``name`` counted as JobSet counts it: in Jobs, not pods. Each
+    replicated job is one Job (index 0), so every count is 0 or 1:
+
+    - succeeded: every one of its pods succeeded (the Job is Complete);
+    - failed: the TrainJob failed and one of its pods had (the Job is Failed);
+    - while the Job is not finished: active when a pod of it runs or waits to, ready
+      when every pod is Ready or Succeeded, suspended while the TrainJob is.
+    """
+    pods = [trainjob_pod_name(job.name, name, i) for i in range(job.pods_of(name))]
+    complete = bool(pods) and counts is not None and (counts.succeeded or 0) >= len(pods)
+    failed = not complete and trainjob_failed and counts is not None and (counts.failed or 0) > 0
+    running = not (complete or failed)
+    live = [observed.pods.get(p) for p in pods]
+    active = any(
+        pod is not None and not (podstate.is_succeeded(pod) or podstate.is_failed(pod))
+        for pod in live
+    )
+    ready = bool(pods) and all(_ready(observed, p) for p in pods)
+    return ReplicatedJobStatus(
+        name=name,
+        ready=int(running and ready and not suspended),
+        succeeded=int(complete),
+        failed=int(failed),
+        active=int(running and active),
+        suspended=int(running and suspended),
+    )
 
 
 class TrainJobStatusCodec:
@@ -129,21 +204,15 @@ class TrainJobStatusCodec:
         if sdk:
             out["conditions"] = [c.to_wire() for c in sdk]
         if isinstance(job, ResolvedTrainJob):
-            suspended = 1 if job.run_policy and job.run_policy.suspend else 0
-            entries = []
-            for name in job.spec.replicated_jobs:
-                counts = replicas.get(name)
-                pods = [trainjob_pod_name(job.name, name, i) for i in range(job.pods_of(name))]
-                entries.append(
-                    ReplicatedJobStatus(
-                        name=name,
-                        ready=sum(1 for p in pods if _ready(observed, p)),
-                        succeeded=(counts.succeeded or 0) if counts else 0,
-                        failed=(counts.failed or 0) if counts else 0,
-                        active=(counts.active or 0) if counts else 0,
-                        suspended=suspended,
-                    ).to_wire()
-                )
+            suspended = bool(job.run_policy and job.run_policy.suspend)
+            failed = any(
+                c.type == ConditionType.FAILED and c.status == ConditionStatus.TRUE
+                for c in conditions
+            )
+            entries = [
+                _job_status(job, name, replicas.get(name), observed, suspended, failed).to_wire()
+                for name in job.spec.replicated_jobs
+            ]
             out["jobsStatus"] = entries
             node_jobs = [job.spec.trainer_job]
             if job.spec.mpi is not None:

@@ -134,14 +134,24 @@ def decide(draft: Draft) -> Decision | None:
                 replica.restart_policy.value,
             )
             return Decision(
-                outcome=Outcome(ConditionType.FAILED, R.lifecycle(draft.kind, verb), message)
+                outcome=Outcome(
+                    ConditionType.FAILED,
+                    R.lifecycle(draft.kind, verb),
+                    message,
+                    replica_type=replica.replica_type,
+                )
             )
         if limit is not None and attempt + 1 > limit:
             message = R.gang_restarts_exceeded(
                 draft.kind, draft.name, name, cause.describe(), limit
             )
             return Decision(
-                outcome=Outcome(ConditionType.FAILED, K.BACKOFF_LIMIT_EXCEEDED, message)
+                outcome=Outcome(
+                    ConditionType.FAILED,
+                    K.BACKOFF_LIMIT_EXCEEDED,
+                    message,
+                    replica_type=replica.replica_type,
+                )
             )
         text = R.gang_restarting(draft.kind, draft.name, name, cause.describe(), attempt + 1, limit)
         return Decision(

@@ -196,6 +196,7 @@ def evaluate(
                     cause.describe(),
                     replica.restart_policy.value,
                 ),
+                replica_type=replica.replica_type,
             )
             break
         cap = (max_restarts or {}).get(replica.replica_type)
@@ -206,6 +207,7 @@ def evaluate(
                 R.replica_restarts_exceeded(
                     kind, job_name, replica.replica_type, replica.pod_name, cause.describe(), cap
                 ),
+                replica_type=replica.replica_type,
             )
             break
         if backoff_limit is not None and used + 1 > backoff_limit:
@@ -220,6 +222,7 @@ def evaluate(
                     cause.describe(),
                     backoff_limit,
                 ),
+                replica_type=replica.replica_type,
             )
             break
         used += 1
@@ -262,6 +265,7 @@ def _in_place_exceeded(
             cause.describe() if cause else "container restarts",
             limit,
         ),
+        replica_type=restarted.replica_type if restarted else None,
     )
 
 

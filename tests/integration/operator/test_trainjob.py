@@ -179,8 +179,12 @@ def test_a_failed_trainjob_says_why_to_the_sdk_and_kubectl(
     status = _trainjob(jobs.custom, jobs.namespace, name)["status"]
     (condition,) = status["conditions"]
     assert (condition["type"], condition["status"]) == ("Failed", "True")
-    assert condition["reason"] == "BackoffLimitExceeded"
+    # Upstream's reason (JobSet's FailedJobs); the message has kubetrain's cause and the
+    # field to raise, the runtime's Job template backoffLimit (a TrainJob has no runPolicy).
+    assert condition["reason"] == "FailedJobs"
     assert f"{name}-node-0-1" in condition["message"] and "OOMKilled" in condition["message"]
+    assert "backoffLimit of its runtime's Job template" in condition["message"]
+    assert [j["name"] for j in status["jobsStatus"] if j["failed"] == 1] == ["node"]
     assert status["state"] == "Failed"
     events = sdk("events", "--name", name)
     reasons = {e["reason"] for e in events}

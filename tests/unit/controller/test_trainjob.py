@@ -43,11 +43,11 @@ class Clock:
 
 
 def setup(
-    *, with_runtime: bool = True, created_ago: float = 5
+    *, with_runtime: bool = True, created_ago: float = 5, runtime: dict[str, Any] | None = None
 ) -> tuple[MemoryCluster, Reconciler, Any, Clock]:
     cluster = MemoryCluster()
     if with_runtime:
-        cluster.runtimes[RUNTIME_KEY] = copy.deepcopy(RUNTIME)
+        cluster.runtimes[RUNTIME_KEY] = copy.deepcopy(runtime or RUNTIME)
     key = cluster.add_job(trainjob(created_ago))
     clock = Clock()
     return cluster, Reconciler(cluster, cluster, PLUGINS, clock=clock), key, clock
@@ -69,21 +69,111 @@ def test_no_condition_until_the_end_then_complete() -> None:
     status = cluster.jobs[key]["status"]
     assert "conditions" not in status  # the SDK reports Running only without one
     assert (status["state"], status["nodes"], status["readyNodes"]) == ("Running", 2, 2)
+    # Counted in Jobs, as JobSet counts them: the node replicated job is one Job.
     assert status["jobsStatus"] == [
-        {"name": "node", "active": 2, "ready": 2, "succeeded": 0, "failed": 0, "suspended": 0}
+        {"name": "node", "active": 1, "ready": 1, "succeeded": 0, "failed": 0, "suspended": 0}
     ]
     for name in ("tj-node-0-0", "tj-node-0-1"):
         cluster.children["Pod"][name] = node_pod(name, "Succeeded", exit_code=0, reason="Completed")
     reconciler.reconcile(key)
     status = cluster.jobs[key]["status"]
     (complete,) = status["conditions"]
+    # Upstream's reason (JobSet's); kubetrain's own stays in its bookkeeping.
     assert (complete["type"], complete["status"], complete["reason"]) == (
         "Complete",
         "True",
-        "TrainJobSucceeded",
+        "AllJobsCompleted",
     )
+    assert complete["message"] == "TrainJob tj succeeded: every node pod completed."
     assert complete["lastTransitionTime"] and status["state"] == "Complete"
     assert "completionTime" in status
+    (succeeded,) = [c for c in status["kubetrain"]["conditions"] if c["type"] == "Succeeded"]
+    assert succeeded["reason"] == "TrainJobSucceeded"
+    assert status["jobsStatus"] == [
+        {"name": "node", "active": 0, "ready": 0, "succeeded": 1, "failed": 0, "suspended": 0}
+    ]
+
+
+def test_a_job_failure_is_upstreams_failedjobs_and_counts_its_job_failed() -> None:
+    # OnFailure (JobSet's default): the container restarts in place, so no pod ever
+    # reaches phase Failed; backoffLimit 0 ends the TrainJob at the first restart.
+    cluster, reconciler, key, _ = setup(runtime=torch_runtime(backoff_limit=0))
+    reconciler.reconcile(key)
+    cluster.children["Pod"]["tj-node-0-0"] = node_pod("tj-node-0-0")
+    cluster.children["Pod"]["tj-node-0-1"] = node_pod(
+        "tj-node-0-1", restarts=1, last_exit=(137, "OOMKilled")
+    )
+    reconciler.reconcile(key)
+    status = cluster.jobs[key]["status"]
+    (failed,) = status["conditions"]
+    assert (failed["type"], failed["reason"]) == ("Failed", "FailedJobs")
+    assert "tj-node-0-1" in failed["message"] and "OOMKilled" in failed["message"]
+    # The field a TrainJob user edits, not a v1 job's spec.runPolicy.backoffLimit.
+    assert "Raise the backoffLimit of its runtime's Job template" in failed["message"]
+    assert "runPolicy" not in failed["message"]
+    (own,) = [c for c in status["kubetrain"]["conditions"] if c["type"] == "Failed"]
+    assert own["reason"] == "BackoffLimitExceeded"
+    assert status["jobsStatus"] == [
+        {"name": "node", "active": 0, "ready": 0, "succeeded": 0, "failed": 1, "suspended": 0}
+    ]
+
+
+def test_a_suspended_trainjob_says_so_in_upstreams_words() -> None:
+    cluster, reconciler, key, _ = setup()
+    cluster.jobs[key]["spec"]["suspend"] = True
+    reconciler.reconcile(key)
+    status = cluster.jobs[key]["status"]
+    (suspended,) = status["conditions"]
+    assert (suspended["type"], suspended["reason"]) == ("Suspended", "Suspended")
+    assert "until spec.suspend is false" in suspended["message"]
+    assert status["jobsStatus"] == [
+        {"name": "node", "active": 0, "ready": 0, "succeeded": 0, "failed": 0, "suspended": 1}
+    ]
+
+
+def test_a_trainjob_past_its_deadline_names_its_own_field() -> None:
+    cluster, reconciler, key, clock = setup()
+    cluster.jobs[key]["spec"]["activeDeadlineSeconds"] = 30
+    reconciler.reconcile(key)
+    for name in ("tj-node-0-0", "tj-node-0-1"):
+        cluster.children["Pod"][name] = node_pod(name)
+    reconciler.reconcile(key)
+    clock.now = NOW + timedelta(seconds=120)
+    reconciler.reconcile(key)
+    (failed,) = cluster.jobs[key]["status"]["conditions"]
+    assert (failed["type"], failed["reason"]) == ("Failed", "DeadlineExceeded")
+    assert "longer than spec.activeDeadlineSeconds (30s)" in failed["message"]
+
+
+def test_every_container_gets_its_pods_completion_index() -> None:
+    runtime = torch_runtime()
+    template = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]
+    pod_spec = template["spec"]["template"]["spec"]
+    pod_spec["initContainers"] = [{"name": "fetch", "image": "t:1"}]
+    pod_spec["containers"].append(
+        {"name": "sidecar", "image": "t:1", "env": [{"name": "JOB_COMPLETION_INDEX", "value": "x"}]}
+    )
+    cluster, reconciler, key, _ = setup(runtime=runtime)
+    reconciler.reconcile(key)
+    from_annotation = {
+        "name": "JOB_COMPLETION_INDEX",
+        "valueFrom": {
+            "fieldRef": {
+                "fieldPath": "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+            }
+        },
+    }
+    for index in (0, 1):
+        made = cluster.children["Pod"][f"tj-node-0-{index}"]
+        assert made["metadata"]["annotations"][K.JOB_COMPLETION_INDEX] == str(index)
+        spec = made["spec"]
+        (fetch,) = spec["initContainers"]
+        node, sidecar = spec["containers"]
+        assert from_annotation in fetch["env"] and from_annotation in node["env"]
+        # A container that sets the variable keeps its own value.
+        assert [e for e in sidecar["env"] if e["name"] == "JOB_COMPLETION_INDEX"] == [
+            {"name": "JOB_COMPLETION_INDEX", "value": "x"}
+        ]
 
 
 def test_the_bookkeeping_round_trips() -> None:

@@ -58,6 +58,7 @@ def test_torch_nodes_get_torchruns_variables_with_a_local_rendezvous() -> None:
     assert all(r.argv == ["torchrun", "train.py", "--lr", "1"] for r in result.replicas)
     for index, env in enumerate(by_label(result).values()):
         assert env == {
+            "JOB_COMPLETION_INDEX": str(index),
             "PET_NNODES": "3",
             "PET_NPROC_PER_NODE": "2",
             "PET_NODE_RANK": str(index),
@@ -85,6 +86,8 @@ def test_the_environment_is_the_operators_with_local_addresses() -> None:
             )
         }
         local = dict(replica.env)
+        # What the operator's pods read from their completion-index annotation.
+        assert local.pop("JOB_COMPLETION_INDEX") == str(replica.index)
         assert local.pop("PET_MASTER_ADDR") == "127.0.0.1"
         assert local.pop("PET_MASTER_PORT") == "41000"
         assert cluster.pop("PET_MASTER_ADDR") == "tj-node-0-0.tj"
@@ -138,6 +141,7 @@ def test_jax_and_xgboost_nodes_get_their_variables() -> None:
     )
     env = by_label(plan(jax, upstream("jax_distributed.yaml")))["node-1"]
     assert env == {
+        "JOB_COMPLETION_INDEX": "1",
         "JAX_NUM_PROCESSES": "2",
         "JAX_PROCESS_ID": "1",
         "JAX_COORDINATOR_ADDRESS": "127.0.0.1:41000",
@@ -151,6 +155,7 @@ def test_jax_and_xgboost_nodes_get_their_variables() -> None:
     )
     env = by_label(plan(xgb, upstream("xgboost_distributed.yaml")))["node-2"]
     assert env == {
+        "JOB_COMPLETION_INDEX": "2",
         "DMLC_TRACKER_URI": "127.0.0.1",
         "DMLC_TRACKER_PORT": "41000",
         "DMLC_TASK_ID": "2",
@@ -158,11 +163,15 @@ def test_jax_and_xgboost_nodes_get_their_variables() -> None:
     }
 
 
-def test_a_plain_runtime_gets_no_variables() -> None:
+def test_a_plain_runtime_gets_no_variables_but_the_completion_index() -> None:
     rt = runtime("ClusterTrainingRuntime", "plain", mlPolicy={"numNodes": 2})
     job = load_job(trainjob("pl", runtimeRef={"name": "plain"}, trainer={"command": ["true"]}))
     result = plan(job, load_runtime(rt))
-    assert by_label(result) == {"node-0": {}, "node-1": {}}
+    # No framework's variables; the Job controller's index, as every pod gets it.
+    assert by_label(result) == {
+        "node-0": {"JOB_COMPLETION_INDEX": "0"},
+        "node-1": {"JOB_COMPLETION_INDEX": "1"},
+    }
 
 
 def test_mpi_runs_the_launcher_with_a_local_hostfile() -> None:
@@ -214,7 +223,7 @@ def test_initializers_run_first_and_the_trainer_waits_for_them() -> None:
         "node-0",
         "node-1",
     ]
-    assert result.replicas[0].env == {"STORAGE_URI": "hf://org/set"}
+    assert result.replicas[0].env == {"STORAGE_URI": "hf://org/set", "JOB_COMPLETION_INDEX": "0"}
     (order,) = result.framework.start_order(result.job)
     assert order.waiting == ("node",) and order.needed == (("dataset-initializer", 0),)
     assert order.until == "Complete"

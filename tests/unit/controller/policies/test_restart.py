@@ -371,6 +371,10 @@ def test_a_trainjob_uses_its_runtimes_backoff_limit_and_never_shows_7_of_6() -> 
         ("BackoffLimitExceeded", ""),
     ]
     assert_never_above_the_limit(cluster)
-    (failed,) = cluster.jobs[key]["status"]["conditions"]
-    assert (failed["type"], failed["reason"]) == ("Failed", "BackoffLimitExceeded")
+    status = cluster.jobs[key]["status"]
+    (failed,) = status["conditions"]
+    # Upstream's reason on the condition the SDK reads; kubetrain's in its bookkeeping.
+    assert (failed["type"], failed["reason"]) == ("Failed", "FailedJobs")
     assert "backoffLimit 6 is used up" in failed["message"]
+    own = [c["reason"] for c in status["kubetrain"]["conditions"] if c["type"] == "Failed"]
+    assert own == ["BackoffLimitExceeded"]
