@@ -362,10 +362,12 @@ $(COREDNS_DIR)/.done:
 # release's time on the module proxy as the build date); with the CRDs of Application and
 # AppProject and the default configuration ConfigMaps and Secret of that release.
 $(ARGOCD_DIR)/.done:
-	$(call cluster_tool_start,$(ARGOCD_DIR),Argo CD $(ARGOCD_VERSION) (a cold build takes about 10 min))
+	$(call cluster_tool_start,$(ARGOCD_DIR),Argo CD $(ARGOCD_VERSION) (a cold build takes about 3 min))
 	@start=$$(date +%s); \
 	  cd $(ARGOCD_MODULE); \
+	  $(TOOL_GO_ENV) go mod download github.com/argoproj/argo-cd/v3 || exit 1; \
 	  src=$$($(TOOL_GO_ENV) go list -m -f '{{.Dir}}' github.com/argoproj/argo-cd/v3); \
+	  test -f "$$src/VERSION" || { echo "Argo CD's module has no VERSION file in '$$src'" >&2; exit 1; }; \
 	  date=$$($(TOOL_GO_ENV) go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' github.com/argoproj/argo-cd/v3); \
 	  pkg=github.com/argoproj/argo-cd/v3/common; \
 	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) \

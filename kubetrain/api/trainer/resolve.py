@@ -89,7 +89,10 @@ class ResolvedSpec(KubeModel):
     publish_not_ready: bool = True
     runtime_kind: str = T.CLUSTER_TRAINING_RUNTIME
     runtime_name: str = ""
-    #: The runtime template's (and patches') labels and annotations, for every child.
+    #: The JobSet's own labels and annotations (the runtime template's ``metadata`` and
+    #: the patches' ``trainingRuntimeSpec.template.metadata``). Upstream puts them on the
+    #: JobSet, which reaches no Job, pod or Service; kubetrain makes no JobSet, so no
+    #: child carries them either.
     labels: dict[str, str] = Field(default_factory=dict)
     annotations: dict[str, str] = Field(default_factory=dict)
     #: The runtime's gang-scheduling policy (coscheduling or volcano), if any.

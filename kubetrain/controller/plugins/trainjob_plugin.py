@@ -226,7 +226,7 @@ class TrainJobPlugin:
         service = children.headless_service(
             job,
             job.name,
-            labels={**resolved.spec.labels, **children.job_labels(job)},
+            labels=children.job_labels(job),
             selector={K.JOBSET_NAME_LABEL: job.name, **children.job_labels(job)},
             ports=[],
             publish_not_ready=resolved.spec.publish_not_ready,
@@ -236,7 +236,7 @@ class TrainJobPlugin:
     def _pod(self, job: Job, replica: Replica, secret: str | None) -> dict[str, Any]:
         resolved = typed(job)
         spec = resolved.spec.replicated_jobs[replica.replica_type]
-        labels = {**resolved.spec.labels, **self._labels(job, replica.replica_type, replica.index)}
+        labels = self._labels(job, replica.replica_type, replica.index)
         template = children.pod_template(
             spec,
             labels=labels,
@@ -247,7 +247,6 @@ class TrainJobPlugin:
         )
         meta = template["metadata"]
         meta["annotations"] = {
-            **resolved.spec.annotations,
             **meta["annotations"],
             K.JOB_COMPLETION_INDEX: str(replica.index),
         }

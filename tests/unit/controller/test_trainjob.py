@@ -211,3 +211,44 @@ def test_the_runtime_is_held_while_a_trainjob_names_it() -> None:
     del cluster.jobs[key]
     reconciler.reconcile(RUNTIME_KEY)
     assert cluster.runtimes[RUNTIME_KEY]["metadata"]["finalizers"] == []
+
+
+def test_jobset_level_labels_and_annotations_reach_no_pod_or_service() -> None:
+    # Upstream puts the runtime template's metadata, and a patch's, on the JobSet only;
+    # a patch's pod-level labels do reach the pods.
+    runtime = torch_runtime()
+    runtime["spec"]["template"]["metadata"] = {"labels": {"jobset-level": "runtime"}}
+    cluster, reconciler, key, _ = setup(runtime=runtime)
+    cluster.jobs[key]["spec"]["runtimePatches"] = [
+        {
+            "manager": "example.com/team",
+            "trainingRuntimeSpec": {
+                "template": {
+                    "metadata": {
+                        "labels": {"jobset-level": "patch"},
+                        "annotations": {"jobset-note": "patch"},
+                    },
+                    "spec": {
+                        "replicatedJobs": [
+                            {
+                                "name": "node",
+                                "template": {
+                                    "spec": {
+                                        "template": {"metadata": {"labels": {"pod-level": "yes"}}}
+                                    }
+                                },
+                            }
+                        ]
+                    },
+                }
+            },
+        }
+    ]
+    reconciler.reconcile(key)
+    service = cluster.children["Service"]["tj"]
+    pods = [cluster.children["Pod"][f"tj-node-0-{i}"] for i in (0, 1)]
+    for child in (service, *pods):
+        meta = child["metadata"]
+        assert "jobset-level" not in (meta.get("labels") or {}), meta
+        assert "jobset-note" not in (meta.get("annotations") or {}), meta
+    assert all(p["metadata"]["labels"]["pod-level"] == "yes" for p in pods)
