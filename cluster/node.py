@@ -18,6 +18,8 @@ recorded before the first change and undone by ``down()`` (see ``cluster.host``)
 from __future__ import annotations
 
 import hashlib
+import logging
+import re
 import shutil
 import time
 from collections.abc import Callable
@@ -57,6 +59,15 @@ DAEMONS = ("api-forwarder-host", "api-forwarder-node", "containerd", "kubelet", 
            "kube-proxy")  # fmt: skip
 
 COREDNS_USER = "kubetrain:coredns"
+#: The host-side veth of a real node: ``kt`` and the tag of its directory.
+VETH_RE = re.compile(r"kt([0-9a-f]{8})")
+
+log = logging.getLogger(__name__)
+
+
+def node_tag(root: Path) -> str:
+    """The tag naming a node's namespace, veth and cgroup root: from its directory."""
+    return hashlib.sha256(str(root).encode()).hexdigest()[:8]
 
 
 class NodeError(RuntimeError):
@@ -73,7 +84,7 @@ class RealNode:
         self.tools = tools
         self.network = network or NodeNetwork()
         self.name = NODE_NAME
-        tag = hashlib.sha256(str(self.root).encode()).hexdigest()[:8]
+        tag = node_tag(self.root)
         #: The network namespace (``/run/netns/<netns>``), host-side veth and cgroup root.
         self.netns = f"kubetrain-{tag}"
         self.veth = f"kt{tag}"
@@ -137,13 +148,7 @@ class RealNode:
         admin certificate in ``pki_dir``) and wait until it is Ready, DNS answers and
         kube-proxy has written the ``kubernetes`` Service's rules."""
         self.check_host()
-        for address in (self.network.host_ip, self.network.node_ip):
-            if run(["ip", "-o", "addr", "show", "to", f"{address}/32"]).strip():
-                raise NodeError(
-                    f"{address} is already on a link of this host: another real node runs "
-                    "with these addresses; stop its cluster or give this one another "
-                    "NodeNetwork"
-                )
+        self._claim_addresses()
         host.record_host_state(self.host_state_file)
         self._network()
         host.create_cgroup_root(self.cgroup_root)
@@ -228,15 +233,35 @@ class RealNode:
         for name in ("api-forwarder-node", "api-forwarder-host"):
             self.process(name).stop()
         host.unmount_all(self.root)
-        host.remove_cgroup_root(self.cgroup_root)
-        run(["ip", "link", "delete", self.veth], check=False)
-        if (host.NETNS_DIR / self.netns).exists():
-            run(["ip", "netns", "delete", self.netns], check=False)
+        _remove_network_and_cgroups(node_tag(self.root))
         host.undo_host_state(self.host_state_file)
         if self.root.exists():
             for entry in self.root.iterdir():
                 if entry != self.logs_dir:
                     host.remove_tree(entry) if entry.is_dir() else entry.unlink()
+
+    def _claim_addresses(self) -> None:
+        """Raise ``NodeError`` when a running node holds this one's addresses; remove
+        what a dead one left holding them (a session killed before ``down``: its
+        namespace, veth, cgroups and mounts outlive its processes)."""
+        for address in (self.network.host_ip, self.network.node_ip):
+            out = run(["ip", "-o", "addr", "show", "to", f"{address}/32"]).split()
+            if not out:
+                continue
+            link = out[1].split("@")[0]
+            match = VETH_RE.fullmatch(link)
+            if match is None or _node_alive(match[1]):
+                raise NodeError(
+                    f"{address} is already on link {link} of this host: "
+                    + (
+                        f"the real node of namespace kubetrain-{match[1]} runs with these "
+                        "addresses; stop its cluster (make cluster-down) or give this one "
+                        "another NodeNetwork"
+                        if match
+                        else "give the real node another NodeNetwork"
+                    )
+                )
+            reclaim_dead_node(match[1], tools=self.tools)
 
     # Images ------------------------------------------------------------------------
 
@@ -449,3 +474,46 @@ class RealNode:
     def _proxy_synced(self) -> bool:
         rules = run(in_netns(self.netns, ["iptables-save", "-t", "nat"]), check=False)
         return f"-d {KUBERNETES_SERVICE_IP}/32" in rules and "KUBE-SEP-" in rules
+
+
+def _node_alive(tag: str) -> bool:
+    """Whether any process of node ``tag`` runs: every daemon but the host-side
+    forwarder is in its namespace, every container in its cgroup root."""
+    netns = f"kubetrain-{tag}"
+    in_ns = (host.NETNS_DIR / netns).exists() and run(["ip", "netns", "pids", netns]).strip()
+    return bool(in_ns or host.cgroup_pids(f"kubetrain-{tag}"))
+
+
+def _dead_node_root(tag: str) -> Path | None:
+    """The directory of node ``tag``, found through the mounts it left (containerd's
+    sandboxes and snapshots are mounted below it); None when none is left."""
+    for line in Path("/proc/self/mountinfo").read_text(encoding="utf-8").splitlines():
+        point = Path(line.split()[4].replace("\\040", " "))
+        for parent in point.parents:
+            if parent.name == "node" and node_tag(parent) == tag:
+                return parent
+    return None
+
+
+def reclaim_dead_node(tag: str, *, tools: Tools) -> None:
+    """Undo what node ``tag``, none of whose processes runs, left on the host: as its
+    ``down`` does when its directory is found, else its namespace, veth and cgroups."""
+    root = _dead_node_root(tag)
+    log.warning(
+        "removing what a real node that no longer runs left on this host: namespace "
+        "kubetrain-%s, veth kt%s%s",
+        tag,
+        tag,
+        f", mounts and state under {root}" if root else "",
+    )
+    if root is not None:
+        RealNode(root.parent, tools=tools).down()
+    else:
+        _remove_network_and_cgroups(tag)
+
+
+def _remove_network_and_cgroups(tag: str) -> None:
+    host.remove_cgroup_root(f"kubetrain-{tag}")
+    run(["ip", "link", "delete", f"kt{tag}"], check=False)
+    if (host.NETNS_DIR / f"kubetrain-{tag}").exists():
+        run(["ip", "netns", "delete", f"kubetrain-{tag}"], check=False)
