@@ -27,9 +27,10 @@ from kubetrain.controller.kube import (
     Resource,
 )
 from kubetrain.controller.ownership import Holder, holder
+from kubetrain.controller.plugins import runtime_snapshot
 from kubetrain.controller.plugins.base import Observed
 from kubetrain.controller.plugins.trainjob_plugin import runtime_ref
-from kubetrain.controller.runtimes import RuntimeCache, RuntimeKey
+from kubetrain.controller.runtimes import RuntimeCache, RuntimeKey, SnapshotData
 from kubetrain.controller.trim import (
     trim_batch_job,
     trim_metadata_only,
@@ -106,6 +107,7 @@ class KubeCluster:
         self._awaited: dict[tuple[str, str, str], JobKey] = {}
         self._awaited_by: dict[JobKey, set[tuple[str, str, str]]] = {}
         self._awaited_lock = threading.Lock()
+        self._snapshots = SnapshotData(api)
         scopes: tuple[str | None, ...] = namespaces or (None,)
         # Cluster-wide informers leave the excluded namespaces out on the server side.
         fields = namespace_field_selector(exclude_namespaces) if not namespaces else None
@@ -237,7 +239,9 @@ class KubeCluster:
         if self.runtimes is not None:
             self.runtimes.set_in_use(key, runtime, in_use)
 
-    def _on_child(self, _type: str, obj: Mapping[str, Any]) -> None:
+    def _on_child(self, type_: str, obj: Mapping[str, Any]) -> None:
+        if type_ == "DELETED" and obj.get("kind") == "ConfigMap":
+            self._snapshots.forget(obj)
         key = child_index(obj)
         if key is not None:
             self._enqueue(key)
@@ -296,6 +300,7 @@ class KubeCluster:
             if _controller_uid(pod) == uid or _controller_uid(pod) in job_uids
         }
         raw = self.job(key) if kind == TRAINJOB.kind else None
+        snapshot = found.get("ConfigMap", {}).get(runtime_snapshot.snapshot_name(key[2]))
         return Observed(
             pods=pods,
             services=found.get("Service", {}),
@@ -304,6 +309,7 @@ class KubeCluster:
             pod_groups=found.get("PodGroup", {}),
             now=now,
             runtime=self.runtimes.for_trainjob(raw) if raw and self.runtimes else None,
+            runtime_snapshot=self._snapshots.data(snapshot) if raw and snapshot else None,
         )
 
     # -- ClusterWriter -------------------------------------------------------------------
@@ -354,6 +360,8 @@ class KubeCluster:
 
     def _write_through(self, kind: str, result: Mapping[str, Any]) -> None:
         namespace = str((result.get("metadata") or {}).get("namespace") or "")
+        if kind == "ConfigMap":
+            self._snapshots.remember(result)
         informer = self._child_informer(kind, namespace)
         if informer is not None:
             informer.upsert(result)

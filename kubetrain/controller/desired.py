@@ -94,6 +94,17 @@ def decide(draft: Draft) -> Decision:
     return decision
 
 
+def decide_pinned(draft: Draft) -> Decision | None:
+    """The children a job makes at its first reconcile whatever else that reconcile does
+    (a TrainJob's runtime snapshot: a job created suspended pins its runtime too)."""
+    missing = [
+        c
+        for c in draft.loaded.pinned
+        if c["metadata"]["name"] not in draft.observed.by_kind(c["kind"])
+    ]
+    return Decision(create=missing) if missing else None
+
+
 def with_gang(
     draft: Draft, gang: G.Gang, built: list[dict[str, Any]]
 ) -> tuple[list[dict[str, Any]], bool]:

@@ -6,8 +6,8 @@ Each policy decides one concern and returns its consequences (conditions, Events
 increments, deletions); :data:`PRECEDENCE` is the order in which they are asked, and the
 first one that ends the job (or the reconcile) has the last word:
 
-    invalid > finished > suspended > deadline > gang restart > failure/restart > success
-    > startup > children > progress
+    invalid > finished > (created, pinned children) > suspended > deadline > gang restart
+    > failure/restart > success > startup > children > progress
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ PRECEDENCE: tuple[Policy, ...] = (
     validity.decide,
     cleanup.decide_finished,
     Draft.created,
+    desired.decide_pinned,
     suspend.decide,
     deadlines.decide,
     gang_restart.decide,

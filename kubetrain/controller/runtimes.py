@@ -12,6 +12,7 @@ the last of those jobs is deleted.
 from __future__ import annotations
 
 import logging
+import threading
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Protocol
 
@@ -21,7 +22,8 @@ from kubetrain.controller import reasons as R
 from kubetrain.controller.decisions import Event
 from kubetrain.controller.errors import ApiError
 from kubetrain.controller.informer import Informer, scoped
-from kubetrain.controller.kube import RUNTIME_RESOURCES, KubeApi
+from kubetrain.controller.kube import CONFIG_MAPS, RUNTIME_RESOURCES, KubeApi
+from kubetrain.controller.plugins import runtime_snapshot
 from kubetrain.controller.plugins.trainjob_plugin import runtime_ref
 
 log = logging.getLogger("kubetrain.operator")
@@ -122,6 +124,42 @@ class RuntimeCache:
             "runtime finalizer " + ("added" if in_use else "removed"),
             extra={"runtime": f"{kind}/{namespace + '/' if namespace else ''}{name}"},
         )
+
+
+class SnapshotData:
+    """The data of TrainJobs' runtime snapshot ConfigMaps, by uid. The ConfigMap informer
+    keeps metadata only; a snapshot never changes, so each is read once (or not at all:
+    the one this replica created is remembered from the API server's answer)."""
+
+    def __init__(self, api: KubeApi) -> None:
+        self.api = api
+        self._by_uid: dict[str, dict[str, Any]] = {}
+        self._lock = threading.Lock()
+
+    def data(self, config_map: Mapping[str, Any]) -> dict[str, Any] | None:
+        """The data of this (cached, metadata-only) snapshot; None once it is gone."""
+        meta = config_map.get("metadata") or {}
+        uid = str(meta.get("uid"))
+        with self._lock:
+            data = self._by_uid.get(uid)
+        if data is not None:
+            return data
+        got = self.api.get(CONFIG_MAPS, str(meta.get("namespace")), str(meta.get("name")))
+        if got is None or str((got.get("metadata") or {}).get("uid")) != uid:
+            return None
+        self.remember(got)
+        return dict(got.get("data") or {})
+
+    def remember(self, config_map: Mapping[str, Any]) -> None:
+        """Keep the data of a snapshot ConfigMap as the API server returned it."""
+        meta = config_map.get("metadata") or {}
+        if str(meta.get("name")).endswith(runtime_snapshot.SUFFIX):
+            with self._lock:
+                self._by_uid[str(meta.get("uid"))] = dict(config_map.get("data") or {})
+
+    def forget(self, config_map: Mapping[str, Any]) -> None:
+        with self._lock:
+            self._by_uid.pop(str((config_map.get("metadata") or {}).get("uid")), None)
 
 
 class RuntimeWriter(Protocol):

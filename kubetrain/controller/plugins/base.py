@@ -57,6 +57,9 @@ class Observed:
     now: datetime = field(default_factory=_epoch)
     #: A TrainJob's runtime (TrainingRuntime or ClusterTrainingRuntime), when it exists.
     runtime: Obj | None = None
+    #: The data of a TrainJob's runtime snapshot ConfigMap, when it has one
+    #: (``runtime_snapshot``: the runtime it was started with).
+    runtime_snapshot: Mapping[str, Any] | None = None
 
     def by_kind(self, kind: str) -> Mapping[str, Obj]:
         """The observed children of one kind (``Pod``, ``Service``, ...)."""
@@ -127,6 +130,9 @@ class Loaded:
     #: Look again this many seconds from now instead of failing (e.g. a runtime that may
     #: still be on its way).
     retry_after: float | None = None
+    #: Children made at the job's first reconcile, whatever else it does, and never
+    #: changed (a TrainJob's runtime snapshot); only those it lacks.
+    pinned: Sequence[dict[str, Any]] = ()
 
 
 class StatusCodec(Protocol):

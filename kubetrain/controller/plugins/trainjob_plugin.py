@@ -2,6 +2,8 @@
 with the same policies as the v1 kinds (startup gating, restarts, deadlines, TTL,
 suspend, cleanup), and its children are made directly, no JobSet needed:
 
+- ConfigMap ``<trainjob>-runtime-snapshot``: the runtime as it was at the job's first
+  reconcile, which the job is built from ever after (``runtime_snapshot``);
 - Service ``<trainjob>``: headless, selecting the TrainJob's pods (JobSet's Service);
 - one pod per (replicated job, index), named and host-named ``<trainjob>-<job>-0-<i>``
   with subdomain ``<trainjob>``, carrying the labels the Kubeflow SDK reads
@@ -34,7 +36,7 @@ from kubetrain.api.trainer.trainjob import TrainJob
 from kubetrain.controller import gang as G
 from kubetrain.controller import podstate
 from kubetrain.controller.conditions import parse_time
-from kubetrain.controller.plugins import children, v1
+from kubetrain.controller.plugins import children, runtime_snapshot, v1
 from kubetrain.controller.plugins.base import (
     Loaded,
     Observed,
@@ -97,7 +99,8 @@ class TrainJobPlugin:
     # -- reading ------------------------------------------------------------------------
 
     def load(self, raw: Mapping[str, Any], observed: Observed) -> Loaded:
-        """The TrainJob resolved against its runtime; a runtime not found fails the job
+        """The TrainJob resolved against its runtime: the one pinned in its snapshot, or
+        (first reconcile) the live one, then pinned; a runtime not found fails the job
         with ``RuntimeNotFound`` once it had time to appear."""
         try:
             declared = load_trainer_object(v1.body_of(raw))
@@ -107,7 +110,16 @@ class TrainJobPlugin:
             return Loaded(None, errors=[FieldError("kind", "TrainJob", raw.get("kind"))])
         job = apply_trainer_defaults(declared)
         ref = job.spec.runtime_ref
-        if observed.runtime is None:
+        source = observed.runtime
+        if observed.runtime_snapshot is not None:
+            source, problem = runtime_snapshot.read(
+                observed.runtime_snapshot,
+                job.name,
+                (ref.kind or T.DEFAULT_RUNTIME_KIND, ref.name),
+            )
+            if problem is not None:
+                return Loaded(None, errors=[problem])
+        if source is None:
             where = f"{ref.kind} {ref.name}" + (
                 f" in namespace {job.metadata.namespace}" if ref.kind == T.TRAINING_RUNTIME else ""
             )
@@ -119,7 +131,7 @@ class TrainJobPlugin:
                 )
             return Loaded(None, errors=[missing], reason=K.RUNTIME_NOT_FOUND)
         try:
-            runtime = load_trainer_object(v1.body_of(observed.runtime))
+            runtime = load_trainer_object(v1.body_of(source))
             if not isinstance(runtime, RuntimeBase):
                 raise JobValidationError([FieldError("kind", "a runtime", runtime.kind)])
             resolved = resolve(job, apply_trainer_defaults(runtime))
@@ -129,7 +141,10 @@ class TrainJobPlugin:
         if mismatch:
             return Loaded(None, errors=mismatch, reason=K.GANG_SCHEDULER_UNAVAILABLE)
         policy = resolved.run_policy.clean_pod_policy if resolved.run_policy else None
-        return Loaded(resolved, declared_clean_pod_policy=policy)
+        pinned: tuple[dict[str, Any], ...] = ()
+        if observed.runtime_snapshot is None:
+            pinned = (runtime_snapshot.config_map(resolved, source),)
+        return Loaded(resolved, declared_clean_pod_policy=policy, pinned=pinned)
 
     def gang_of(self, job: Job) -> G.Gang | None:
         """A TrainJob whose runtime has a ``podGroupPolicy`` is one gang of the pods that

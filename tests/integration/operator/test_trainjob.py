@@ -19,10 +19,11 @@ from kubernetes.dynamic import DynamicClient
 from kubetrain.api import keys as K
 from kubetrain.constructs import App, Chart
 from kubetrain.constructs.trainer_access import TrainerUserAccess
+from kubetrain.controller.config import OperatorConfig
 from tests.conftest import REPO_ROOT
 from tests.integration.kube import apply, wait_for
 from tests.integration.operator.conftest import RunningOperator
-from tests.integration.operator.jobs import GPU_TOLERATION, Jobs
+from tests.integration.operator.jobs import GPU_TOLERATION, Jobs, train_job
 from tests.integration.operator.sdk_users import Sdk, scientist_env
 
 UPSTREAM = REPO_ROOT / "tests/data/upstream/trainer-v2.3.0/manifests/base/runtimes"
@@ -369,3 +370,83 @@ def test_a_runtime_in_use_cannot_vanish(
         return False
 
     wait_for(gone, bool, what="the runtime deleted once its TrainJob is gone")
+
+
+def _node_image(runtime: dict[str, Any]) -> str:
+    (rjob,) = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    return str(rjob["template"]["spec"]["template"]["spec"]["containers"][0]["image"])
+
+
+@pytest.mark.parametrize("kind", ["TrainingRuntime", "ClusterTrainingRuntime"])
+def test_a_resumed_trainjob_keeps_the_runtime_it_started_with(
+    operator: RunningOperator,
+    operator_config: OperatorConfig,
+    kubeconfig: Path,
+    jobs: Jobs,
+    dyn: DynamicClient,
+    namespace: str,
+    kind: str,
+) -> None:
+    """Upstream's e2e "Updating a runtime": the runtime is pinned in ConfigMap
+    ``<trainjob>-runtime-snapshot`` at the first reconcile; a suspended TrainJob resumed
+    after its runtime's image changed comes back with the original image, also under an
+    operator started afresh meanwhile (it reads the snapshot back from the API server);
+    the snapshot goes with the TrainJob."""
+    runtime = _with_gpu_toleration(_upstream("torch_distributed.yaml"))
+    runtime["metadata"]["name"] = f"pinned-{namespace[-6:]}"
+    if kind == "TrainingRuntime":
+        runtime = _namespaced(runtime, namespace)
+    apply(dyn, runtime)
+    original = _node_image(runtime)
+    name = "pinned"
+    group, version, plural = TRAINJOBS
+    body = train_job(name, runtime["metadata"]["name"], nodes=1)
+    body["spec"]["runtimeRef"]["kind"] = kind
+    jobs.custom.create_namespaced_custom_object(group, version, jobs.namespace, plural, body)
+    pods = wait_for(lambda: _pods(jobs, name), lambda p: len(p) == 1, what="the node pod")
+    assert {c["image"] for p in pods.values() for c in p["spec"]["containers"]} == {original}
+    # Created in the same reconcile as the pod, by another writer thread.
+    snapshot = wait_for(
+        lambda: jobs.config_maps(name).get(f"{name}-runtime-snapshot"),
+        lambda cm: cm is not None,
+        what="the runtime snapshot ConfigMap",
+    )
+    assert snapshot is not None
+    (owner,) = snapshot["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["name"], owner["controller"]) == ("TrainJob", name, True)
+    pinned = yaml.safe_load(snapshot["data"]["runtime"])
+    assert (pinned["kind"], _node_image(pinned)) == (kind, original)
+
+    patch = {"spec": {"suspend": True}}
+    jobs.custom.patch_namespaced_custom_object(group, version, jobs.namespace, plural, name, patch)
+    wait_for(lambda: _pods(jobs, name), lambda p: not p, what="its pods deleted")
+    changed = copy.deepcopy(runtime)
+    (rjob,) = changed["spec"]["template"]["spec"]["replicatedJobs"]
+    rjob["template"]["spec"]["template"]["spec"]["containers"][0]["image"] = "example.com/new:1"
+    apply(dyn, changed)
+    operator.stop()
+    fresh = RunningOperator(operator_config, kubeconfig).start()
+    try:
+        patch = {"spec": {"suspend": False}}
+        jobs.custom.patch_namespaced_custom_object(
+            group, version, jobs.namespace, plural, name, patch
+        )
+        pods = wait_for(lambda: _pods(jobs, name), lambda p: len(p) == 1, what="the pod back")
+        assert {c["image"] for p in pods.values() for c in p["spec"]["containers"]} == {original}
+        jobs.custom.delete_namespaced_custom_object(group, version, jobs.namespace, plural, name)
+
+        def snapshot_gone() -> bool:
+            try:
+                jobs.core.read_namespaced_config_map(f"{name}-runtime-snapshot", jobs.namespace)
+            except client.ApiException as err:
+                return bool(err.status == 404)
+            return False
+
+        wait_for(snapshot_gone, bool, what="the snapshot garbage-collected with its TrainJob")
+        _release_runtimes(jobs)
+        if kind == "ClusterTrainingRuntime":
+            dyn.resources.get(api_version="trainer.kubeflow.org/v1alpha1", kind=kind).delete(
+                name=runtime["metadata"]["name"]
+            )
+    finally:
+        fresh.stop()

@@ -48,8 +48,11 @@ class MemoryCluster:
         ref = (raw.get("spec") or {}).get("runtimeRef") or {}
         rkind = ref.get("kind") or "ClusterTrainingRuntime"
         rkey = (str(rkind), key[1] if rkind == "TrainingRuntime" else "", str(ref.get("name")))
+        snapshot = self.children["ConfigMap"].get(f"{key[2]}-runtime-snapshot")
+        trainjob = key[0] == "TrainJob"
         return Observed(
-            runtime=copy.deepcopy(self.runtimes.get(rkey)) if key[0] == "TrainJob" else None,
+            runtime=copy.deepcopy(self.runtimes.get(rkey)) if trainjob else None,
+            runtime_snapshot=dict(snapshot["data"]) if trainjob and snapshot else None,
             pods=dict(self.children["Pod"]),
             services=dict(self.children["Service"]),
             config_maps=dict(self.children["ConfigMap"]),

@@ -1,11 +1,14 @@
 """The TrainJob through the reconciler, on the in-memory cluster: the status the Kubeflow
-SDK reads, a runtime that is missing, and the runtime's in-use finalizer."""
+SDK reads, a runtime that is missing, the runtime pinned at the first reconcile, and the
+runtime's in-use finalizer."""
 
 from __future__ import annotations
 
 import copy
 from datetime import timedelta
 from typing import Any
+
+import yaml
 
 from kubetrain.api import keys as K
 from kubetrain.controller.plugins.registry import build_registry
@@ -252,3 +255,75 @@ def test_jobset_level_labels_and_annotations_reach_no_pod_or_service() -> None:
         assert "jobset-level" not in (meta.get("labels") or {}), meta
         assert "jobset-note" not in (meta.get("annotations") or {}), meta
     assert all(p["metadata"]["labels"]["pod-level"] == "yes" for p in pods)
+
+
+def _images(cluster: Any) -> set[str]:
+    return {c["image"] for p in cluster.children["Pod"].values() for c in p["spec"]["containers"]}
+
+
+def test_the_runtime_is_pinned_at_the_first_reconcile_and_used_ever_after() -> None:
+    cluster, reconciler, key, _ = setup()
+    cluster.jobs[key]["spec"]["suspend"] = True  # a suspended job pins it too (Kueue)
+    reconciler.reconcile(key)
+    assert cluster.children["Pod"] == {}
+    snapshot = cluster.children["ConfigMap"]["tj-runtime-snapshot"]
+    (owner,) = snapshot["metadata"]["ownerReferences"]
+    assert (owner["kind"], owner["uid"], owner["controller"]) == ("TrainJob", "tj-uid", True)
+    pinned = yaml.safe_load(snapshot["data"]["runtime"])
+    assert (pinned["kind"], pinned["metadata"]["name"]) == ("ClusterTrainingRuntime", "torch")
+    assert pinned["spec"] == RUNTIME["spec"]
+    original = _runtime_image(RUNTIME)
+    # The runtime changes (and later goes) while the job is suspended; resumed, the job
+    # is built from the runtime it started with.
+    changed = copy.deepcopy(RUNTIME)
+    _set_runtime_image(changed, "example.com/trainer:new")
+    cluster.runtimes[RUNTIME_KEY] = changed
+    cluster.jobs[key]["spec"]["suspend"] = False
+    reconciler.reconcile(key)
+    assert _images(cluster) == {original}
+    assert cluster.children["ConfigMap"]["tj-runtime-snapshot"] == snapshot
+    del cluster.runtimes[RUNTIME_KEY]
+    cluster.children["Pod"].clear()
+    reconciler.reconcile(key)
+    assert _images(cluster) == {original}
+    assert "conditions" not in cluster.jobs[key]["status"]
+
+
+def test_a_snapshot_of_another_runtime_fails_the_job_naming_it() -> None:
+    cluster, reconciler, key, _ = setup()
+    other = copy.deepcopy(RUNTIME)
+    other["metadata"]["name"] = "jax"
+    cluster.children["ConfigMap"]["tj-runtime-snapshot"] = {
+        "kind": "ConfigMap",
+        "metadata": {"name": "tj-runtime-snapshot", "namespace": "ns"},
+        "data": {"runtime": yaml.safe_dump(other)},
+    }
+    reconciler.reconcile(key)
+    assert cluster.children["Pod"] == {}
+    (failed,) = cluster.jobs[key]["status"]["conditions"]
+    assert failed["type"] == "Failed"
+    assert "ConfigMap tj-runtime-snapshot data.runtime" in failed["message"]
+    assert "it pins ClusterTrainingRuntime jax" in failed["message"]
+    assert "expected ClusterTrainingRuntime torch" in failed["message"]
+
+
+def test_a_snapshot_without_its_runtime_key_fails_the_job_naming_the_key() -> None:
+    cluster, reconciler, key, _ = setup()
+    cluster.children["ConfigMap"]["tj-runtime-snapshot"] = {
+        "kind": "ConfigMap",
+        "metadata": {"name": "tj-runtime-snapshot", "namespace": "ns"},
+        "data": {"other": "x"},
+    }
+    reconciler.reconcile(key)
+    (failed,) = cluster.jobs[key]["status"]["conditions"]
+    assert "ConfigMap tj-runtime-snapshot data.runtime: is required" in failed["message"]
+
+
+def _runtime_image(runtime: dict[str, Any]) -> str:
+    (job,) = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    return str(job["template"]["spec"]["template"]["spec"]["containers"][0]["image"])
+
+
+def _set_runtime_image(runtime: dict[str, Any], image: str) -> None:
+    (job,) = runtime["spec"]["template"]["spec"]["replicatedJobs"]
+    job["template"]["spec"]["template"]["spec"]["containers"][0]["image"] = image
