@@ -130,8 +130,13 @@ JOBSET_NAME_LABEL = "jobset.sigs.k8s.io/jobset-name"
 JOBSET_REPLICATED_JOB_LABEL = "jobset.sigs.k8s.io/replicatedjob-name"
 JOBSET_JOB_INDEX_LABEL = "jobset.sigs.k8s.io/job-index"
 JOB_COMPLETION_INDEX = "batch.kubernetes.io/job-completion-index"
-#: The finalizer that keeps a runtime while a TrainJob references it (kubeflow/sdk#797:
-#: the SDK cannot read a job whose runtime is gone).
+#: The annotation the operator keeps on a runtime while TrainJobs reference it: the
+#: runtime-protection ValidatingAdmissionPolicy refuses to delete a runtime carrying it
+#: while the operator is deployed (kubeflow/sdk#797: the SDK cannot read a job whose
+#: runtime is gone); nothing ever waits on it.
+RUNTIME_IN_USE_ANNOTATION = f"{KUBETRAIN_PREFIX}/runtime-in-use"
+#: What kubetrain 0.1 kept on runtimes in use instead: a finalizer, which left a runtime
+#: Terminating for good once the operator was gone. The operator removes it.
 RUNTIME_IN_USE_FINALIZER = f"{KUBETRAIN_PREFIX}/runtime-in-use"
 #: The request header on each write the leader fence let through: this process's
 #: CLOCK_MONOTONIC (seconds) when the fence checked it. A request checked just before the
@@ -170,8 +175,6 @@ STARTUP_WAITING = "WaitingForReplicas"
 """Event: a gated replica (MPI launcher, PyTorch workers) waits for the pods it needs."""
 TTL_EXPIRED = "TTLExpired"
 """Event: the job finished ``ttlSecondsAfterFinished`` ago and is deleted."""
-RUNTIME_IN_USE = "RuntimeInUse"
-"""Event: a runtime being deleted waits for the TrainJobs that still use it."""
 RUNTIME_NOT_FOUND = "RuntimeNotFound"
 """A TrainJob's ``runtimeRef`` names no runtime (after a short wait for it to appear)."""
 GANG_SCHEDULER_UNAVAILABLE = "GangSchedulerUnavailable"

@@ -1,6 +1,7 @@
 """``TrainingOperator``: the operator's Deployment with least-privilege RBAC, metrics
-Service, PodDisruptionBudget, NetworkPolicies and, cluster-wide, a
-ValidatingAdmissionPolicy that keeps the operator out of the excluded namespaces.
+Service, PodDisruptionBudget, NetworkPolicies, cluster-wide a ValidatingAdmissionPolicy
+that keeps the operator out of the excluded namespaces, and (serving TrainJobs) the one
+that keeps runtimes in use from being deleted while the operator runs.
 
 The operator's flags are rendered from :class:`kubetrain.controller.config.OperatorConfig`
 and its RBAC from :func:`kubetrain.controller.rbac.operator_rules`, the same code the
@@ -17,8 +18,10 @@ from typing import Any
 import constructs
 
 from kubetrain.api import keys as K
+from kubetrain.api.kinds import TRAINJOB
 from kubetrain.constructs.objects import api_object
 from kubetrain.constructs.operator_access import add_exclusion_policy, add_rbac
+from kubetrain.constructs.runtime_protection import add_runtime_protection
 from kubetrain.constructs.types import (
     Image,
     Quantity,
@@ -139,7 +142,8 @@ class TrainingOperator(constructs.Construct):
     Child ids: ``Namespace``, ``ServiceAccount``, ``ClusterRole``/``ClusterRoleBinding``
     (or ``Role-<ns>``/``RoleBinding-<ns>`` per watched namespace), ``LeaderElectionRole``
     and ``LeaderElectionRoleBinding`` (with leader election), ``ExclusionPolicy`` and
-    ``ExclusionPolicyBinding`` (cluster-wide, with excluded namespaces), ``Resource`` (the
+    ``ExclusionPolicyBinding`` (cluster-wide, with excluded namespaces),
+    ``RuntimeProtection`` and ``RuntimeProtectionBinding`` (serving TrainJobs), ``Resource`` (the
     Deployment), ``MetricsService``, ``DisruptionBudget``, ``NetworkPolicy`` (ingress) and
     ``EgressPolicy``.
     """
@@ -159,6 +163,8 @@ class TrainingOperator(constructs.Construct):
         add_rbac(self)
         if self.config.cluster_wide and self.config.exclude_namespaces:
             add_exclusion_policy(self)
+        if TRAINJOB.kind in self.config.kinds:
+            add_runtime_protection(self)
         api_object(self, "Resource", self._deployment())
         api_object(self, "MetricsService", self._service())
         api_object(self, "DisruptionBudget", self._pdb())

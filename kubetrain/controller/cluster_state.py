@@ -208,7 +208,7 @@ class KubeCluster:
         if kind == TRAINJOB.kind:
             ref = runtime_ref(obj)
             if ref is not None:
-                self._enqueue(ref)  # its runtime's in-use finalizer follows its users
+                self._enqueue(ref)  # its runtime's in-use annotation follows its users
 
     def _on_runtime(self, key: RuntimeKey) -> None:
         self._enqueue(key)
@@ -234,7 +234,7 @@ class KubeCluster:
         return self.runtimes.get(key) if self.runtimes is not None else None
 
     def set_runtime_in_use(self, key: RuntimeKey, runtime: Mapping[str, Any], in_use: bool) -> None:
-        """Add or remove runtime ``key``'s in-use finalizer."""
+        """Add or remove runtime ``key``'s in-use annotation."""
         self._fence()
         if self.runtimes is not None:
             self.runtimes.set_in_use(key, runtime, in_use)

@@ -61,7 +61,7 @@ class ClusterWriter(Protocol):
         ...
 
     def set_runtime_in_use(self, key: JobKey, runtime: Mapping[str, Any], in_use: bool) -> None:
-        """Add or remove the in-use finalizer of runtime ``key``."""
+        """Add or remove the in-use annotation of runtime ``key``."""
         ...
 
     def write_status(self, key: JobKey, raw: Mapping[str, Any], status: dict[str, Any]) -> None:

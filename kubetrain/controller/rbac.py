@@ -64,7 +64,7 @@ def operator_rules(config: OperatorConfig) -> list[PolicyRule]:
             PolicyRule((group,), tuple(f"{k}/finalizers" for k in kinds), ("update",)),
         ]
     if trainjobs:
-        # A TrainJob's runtime: read, and kept (the in-use finalizer, a JSON patch) while
+        # A TrainJob's runtime: read, and marked (the in-use annotation, a JSON patch) while
         # a TrainJob names it. ClusterTrainingRuntimes are in cluster_rules().
         rules.append(
             PolicyRule((TRAINING_RUNTIME.group,), (TRAINING_RUNTIME.plural,), (*_WATCHED, "patch"))

@@ -33,12 +33,6 @@ from kubetrain.api.keys import (
 # The reason strings live with the other wire keys; the operator's code reads them here.
 from kubetrain.api.keys import MAX_RESTARTS_ANNOTATION
 from kubetrain.api.keys import (
-    RUNTIME_IN_USE as RUNTIME_IN_USE,
-)
-from kubetrain.api.keys import (
-    RUNTIME_IN_USE_FINALIZER as RUNTIME_IN_USE_FINALIZER,
-)
-from kubetrain.api.keys import (
     RUNTIME_NOT_FOUND as RUNTIME_NOT_FOUND,
 )
 from kubetrain.api.keys import (
@@ -271,16 +265,6 @@ def pod_failed(kind: str, name: str, replica_type: str, pod: str, cause: str, po
 
 def ttl_expired(kind: str, name: str) -> str:
     return f"{kind} {name} finished and its TTL passed"
-
-
-def runtime_in_use(kind: str, name: str, trainjobs: list[str]) -> str:
-    shown = ", ".join(trainjobs[:10]) + (
-        f" and {len(trainjobs) - 10} more" if len(trainjobs) > 10 else ""
-    )
-    return (
-        f"{kind} {name} is being deleted but {len(trainjobs)} TrainJob(s) still use it "
-        f"({shown}): it goes once they are deleted ({RUNTIME_IN_USE_FINALIZER})."
-    )
 
 
 def managed_elsewhere(kind: str, name: str, controller: str) -> str:

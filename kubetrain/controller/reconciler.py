@@ -150,13 +150,12 @@ class Reconciler:
             )
 
     def _reconcile_runtime(self, key: JobKey) -> Result:
-        """A runtime's in-use finalizer follows the TrainJobs that name it."""
+        """A runtime's in-use annotation follows the TrainJobs that name it."""
         runtime = self.cache.runtime(key)
         if runtime is None:
             self.forget(key)
             return Result()
-        memory = self.memory(key, str((runtime.get("metadata") or {}).get("uid") or ""))
-        guard_runtime(key, runtime, self.cache.runtime_users(key), self.writer, memory)
+        guard_runtime(key, runtime, self.cache.runtime_users(key), self.writer)
         return Result()
 
     def _reconcile(self, key: JobKey) -> Result:

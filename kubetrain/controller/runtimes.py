@@ -1,12 +1,16 @@
-"""The runtimes TrainJobs reference, cached, and kept while they are referenced.
+"""The runtimes TrainJobs reference, cached, and marked while they are referenced.
 
 TrainingRuntimes (in the watched namespaces) and ClusterTrainingRuntimes (cluster-wide)
-are watched; a change to one wakes the TrainJobs that name it. A runtime referenced by a
-TrainJob carries the finalizer ``kubetrain.dev/runtime-in-use``, removed once no TrainJob
-names it: deleting a runtime under live jobs leaves it Terminating (with a Warning Event
-naming the jobs that hold it) instead of breaking them and the Kubeflow SDK's
-``list_jobs`` / ``get_job`` (kubeflow/sdk#797), and the deletion completes by itself when
-the last of those jobs is deleted.
+are watched; a change to one wakes the TrainJobs that name it. A TrainJob is built from
+its runtime snapshot (``plugins/runtime_snapshot``), so it never needs the runtime again;
+the Kubeflow SDK does (its ``list_jobs`` / ``get_job`` read the runtime of every job,
+kubeflow/sdk#797). So a runtime TrainJobs name carries the annotation
+``kubetrain.dev/runtime-in-use``, removed once none does, and the operator's
+runtime-protection ValidatingAdmissionPolicy (``constructs/runtime_protection``) refuses
+to delete a runtime that carries it while the operator's Deployment runs. Nothing waits
+on the annotation: with the operator uninstalled or scaled to zero the policy lets every
+deletion through, where the finalizer kubetrain 0.1 used left the runtime Terminating for
+good (the operator removes that finalizer wherever it finds it).
 """
 
 from __future__ import annotations
@@ -18,8 +22,6 @@ from typing import Any, Protocol
 
 from kubetrain.api import keys as K
 from kubetrain.api.kinds import CLUSTER_TRAINING_RUNTIME, TRAINING_RUNTIME
-from kubetrain.controller import reasons as R
-from kubetrain.controller.decisions import Event
 from kubetrain.controller.errors import ApiError
 from kubetrain.controller.informer import Informer, scoped
 from kubetrain.controller.kube import CONFIG_MAPS, RUNTIME_RESOURCES, KubeApi
@@ -92,27 +94,12 @@ class RuntimeCache:
         return self.get(ref) if ref is not None else None
 
     def set_in_use(self, key: RuntimeKey, runtime: Mapping[str, Any], in_use: bool) -> None:
-        """Add or remove the in-use finalizer (the resourceVersion is a precondition: a
-        runtime that changed meanwhile is looked at again when its event arrives)."""
-        meta = runtime.get("metadata") or {}
-        current = list(meta.get("finalizers") or [])
-        wanted = [f for f in current if f != K.RUNTIME_IN_USE_FINALIZER]
-        if in_use:
-            wanted.append(K.RUNTIME_IN_USE_FINALIZER)
-        if wanted == current:
+        """Add or remove the in-use annotation, and drop kubetrain 0.1's in-use
+        finalizer (the resourceVersion is a precondition: a runtime that changed
+        meanwhile is looked at again when its event arrives)."""
+        ops = in_use_patch(runtime, in_use)
+        if not ops:
             return
-        ops: list[dict[str, Any]] = [
-            {
-                "op": "test",
-                "path": "/metadata/resourceVersion",
-                "value": meta.get("resourceVersion"),
-            },
-            {
-                "op": "replace" if "finalizers" in meta else "add",
-                "path": "/metadata/finalizers",
-                "value": wanted,
-            },
-        ]
         kind, namespace, name = key
         try:
             self.api.json_patch(RUNTIME_RESOURCES[kind], namespace or None, name, ops)
@@ -121,9 +108,35 @@ class RuntimeCache:
                 return  # gone or changed: its watch event brings it back
             raise
         log.info(
-            "runtime finalizer " + ("added" if in_use else "removed"),
+            "runtime marked " + ("in use" if in_use else "unused"),
             extra={"runtime": f"{kind}/{namespace + '/' if namespace else ''}{name}"},
         )
+
+
+def in_use_patch(runtime: Mapping[str, Any], in_use: bool) -> list[dict[str, Any]]:
+    """The JSON patch that marks ``runtime`` in use (or not) and drops the legacy
+    finalizer; empty when there is nothing to change."""
+    meta = runtime.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    ops: list[dict[str, Any]] = []
+    if in_use and K.RUNTIME_IN_USE_ANNOTATION not in annotations:
+        value = {**annotations, K.RUNTIME_IN_USE_ANNOTATION: "true"}
+        ops.append({"op": "add", "path": "/metadata/annotations", "value": value})
+    elif not in_use and K.RUNTIME_IN_USE_ANNOTATION in annotations:
+        path = "/metadata/annotations/" + K.RUNTIME_IN_USE_ANNOTATION.replace("/", "~1")
+        ops.append({"op": "remove", "path": path})
+    finalizers = list(meta.get("finalizers") or [])
+    if K.RUNTIME_IN_USE_FINALIZER in finalizers:
+        kept = [f for f in finalizers if f != K.RUNTIME_IN_USE_FINALIZER]
+        ops.append({"op": "replace", "path": "/metadata/finalizers", "value": kept})
+    if not ops:
+        return []
+    version = {
+        "op": "test",
+        "path": "/metadata/resourceVersion",
+        "value": meta.get("resourceVersion"),
+    }
+    return [version, *ops]
 
 
 class SnapshotData:
@@ -167,32 +180,16 @@ class RuntimeWriter(Protocol):
         self, key: RuntimeKey, runtime: Mapping[str, Any], in_use: bool
     ) -> None: ...
 
-    def emit_event(self, raw: Mapping[str, Any], event: Event) -> None: ...
-
-
-class Remembers(Protocol):
-    def remember_event(self, key: str) -> bool: ...
-
 
 def guard_runtime(
     key: RuntimeKey,
     runtime: Mapping[str, Any],
     users: Sequence[Mapping[str, Any]],
     writer: RuntimeWriter,
-    memory: Remembers,
 ) -> None:
-    """Keep ``runtime`` while TrainJobs (``users``) name it: add the in-use finalizer to
-    a runtime in use, remove it from one no TrainJob names any more, and say once, with a
-    Warning Event, why a runtime being deleted is still there. (A runtime being deleted
-    cannot gain a finalizer: the API server refuses it.)"""
+    """Mark ``runtime`` in use while TrainJobs (``users``) name it and it is not being
+    deleted, unmark it once none does, and drop the legacy finalizer."""
     meta = runtime.get("metadata") or {}
-    deleting = bool(meta.get("deletionTimestamp"))
-    holds = K.RUNTIME_IN_USE_FINALIZER in (meta.get("finalizers") or [])
-    if users and not deleting and not holds:
-        writer.set_runtime_in_use(key, runtime, True)
-    elif not users and holds:
-        writer.set_runtime_in_use(key, runtime, False)
-    elif users and deleting and holds and memory.remember_event("deletion-held"):
-        names = sorted(str((u.get("metadata") or {}).get("name")) for u in users)
-        message = R.runtime_in_use(key[0], key[2], names)
-        writer.emit_event(runtime, Event("Warning", R.RUNTIME_IN_USE, message))
+    in_use = bool(users) and not meta.get("deletionTimestamp")
+    if in_use_patch(runtime, in_use):
+        writer.set_runtime_in_use(key, runtime, in_use)

@@ -43,6 +43,8 @@ def test_default_objects_and_schema() -> None:
         "ClusterRoleBinding",
         "ValidatingAdmissionPolicy",
         "ValidatingAdmissionPolicyBinding",
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
         "Deployment",
         "Service",
         "PodDisruptionBudget",
@@ -273,7 +275,7 @@ def test_the_operator_is_kept_out_of_excluded_namespaces() -> None:
     args = one(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     excluded = "kube-system,kube-public,kube-node-lease,kubetrain-system"
     assert f"--exclude-namespaces={excluded}" in args
-    policy = one(objs, "ValidatingAdmissionPolicy")
+    policy = named(objs, "ValidatingAdmissionPolicy", "kubetrain-operator-excluded-namespaces")
     spec = policy["spec"]
     (expression,) = spec["matchConstraints"]["namespaceSelector"]["matchExpressions"]
     assert expression["values"] == excluded.split(",")
@@ -281,13 +283,55 @@ def test_the_operator_is_kept_out_of_excluded_namespaces() -> None:
         "request.userInfo.username == 'system:serviceaccount:kubetrain-system:kubetrain-operator'"
     )
     assert spec["matchConstraints"]["excludeResourceRules"][0]["resources"] == ["leases"]
-    binding = one(objs, "ValidatingAdmissionPolicyBinding")
+    binding = named(objs, "ValidatingAdmissionPolicyBinding", policy["metadata"]["name"])
     assert binding["spec"] == {
         "policyName": policy["metadata"]["name"],
         "validationActions": ["Deny"],
     }
     namespaced = synth(watch_namespaces=("team-a",))
-    assert not by_kind(namespaced, "ValidatingAdmissionPolicy")
+    assert [p["metadata"]["name"] for p in by_kind(namespaced, "ValidatingAdmissionPolicy")] == [
+        "kubetrain-operator-runtimes-in-use"
+    ]
+
+
+def named(objs: list[dict[str, Any]], kind: str, name: str) -> dict[str, Any]:
+    (obj,) = [o for o in by_kind(objs, kind) if o["metadata"]["name"] == name]
+    return obj
+
+
+def test_runtimes_in_use_are_protected_while_the_operator_is_deployed() -> None:
+    objs = synth(namespace="ops", name="kt")
+    policy = named(objs, "ValidatingAdmissionPolicy", "kt-runtimes-in-use")["spec"]
+    assert policy["failurePolicy"] == "Ignore"
+    assert policy["paramKind"] == {"apiVersion": "apps/v1", "kind": "Deployment"}
+    (rule,) = policy["matchConstraints"]["resourceRules"]
+    assert (rule["apiGroups"], rule["operations"], rule["resources"]) == (
+        ["trainer.kubeflow.org"],
+        ["DELETE"],
+        ["trainingruntimes", "clustertrainingruntimes"],
+    )
+    (check,) = policy["validations"]
+    assert "'kubetrain.dev/runtime-in-use' in oldObject.metadata.annotations" in check["expression"]
+    assert "params.spec.replicas == 0" in check["expression"]
+    assert "kept by the kubetrain operator ops/kt" in check["messageExpression"]
+    binding = named(objs, "ValidatingAdmissionPolicyBinding", "kt-runtimes-in-use")["spec"]
+    # Bound to the operator's own Deployment: gone or scaled to zero, nothing is refused.
+    assert binding["paramRef"] == {
+        "name": "kt",
+        "namespace": "ops",
+        "parameterNotFoundAction": "Allow",
+    }
+    assert one(objs, "Deployment")["metadata"] | {} == {
+        **one(objs, "Deployment")["metadata"],
+        "name": "kt",
+        "namespace": "ops",
+    }
+    without = synth(config=OperatorConfig(kinds=("PyTorchJob",)))
+    assert not [
+        p
+        for p in by_kind(without, "ValidatingAdmissionPolicy")
+        if "runtimes" in p["metadata"]["name"]
+    ]
 
 
 def test_without_namespace_object() -> None:

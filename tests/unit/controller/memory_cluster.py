@@ -115,10 +115,15 @@ class MemoryCluster:
         return out
 
     def set_runtime_in_use(self, key: JobKey, runtime: Mapping[str, Any], in_use: bool) -> None:
+        # What the JSON patch does (``runtimes.in_use_patch``, tested on its own).
         meta = self.runtimes[key].setdefault("metadata", {})
+        annotations = meta.setdefault("annotations", {})
+        if in_use:
+            annotations["kubetrain.dev/runtime-in-use"] = "true"
+        else:
+            annotations.pop("kubetrain.dev/runtime-in-use", None)
         kept = meta.get("finalizers") or []
-        finalizers = [f for f in kept if f != "kubetrain.dev/runtime-in-use"]
-        meta["finalizers"] = [*finalizers, "kubetrain.dev/runtime-in-use"] if in_use else finalizers
+        meta["finalizers"] = [f for f in kept if f != "kubetrain.dev/runtime-in-use"]
         self.calls.append(("runtime-in-use" if in_use else "runtime-free", key[2]))
 
     def ungate(self, namespace: str, ref: ChildRef, gate: str) -> None:

@@ -1,6 +1,6 @@
 """The TrainJob through the reconciler, on the in-memory cluster: the status the Kubeflow
 SDK reads, a runtime that is missing, the runtime pinned at the first reconcile, and the
-runtime's in-use finalizer."""
+runtime's in-use annotation."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from kubetrain.api import keys as K
 from kubetrain.controller.plugins.registry import build_registry
 from kubetrain.controller.plugins.trainjob_status import CODEC
 from kubetrain.controller.reconciler import Reconciler
+from kubetrain.controller.runtimes import in_use_patch
 from tests.unit.controller.builders import NOW, pod, stamp, torch_runtime
 from tests.unit.controller.memory_cluster import MemoryCluster
 
@@ -202,18 +203,48 @@ def test_a_trainjob_waits_briefly_for_its_runtime_then_fails() -> None:
     assert "ClusterTrainingRuntime torch does not exist" in failed["message"]
 
 
-def test_the_runtime_is_held_while_a_trainjob_names_it() -> None:
+def test_a_runtime_is_marked_in_use_while_a_trainjob_names_it() -> None:
     cluster, reconciler, key, _ = setup()
+    # Left by kubetrain 0.1: the operator drops it (it kept runtimes Terminating).
+    cluster.runtimes[RUNTIME_KEY]["metadata"]["finalizers"] = [K.RUNTIME_IN_USE_FINALIZER]
     reconciler.reconcile(RUNTIME_KEY)
-    assert K.RUNTIME_IN_USE_FINALIZER in cluster.runtimes[RUNTIME_KEY]["metadata"]["finalizers"]
-    cluster.runtimes[RUNTIME_KEY]["metadata"]["deletionTimestamp"] = stamp()
+    meta = cluster.runtimes[RUNTIME_KEY]["metadata"]
+    assert meta["annotations"] == {K.RUNTIME_IN_USE_ANNOTATION: "true"}
+    assert meta["finalizers"] == []
+    calls = len(cluster.calls)
     reconciler.reconcile(RUNTIME_KEY)
-    reconciler.reconcile(RUNTIME_KEY)
-    held = [e for e in cluster.events if e.reason == "RuntimeInUse"]
-    assert len(held) == 1 and "tj" in held[0].message
+    assert len(cluster.calls) == calls  # nothing to change: nothing written
     del cluster.jobs[key]
     reconciler.reconcile(RUNTIME_KEY)
-    assert cluster.runtimes[RUNTIME_KEY]["metadata"]["finalizers"] == []
+    assert meta["annotations"] == {}
+
+
+def test_a_runtime_being_deleted_is_not_marked() -> None:
+    cluster, reconciler, _, _ = setup()
+    cluster.runtimes[RUNTIME_KEY]["metadata"]["deletionTimestamp"] = stamp()
+    reconciler.reconcile(RUNTIME_KEY)
+    assert K.RUNTIME_IN_USE_ANNOTATION not in (
+        cluster.runtimes[RUNTIME_KEY]["metadata"].get("annotations") or {}
+    )
+
+
+def test_the_in_use_patch_is_guarded_and_minimal() -> None:
+    runtime = {"metadata": {"resourceVersion": "7", "annotations": {"team": "a"}}}
+    assert in_use_patch(runtime, False) == []
+    assert in_use_patch(runtime, True) == [
+        {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
+        {
+            "op": "add",
+            "path": "/metadata/annotations",
+            "value": {"team": "a", K.RUNTIME_IN_USE_ANNOTATION: "true"},
+        },
+    ]
+    runtime["metadata"]["annotations"][K.RUNTIME_IN_USE_ANNOTATION] = "true"
+    runtime["metadata"]["finalizers"] = ["other", K.RUNTIME_IN_USE_FINALIZER]
+    assert in_use_patch(runtime, False)[1:] == [
+        {"op": "remove", "path": "/metadata/annotations/kubetrain.dev~1runtime-in-use"},
+        {"op": "replace", "path": "/metadata/finalizers", "value": ["other"]},
+    ]
 
 
 def test_jobset_level_labels_and_annotations_reach_no_pod_or_service() -> None:
