@@ -95,7 +95,8 @@ def add_rbac(op: TrainingOperator) -> None:
 def add_exclusion_policy(op: TrainingOperator) -> None:
     """Deny every write the operator's ServiceAccount makes in an excluded namespace
     (its own Lease excepted): the admission chain enforces what the operator's
-    field-selected informers already promise, whatever its ClusterRole allows."""
+    field-selected informers already promise, whatever its ClusterRole allows. Its
+    cluster-scoped writes (ClusterTrainingRuntimes) are in no namespace: let through."""
     name = f"{op.props.name}-excluded-namespaces"
     excluded = list(op.config.exclude_namespaces)
     policy = {
@@ -136,7 +137,13 @@ def add_exclusion_policy(op: TrainingOperator) -> None:
                 {
                     "name": "the-operator",
                     "expression": f"request.userInfo.username == '{op.service_account_user}'",
-                }
+                },
+                # A namespaceSelector never skips a cluster-scoped object: without this,
+                # the operator could not mark a ClusterTrainingRuntime in use.
+                {
+                    "name": "in-a-namespace",
+                    "expression": "has(request.namespace) && request.namespace != ''",
+                },
             ],
             "validations": [
                 {

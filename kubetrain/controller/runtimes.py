@@ -104,7 +104,12 @@ class RuntimeCache:
         try:
             self.api.json_patch(RUNTIME_RESOURCES[kind], namespace or None, name, ops)
         except ApiError as err:
-            if err.status in (404, 409, 422):
+            if err.status == 422:
+                # The resourceVersion test failed (its watch event brings it back), or an
+                # admission policy refused the write: never silently.
+                log.warning("runtime not marked", extra={"runtime": name, "error": str(err)})
+                return
+            if err.status in (404, 409):
                 return  # gone or changed: its watch event brings it back
             raise
         log.info(

@@ -22,6 +22,7 @@ import yaml
 from kubernetes import client
 
 from cluster.tools import find_tools
+from kubetrain.api import keys as K
 from kubetrain.constructs.monitoring import MonitoringProps
 from kubetrain.controller.config import JOB_KINDS
 from kubetrain.gitops.helm import CHART_NAME, strip_helm_labels, write_chart
@@ -30,7 +31,7 @@ from kubetrain.gitops.helm_values import default_values, operator_props
 from kubetrain.gitops.render import render_charts
 from kubetrain.gitops.stack import Stack, load_stacks
 from tests.integration.kube import wait_for
-from tests.integration.operator.jobs import Jobs
+from tests.integration.operator.jobs import Jobs, train_job
 from tests.integration.operator.process import OperatorProcess
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -296,6 +297,14 @@ def _deployment(apps: client.AppsV1Api, namespace: str, name: str) -> dict[str, 
     return found
 
 
+def _annotations(custom: client.CustomObjectsApi, runtime: str) -> dict[str, str]:
+    obj = custom.get_cluster_custom_object(
+        "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", runtime
+    )
+    assert isinstance(obj, dict)
+    return dict(obj["metadata"].get("annotations") or {})
+
+
 def test_install_upgrade_uninstall_with_the_operator_from_the_installed_config(
     helm: Any,
     local: Stack,
@@ -318,6 +327,7 @@ def test_install_upgrade_uninstall_with_the_operator_from_the_installed_config(
     done = helm("install", "kubetrain", str(CHART), *kube, "--set", "samples.enabled=true")
     assert done.returncode == 0, done.stderr
     apps = client.AppsV1Api(api_client)
+    custom = client.CustomObjectsApi(api_client)
     operator: OperatorProcess | None = None
     try:
         deployment = _deployment(apps, ops_ns, name)
@@ -333,6 +343,18 @@ def test_install_upgrade_uninstall_with_the_operator_from_the_installed_config(
         for pod_name in sorted(jobs.pods(sample_name)):
             jobs.exit(pod_name, 0)
         jobs.wait_condition(kind, sample_name, "Succeeded", timeout=90)
+        # A TrainJob on the chart's torch-distributed stays until after the uninstall:
+        # the operator marks that runtime in use.
+        trainjob = train_job("uses-chart-runtime", "torch-distributed", nodes=1)
+        trainjob["spec"]["runtimeRef"]["kind"] = "ClusterTrainingRuntime"
+        custom.create_namespaced_custom_object(
+            "trainer.kubeflow.org", "v1alpha1", namespace, "trainjobs", trainjob
+        )
+        wait_for(
+            lambda: _annotations(custom, "torch-distributed"),
+            lambda found: K.RUNTIME_IN_USE_ANNOTATION in found,
+            what="torch-distributed marked in use",
+        )
 
         # Upgrade to the next version of the stack, watching one namespace only.
         bumped = dataclasses.replace(local, version="0.1.1")
@@ -361,6 +383,21 @@ def test_install_upgrade_uninstall_with_the_operator_from_the_installed_config(
         done = helm("uninstall", "kubetrain", *kube, "--wait")
     assert done.returncode == 0, done.stderr
     assert _deployment(apps, ops_ns, name) is None
+    # The operator is gone and a TrainJob still names a runtime marked in use: Helm deletes
+    # the Deployment first, so the runtime-protection policy lets every runtime go, and
+    # none is left Terminating (as kubetrain 0.1's finalizer left them).
+    runtimes = custom.list_cluster_custom_object(
+        "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes"
+    )
+    assert isinstance(runtimes, dict)
+    installed = {
+        o["metadata"]["name"]
+        for c in render_charts(local, only=("runtimes",))
+        for o in c.objects
+        if o["kind"] == "ClusterTrainingRuntime"
+    }
+    assert "torch-distributed" in installed
+    assert installed & {r["metadata"]["name"] for r in runtimes["items"]} == set()
     # Helm never deletes what crds/ installed: the jobs' CRDs stay.
     ext = client.ApiextensionsV1Api(api_client)
     crd = ext.read_custom_resource_definition("pytorchjobs.kubeflow.org")

@@ -205,15 +205,15 @@ def test_a_pytorchjob_and_its_trainjob_run_with_the_same_torch_layout_and_succee
             what="the TrainJob Complete",
         )
     finally:
-        # TrainJobs first, while the operator runs: it then releases the runtime.
+        # TrainJobs first, while the operator runs: it then unmarks the runtime.
         jobs.custom.delete_collection_namespaced_custom_object(
             group, version, namespace, "trainjobs"
         )
         wait_for(
             lambda: _custom(jobs, namespace, "trainingruntimes", "torch-distributed"),
             lambda obj: (
-                K.RUNTIME_IN_USE_FINALIZER
-                not in ((obj.get("metadata") or {}).get("finalizers") or [])
+                K.RUNTIME_IN_USE_ANNOTATION
+                not in ((obj.get("metadata") or {}).get("annotations") or {})
             ),
             what="the runtime released by the operator",
         )

@@ -81,7 +81,8 @@ def stack_runtimes(
         lambda: [
             n
             for n, r in _runtime_names(jobs.custom).items()
-            if n in names and K.RUNTIME_IN_USE_FINALIZER in (r["metadata"].get("finalizers") or [])
+            if n in names
+            and K.RUNTIME_IN_USE_ANNOTATION in (r["metadata"].get("annotations") or {})
         ],
         lambda held: not held,
         what="the stack's runtimes released by the operator",

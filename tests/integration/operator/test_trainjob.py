@@ -8,17 +8,23 @@ from __future__ import annotations
 
 import copy
 from collections.abc import Iterator
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+import cdk8s
 import pytest
 import yaml
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
+from cluster.local import CommandResult, LocalCluster
 from kubetrain.api import keys as K
 from kubetrain.constructs import App, Chart
+from kubetrain.constructs.objects import manifests
+from kubetrain.constructs.operator import TrainingOperator, TrainingOperatorProps
 from kubetrain.constructs.trainer_access import TrainerUserAccess
+from kubetrain.constructs.types import Image
 from kubetrain.controller.config import OperatorConfig
 from tests.conftest import REPO_ROOT
 from tests.integration.kube import apply, wait_for
@@ -71,7 +77,7 @@ def runtimes(
     """The runtimes the SDK tests train on, in the test's namespace: upstream's
     torch-distributed (tolerating the GPU taint) and a strict variant whose trainer may
     not restart. Torn down while the operator still runs: its TrainJobs go first, then
-    the runtimes lose the in-use finalizer."""
+    the runtimes lose the in-use annotation."""
     torch = _namespaced(_with_gpu_toleration(_upstream("torch_distributed.yaml")), namespace)
     strict = copy.deepcopy(torch)
     strict["metadata"]["name"] = "torch-strict"
@@ -94,7 +100,7 @@ def _release_runtimes(jobs: Jobs) -> None:
         return [
             r["metadata"]["name"]
             for r in found["items"]
-            if K.RUNTIME_IN_USE_FINALIZER in (r["metadata"].get("finalizers") or [])
+            if K.RUNTIME_IN_USE_ANNOTATION in (r["metadata"].get("annotations") or {})
         ]
 
     wait_for(held, lambda names: not names, what="the runtimes released by the operator")
@@ -321,55 +327,122 @@ def test_upstream_runtimes_run_unchanged(
     _release_runtimes(jobs)
 
 
-def test_a_runtime_in_use_cannot_vanish(
-    operator: RunningOperator, jobs: Jobs, dyn: DynamicClient, sdk: Sdk, namespace: str
+def _protection(namespace: str, name: str) -> list[dict[str, Any]]:
+    """The operator construct's runtime protection and Deployment, for an operator named
+    ``name`` in ``namespace`` (the policy's parameter is that Deployment)."""
+    app = cdk8s.App()
+    chart = cdk8s.Chart(app, "protection", disable_resource_name_hashes=True)
+    props = TrainingOperatorProps(
+        image=Image("ghcr.io/kubetrain/operator:0.1.0"),
+        name=name,
+        namespace=namespace,
+        create_namespace=False,
+    )
+    TrainingOperator(chart, "Operator", props)
+    wanted = {
+        "ValidatingAdmissionPolicy",
+        "ValidatingAdmissionPolicyBinding",
+        "ServiceAccount",
+        "Deployment",
+    }
+    return [
+        o
+        for o in manifests(chart)
+        if o["kind"] in wanted and o["metadata"]["name"] in (name, f"{name}-runtimes-in-use")
+    ]
+
+
+def test_a_runtime_in_use_is_not_deleted_while_the_operator_is_deployed(
+    operator: RunningOperator,
+    jobs: Jobs,
+    dyn: DynamicClient,
+    sdk: Sdk,
+    namespace: str,
+    local_cluster: LocalCluster,
 ) -> None:
     """kubeflow/sdk#797: deleting a runtime under a TrainJob would break the SDK's
-    list_jobs; kubetrain keeps it until the TrainJob is gone (a ClusterTrainingRuntime
-    here, named after the test's namespace)."""
-    held_name = f"held-{namespace[-6:]}"
-    runtime = _with_gpu_toleration(_upstream("torch_distributed.yaml"))
-    runtime["metadata"]["name"] = held_name
-    apply(dyn, runtime)
-    name = sdk("train-on", "--runtime", held_name, "--num-nodes", "1")["name"]
-    assert "job" in sdk("wait", "--name", name, "--status", "Running")
+    list_jobs. ``kubectl delete`` of a runtime in use is refused, naming why, while the
+    operator's Deployment runs; once its TrainJob is gone, or the operator scaled to zero
+    or uninstalled, the deletion goes through at once (nothing left Terminating)."""
+    suffix = namespace[-6:]
+    objects = _protection(namespace, f"kt-{suffix}")
+    deployment = next(o for o in objects if o["kind"] == "Deployment")
+    for obj in objects:
+        apply(dyn, obj)
+    try:
+        held = [f"held-{suffix}-{i}" for i in range(3)]
+        for runtime_name in held:
+            runtime = _with_gpu_toleration(_upstream("torch_distributed.yaml"))
+            runtime["metadata"]["name"] = runtime_name
+            apply(dyn, runtime)
+        names = [sdk("train-on", "--runtime", r, "--num-nodes", "1")["name"] for r in held]
+        group, version, plural = RUNTIMES
+
+        def marked(runtime_name: str) -> bool:
+            obj = jobs.custom.get_cluster_custom_object(group, version, plural, runtime_name)
+            assert isinstance(obj, dict)
+            return K.RUNTIME_IN_USE_ANNOTATION in (obj["metadata"].get("annotations") or {})
+
+        for runtime_name in held:
+            wait_for(partial(marked, runtime_name), bool, what=f"{runtime_name} marked in use")
+
+        def delete(runtime_name: str, *extra: str) -> CommandResult:
+            return local_cluster.kubectl(
+                "delete", "clustertrainingruntime", runtime_name, *extra, check=False
+            )
+
+        def refused(runtime_name: str, expected: bool) -> None:
+            # The API server's view of a policy or Deployment that just changed catches
+            # up within moments: a server-side dry run goes through the same admission.
+            wait_for(
+                lambda: delete(runtime_name, "--dry-run=server").returncode != 0,
+                lambda r: r == expected,
+                what=f"deleting {runtime_name} {'refused' if expected else 'allowed'}",
+            )
+
+        # 1. Refused while in use and the operator is deployed; the SDK still reads it.
+        refused(held[0], True)
+        answer = delete(held[0])
+        assert answer.returncode != 0
+        assert f"ClusterTrainingRuntime {held[0]} is used by TrainJobs" in answer.stderr
+        assert "delete them first" in answer.stderr
+        kept = jobs.custom.get_cluster_custom_object(group, version, plural, held[0])
+        assert isinstance(kept, dict) and "deletionTimestamp" not in kept["metadata"]
+        assert names[0] in {j["name"] for j in sdk("list-jobs")}
+        assert sdk("get-job", "--name", names[0])["runtime"] == held[0]
+        # 2. Its TrainJob deleted, the operator unmarks it: deleted at once.
+        sdk("delete", "--name", names[0])
+        wait_for(lambda: marked(held[0]), lambda m: not m, what=f"{held[0]} unmarked")
+        assert delete(held[0], "--wait=false").returncode == 0
+        assert held[0] not in _cluster_runtime_names(jobs)
+        # 3. The operator scaled to zero: nothing keeps the mark true, nothing is refused.
+        ops = ["-n", namespace]
+        deployed = deployment["metadata"]["name"]
+        local_cluster.kubectl("scale", "deployment", deployed, "--replicas=0", *ops)
+        refused(held[1], False)
+        assert delete(held[1], "--wait=false").returncode == 0
+        assert held[1] not in _cluster_runtime_names(jobs)
+        # 4. Uninstalled (the Deployment gone): the same.
+        local_cluster.kubectl("scale", "deployment", deployed, "--replicas=1", *ops)
+        refused(held[2], True)
+        local_cluster.kubectl("delete", "deployment", deployed, *ops)
+        refused(held[2], False)
+        assert delete(held[2], "--wait=false").returncode == 0
+        assert held[2] not in _cluster_runtime_names(jobs)
+    finally:
+        for obj in objects:
+            local_cluster.kubectl(
+                "delete", obj["kind"].lower(), obj["metadata"]["name"], "--ignore-not-found",
+                *(["-n", namespace] if obj["metadata"].get("namespace") else []),
+                check=False,
+            )  # fmt: skip
+
+
+def _cluster_runtime_names(jobs: Jobs) -> set[str]:
     group, version, plural = RUNTIMES
-
-    def finalizers() -> list[str]:
-        obj = jobs.custom.get_cluster_custom_object(group, version, plural, held_name)
-        assert isinstance(obj, dict)
-        return list(obj["metadata"].get("finalizers") or [])
-
-    wait_for(
-        finalizers,
-        lambda f: K.RUNTIME_IN_USE_FINALIZER in f,
-        what="the in-use finalizer on the runtime",
-    )
-    jobs.custom.delete_cluster_custom_object(group, version, plural, held_name)
-    # Still there (Terminating), and the SDK still reads every job.
-    assert name in {j["name"] for j in sdk("list-jobs")}
-    assert sdk("get-job", "--name", name)["runtime"] == held_name
-    wait_for(
-        lambda: [
-            e
-            for e in jobs.core.list_namespaced_event(
-                "default", field_selector=f"involvedObject.name={held_name}"
-            ).items
-            if e.reason == "RuntimeInUse"
-        ],
-        bool,
-        what="a RuntimeInUse Event naming the TrainJob",
-    )
-    sdk("delete", "--name", name)
-
-    def gone() -> bool:
-        try:
-            jobs.custom.get_cluster_custom_object(group, version, plural, held_name)
-        except client.ApiException as err:
-            return bool(err.status == 404)
-        return False
-
-    wait_for(gone, bool, what="the runtime deleted once its TrainJob is gone")
+    found = jobs.custom.list_cluster_custom_object(group, version, plural)
+    assert isinstance(found, dict)
+    return {str(r["metadata"]["name"]) for r in found["items"]}
 
 
 def _node_image(runtime: dict[str, Any]) -> str:

@@ -279,9 +279,11 @@ def test_the_operator_is_kept_out_of_excluded_namespaces() -> None:
     spec = policy["spec"]
     (expression,) = spec["matchConstraints"]["namespaceSelector"]["matchExpressions"]
     assert expression["values"] == excluded.split(",")
-    assert spec["matchConditions"][0]["expression"] == (
-        "request.userInfo.username == 'system:serviceaccount:kubetrain-system:kubetrain-operator'"
-    )
+    assert [c["expression"] for c in spec["matchConditions"]] == [
+        "request.userInfo.username == 'system:serviceaccount:kubetrain-system:kubetrain-operator'",
+        # Cluster-scoped writes are in no namespace (a namespaceSelector never skips them).
+        "has(request.namespace) && request.namespace != ''",
+    ]
     assert spec["matchConstraints"]["excludeResourceRules"][0]["resources"] == ["leases"]
     binding = named(objs, "ValidatingAdmissionPolicyBinding", policy["metadata"]["name"])
     assert binding["spec"] == {

@@ -229,7 +229,7 @@ def test_a_runtime_being_deleted_is_not_marked() -> None:
 
 
 def test_the_in_use_patch_is_guarded_and_minimal() -> None:
-    runtime = {"metadata": {"resourceVersion": "7", "annotations": {"team": "a"}}}
+    runtime: dict[str, Any] = {"metadata": {"resourceVersion": "7", "annotations": {"team": "a"}}}
     assert in_use_patch(runtime, False) == []
     assert in_use_patch(runtime, True) == [
         {"op": "test", "path": "/metadata/resourceVersion", "value": "7"},
