@@ -83,6 +83,9 @@ class ResolvedSpec(KubeModel):
     #: The replicated job whose ``node`` container ``spec.trainer`` overrides.
     trainer_job: str = NODE_JOB
     depends_on: dict[str, list[Dependency]] = Field(default_factory=dict)
+    #: Each replicated job's Job ``backoffLimit`` (batch/v1's default 6 when unset): the
+    #: failed pods and container restarts it allows, counted as the Job controller does.
+    backoff_limits: dict[str, int] = Field(default_factory=dict)
     #: JobSet's success policy: ``All`` or ``Any`` of the target jobs completed.
     success_operator: Literal["All", "Any"] = "All"
     success_targets: list[str] = Field(default_factory=list)
@@ -290,6 +293,7 @@ def resolve(trainjob: TrainJob, runtime: RuntimeBase) -> ResolvedTrainJob:
     specs: dict[str, ReplicaSpec] = {}
     depends_on: dict[str, list[Dependency]] = {}
     backoff = DEFAULT_BACKOFF_LIMIT
+    backoff_limits: dict[str, int] = {}
     for rjob in runtime.replicated_jobs():
         job_template = copy.deepcopy(rjob.template)
         job_spec = job_template.get("spec") or {}
@@ -304,10 +308,11 @@ def resolve(trainjob: TrainJob, runtime: RuntimeBase) -> ResolvedTrainJob:
         for override in trainjob.spec.pod_template_overrides or []:
             if any(target.name == rjob.name for target in override.target_jobs):
                 _patch_pod(template, override.to_wire())
+        limit = job_spec.get("backoffLimit")
+        backoff_limits[rjob.name] = DEFAULT_BACKOFF_LIMIT if limit is None else int(limit)
         if rjob.name == trainer_job:
             _apply_trainer(template, trainjob, resources_only=False)
-            if job_spec.get("backoffLimit") is not None:
-                backoff = int(job_spec["backoffLimit"])
+            backoff = backoff_limits[rjob.name]
         elif launcher_as_node and rjob.name == NODE_JOB:
             _apply_trainer(template, trainjob, resources_only=True)
         for step in T.STEP_CONTAINERS.keys() - {T.ANCESTOR_TRAINER}:
@@ -365,6 +370,7 @@ def resolve(trainjob: TrainJob, runtime: RuntimeBase) -> ResolvedTrainJob:
             mpi=mpi,
             trainer_job=trainer_job,
             depends_on=depends_on,
+            backoff_limits=backoff_limits,
             success_operator="Any" if success and success.operator.value == "Any" else "All",
             success_targets=targets,
             publish_not_ready=True if publish is None else publish,

@@ -175,6 +175,12 @@ class JobPlugin(Protocol):
         """The gang the job is scheduled as (None: its pods are scheduled one by one)."""
         ...
 
+    def backoff_limits(self, job: Job) -> Mapping[str, int] | None:
+        """Per replica type, its own backoffLimit counted as the Job controller counts
+        (``policies/batch_restart``); None: the job-wide ``runPolicy.backoffLimit`` of
+        the v1 kinds' restart model."""
+        ...
+
     def serving_replica_types(self, job: Job) -> tuple[str, ...]:
         """Replica types whose pods never end by themselves (MPI workers serve ``sshd``):
         after a success they are stopped without a grace period."""

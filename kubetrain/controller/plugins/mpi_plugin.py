@@ -162,6 +162,10 @@ class MPIPlugin:
 
     # -- capabilities ----------------------------------------------------------------
 
+    def backoff_limits(self, job: Job) -> None:
+        """The v1 restart model: one job-wide backoffLimit."""
+        return None
+
     def serving_replica_types(self, job: Job) -> tuple[str, ...]:
         """Workers run sshd for the launcher's mpirun: once it is done they have nothing
         left to finish."""

@@ -49,6 +49,10 @@ class ReplicatedPlugin:
         if job.kind != self.kind:
             raise TypeError(f"the {self.kind} plugin got a {job.kind}")
 
+    def backoff_limits(self, job: Job) -> None:
+        """The v1 restart model: one job-wide backoffLimit."""
+        return None
+
     def serving_replica_types(self, job: Job) -> tuple[str, ...]:
         return ()
 

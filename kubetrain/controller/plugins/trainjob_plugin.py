@@ -163,6 +163,10 @@ class TrainJobPlugin:
     def validate(self, job: Job) -> list[FieldError]:
         return []
 
+    def backoff_limits(self, job: Job) -> dict[str, int]:
+        """Each replicated job's Job backoffLimit, counted as the Job controller does."""
+        return dict(typed(job).spec.backoff_limits)
+
     def serving_replica_types(self, job: Job) -> tuple[str, ...]:
         """MPI ``node`` pods serve sshd for the launcher: nothing to finish after it."""
         resolved = typed(job)

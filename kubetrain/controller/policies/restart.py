@@ -63,6 +63,8 @@ class Recreate:
     #: The restart this recreation is against backoffLimit (1 for the first), when
     #: counted now; 0 when it was counted before.
     used: int = 0
+    #: The limit it counts against (None: no limit).
+    limit: int | None = None
 
 
 @dataclass(frozen=True)
@@ -80,6 +82,8 @@ class InPlaceRestart:
     cause: Termination | None
     #: The restart this one is against backoffLimit (1 for the first).
     used: int = 0
+    #: The limit it counts against (None: no limit).
+    limit: int | None = None
 
 
 @dataclass(frozen=True)
@@ -124,13 +128,17 @@ def evaluate(
     tolerates_failure: Callable[[Replica], bool] = lambda r: False,
     job_name: str = "",
     max_restarts: Mapping[str, int] | None = None,
+    batch_job: bool = False,
 ) -> RestartVerdict:
     """Decide, for every failed pod, between recreating it and failing the job.
 
     ``restarts`` are the persisted recreation counts per replica type; ``counted`` the
     persisted uids, per replica type, of failed pods already counted whose deletion is
     pending (or not visible yet); ``seen_restart_counts`` the in-place restart counts by
-    pod uid at the last look.
+    pod uid at the last look. ``batch_job`` counts as the Job controller does instead
+    (``batch_restart``): every failed pod is replaced whatever the restart policy, the
+    failed pods and the in-place restarts each against the limit on their own, and the
+    restart that brings the in-place count to the limit (to 1 with a limit of 0) ends it.
     """
     made = dict(restarts)
     counted = counted or {}
@@ -157,17 +165,22 @@ def evaluate(
         for step in range(seen.get(uid, max(count - 1, 0)) + 1, count + 1):
             cause = podstate.last_restart(pod) if step == count else None
             unseen.append(InPlaceRestart(replica.pod_name, replica.replica_type, uid, step, cause))
-    used = sum(made.values()) + in_place_total - len(unseen)
+    recreated = sum(made.values())
+    restarted_before = in_place_total - len(unseen)
+    used = recreated + restarted_before
     in_place: list[InPlaceRestart] = []
     failure: Outcome | None = None
     for restarted in unseen:
-        if backoff_limit is not None and used + 1 > backoff_limit:
+        if _over(backoff_limit, used, restarted_before, batch_job, in_place=True):
+            assert backoff_limit is not None
             # Its pod's latest exit (the one ``lastState`` tells) is the cause to quote.
             latest = next(r for r in reversed(unseen) if r.uid == restarted.uid)
             failure = _in_place_exceeded(kind, job_name, latest, backoff_limit)
             break
         used += 1
-        in_place.append(dataclasses.replace(restarted, used=used))
+        restarted_before += 1
+        counted_as = restarted_before if batch_job else used
+        in_place.append(dataclasses.replace(restarted, used=counted_as, limit=backoff_limit))
     recreate: list[Recreate] = []
     for replica in replicas:
         if failure is not None:
@@ -183,7 +196,7 @@ def evaluate(
             still_counted.setdefault(replica.replica_type, set()).add(uid)
             recreate.append(Recreate(replica, uid, cause, counted_now=False))
             continue
-        if not retryable(replica.restart_policy, cause):
+        if not (batch_job or retryable(replica.restart_policy, cause)):
             verb = R.Verb.EVICTED if podstate.is_disruption(cause) else R.Verb.FAILED
             failure = Outcome(
                 ConditionType.FAILED,
@@ -210,7 +223,8 @@ def evaluate(
                 replica_type=replica.replica_type,
             )
             break
-        if backoff_limit is not None and used + 1 > backoff_limit:
+        if _over(backoff_limit, used, recreated, batch_job, in_place=False):
+            assert backoff_limit is not None
             failure = Outcome(
                 ConditionType.FAILED,
                 R.BACKOFF_LIMIT_EXCEEDED,
@@ -226,11 +240,26 @@ def evaluate(
             )
             break
         used += 1
+        recreated += 1
         made[replica.replica_type] = made.get(replica.replica_type, 0) + 1
         still_counted.setdefault(replica.replica_type, set()).add(uid)
-        recreate.append(Recreate(replica, uid, cause, counted_now=True, used=used))
-    if failure is None and backoff_limit is not None and used > backoff_limit:
+        counted_as = recreated if batch_job else used
+        recreate.append(
+            Recreate(replica, uid, cause, counted_now=True, used=counted_as, limit=backoff_limit)
+        )
+    if batch_job:
+        used = recreated
+    over = (
+        backoff_limit is not None
+        and (
+            (recreated > backoff_limit or restarted_before >= max(backoff_limit, 1))
+            if batch_job
+            else used > backoff_limit
+        )
+    )
+    if failure is None and over:
         # Restarts seen before the limit was lowered: the job is over it.
+        assert backoff_limit is not None
         failure = _in_place_exceeded(kind, job_name, None, backoff_limit)
     if failure is not None:
         return RestartVerdict(
@@ -248,6 +277,17 @@ def evaluate(
         counted={rtype: frozenset(uids) for rtype, uids in still_counted.items()},
         restart_counts=looked,
     )
+
+
+def _over(limit: int | None, used: int, own: int, batch_job: bool, *, in_place: bool) -> bool:
+    """Whether one more restart exceeds ``limit``: ``used`` of all kinds, or (the Job
+    controller's way) ``own``, the failed pods or the in-place restarts alone, where the
+    in-place restart that reaches the limit is already too many."""
+    if limit is None:
+        return False
+    if not batch_job:
+        return used + 1 > limit
+    return own + 1 >= max(limit, 1) if in_place else own + 1 > limit
 
 
 def _in_place_exceeded(
@@ -291,19 +331,34 @@ def decide_failure(draft: Draft) -> Decision:
     draft for :func:`decide_recreate`, which runs only if nothing else ends the job."""
     job, plugin, ctx = draft.job, draft.plugin, draft.ctx
     assert job is not None
-    limit = _limit(draft)
-    verdict = evaluate(
-        draft.kind,
-        plugin.replicas(job),
-        draft.observed,
-        backoff_limit=limit,
-        restarts=draft.persisted_restarts,
-        counted=draft.persisted_counted,
-        seen_restart_counts=ctx.seen_restart_counts,
-        tolerates_failure=lambda r: plugin.tolerates_failure(job, r),
-        job_name=draft.name,
-        max_restarts=replica_limits(job),
-    )
+    limits = plugin.backoff_limits(job)
+    if limits is not None:
+        from kubetrain.controller.policies.batch_restart import evaluate_jobs
+
+        verdict = evaluate_jobs(
+            draft.kind,
+            plugin.replicas(job),
+            draft.observed,
+            limits=limits,
+            restarts=draft.persisted_restarts,
+            counted=draft.persisted_counted,
+            seen_restart_counts=ctx.seen_restart_counts,
+            tolerates_failure=lambda r: plugin.tolerates_failure(job, r),
+            job_name=draft.name,
+        )
+    else:
+        verdict = evaluate(
+            draft.kind,
+            plugin.replicas(job),
+            draft.observed,
+            backoff_limit=_limit(draft),
+            restarts=draft.persisted_restarts,
+            counted=draft.persisted_counted,
+            seen_restart_counts=ctx.seen_restart_counts,
+            tolerates_failure=lambda r: plugin.tolerates_failure(job, r),
+            job_name=draft.name,
+            max_restarts=replica_limits(job),
+        )
     draft.restart = verdict
     decision = Decision(outcome=verdict.failure)
     # Every live pod's count, 0 included: a pod looked at is then told from one never
@@ -324,7 +379,7 @@ def decide_failure(draft: Draft) -> Decision:
                     restarted.pod,
                     cause,
                     restarted.used,
-                    limit,
+                    restarted.limit,
                 ),
                 key=f"restart/{restarted.uid}/{restarted.count}",
             )
@@ -349,7 +404,6 @@ def decide_recreate(draft: Draft) -> Decision | None:
     verdict = draft.restart
     if verdict is None:
         return None
-    limit = _limit(draft)
     decision = Decision()
     for item in verdict.recreate:
         decision.delete.append(ref("Pod", draft.observed.pods[item.replica.pod_name]))
@@ -366,7 +420,7 @@ def decide_recreate(draft: Draft) -> Decision | None:
                         item.replica.pod_name,
                         item.cause.describe(),
                         item.used,
-                        limit,
+                        item.limit,
                     ),
                     key=f"recreate/{item.uid}",
                 )
@@ -385,7 +439,7 @@ def decide_recreate(draft: Draft) -> Decision | None:
                     first.replica.pod_name,
                     first.cause.describe(),
                     verdict.used,
-                    limit,
+                    first.limit,
                 ),
                 event=None,
             )

@@ -347,7 +347,9 @@ def test_a_new_operator_process_words_only_the_latest_restart_of_a_pod_it_never_
 TRAINJOB_RUNTIME = torch_runtime(num_nodes=1, backoff_limit=6)
 
 
-def test_a_trainjob_uses_its_runtimes_backoff_limit_and_never_shows_7_of_6() -> None:
+def test_a_trainjob_fails_at_the_restart_that_reaches_its_jobs_backoff_limit() -> None:
+    # As the Job controller: with OnFailure, container restarts reaching backoffLimit (6)
+    # fail the Job, so the 6th exit ends the TrainJob (the v1 model allows 6 restarts).
     cluster = MemoryCluster()
     cluster.runtimes[("ClusterTrainingRuntime", "", "torch")] = copy.deepcopy(TRAINJOB_RUNTIME)
     key = cluster.add_job(
@@ -367,7 +369,7 @@ def test_a_trainjob_uses_its_runtimes_backoff_limit_and_never_shows_7_of_6() -> 
         )
         reconciler.reconcile(key)
     assert budget_events(cluster) == [
-        *(("Error", f"{n} of 6") for n in range(1, 7)),
+        *(("Error", f"{n} of 6") for n in range(1, 6)),
         ("BackoffLimitExceeded", ""),
     ]
     assert_never_above_the_limit(cluster)
