@@ -249,13 +249,10 @@ def evaluate(
         )
     if batch_job:
         used = recreated
-    over = (
-        backoff_limit is not None
-        and (
-            (recreated > backoff_limit or restarted_before >= max(backoff_limit, 1))
-            if batch_job
-            else used > backoff_limit
-        )
+    over = backoff_limit is not None and (
+        (recreated > backoff_limit or restarted_before >= max(backoff_limit, 1))
+        if batch_job
+        else used > backoff_limit
     )
     if failure is None and over:
         # Restarts seen before the limit was lowered: the job is over it.
