@@ -40,6 +40,7 @@ from kubetrain.api.base import KubeModel
 from kubetrain.api.common import JobBase, ReplicaSpec, RestartPolicy, RunPolicy
 from kubetrain.api.errors import FieldError, JobValidationError
 from kubetrain.api.trainer import constants as T
+from kubetrain.api.trainer.pair_rules import pair_errors
 from kubetrain.api.trainer.runtime import (
     MLPolicy,
     MPIMLPolicySource,
@@ -268,6 +269,7 @@ def resolve(trainjob: TrainJob, runtime: RuntimeBase) -> ResolvedTrainJob:
             )
         )
         raise JobValidationError(errors)
+    errors += pair_errors(trainjob, runtime)
     jobset = runtime.spec.template.spec
     nodes = _node_count(trainjob, policy)
     mpi = policy.mpi if policy is not None else None

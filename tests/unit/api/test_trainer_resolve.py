@@ -6,6 +6,7 @@ import copy
 from typing import Any
 
 import pytest
+import yaml
 
 from kubetrain.api.common import RestartPolicy
 from kubetrain.api.errors import JobValidationError
@@ -14,6 +15,7 @@ from kubetrain.api.trainer.loader import load_trainer_object
 from kubetrain.api.trainer.resolve import ResolvedTrainJob, resolve
 from kubetrain.api.trainer.runtime import RuntimeBase
 from kubetrain.api.trainer.trainjob import TrainJob
+from tests.conftest import REPO_ROOT
 
 ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
 
@@ -171,11 +173,20 @@ def test_pod_template_overrides_of_trainer_v2_1_merge_into_their_target_jobs() -
     assert initializer["spec"]["nodeSelector"] == {"x": "y"}
 
 
+def initializer_job(step: str = "dataset-initializer") -> dict[str, Any]:
+    """An initializer job as upstream's runtimes have it: its container mounts the
+    ``initializer`` volume it downloads into."""
+    job = rjob(step, step)
+    (container,) = job["template"]["spec"]["template"]["spec"]["containers"]
+    container["volumeMounts"] = [{"name": "initializer", "mountPath": "/workspace"}]
+    return job
+
+
 def test_initializers_get_storage_uri_env_and_secret() -> None:
     rt = runtime(
         TORCH,
         [
-            rjob("dataset-initializer", "dataset-initializer"),
+            initializer_job(),
             rjob(
                 "node",
                 trainer=True,
@@ -269,3 +280,102 @@ def test_runtimes_a_trainjob_cannot_use_are_explained(
     with pytest.raises(JobValidationError) as err:
         resolve(trainjob(), runtime(policy, copy.deepcopy(jobs)))
     assert fragment in str(err.value) and "ClusterTrainingRuntime rt" in str(err.value)
+
+
+DATASET = {"dataset": {"storageUri": "hf://tatsu-lab/alpaca"}}
+
+
+@pytest.mark.parametrize(
+    ("jobs", "problem"),
+    [
+        (
+            [rjob("node", trainer=True)],
+            "must have dataset-initializer job when trainJob is configured with input "
+            "datasetConfig",
+        ),
+        (
+            [rjob("dataset-initializer", "fetch"), rjob("node", trainer=True)],
+            "must have container with name - dataset-initializer in the dataset-initializer job",
+        ),
+        (
+            # Upstream's examples/yaml/05-multi-step.yaml: its webhook refuses it.
+            [rjob("dataset-initializer", "dataset-initializer"), rjob("node", trainer=True)],
+            "must have volumeMount with name - initializer in container dataset-initializer "
+            "of the dataset-initializer job",
+        ),
+    ],
+    ids=["no-job", "no-container", "no-volume-mount"],
+)
+def test_an_initializer_the_runtime_cannot_run_is_refused_in_upstreams_words(
+    jobs: list[dict[str, Any]], problem: str
+) -> None:
+    with pytest.raises(JobValidationError) as caught:
+        resolve(trainjob(initializer=DATASET), runtime(TORCH, jobs))
+    (error,) = caught.value.errors
+    assert (error.path, error.expected) == ("spec.runtimeRef", problem)
+
+
+def test_a_runtime_patch_must_name_the_runtimes_jobs_and_containers() -> None:
+    patches = [
+        {
+            "manager": "example.com/one",
+            "trainingRuntimeSpec": {
+                "template": {
+                    "spec": {
+                        "replicatedJobs": [
+                            {"name": "launcher"},
+                            {
+                                "name": "node",
+                                "template": {
+                                    "spec": {
+                                        "template": {
+                                            "spec": {
+                                                "initContainers": [{"name": "warmup"}],
+                                                "containers": [{"name": "node"}, {"name": "x"}],
+                                            }
+                                        }
+                                    }
+                                },
+                            },
+                        ]
+                    }
+                }
+            },
+        }
+    ]
+    with pytest.raises(JobValidationError) as caught:
+        resolve(trainjob(runtimePatches=patches), runtime(TORCH, [rjob("node", trainer=True)]))
+    assert sorted((e.path, e.expected, e.value) for e in caught.value.errors) == [
+        (
+            "spec.runtimePatches[0]",
+            "must not have container that doesn't exist in the runtime job node",
+            "x",
+        ),
+        (
+            "spec.runtimePatches[0]",
+            "must not have initContainer that doesn't exist in the runtime job node",
+            "warmup",
+        ),
+        (
+            "spec.runtimePatches[0]",
+            "must not have replicated job that doesn't exist in the runtime job template "
+            "(ClusterTrainingRuntime rt has node)",
+            "launcher",
+        ),
+    ]
+
+
+def test_upstreams_multi_step_example_is_refused_as_upstreams_webhook_refuses_it() -> None:
+    # examples/yaml/05-multi-step.yaml at v2.3.0: its dataset-initializer container has
+    # no "initializer" volumeMount, so nothing would carry the dataset to the trainer.
+    path = REPO_ROOT / "tests/data/upstream/trainer-v2.3.0/examples/yaml/05-multi-step.yaml"
+    runtime_doc, job_doc = (d for d in yaml.safe_load_all(path.read_text()) if d)
+    loaded_runtime, loaded_job = load_trainer_object(runtime_doc), load_trainer_object(job_doc)
+    assert isinstance(loaded_runtime, RuntimeBase) and isinstance(loaded_job, TrainJob)
+    with pytest.raises(JobValidationError) as caught:
+        resolve(apply_trainer_defaults(loaded_job), apply_trainer_defaults(loaded_runtime))
+    (error,) = caught.value.errors
+    assert error.expected == (
+        "must have volumeMount with name - initializer in container dataset-initializer of "
+        "the dataset-initializer job"
+    )

@@ -199,8 +199,11 @@ def initializer_runtime(command: list[str] | None) -> RuntimeBase:
     init = rjob(
         "dataset-initializer", step="dataset-initializer", containers=("dataset-initializer",)
     )
+    container = init["template"]["spec"]["template"]["spec"]["containers"][0]
+    # As upstream's runtimes have it (its webhook refuses an initializer without it).
+    container["volumeMounts"] = [{"name": "initializer", "mountPath": "/workspace"}]
     if command is not None:
-        init["template"]["spec"]["template"]["spec"]["containers"][0]["command"] = command
+        container["command"] = command
     node = rjob("node", dependsOn=[{"name": "dataset-initializer", "status": "Complete"}])
     return load_runtime(runtime("TrainingRuntime", "with-init", rjobs=[init, node]))
 
