@@ -357,7 +357,12 @@ def test_the_admission_policy_keeps_the_operator_out_of_excluded_namespaces(
             config=OperatorConfig(exclude_namespaces=(other_namespace,)),
         ),
     )
-    policy_objects = [o for o in manifests(chart) if "ValidatingAdmissionPolicy" in o["kind"]]
+    policy_objects = [
+        o
+        for o in manifests(chart)
+        if "ValidatingAdmissionPolicy" in o["kind"]
+        and o["metadata"]["name"] == f"{name}-excluded-namespaces"
+    ]
     assert len(policy_objects) == 2
     write_pods = PolicyRule(("",), ("pods",), ("create", "get"))
     write_leases = PolicyRule(("coordination.k8s.io",), ("leases",), ("create", "get"))
