@@ -9,7 +9,13 @@ from typing import Any
 import yaml
 
 from tests.training.helpers import assert_trained, kubetrain
-from tests.unit.api.trainer_helpers import UPSTREAM_TRAINER, rjob, runtime, trainjob
+from tests.unit.api.trainer_helpers import (
+    UPSTREAM_TRAINER,
+    initializer_rjob,
+    rjob,
+    runtime,
+    trainjob,
+)
 
 RUNTIMES = UPSTREAM_TRAINER / "manifests" / "base" / "runtimes"
 TORCH = RUNTIMES / "torch_distributed.yaml"
@@ -59,9 +65,7 @@ def test_a_runtime_of_the_local_stack_with_its_own_command(tmp_path: Path) -> No
 
 def test_initializers_complete_before_the_trainer_starts(tmp_path: Path) -> None:
     marker = tmp_path / "dataset" / "ready"
-    init = rjob(
-        "dataset-initializer", step="dataset-initializer", containers=("dataset-initializer",)
-    )
+    init = initializer_rjob()
     init["template"]["spec"]["template"]["spec"]["containers"][0]["command"] = [
         "sh",
         "-c",

@@ -50,6 +50,15 @@ def rjob(
     return {"name": name, "template": template, **fields}
 
 
+def initializer_rjob(step: str = "dataset-initializer") -> dict[str, Any]:
+    """An initializer replicated job as upstream's runtimes have it: its container, named
+    after the step, mounts the ``initializer`` volume (upstream refuses one without)."""
+    job = rjob(step, step=step, containers=(step,))
+    (container,) = job["template"]["spec"]["template"]["spec"]["containers"]
+    container["volumeMounts"] = [{"name": "initializer", "mountPath": "/workspace"}]
+    return job
+
+
 def runtime(
     kind: str = "ClusterTrainingRuntime",
     name: str = "torch",

@@ -14,7 +14,13 @@ from kubetrain.api.trainer.runtime import RuntimeBase
 from kubetrain.frameworks import ClusterAddressing
 from kubetrain.frameworks import trainjob as trainjob_rules
 from kubetrain.local import LocalPlan, LocalRunError, plan_trainjob
-from tests.unit.api.trainer_helpers import UPSTREAM_TRAINER, rjob, runtime, trainjob
+from tests.unit.api.trainer_helpers import (
+    UPSTREAM_TRAINER,
+    initializer_rjob,
+    rjob,
+    runtime,
+    trainjob,
+)
 
 RUNTIMES = UPSTREAM_TRAINER / "manifests" / "base" / "runtimes"
 SCRATCH = Path("/scratch")
@@ -196,14 +202,9 @@ def test_mpi_runs_the_launcher_with_a_local_hostfile() -> None:
 
 
 def initializer_runtime(command: list[str] | None) -> RuntimeBase:
-    init = rjob(
-        "dataset-initializer", step="dataset-initializer", containers=("dataset-initializer",)
-    )
-    container = init["template"]["spec"]["template"]["spec"]["containers"][0]
-    # As upstream's runtimes have it (its webhook refuses an initializer without it).
-    container["volumeMounts"] = [{"name": "initializer", "mountPath": "/workspace"}]
+    init = initializer_rjob()
     if command is not None:
-        container["command"] = command
+        init["template"]["spec"]["template"]["spec"]["containers"][0]["command"] = command
     node = rjob("node", dependsOn=[{"name": "dataset-initializer", "status": "Complete"}])
     return load_runtime(runtime("TrainingRuntime", "with-init", rjobs=[init, node]))
 
