@@ -47,8 +47,10 @@ def test_a_killed_operator_resumes_without_duplicates(
     old_uid = pods["resume-worker-0"]["metadata"]["uid"]
     pods = jobs.wait_pods(
         "resume",
+        # Between the deletion and the recreation the pod is absent: not done yet.
         lambda p: (
-            p.get("resume-worker-0", {}).get("metadata", {}).get("uid") != old_uid
+            "resume-worker-0" in p
+            and p["resume-worker-0"]["metadata"]["uid"] != old_uid
             and p["resume-worker-0"]["status"].get("phase") == "Running"
         ),
         what="resume-worker-0 recreated by the new operator",
