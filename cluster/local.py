@@ -22,6 +22,7 @@ only the nodes annotated ``kwok.x-k8s.io/node: fake``.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -372,39 +373,57 @@ class LocalCluster:
         if self.cluster_dir.exists():
             shutil.rmtree(self.saved_logs_dir, ignore_errors=True)
             saved = self.save_logs(self.saved_logs_dir)
-            components = {n: p for n, p in self.pids().items() if n in COMPONENTS}
+            components = self._component_pids()
+            # kwokctl SIGKILLs the pid its pid file names, whatever runs there now: a
+            # file of a session that died names a process that reused the pid (another
+            # cluster's etcd, once). Those files go first.
+            for component in COMPONENTS:
+                if component not in components:
+                    self._component_pid_file(component).unlink(missing_ok=True)
             self._kwokctl("delete", "cluster", "--name", CLUSTER_NAME)
             # kwokctl stops only the processes it started: a component started again
             # by hand (the fault tests restart kube-apiserver and kwok-controller) is
             # left running, and would serve or drive a later cluster that reuses its
             # ports. Anything still running from this cluster's binaries is killed.
             for pid in components.values():
-                self._kill_leftover(pid)
+                if self._runs_our_binary(pid):
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(pid, signal.SIGKILL)
         self.kubeconfig.unlink(missing_ok=True)
         return saved
 
-    def _kill_leftover(self, pid: int) -> None:
-        """SIGKILL process ``pid`` if it still runs one of this cluster's binaries."""
+    def _component_pid_file(self, component: str) -> Path:
+        return self.cluster_dir / "pids" / f"{component}.pid"
+
+    def _runs_our_binary(self, pid: int) -> bool:
+        """Whether process ``pid`` runs one of this cluster's binaries (kwokctl starts
+        each component from its cluster directory's ``bin/``)."""
         try:
-            cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
-            if not cmdline.startswith(str(self.cluster_dir)):
-                return  # gone, and the pid reused by something else
-            os.kill(pid, signal.SIGKILL)
-        except (OSError, ProcessLookupError):
-            return
+            argv0 = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")[0].decode()
+        except (OSError, UnicodeDecodeError):
+            return False
+        return argv0.startswith(f"{self.cluster_dir}{os.sep}")
+
+    def _component_pids(self) -> dict[str, int]:
+        """kwokctl's components that run, by name. kwokctl's pid files hold the pid
+        alone, and pids are reused: a file counts only while its pid runs one of this
+        cluster's binaries (not a zombie, not a stranger that got the pid later)."""
+        out: dict[str, int] = {}
+        for component in COMPONENTS:
+            try:
+                pid = int(self._component_pid_file(component).read_text(encoding="utf-8"))
+            except (FileNotFoundError, ValueError):
+                continue
+            if self._runs_our_binary(pid):
+                out[component] = pid
+        return out
 
     # Introspection -----------------------------------------------------------------
 
     def pids(self) -> dict[str, int]:
         """Process ids of the components, by name: kwokctl's, and those running beside
         them (``extra_processes``: the scheduler-plugins controller, Kueue)."""
-        out: dict[str, int] = {}
-        for component in COMPONENTS:
-            pid_file = self.cluster_dir / "pids" / f"{component}.pid"
-            try:
-                out[component] = int(pid_file.read_text(encoding="utf-8").strip())
-            except (FileNotFoundError, ValueError):
-                continue
+        out = self._component_pids()
         for process in self.extra_processes():
             pid = process.pid
             if pid is not None:
