@@ -423,6 +423,16 @@ class KubeCluster:
         if informer is not None:
             informer.upsert(result)
 
+    def patch_job(self, key: JobKey, ops: list[dict[str, Any]]) -> dict[str, Any]:
+        """A JSON patch of the job (a resourceVersion ``test`` makes it conditional)."""
+        self._fence()
+        kind, namespace, name = key
+        result = self.api.json_patch(JOB_RESOURCES[kind], namespace, name, ops)
+        informer = self._job_informer(kind, namespace)
+        if informer is not None:
+            informer.upsert(result)
+        return result
+
     def delete_job(self, key: JobKey, uid: str) -> None:
         """Delete the job (uid precondition); its children go by garbage collection."""
         self._fence()

@@ -68,6 +68,11 @@ class ClusterWriter(Protocol):
         """Write the job's status (a stale resourceVersion raises a conflict)."""
         ...
 
+    def patch_job(self, key: JobKey, ops: list[dict[str, Any]]) -> dict[str, Any]:
+        """Apply a JSON patch to the job itself (its ``test`` operations are preconditions);
+        return the job as the API server now serves it."""
+        ...
+
     def delete_job(self, key: JobKey, uid: str) -> None:
         """Delete the job itself (TTL), only if it still has ``uid``."""
         ...

@@ -54,9 +54,12 @@ def operator_rules(config: OperatorConfig) -> list[PolicyRule]:
     rules: list[PolicyRule] = []
     for group in sorted({i.group for i in infos}):
         kinds = tuple(i.plural for i in infos if i.group == group)
+        # A TrainJob's runtimePatches times are stamped as Trainer's webhook stamps them
+        # (a JSON patch conditional on the resourceVersion, api/trainer/patch_times.py).
+        stamped = ("patch",) if group == TRAINJOB.group else ()
         rules += [
             # Jobs: watched; deleted when their TTL passes.
-            PolicyRule((group,), kinds, (*_WATCHED, "delete")),
+            PolicyRule((group,), kinds, (*_WATCHED, "delete", *stamped)),
             # Status: written by server-side apply only.
             PolicyRule((group,), tuple(f"{k}/status" for k in kinds), ("patch",)),
             # Children carry blockOwnerDeletion, which needs update on the owner's

@@ -177,6 +177,10 @@ class Reconciler:
             return Result()
         plugin = self.plugins[kind]
         now = self.clock()
+        stamped = self._stamp(key, plugin, raw, now)
+        if stamped is None:
+            return Result()
+        raw = stamped
         observed = self.cache.observed(key, uid, now)
         ctx = Context(
             now=now,
@@ -206,6 +210,28 @@ class Reconciler:
         self._finish(key, raw, plan, memory)
         self.cache.set_awaited(key, plan.awaiting)
         return Result(requeue_after=plan.requeue_after)
+
+    def _stamp(
+        self, key: JobKey, plugin: JobPlugin, raw: dict[str, Any], now: datetime
+    ) -> dict[str, Any] | None:
+        """The job after the plugin's own write to it (``spec_stamp``), or None when it is
+        gone. A refusal (422) is logged and the job reconciled as it is; a conflict is
+        raised (the newer version comes with the next watch event)."""
+        ops = plugin.spec_stamp(raw, C.format_time(now))
+        if ops is None:
+            return raw
+        try:
+            return self.writer.patch_job(key, ops)
+        except ApiError as err:
+            if err.status == 404:
+                return None
+            if err.status != 422:
+                raise
+            log.warning(
+                "the API server refused the operator's own change to the job",
+                extra={"job": f"{key[0]}/{key[1]}/{key[2]}", "error": str(err)},
+            )
+            return raw
 
     def _left_alone(self, key: JobKey, raw: Mapping[str, Any], memory: JobMemory) -> None:
         """A job another controller manages: say so once (a log line per process, one

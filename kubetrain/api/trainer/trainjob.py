@@ -264,7 +264,11 @@ class TrainJobSpec(KubeModel):
     )
     runtime_patches: (
         Annotated[list[RuntimePatch], ListType("map", ("manager",)), Field(max_length=16)] | None
-    ) = Field(default=None, description="Changes only while the TrainJob is suspended.")
+    ) = Field(
+        default=None,
+        description="Changes only while the TrainJob is suspended, but for the times, which "
+        "the operator stamps as Trainer's webhook does.",
+    )
     pod_template_overrides: (
         Annotated[list[PodTemplateOverride], ListType("atomic"), Field(max_length=16)] | None
     ) = Field(

@@ -6,7 +6,8 @@ Upstream makes ``runtimeRef``, ``initializer``, ``trainer``, ``activeDeadlineSec
 is present before and after; here adding or removing them is refused too. A left-out
 ``apiGroup``, ``kind`` or ``managedBy`` reads as upstream's default, so a client writing
 the defaults back changes nothing. ``runtimePatches`` change only while the TrainJob is
-suspended before or after the update (how Kueue writes them), and so do Trainer v2.1's
+suspended before or after the update (how Kueue writes them), but for their times (the
+operator stamps those, ``kubetrain.api.trainer.patch_times``), and so do Trainer v2.1's
 ``podTemplateOverrides`` (how Kueue v0.15 writes them).
 """
 
@@ -95,7 +96,7 @@ def _managed_by_cel(root: str) -> str:
 
 PATCHES_WHILE_SUSPENDED = (
     "spec.runtimePatches can only change while the TrainJob is suspended (spec.suspend true "
-    "before or after the update)"
+    "before or after the update); only their times may change while it runs"
 )
 
 
@@ -119,7 +120,19 @@ def _while_suspended_check(field: str, message: str) -> Callable[..., list[Field
     return check
 
 
-_check_patches_while_suspended = _while_suspended_check("runtimePatches", PATCHES_WHILE_SUSPENDED)
+def _untimed(patches: Any) -> list[Any]:
+    """runtimePatches with their times left out (the operator stamps those at any time)."""
+    return [
+        {k: v for k, v in p.items() if k != "time"} if isinstance(p, dict) else p
+        for p in (patches or [])
+    ]
+
+
+def _check_patches_while_suspended(old: dict[str, Any], new: dict[str, Any]) -> list[FieldError]:
+    before, after = at(old, "spec", "runtimePatches"), at(new, "spec", "runtimePatches")
+    if _untimed(before) != _untimed(after) and not (_suspended(old) or _suspended(new)):
+        return [FieldError("spec.runtimePatches", PATCHES_WHILE_SUSPENDED)]
+    return []
 
 
 def _list_cel(root: str, field: str) -> str:
@@ -128,6 +141,19 @@ def _list_cel(root: str, field: str) -> str:
 
 def _patches_cel(root: str) -> str:
     return _list_cel(root, "runtimePatches")
+
+
+def _untimed_patches_cel(root: str) -> str:
+    """The runtimePatches of ``root`` equal those of ``self`` but for their times: the same
+    managers in the same order, and the same specs (CEL has no "drop a key")."""
+    new, old = _patches_cel("self"), _patches_cel(root)
+    spec = "trainingRuntimeSpec"
+    return (
+        f"{new}.map(p, p.manager) == {old}.map(p, p.manager) && "
+        f"{new}.map(p, has(p.{spec})) == {old}.map(p, has(p.{spec})) && "
+        f"{new}.filter(p, has(p.{spec})).map(p, p.{spec}) == "
+        f"{old}.filter(p, has(p.{spec})).map(p, p.{spec})"
+    )
 
 
 def _suspended_cel(root: str) -> str:
@@ -172,7 +198,8 @@ def trainjob_transitions() -> list[Transition]:
             TRAINJOB,
             PATCHES_WHILE_SUSPENDED,
             f"{_patches_cel('self')} == {_patches_cel('oldSelf')} || "
-            f"{_suspended_cel('self')} || {_suspended_cel('oldSelf')}",
+            f"{_suspended_cel('self')} || {_suspended_cel('oldSelf')} || "
+            f"({_untimed_patches_cel('oldSelf')})",
             ".spec.runtimePatches",
             _check_patches_while_suspended,
         ),

@@ -181,6 +181,12 @@ class JobPlugin(Protocol):
         the v1 kinds' restart model."""
         ...
 
+    def spec_stamp(self, raw: Mapping[str, Any], now: str) -> list[dict[str, Any]] | None:
+        """A JSON patch of the job itself that the operator writes before reconciling it
+        (a TrainJob's runtimePatches times, as Trainer's webhook stamps them); None when
+        there is nothing to write. ``now`` is RFC 3339 at second precision."""
+        ...
+
     def serving_replica_types(self, job: Job) -> tuple[str, ...]:
         """Replica types whose pods never end by themselves (MPI workers serve ``sshd``):
         after a success they are stopped without a grace period."""

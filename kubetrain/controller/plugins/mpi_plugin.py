@@ -166,6 +166,10 @@ class MPIPlugin:
         """The v1 restart model: one job-wide backoffLimit."""
         return None
 
+    def spec_stamp(self, raw: Mapping[str, Any], now: str) -> None:
+        """The v1 kinds' spec is the user's alone."""
+        return None
+
     def serving_replica_types(self, job: Job) -> tuple[str, ...]:
         """Workers run sshd for the launcher's mpirun: once it is done they have nothing
         left to finish."""

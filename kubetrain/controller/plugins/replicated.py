@@ -53,6 +53,10 @@ class ReplicatedPlugin:
         """The v1 restart model: one job-wide backoffLimit."""
         return None
 
+    def spec_stamp(self, raw: Mapping[str, Any], now: str) -> None:
+        """The v1 kinds' spec is the user's alone."""
+        return None
+
     def serving_replica_types(self, job: Job) -> tuple[str, ...]:
         return ()
 

@@ -28,6 +28,7 @@ from kubetrain.api.common import JobBase as Job
 from kubetrain.api.common import JobStatus, ReplicaStatus, RestartPolicy
 from kubetrain.api.errors import FieldError, JobValidationError
 from kubetrain.api.trainer import constants as T
+from kubetrain.api.trainer import patch_times
 from kubetrain.api.trainer.defaults import apply_trainer_defaults
 from kubetrain.api.trainer.loader import load_trainer_object
 from kubetrain.api.trainer.resolve import LAUNCHER, NODE_JOB, RENDEZVOUS_PORT, resolve
@@ -166,6 +167,10 @@ class TrainJobPlugin:
     def backoff_limits(self, job: Job) -> dict[str, int]:
         """Each replicated job's Job backoffLimit, counted as the Job controller does."""
         return dict(typed(job).spec.backoff_limits)
+
+    def spec_stamp(self, raw: Mapping[str, Any], now: str) -> list[dict[str, Any]] | None:
+        """runtimePatches' times (``kubetrain.api.trainer.patch_times``)."""
+        return patch_times.json_patch(raw, now)
 
     def serving_replica_types(self, job: Job) -> tuple[str, ...]:
         """MPI ``node`` pods serve sshd for the launcher: nothing to finish after it."""

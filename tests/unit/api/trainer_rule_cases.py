@@ -217,6 +217,17 @@ def _suspended(job: dict[str, Any], value: bool) -> dict[str, Any]:
 
 _PATCHED = trainjob(runtimePatches=[_patch([{"name": "node"}])])
 _REPATCHED = trainjob(runtimePatches=[_patch([{"name": "node"}], manager="example.com/other")])
+#: The same patch, its time stamped (the operator stamps times at any time).
+_PATCHED_AT = trainjob(
+    runtimePatches=[{**_patch([{"name": "node"}]), "time": "2026-01-02T03:04:05Z"}]
+)
+_PATCHED_LATER = trainjob(
+    runtimePatches=[{**_patch([{"name": "node"}]), "time": "2026-01-02T04:00:00Z"}]
+)
+#: The same manager's patch with other content.
+_PATCH_CHANGED = trainjob(
+    runtimePatches=[{**_patch([{"name": "node", "env": [{"name": "A", "value": "1"}]}])}]
+)
 _OVERRIDDEN = trainjob(
     podTemplateOverrides=[{"targetJobs": [{"name": "node"}], "spec": {"nodeSelector": {"a": "b"}}}]
 )
@@ -271,6 +282,12 @@ UPDATES: list[UpdateCase] = [
         _REPATCHED,
     ),
     UpdateCase(
+        "patch-content-while-running",
+        "trainjob-patches-while-suspended",
+        _PATCHED_AT,
+        _PATCH_CHANGED,
+    ),
+    UpdateCase(
         "overrides-while-running",
         "trainjob-overrides-while-suspended",
         trainjob(),
@@ -304,6 +321,9 @@ ADMITTED_UPDATES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
     ("patches-while-suspended", _suspended(_PATCHED, True), _suspended(_REPATCHED, True)),
     ("patches-on-resume", _suspended(_PATCHED, True), _suspended(_REPATCHED, False)),
     ("patches-on-suspend", _PATCHED, _suspended(_REPATCHED, True)),
+    # runtimePatches' times, stamped by the operator, change at any time.
+    ("patch-time-stamped-while-running", _PATCHED, _PATCHED_AT),
+    ("patch-time-changed-while-running", _PATCHED_AT, _PATCHED_LATER),
     # Kueue v0.15 writes Trainer v2.1's overrides while the job is suspended, and removes
     # them once it has suspended it again.
     ("overrides-while-suspended", _suspended(trainjob(), True), _suspended(_OVERRIDDEN, True)),

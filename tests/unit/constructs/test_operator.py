@@ -82,7 +82,7 @@ def test_cluster_role_rules_exactly() -> None:
         (("batch",), ("jobs",)): ("create", "delete", *watched),
         # Kubeflow Trainer v2: TrainJobs as the v1 kinds, and their runtimes read and kept
         # (the in-use finalizer is a JSON patch).
-        (("trainer.kubeflow.org",), ("trainjobs",)): (*watched, "delete"),
+        (("trainer.kubeflow.org",), ("trainjobs",)): (*watched, "delete", "patch"),
         (("trainer.kubeflow.org",), ("trainjobs/status",)): ("patch",),
         (("trainer.kubeflow.org",), ("trainjobs/finalizers",)): ("update",),
         (("trainer.kubeflow.org",), ("trainingruntimes",)): (*watched, "patch"),

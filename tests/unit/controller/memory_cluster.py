@@ -141,6 +141,30 @@ class MemoryCluster:
         meta["resourceVersion"] = str(int(meta.get("resourceVersion") or "1") + 1)
         self.calls.append(("status", key[2]))
 
+    def patch_job(self, key: JobKey, ops: list[dict[str, Any]]) -> dict[str, Any]:
+        """The JSON patch operations the operator sends (test, add, replace), as the API
+        server applies them: all or nothing, a failed test a 409."""
+        job = copy.deepcopy(self.jobs[key])
+        for op in ops:
+            *parents, last = [
+                part.replace("~1", "/").replace("~0", "~") for part in op["path"].split("/")[1:]
+            ]
+            target: Any = job
+            for part in parents:
+                target = target[part]
+            if op["op"] == "test":
+                if target.get(last) != op["value"]:
+                    raise ApiError(409, "Conflict", f"test of {op['path']} failed")
+            elif op["op"] in ("add", "replace"):
+                target[last] = copy.deepcopy(op["value"])
+            else:
+                raise AssertionError(f"unexpected JSON patch operation {op}")
+        meta = job["metadata"]
+        meta["resourceVersion"] = str(int(meta.get("resourceVersion") or "1") + 1)
+        self.jobs[key] = job
+        self.calls.append(("patch-job", key[2]))
+        return copy.deepcopy(job)
+
     def delete_job(self, key: JobKey, uid: str) -> None:
         self.jobs.pop(key, None)
         self.calls.append(("delete-job", key[2]))

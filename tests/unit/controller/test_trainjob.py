@@ -1,6 +1,6 @@
 """The TrainJob through the reconciler, on the in-memory cluster: the status the Kubeflow
-SDK reads, a runtime that is missing, the runtime pinned at the first reconcile, and the
-runtime's in-use annotation."""
+SDK reads, a runtime that is missing, the runtime pinned at the first reconcile, the
+runtime's in-use annotation, and runtimePatches' times."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from kubetrain.api import keys as K
+from kubetrain.controller.conditions import format_time
 from kubetrain.controller.plugins.registry import build_registry
 from kubetrain.controller.plugins.trainjob_status import CODEC
 from kubetrain.controller.reconciler import Reconciler
@@ -358,3 +359,28 @@ def _runtime_image(runtime: dict[str, Any]) -> str:
 def _set_runtime_image(runtime: dict[str, Any], image: str) -> None:
     (job,) = runtime["spec"]["template"]["spec"]["replicatedJobs"]
     job["template"]["spec"]["template"]["spec"]["containers"][0]["image"] = image
+
+
+def test_runtime_patch_times_are_stamped_once_before_the_reconcile() -> None:
+    """The operator stamps runtimePatches' times as Trainer's webhook does (one JSON patch
+    of the TrainJob, conditional on its resourceVersion), then reconciles the stamped
+    version: its status write is not refused as stale. Seen again, nothing is written."""
+    cluster, reconciler, key, clock = setup()
+    job = cluster.jobs[key]
+    job["metadata"]["resourceVersion"] = "3"
+    job["spec"]["runtimePatches"] = [
+        {"manager": "kueue.x-k8s.io/manager"},
+        {"manager": "example.com/team", "time": "2026-01-02T03:04:05Z"},
+    ]
+    reconciler.reconcile(key)
+    job = cluster.jobs[key]
+    assert job["spec"]["runtimePatches"] == [
+        {"manager": "kueue.x-k8s.io/manager", "time": format_time(NOW)},
+        {"manager": "example.com/team", "time": "2026-01-02T03:04:05Z"},
+    ]
+    assert cluster.calls.index(("patch-job", "tj")) < cluster.calls.index(("status", "tj"))
+    assert job["status"]["state"] == "Created"
+    clock.now = NOW + timedelta(seconds=30)
+    reconciler.reconcile(key)
+    assert cluster.calls.count(("patch-job", "tj")) == 1
+    assert job["spec"]["runtimePatches"][0]["time"] == format_time(NOW)
