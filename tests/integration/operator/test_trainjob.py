@@ -7,7 +7,9 @@ and end when the test says so."""
 from __future__ import annotations
 
 import copy
+import time
 from collections.abc import Iterator
+from datetime import UTC, datetime, timedelta
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -25,6 +27,7 @@ from kubetrain.constructs.objects import manifests
 from kubetrain.constructs.operator import TrainingOperator, TrainingOperatorProps
 from kubetrain.constructs.trainer_access import TrainerUserAccess
 from kubetrain.constructs.types import Image
+from kubetrain.controller.conditions import format_time
 from kubetrain.controller.config import OperatorConfig
 from tests.conftest import REPO_ROOT
 from tests.integration.kube import apply, wait_for
@@ -523,3 +526,68 @@ def test_a_resumed_trainjob_keeps_the_runtime_it_started_with(
             )
     finally:
         fresh.stop()
+
+
+def _selector_patch(manager: str, zone: str | None, time: str | None = None) -> dict[str, Any]:
+    """A runtime patch as upstream's e2e writes them: the node pods' node selector."""
+    patch: dict[str, Any] = {"manager": manager}
+    if zone is not None:
+        pod = {"spec": {"nodeSelector": {"zone": zone}}}
+        node = {"name": "node", "template": {"spec": {"template": pod}}}
+        patch["trainingRuntimeSpec"] = {"template": {"spec": {"replicatedJobs": [node]}}}
+    if time is not None:
+        patch["time"] = time
+    return patch
+
+
+def test_runtime_patch_times_are_stamped_as_upstreams_webhook_stamps_them(
+    operator: RunningOperator, jobs: Jobs, dyn: DynamicClient, namespace: str
+) -> None:
+    """Upstream's e2e "Creating a TrainJob with RuntimePatches", both specs, through the
+    operator: on create a given time is kept and a missing one stamped; on update (an
+    Update, as the e2e makes it) the unchanged patch keeps its time, the changed one gets
+    a new one, a new patch without a time is stamped and one with a time keeps it."""
+    runtime = _namespaced(_with_gpu_toleration(_upstream("torch_distributed.yaml")), namespace)
+    apply(dyn, runtime)
+    group, version, plural = TRAINJOBS
+    now = datetime.now(UTC).replace(microsecond=0)
+    user_time = format_time(now - timedelta(hours=1))
+    new_patch_time = format_time(now - timedelta(minutes=30))
+    body = train_job("stamped", runtime["metadata"]["name"], nodes=1)
+    body["spec"]["suspend"] = True
+    body["spec"]["runtimePatches"] = [
+        _selector_patch("test.io/unchanged", "keep"),
+        _selector_patch("test.io/will-change", "old", user_time),
+    ]
+    jobs.custom.create_namespaced_custom_object(group, version, jobs.namespace, plural, body)
+
+    def patches() -> list[dict[str, Any]]:
+        found: list[dict[str, Any]] = _trainjob(jobs.custom, namespace, "stamped")["spec"][
+            "runtimePatches"
+        ]
+        return found
+
+    created = wait_for(patches, lambda ps: all(p.get("time") for p in ps), what="times stamped")
+    assert created[1]["time"] == user_time
+    unchanged_time = created[0]["time"]
+    time.sleep(1)  # metav1.Time has second precision: the next stamp differs
+    current = _trainjob(jobs.custom, namespace, "stamped")
+    changed = current["spec"]["runtimePatches"]
+    changed[1] = _selector_patch("test.io/will-change", "new", changed[1]["time"])
+    changed += [
+        _selector_patch("test.io/new-no-time", None),
+        _selector_patch("test.io/new-with-time", None, new_patch_time),
+    ]
+    jobs.custom.replace_namespaced_custom_object(
+        group, version, jobs.namespace, plural, "stamped", current
+    )
+    after = wait_for(
+        patches,
+        lambda ps: len(ps) == 4 and all(p.get("time") for p in ps) and ps[1]["time"] != user_time,
+        what="the changed and new patches stamped",
+    )
+    assert after[0]["time"] == unchanged_time
+    assert after[1]["time"] > unchanged_time
+    assert after[2]["time"] >= after[1]["time"]
+    assert after[3]["time"] == new_patch_time
+    _release_runtimes(jobs)

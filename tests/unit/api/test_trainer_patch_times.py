@@ -28,7 +28,9 @@ def _patch(manager: str, sa: str | None = None, time: str | None = None) -> dict
     return out
 
 
-def _trainjob(patches: list[dict[str, Any]], annotations: dict[str, str] | None = None) -> dict:
+def _trainjob(
+    patches: list[dict[str, Any]], annotations: dict[str, str] | None = None
+) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": "e2e", "namespace": "ns", "resourceVersion": "7"}
     if annotations is not None:
         meta["annotations"] = annotations
