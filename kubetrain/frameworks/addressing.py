@@ -13,14 +13,15 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Protocol, TypedDict
+from typing import Any, Protocol, Required, TypedDict
 
 
-class EnvVar(TypedDict):
-    """A Kubernetes ``EnvVar`` with a literal value."""
+class EnvVar(TypedDict, total=False):
+    """A Kubernetes ``EnvVar``: a literal ``value``, or ``valueFrom`` (a field of the pod)."""
 
-    name: str
+    name: Required[str]
     value: str
+    valueFrom: dict[str, Any]
 
 
 def env_var(name: str, value: str | int) -> EnvVar:

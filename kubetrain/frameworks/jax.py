@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from kubetrain.api.trainer.resolve import RENDEZVOUS_PORT, ResolvedTrainJob
 from kubetrain.frameworks.addressing import Addressing, EnvVar, ReplicaRef, env_var
-from kubetrain.frameworks.trainjob_nodes import rank_zero
+from kubetrain.frameworks.trainjob_nodes import index_env, rank_zero
 
 
 def trainjob_env(job: ResolvedTrainJob, index: int, addressing: Addressing) -> list[EnvVar]:
@@ -25,6 +25,6 @@ def trainjob_env(job: ResolvedTrainJob, index: int, addressing: Addressing) -> l
     port = addressing.replica_port(coordinator, RENDEZVOUS_PORT)
     return [
         env_var("JAX_NUM_PROCESSES", job.spec.num_nodes),
-        env_var("JAX_PROCESS_ID", index),
+        index_env("JAX_PROCESS_ID"),
         env_var("JAX_COORDINATOR_ADDRESS", f"{rank_zero(job, addressing)}:{port}"),
     ]

@@ -236,7 +236,7 @@ def trainjob_env(job: ResolvedTrainJob, index: int, addressing: Addressing) -> l
     return [
         env_var("PET_NNODES", job.spec.num_nodes),
         env_var("PET_NPROC_PER_NODE", trainjob_nproc_per_node(job)),
-        env_var("PET_NODE_RANK", index),
+        trainjob_nodes.index_env("PET_NODE_RANK"),
         env_var("PET_MASTER_ADDR", trainjob_nodes.rank_zero(job, addressing)),
         env_var("PET_MASTER_PORT", addressing.replica_port(master, RENDEZVOUS_PORT)),
     ]

@@ -26,7 +26,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from kubetrain.api import keys as K
 from kubetrain.api.common import JobBase
 from kubetrain.api.kinds import TRAINJOB, KindInfo
 from kubetrain.api.trainer import constants as T
@@ -34,7 +33,7 @@ from kubetrain.api.trainer.resolve import LAUNCHER, ResolvedTrainJob
 from kubetrain.frameworks import jax, mpi, pytorch, tensorflow, xgboost
 from kubetrain.frameworks.addressing import Addressing, EnvVar, trainjob_pod_name
 from kubetrain.frameworks.base import Done, StartAfter
-from kubetrain.frameworks.trainjob_nodes import typed
+from kubetrain.frameworks.trainjob_nodes import index_env, typed
 
 
 class TrainJobFramework:
@@ -118,10 +117,7 @@ def with_completion_index(container: Mapping[str, Any]) -> dict[str, Any]:
     out = dict(container)
     env = list(out.get("env") or [])
     if not any(item.get("name") == COMPLETION_INDEX_ENV for item in env):
-        field_path = f"metadata.annotations['{K.JOB_COMPLETION_INDEX}']"
-        env.append(
-            {"name": COMPLETION_INDEX_ENV, "valueFrom": {"fieldRef": {"fieldPath": field_path}}}
-        )
+        env.append(index_env(COMPLETION_INDEX_ENV))
         out["env"] = env
     return out
 

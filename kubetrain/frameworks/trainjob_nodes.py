@@ -10,10 +10,10 @@ from typing import Any
 
 from kubetrain.api import quantity
 from kubetrain.api.common import JobBase
-from kubetrain.api.keys import GPU_RESOURCE
+from kubetrain.api.keys import GPU_RESOURCE, JOB_COMPLETION_INDEX
 from kubetrain.api.trainer import constants as T
 from kubetrain.api.trainer.resolve import ResolvedTrainJob
-from kubetrain.frameworks.addressing import Addressing
+from kubetrain.frameworks.addressing import Addressing, EnvVar
 
 
 def typed(job: JobBase) -> ResolvedTrainJob:
@@ -65,3 +65,13 @@ def rank_zero(job: ResolvedTrainJob, addressing: Addressing) -> str:
     """The host of the trainer's pod 0 (torch's master, JAX's coordinator, XGBoost's
     tracker)."""
     return addressing.trainjob_host(job.name, job.spec.trainer_job, 0)
+
+
+#: Where a TrainJob pod's index is read from: the Job controller's completion-index
+#: annotation, which every TrainJob pod carries (upstream's plugins read it the same way).
+COMPLETION_INDEX_FIELD = f"metadata.annotations['{JOB_COMPLETION_INDEX}']"
+
+
+def index_env(name: str) -> EnvVar:
+    """Variable ``name`` holding the pod's index, from its completion-index annotation."""
+    return {"name": name, "valueFrom": {"fieldRef": {"fieldPath": COMPLETION_INDEX_FIELD}}}

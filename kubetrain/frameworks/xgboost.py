@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from kubetrain.api.trainer.resolve import RENDEZVOUS_PORT, ResolvedTrainJob
 from kubetrain.frameworks.addressing import Addressing, EnvVar, ReplicaRef, env_var
-from kubetrain.frameworks.trainjob_nodes import gpus_per_node, rank_zero
+from kubetrain.frameworks.trainjob_nodes import gpus_per_node, index_env, rank_zero
 
 
 def workers(job: ResolvedTrainJob) -> int:
@@ -30,6 +30,6 @@ def trainjob_env(job: ResolvedTrainJob, index: int, addressing: Addressing) -> l
     return [
         env_var("DMLC_TRACKER_URI", rank_zero(job, addressing)),
         env_var("DMLC_TRACKER_PORT", addressing.replica_port(tracker, RENDEZVOUS_PORT)),
-        env_var("DMLC_TASK_ID", index),
+        index_env("DMLC_TASK_ID"),
         env_var("DMLC_NUM_WORKER", workers(job)),
     ]

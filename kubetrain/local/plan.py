@@ -220,9 +220,10 @@ def plan_local_run(
                 "the process runs in --workdir"
             )
         pod_name = replica_name(job.name, rtype, index)
-        env = manifest_env(container, where=where, fields=pod_fields(pod_name, namespace))
-        for var in framework.container_env(job, rtype, index, container, addressing):
-            env[var["name"]] = var["value"]
+        fields = pod_fields(pod_name, namespace)
+        env = manifest_env(container, where=where, fields=fields)
+        injected = framework.container_env(job, rtype, index, container, addressing)
+        env.update(manifest_env({"env": injected}, where=where, fields=fields))
         env.update(extra_env or {})
         argv = command_of(container, env, where=where, entrypoint=list(entrypoint))
         replicas.append(

@@ -203,8 +203,8 @@ def plan_trainjob(
             **{f"metadata.annotations['{JOB_COMPLETION_INDEX}']": str(index)},
         )
         env = manifest_env(trainjob.with_completion_index(container), where=where, fields=fields)
-        for var in framework.container_env(resolved, rjob, index, container, addressing):
-            env[var["name"]] = var["value"]
+        injected = framework.container_env(resolved, rjob, index, container, addressing)
+        env.update(manifest_env({"env": injected}, where=where, fields=fields))
         trainer = rjob == resolved.spec.trainer_job
         if devices and trainer:
             env["CUDA_VISIBLE_DEVICES"] = devices[index]

@@ -350,7 +350,17 @@ def _reconcile_to_success(
 
 
 def _torch_env(pod: dict[str, Any]) -> dict[str, str]:
-    env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0].get("env") or []}
+    """The PET_ variables as the kubelet resolves them (a fieldRef to an annotation reads
+    the pod's annotation)."""
+    annotations = pod["metadata"].get("annotations") or {}
+    env = {}
+    for item in pod["spec"]["containers"][0].get("env") or []:
+        if "valueFrom" in item:
+            path = item["valueFrom"]["fieldRef"]["fieldPath"]
+            key = path.removeprefix("metadata.annotations['").removesuffix("']")
+            env[item["name"]] = annotations[key]
+        else:
+            env[item["name"]] = item.get("value")
     return {k: v for k, v in env.items() if k.startswith("PET_")}
 
 

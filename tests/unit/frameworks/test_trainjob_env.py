@@ -10,6 +10,7 @@ import pytest
 
 from kubetrain.api.trainer.resolve import ResolvedTrainJob, resolve
 from kubetrain.frameworks import ClusterAddressing, LocalAddressing, mpi, trainjob
+from kubetrain.frameworks.trainjob_nodes import COMPLETION_INDEX_FIELD
 from tests.unit.api.test_trainer_resolve import rjob, runtime
 from tests.unit.api.test_trainer_resolve import trainjob as make_trainjob
 
@@ -29,10 +30,36 @@ def job(
 def env(
     resolved: ResolvedTrainJob, index: int, container: str = "node", rjob_name: str = "node"
 ) -> dict[str, str]:
+    """The variables as the kubelet gives them to pod ``index`` (a variable read from the
+    completion-index annotation, as upstream reads it, holds the index)."""
     found = trainjob.FRAMEWORK.container_env(
         resolved, rjob_name, index, {"name": container}, CLUSTER
     )
-    return {e["name"]: e["value"] for e in found}
+    out = {}
+    for var in found:
+        if "valueFrom" in var:
+            assert var["valueFrom"] == {"fieldRef": {"fieldPath": COMPLETION_INDEX_FIELD}}
+            out[var["name"]] = str(index)
+        else:
+            out[var["name"]] = var["value"]
+    return out
+
+
+@pytest.mark.parametrize(
+    ("policy", "variable"),
+    [({"torch": {}}, "PET_NODE_RANK"), ({"jax": {}}, "JAX_PROCESS_ID")],
+)
+def test_the_rank_is_read_from_the_completion_index_annotation(
+    policy: dict[str, Any], variable: str
+) -> None:
+    """Upstream's plugins set the rank with a fieldRef, not a literal: a pod's env says
+    the same whichever index it has, and the rank is the annotation's."""
+    resolved = job(policy, numNodes=2)
+    for index in (0, 1):
+        found = trainjob.FRAMEWORK.container_env(resolved, "node", index, {"name": "node"}, CLUSTER)
+        (rank,) = [v for v in found if v["name"] == variable]
+        path = "metadata.annotations['batch.kubernetes.io/job-completion-index']"
+        assert rank == {"name": variable, "valueFrom": {"fieldRef": {"fieldPath": path}}}
 
 
 def test_torch_on_gpu_nodes() -> None:
@@ -156,7 +183,7 @@ def test_locally_every_node_is_this_machine() -> None:
     resolved = job({"torch": {}}, numNodes=2)
     local = LocalAddressing(ports={("node", 0): 41234})
     found = trainjob.FRAMEWORK.container_env(resolved, "node", 1, {"name": "node"}, local)
-    values = {e["name"]: e["value"] for e in found}
+    values = {e["name"]: e.get("value") for e in found}
     assert (values["PET_MASTER_ADDR"], values["PET_MASTER_PORT"]) == ("127.0.0.1", "41234")
 
 

@@ -82,7 +82,8 @@ def test_the_environment_is_the_operators_with_local_addresses() -> None:
     resolved = result.job
     for replica in result.replicas:
         cluster = {
-            var["name"]: var["value"]
+            # The pod's index, from its completion-index annotation, as the kubelet reads it.
+            var["name"]: var["value"] if "value" in var else str(replica.index)
             for var in trainjob_rules.FRAMEWORK.container_env(
                 resolved,
                 "node",
