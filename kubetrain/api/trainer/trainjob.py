@@ -378,7 +378,9 @@ class TrainJobStatus(KubeModel):
     )
     restarts: NonNegInt32 | None = Field(
         default=None,
-        description="kubetrain: pods the operator deleted and recreated after a failure.",
+        description="kubetrain: restarts counted against backoffLimit, as the Job "
+        "controller counts them: pods recreated after a failure, and the in-place container "
+        "restarts of the pods there now.",
     )
     start_time: Time | None = Field(
         default=None,

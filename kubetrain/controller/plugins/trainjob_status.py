@@ -222,7 +222,10 @@ class TrainJobStatusCodec:
             ]
             out["nodes"] = len(node_pods)
             out["readyNodes"] = sum(1 for p in node_pods if _ready(observed, p))
+        # What backoffLimit is measured against, as the Job controller and the restart
+        # Events count it: pods recreated, and the in-place restarts of the pods there.
         restarts = sum((r.restarts or 0) for r in replicas.values())
+        restarts += sum(podstate.restart_count(pod) for pod in observed.pods.values())
         if restarts or "nodes" in out:
             out["restarts"] = restarts
         if status.start_time:

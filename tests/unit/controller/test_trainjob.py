@@ -384,3 +384,21 @@ def test_runtime_patch_times_are_stamped_once_before_the_reconcile() -> None:
     reconciler.reconcile(key)
     assert cluster.calls.count(("patch-job", "tj")) == 1
     assert job["spec"]["runtimePatches"][0]["time"] == format_time(NOW)
+
+
+def test_status_restarts_are_the_restarts_the_events_number() -> None:
+    """issue: "status.restarts stays 0 while kubetrain's own Events say 'restarts used:
+    6 of 6'". In-place restarts count, as against backoffLimit: the status says what the
+    last restart Event says."""
+    cluster, reconciler, key, _ = setup()
+    reconciler.reconcile(key)
+    cluster.children["Pod"]["tj-node-0-0"] = node_pod("tj-node-0-0")
+    for restarts in (1, 2, 3):
+        cluster.children["Pod"]["tj-node-0-1"] = node_pod(
+            "tj-node-0-1", restarts=restarts, last_exit=(1, "Error")
+        )
+        reconciler.reconcile(key)
+        status = cluster.jobs[key]["status"]
+        assert status["restarts"] == restarts
+        numbered = [e.message for e in cluster.events if "restarts used" in e.message]
+        assert f"restarts used: {restarts} of 6" in numbered[-1]
