@@ -327,10 +327,34 @@ class Jobs:
         return events[-1]
 
 
-def env_of(pod: dict[str, Any], container: int = 0) -> dict[str, str]:
-    """A pod container's literal environment variables."""
-    env = pod["spec"]["containers"][container].get("env") or []
-    return {e["name"]: e.get("value", "") for e in env}
+def env_of(pod: dict[str, Any], container: int | str = 0) -> dict[str, str]:
+    """A pod container's (by index or name) environment as the kubelet gives it: literal
+    values, and a ``fieldRef`` to the pod's name, namespace, a label or an annotation read
+    from the pod (a TrainJob's ranks come from its completion-index annotation)."""
+    containers = pod["spec"]["containers"]
+    spec = (
+        containers[container]
+        if isinstance(container, int)
+        else next(c for c in containers if c["name"] == container)
+    )
+    meta = pod["metadata"]
+    out: dict[str, str] = {}
+    for item in spec.get("env") or []:
+        path = ((item.get("valueFrom") or {}).get("fieldRef") or {}).get("fieldPath")
+        if path is None:
+            out[item["name"]] = item.get("value", "")
+            continue
+        for field in ("labels", "annotations"):
+            prefix = f"metadata.{field}['"
+            if path.startswith(prefix):
+                out[item["name"]] = (meta.get(field) or {})[path[len(prefix) : -2]]
+                break
+        else:
+            out[item["name"]] = {
+                "metadata.name": meta["name"],
+                "metadata.namespace": meta.get("namespace", ""),
+            }[path]
+    return out
 
 
 def run_every_kind_to_success(jobs: Jobs, prefix: str) -> None:

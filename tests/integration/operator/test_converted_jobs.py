@@ -27,7 +27,7 @@ from kubetrain.api import keys as K
 from tests.conftest import REPO_ROOT
 from tests.integration.kube import apply, condition, wait_for
 from tests.integration.operator.conftest import RunningOperator
-from tests.integration.operator.jobs import GPU_TOLERATION, Jobs, pytorch_job
+from tests.integration.operator.jobs import GPU_TOLERATION, Jobs, env_of, pytorch_job
 
 DATA = REPO_ROOT / "tests" / "data" / "convert"
 PAIRS = sorted(p for p in DATA.glob("*.yaml") if not p.name.endswith(".native.yaml"))
@@ -147,8 +147,7 @@ def _torch_layout(pods: dict[str, dict[str, Any]], container: str) -> list[dict[
     """Each pod's torchrun layout, in node-rank order."""
     layouts = []
     for pod in pods.values():
-        spec = next(c for c in pod["spec"]["containers"] if c["name"] == container)
-        env = {e["name"]: e.get("value", "") for e in spec.get("env") or []}
+        env = env_of(pod, container)
         layouts.append({name: env.get(name, "") for name in TORCH_LAYOUT})
     return sorted(layouts, key=lambda layout: layout["PET_NODE_RANK"])
 

@@ -32,7 +32,7 @@ from kubetrain.controller.config import OperatorConfig
 from tests.conftest import REPO_ROOT
 from tests.integration.kube import apply, wait_for
 from tests.integration.operator.conftest import RunningOperator
-from tests.integration.operator.jobs import GPU_TOLERATION, Jobs, train_job
+from tests.integration.operator.jobs import GPU_TOLERATION, Jobs, env_of, train_job
 from tests.integration.operator.sdk_users import Sdk, scientist_env
 
 UPSTREAM = REPO_ROOT / "tests/data/upstream/trainer-v2.3.0/manifests/base/runtimes"
@@ -136,8 +136,7 @@ def _trainjob(custom: client.CustomObjectsApi, namespace: str, name: str) -> dic
 
 
 def _env(pod: dict[str, Any], container: str = "node") -> dict[str, str]:
-    spec = next(c for c in pod["spec"]["containers"] if c["name"] == container)
-    return {e["name"]: e.get("value", "") for e in spec.get("env") or []}
+    return env_of(pod, container)
 
 
 def _finish(jobs: Jobs, trainjob: str, code: int = 0) -> None:
