@@ -96,6 +96,7 @@ NODE_DIR := $(CLUSTER_TOOLS_ROOT)/node-$(CLUSTER_K8S_VERSION)-$(call cluster_mod
 COREDNS_DIR := $(CLUSTER_TOOLS_ROOT)/coredns-$(COREDNS_VERSION)-$(call cluster_mod_digest,$(COREDNS_MODULE))
 ARGOCD_DIR := $(CLUSTER_TOOLS_ROOT)/argocd-$(ARGOCD_VERSION)-$(call cluster_mod_digest,$(ARGOCD_MODULE))
 KUSTOMIZE_DIR := $(CLUSTER_TOOLS_ROOT)/kustomize-$(KUSTOMIZE_VERSION)-$(call cluster_mod_digest,$(KUSTOMIZE_MODULE))
+TRAINER_E2E_DIR := $(CLUSTER_TOOLS_ROOT)/trainer-e2e-$(TRAINER_VERSION)-$(call cluster_mod_digest,$(TRAINER_MODULE))
 
 CLUSTER_GO_ENV := GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
 CLUSTER_GO_BUILD := go build -trimpath -buildvcs=false
@@ -137,6 +138,21 @@ kueue-crds:
 
 # The Prometheus Operator's CRD files (ServiceMonitor, PrometheusRule) for the unit tier's
 # schema checks of the monitoring constructs: downloaded the same way, nothing built
+# Upstream Kubeflow Trainer's own end-to-end suite (test/e2e of the pinned Trainer module,
+# Ginkgo), compiled unchanged into a test binary; tests/integration/operator/
+# test_upstream_e2e.py runs its specs against kubetrain's operator.
+$(TRAINER_E2E_DIR)/.done:
+	$(call cluster_tool_start,$(TRAINER_E2E_DIR),Kubeflow Trainer $(TRAINER_VERSION) e2e suite)
+	@set -e; start=$$(date +%s); \
+	  cd $(TRAINER_MODULE); \
+	  $(TOOL_GO_ENV) go test -c -trimpath -buildvcs=false -ldflags "-s -w" \
+	    -o $(TRAINER_E2E_DIR).partial/bin/trainer-e2e.test github.com/kubeflow/trainer/v2/test/e2e; \
+	  echo "built in $$(( $$(date +%s) - start ))s"
+	@$(TRAINER_E2E_DIR).partial/bin/trainer-e2e.test -ginkgo.dry-run -ginkgo.no-color 2>&1 | \
+	  grep 'Kubeflow Trainer E2E Suite' >/dev/null || \
+	  { echo "$(TRAINER_E2E_DIR).partial/bin/trainer-e2e.test is not Trainer's e2e suite" >&2; exit 1; }
+	$(call cluster_tool_finish,$(TRAINER_E2E_DIR))
+
 # (cluster/tools.py, prometheus_operator_crds, reads them there).
 PROMETHEUS_OPERATOR_VERSION := $(call cluster_mod_version,github.com/prometheus-operator/prometheus-operator,cluster/tools/prometheus-operator)
 monitoring-crds:
@@ -146,7 +162,8 @@ monitoring-crds:
 # already uses every core; two at once on a small machine only compete for memory).
 cluster-tools: $(CLUSTER_TOOLS_DIR)/.done $(SCHEDULER_PLUGINS_DIR)/.done $(KUEUE_DIR)/.done \
   $(HELM_DIR)/.done $(VOLCANO_DIR)/.done $(PROMETHEUS_DIR)/.done $(GRAFANA_DIR)/.done \
-  $(NODE_DIR)/.done $(COREDNS_DIR)/.done $(ARGOCD_DIR)/.done $(KUSTOMIZE_DIR)/.done
+  $(NODE_DIR)/.done $(COREDNS_DIR)/.done $(ARGOCD_DIR)/.done $(KUSTOMIZE_DIR)/.done \
+  $(TRAINER_E2E_DIR)/.done
 
 # Where each tool lives (a test checks that cluster/tools.py agrees).
 cluster-tool-dirs:
@@ -161,6 +178,7 @@ cluster-tool-dirs:
 	@echo "coredns $(COREDNS_DIR)"
 	@echo "argocd $(ARGOCD_DIR)"
 	@echo "kustomize $(KUSTOMIZE_DIR)"
+	@echo "trainer-e2e $(TRAINER_E2E_DIR)"
 	@echo "training-operator $(TRAINING_OPERATOR_DIR)"
 	@echo "mpi-operator $(MPI_OPERATOR_DIR)"
 	@echo "trainer $(TRAINER_DIR)"

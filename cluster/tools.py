@@ -22,6 +22,9 @@ into a cache directory of its own outside the repository:
 - Argo CD (one multicall binary, run as its application controller and repo server), with
   the CRDs of Application and AppProject and its default configuration, and kustomize,
   which the repo server runs (``cluster/argocd.py`` runs them).
+- upstream Kubeflow Trainer's end-to-end suite (``test/e2e`` of the pinned Trainer
+  module, Ginkgo), compiled unchanged into ``trainer-e2e.test``, which the integration
+  tests run against kubetrain's operator.
 
 ``make peer-tools`` builds, the same way, the Go operators kubetrain is compared with in
 ``benchmarks/peers.py`` (not needed by anything else, so not part of ``cluster-tools``):
@@ -94,6 +97,7 @@ BINARY_TOOLS = {
     "argocd-application-controller": "argocd",
     "argocd-repo-server": "argocd",
     "kustomize": "kustomize",
+    "trainer-e2e.test": "trainer_e2e",
     "training-operator": "training_operator",
     "mpi-operator": "mpi_operator",
     "trainer-controller-manager": "trainer",
@@ -295,6 +299,7 @@ class ToolDirs:
     coredns: Path
     argocd: Path
     kustomize: Path
+    trainer_e2e: Path
 
     @classmethod
     def for_versions(cls, versions: Versions) -> ToolDirs:
@@ -326,6 +331,7 @@ class ToolDirs:
             coredns=root / f"coredns-{versions.coredns}-{module_digest(COREDNS_MODULE)}",
             argocd=root / f"argocd-{versions.argocd}-{module_digest(ARGOCD_MODULE)}",
             kustomize=root / f"kustomize-{versions.kustomize}-{module_digest(KUSTOMIZE_MODULE)}",
+            trainer_e2e=root / f"trainer-e2e-{versions.trainer}-{module_digest(TRAINER_MODULE)}",
         )
 
     def by_tool(self) -> dict[str, Path]:
@@ -342,6 +348,7 @@ class ToolDirs:
             "coredns": self.coredns,
             "argocd": self.argocd,
             "kustomize": self.kustomize,
+            "trainer-e2e": self.trainer_e2e,
             "training-operator": self.training_operator,
             "mpi-operator": self.mpi_operator,
             "trainer": self.trainer,
@@ -554,6 +561,7 @@ TOOL_NAMES = (
     "coredns",
     "argocd",
     "kustomize",
+    "trainer-e2e",
 )
 #: The Go operators ``make peer-tools`` builds for the peer benchmark.
 PEER_TOOL_NAMES = ("training-operator", "mpi-operator", "trainer", "jobset")
@@ -632,7 +640,7 @@ def find_tools(versions: Versions | None = None, *, only: Iterable[str] = TOOL_N
             f"helm {versions.helm}, Volcano APIs {versions.volcano_apis}, Prometheus "
             f"{versions.prometheus_release} ({versions.prometheus}), grafana-foundation-sdk "
             f"{versions.grafana_sdk}, CoreDNS {versions.coredns}, Argo CD {versions.argocd}, "
-            f"kustomize {versions.kustomize}. "
+            f"kustomize {versions.kustomize}, Trainer's e2e suite {versions.trainer}. "
             "Run `make cluster-tools` to build them."
         )
     return tools

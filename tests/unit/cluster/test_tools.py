@@ -169,6 +169,7 @@ def test_each_binary_lives_in_its_tools_directory(tmp_path: Path) -> None:
         coredns=tmp_path / "coredns",
         argocd=tmp_path / "argocd",
         kustomize=tmp_path / "kustomize",
+        trainer_e2e=tmp_path / "trainer-e2e",
     )
     tools = Tools(versions=Versions.pinned(), dirs=dirs)
     assert tools.kubectl == tmp_path / "cp" / "bin" / "kubectl"
