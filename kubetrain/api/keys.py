@@ -153,6 +153,9 @@ TRAINER_STEP_CONTAINERS = {
 
 TRAINJOB_COMPLETE_REASON = "AllJobsCompleted"
 """The reason upstream Trainer v2 gives a TrainJob's ``Complete`` condition (JobSet's)."""
+TRAINJOB_COMPLETE_MESSAGE = "jobset completed successfully"
+"""Its message (JobSet's, word for word: upstream's e2e suite compares it); kubetrain's
+own account of the success is in ``status.kubetrain``."""
 TRAINJOB_FAILED_JOBS_REASON = "FailedJobs"
 """The reason upstream Trainer v2 gives a TrainJob's ``Failed`` condition when one of its
 Jobs failed (JobSet's); kubetrain's precise cause stays in the message."""

@@ -7,8 +7,9 @@ any condition, even ``Suspended=False``, freezes it at ``Created``. So the Train
 
 Their reasons are upstream's, which JobSet gives them: ``AllJobsCompleted``;
 ``FailedJobs`` when a pod's failure failed its Job (restarts used up, or a restartPolicy
-that does not retry); ``DeadlineExceeded``; ``Suspended``. kubetrain's precise cause is
-in the message, and its own reason in ``status.kubetrain``. Failures no Job has (a
+that does not retry); ``DeadlineExceeded``; ``Suspended``. ``Complete`` has JobSet's
+message too (``jobset completed successfully``); the others have kubetrain's precise
+cause. kubetrain's own reasons and messages are in ``status.kubetrain``. Failures no Job has (a
 runtime that never appeared, a start that timed out, a child the API server refused)
 keep kubetrain's reason.
 
@@ -108,6 +109,14 @@ def sdk_reason(cond: JobCondition) -> str:
     return cond.reason or cond.type.value
 
 
+def sdk_message(cond: JobCondition) -> str:
+    """The message of the TrainJob condition ``cond`` becomes: upstream's for Complete,
+    kubetrain's (the precise cause) for the others."""
+    if cond.type == ConditionType.SUCCEEDED:
+        return K.TRAINJOB_COMPLETE_MESSAGE
+    return (cond.message or "")[:32768]
+
+
 def _sdk_conditions(conditions: list[JobCondition]) -> list[Condition]:
     out = []
     for cond in conditions:
@@ -126,7 +135,7 @@ def _sdk_conditions(conditions: list[JobCondition]) -> list[Condition]:
                 type=name,
                 status="True",
                 reason=sdk_reason(cond),
-                message=(cond.message or "")[:32768],
+                message=sdk_message(cond),
                 last_transition_time=cond.last_transition_time or cond.last_update_time or "",
             )
         )
