@@ -135,12 +135,14 @@ def cgroup_pids(name: str) -> set[int]:
     """Every process in ``/<name>`` or below, in any hierarchy."""
     pids: set[int] = set()
     for hierarchy in cgroup_hierarchies():
-        group = hierarchy / name
-        if not group.is_dir():
-            continue
-        for procs in group.rglob("cgroup.procs"):
+        # os.walk skips a directory that goes away while it looks (a container's cgroup
+        # removed meanwhile); Path.rglob raised FileNotFoundError there.
+        for directory, _dirs, files in os.walk(hierarchy / name):
+            if "cgroup.procs" not in files:
+                continue
             with contextlib.suppress(OSError):
-                pids.update(int(p) for p in procs.read_text(encoding="ascii").split())
+                text = (Path(directory) / "cgroup.procs").read_text(encoding="ascii")
+                pids.update(int(p) for p in text.split())
     return pids
 
 
