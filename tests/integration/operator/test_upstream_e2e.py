@@ -14,6 +14,7 @@ run here, and why, are in :data:`NOT_RUN_HERE` (the README lists them too).
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import threading
 import time
@@ -33,6 +34,7 @@ from cluster.tools import Tools, find_tools
 from kubetrain.controller.conditions import parse_time
 from kubetrain.controller.config import OperatorConfig
 from tests.conftest import REPO_ROOT
+from tests.integration.kube import wait_for_established
 from tests.integration.operator.conftest import RunningOperator
 
 RUNTIMES = REPO_ROOT / "tests/data/upstream/trainer-v2.3.0/manifests/base/runtimes"
@@ -92,9 +94,7 @@ def upstream_runtimes(
     upstream's ClusterTrainingRuntimes, as shipped."""
     (jobset_crd,) = [p for p in e2e_tools.kueue_dependency_crds if "jobset" in p.name]
     local_cluster.kubectl("apply", "--server-side", "-f", str(jobset_crd))
-    local_cluster.kubectl(
-        "wait", "--for=condition=Established", "crd/jobsets.jobset.x-k8s.io", "--timeout=60s"
-    )
+    wait_for_established(dyn, "jobsets.jobset.x-k8s.io")
     for runtime in UPSTREAM_RUNTIMES:
         local_cluster.kubectl("apply", "--server-side", "-f", str(RUNTIMES / runtime))
     try:
@@ -148,7 +148,8 @@ class PodDriver:
 
 def _runs_for(container: dict[str, Any]) -> float | None:
     """How long a container with this command runs, in seconds (None: until stopped)."""
-    words = [*(container.get("command") or []), *(container.get("args") or [])]
+    argv = [*(container.get("command") or []), *(container.get("args") or [])]
+    words = " ".join(argv).split()  # `sh -c "sleep 600"` sleeps too
     if any(w.endswith(("sshd", "/pause")) for w in words):
         return None
     if "sleep" in words and words.index("sleep") + 1 < len(words):
@@ -179,7 +180,7 @@ def test_upstream_trainer_e2e_specs_pass_against_kubetrain(
 ) -> None:
     """Upstream's own test binary, unchanged, passes every spec listed in RUN_HERE."""
     report = tmp_path / "report.json"
-    focus = "|".join(f"^{text}$".replace("(", r"\(").replace(")", r"\)") for text in RUN_HERE)
+    focus = "|".join(re.sub(r"([().*+?\[\]{}|^$\\])", r"\\\1", text) for text in RUN_HERE)
     with PodDriver(core_v1) as driver:
         done = _run_suite(e2e_tools, local_cluster, report, focus, tmp_path)
     specs = _specs(report)
