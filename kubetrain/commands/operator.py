@@ -44,11 +44,22 @@ def run(args: argparse.Namespace) -> int:
         burst=config.kube_api_burst,
         pool_size=config.workers * 6 + 16,
     )
+    # The progress server's own client: its writes are not the reconcilers' (no leader
+    # fence, a rate limit of its own), as upstream gives its status server a client.
+    progress_api = (
+        KubeApi.connect(
+            args.kubeconfig, args.context, qps=config.kube_api_qps, burst=config.kube_api_burst
+        )
+        if config.progress_server
+        else None
+    )
     try:
-        operator = Operator(config, api)
-    except ValueError as err:
+        operator = Operator(config, api, progress_api=progress_api)
+    except (ValueError, OSError) as err:
         print(f"kubetrain operator: {err}", file=sys.stderr)
         api.close()
+        if progress_api is not None:
+            progress_api.close()
         return 2
     stop = threading.Event()
 
@@ -61,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
         return operator.run(stop)
     finally:
         api.close()
+        if progress_api is not None:
+            progress_api.close()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,6 +31,7 @@ from kubetrain.constructs.types import (
     check_toleration,
 )
 from kubetrain.controller.config import OperatorConfig
+from kubetrain.controller.rbac import serves_progress
 
 # A non-root UID/GID that exists in distroless and slim images alike.
 OPERATOR_UID = 65532
@@ -128,6 +129,10 @@ class TrainingOperatorProps:
             config = dataclasses.replace(config, namespaces=tuple(self.watch_namespaces))
         if self.replicas > 1 and not config.leader_elect:
             config = dataclasses.replace(config, leader_elect=True)
+        if config.progress_server and not config.progress_host:
+            # Pods reach the progress server through the construct's Service.
+            host = f"{self.name}-progress.{self.namespace}.svc"
+            config = dataclasses.replace(config, progress_host=host)
         if config.cluster_wide and self.namespace not in config.exclude_namespaces:
             # The operator's own namespace holds its token and Lease, never a job.
             config = dataclasses.replace(
@@ -167,6 +172,8 @@ class TrainingOperator(constructs.Construct):
             add_runtime_protection(self)
         api_object(self, "Resource", self._deployment())
         api_object(self, "MetricsService", self._service())
+        if serves_progress(self.config):
+            api_object(self, "ProgressService", self._progress_service())
         api_object(self, "DisruptionBudget", self._pdb())
         api_object(self, "NetworkPolicy", self._network_policy())
         api_object(self, "EgressPolicy", self._egress_policy())
@@ -220,6 +227,11 @@ class TrainingOperator(constructs.Construct):
             "ports": [
                 {"name": "metrics", "containerPort": config.metrics_port, "protocol": "TCP"},
                 {"name": "health", "containerPort": config.health_port, "protocol": "TCP"},
+                *(
+                    [{"name": "progress", "containerPort": config.progress_port, "protocol": "TCP"}]
+                    if serves_progress(config)
+                    else []
+                ),
             ],
             "livenessProbe": {
                 "httpGet": {"path": "/healthz", "port": "health"},
@@ -309,6 +321,29 @@ class TrainingOperator(constructs.Construct):
             name=f"{self.props.name}-metrics",
         )
 
+    def _progress_service(self) -> dict[str, Any]:
+        """Where trainer pods send progress reports (every replica serves them)."""
+        port = self.config.progress_port
+        return self.manifest(
+            "v1",
+            "Service",
+            {
+                "spec": {
+                    "type": "ClusterIP",
+                    "selector": dict(self.selector),
+                    "ports": [
+                        {
+                            "name": "progress",
+                            "port": port,
+                            "targetPort": "progress",
+                            "protocol": "TCP",
+                        }
+                    ],
+                }
+            },
+            name=f"{self.props.name}-progress",
+        )
+
     def _pdb(self) -> dict[str, Any]:
         # One replica: allow the eviction (a drain must not hang); more: keep one up.
         budget = {"minAvailable": 1} if self.props.replicas > 1 else {"maxUnavailable": 1}
@@ -319,10 +354,15 @@ class TrainingOperator(constructs.Construct):
         )
 
     def _network_policy(self) -> dict[str, Any]:
-        """Ingress: the health port from anywhere (the kubelet probes it), the metrics
-        port from the monitoring namespace only, nothing else."""
+        """Ingress: the health port from anywhere (the kubelet probes it), the progress
+        port from anywhere (trainer pods of every namespace; each report carries a token
+        the server checks), the metrics port from the monitoring namespace only, nothing
+        else."""
+        open_ports = [self.config.health_port]
+        if serves_progress(self.config):
+            open_ports.append(self.config.progress_port)
         ingress: list[dict[str, Any]] = [
-            {"ports": [{"port": self.config.health_port, "protocol": "TCP"}]}
+            {"ports": [{"port": port, "protocol": "TCP"} for port in open_ports]}
         ]
         if self.props.monitoring_namespace is not None:
             ingress.append(

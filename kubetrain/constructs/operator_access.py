@@ -12,6 +12,7 @@ from kubetrain.controller.rbac import (
     cluster_rules,
     leader_election_rules,
     operator_rules,
+    progress_rules,
 )
 
 if TYPE_CHECKING:
@@ -90,6 +91,16 @@ def add_rbac(op: TrainingOperator) -> None:
             name=f"{name}-leader-election",
             namespace="",
         )
+    progress = progress_rules(op.config)
+    if progress:
+        _grant(
+            op,
+            ("ProgressRole", "ProgressRoleBinding"),
+            "Role",
+            progress,
+            name=f"{name}-progress",
+            namespace="",
+        )
 
 
 def add_exclusion_policy(op: TrainingOperator) -> None:
@@ -130,7 +141,15 @@ def add_exclusion_policy(op: TrainingOperator) -> None:
                         "operations": ["CREATE", "UPDATE"],
                         "resources": ["leases"],
                         "resourceNames": [op.config.leader_election_id],
-                    }
+                    },
+                    # The progress server's certificate, in the operator's own namespace.
+                    {
+                        "apiGroups": [""],
+                        "apiVersions": ["v1"],
+                        "operations": ["CREATE", "UPDATE"],
+                        "resources": ["secrets"],
+                        "resourceNames": [op.config.progress_secret],
+                    },
                 ],
             },
             "matchConditions": [

@@ -94,6 +94,21 @@ class OperatorConfig:
     their own beside ``kube_api_qps``: Events never crowd out reconciles."""
     log_level: LogLevel = LogLevel.INFO
     """Lowest level of the log lines the operator writes: debug, info, warning, error."""
+    progress_server: bool = True
+    """Serve the Kubeflow SDK's progress reports (``update_trainjob_status``) over HTTPS
+    and give TrainJobs' trainer pods what the SDK needs to send them (upstream's
+    ``TrainJobStatus`` feature). Needs TrainJob among ``kinds``."""
+    progress_port: int = 10443
+    """Port of the progress server."""
+    progress_bind_address: str = "0.0.0.0"
+    """Address the progress server listens on (pods reach it through a Service)."""
+    progress_host: str = ""
+    """Host name (or IP) trainer pods reach the progress server at, in their
+    ``KUBEFLOW_TRAINER_SERVER_URL`` and the certificate's names. Default:
+    ``kubetrain-progress.<the operator's namespace>.svc``."""
+    progress_secret: str = "kubetrain-progress-tls"
+    """Secret (in the operator's namespace) holding the progress server's CA and
+    certificate, which the operator creates and renews."""
 
     def __post_init__(self) -> None:
         unknown = [k for k in self.kinds if k not in JOB_KINDS]
@@ -118,7 +133,7 @@ class OperatorConfig:
                 f"namespaces and exclude_namespaces both name {', '.join(both)}: a watched "
                 "namespace cannot be excluded (drop it from one of them)"
             )
-        for name in ("metrics_bind_address", "health_bind_address"):
+        for name in ("metrics_bind_address", "health_bind_address", "progress_bind_address"):
             address = getattr(self, name)
             try:
                 ipaddress.ip_address(address)
@@ -133,12 +148,28 @@ class OperatorConfig:
             raise ValueError(f"kube_api_qps ({self.kube_api_qps}) must be > 0")
         if self.kube_api_burst < 1:
             raise ValueError(f"kube_api_burst ({self.kube_api_burst}) must be >= 1")
-        for name in ("metrics_port", "health_port"):
+        for name in ("metrics_port", "health_port", "progress_port"):
             port = getattr(self, name)
             if not 1024 <= port <= 65535:
                 raise ValueError(f"{name} ({port}) must be between 1024 and 65535 (non-root)")
-        if self.metrics_port == self.health_port:
-            raise ValueError(f"metrics_port and health_port ({self.metrics_port}) must differ")
+        ports = (self.metrics_port, self.health_port, self.progress_port)
+        if len(set(ports)) != len(ports):
+            raise ValueError(
+                f"metrics_port, health_port and progress_port ({', '.join(map(str, ports))}) "
+                "must differ"
+            )
+        if self.progress_host and not (
+            _DNS1123_SUBDOMAIN.match(self.progress_host) or _is_ip(self.progress_host)
+        ):
+            raise ValueError(
+                f"progress_host ({self.progress_host!r}) must be a DNS name (e.g. "
+                "kubetrain-progress.kubetrain-system.svc) or an IP address"
+            )
+        if not _DNS1123_SUBDOMAIN.match(self.progress_secret) or len(self.progress_secret) > 253:
+            raise ValueError(
+                f"progress_secret ({self.progress_secret!r}) must be a Secret name (a DNS-1123 "
+                "subdomain)"
+            )
         if not _DNS1123.match(self.leader_election_id):
             raise ValueError(
                 f"leader_election_id ({self.leader_election_id!r}) must be a DNS-1123 label"
@@ -192,7 +223,13 @@ class OperatorConfig:
             f"--success-grace-seconds={self.success_grace_seconds}",
             f"--event-qps={self.event_qps:g}",
             f"--log-level={self.log_level.value}",
+            f"--progress-server={'true' if self.progress_server else 'false'}",
+            f"--progress-port={self.progress_port}",
+            f"--progress-bind-address={self.progress_bind_address}",
+            f"--progress-secret={self.progress_secret}",
         ]
+        if self.progress_host:
+            args.append(f"--progress-host={self.progress_host}")
         if self.gang_scheduler_name:
             args.append(f"--gang-scheduler-name={self.gang_scheduler_name}")
         return args
@@ -248,6 +285,22 @@ class OperatorConfig:
         parser.add_argument(
             "--log-level", default=d.log_level.value, choices=[level.value for level in LogLevel]
         )
+        parser.add_argument(
+            "--progress-server",
+            type=_parse_bool,
+            default=d.progress_server,
+            metavar="true|false",
+            help="serve the SDK's progress reports for TrainJobs (default: true)",
+        )
+        parser.add_argument("--progress-port", type=int, default=d.progress_port)
+        parser.add_argument("--progress-bind-address", default=d.progress_bind_address)
+        parser.add_argument(
+            "--progress-host",
+            default=d.progress_host,
+            help="host trainer pods reach the progress server at "
+            "(default: kubetrain-progress.<namespace>.svc)",
+        )
+        parser.add_argument("--progress-secret", default=d.progress_secret)
 
     @classmethod
     def from_namespace(cls, args: argparse.Namespace) -> OperatorConfig:
@@ -273,6 +326,11 @@ class OperatorConfig:
             success_grace_seconds=args.success_grace_seconds,
             event_qps=args.event_qps,
             log_level=LogLevel(args.log_level),
+            progress_server=args.progress_server,
+            progress_port=args.progress_port,
+            progress_bind_address=args.progress_bind_address,
+            progress_host=args.progress_host,
+            progress_secret=args.progress_secret,
         )
 
     @classmethod
@@ -284,6 +342,14 @@ class OperatorConfig:
 
 def config_field_names() -> list[str]:
     return [f.name for f in fields(OperatorConfig)]
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 def _parse_bool(text: str) -> bool:

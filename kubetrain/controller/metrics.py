@@ -172,6 +172,14 @@ CATALOGUE: tuple[MetricDoc, ...] = (
         "Time a job key spent queued before a worker took it.",
     ),
     _doc(
+        "kubetrain_progress_reports_total",
+        "counter",
+        "code",
+        "Do training processes' progress reports get through?",
+        "Progress reports (the SDK's update_trainjob_status) the progress server answered, "
+        "by HTTP status code: 200 written, 4xx refused (nothing written).",
+    ),
+    _doc(
         "kubetrain_is_leader",
         "gauge",
         "",
@@ -229,6 +237,7 @@ class Metrics:
             (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
         )
         self.reconcile_errors = counter("kubetrain_reconcile_errors_total")
+        self.progress_reports = counter("kubetrain_progress_reports_total")
         self.queue_depth = Gauge(
             "kubetrain_workqueue_depth", _help("kubetrain_workqueue_depth"), registry=self.registry
         )

@@ -18,6 +18,7 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
+from kubetrain.api.kinds import TRAINJOB
 from kubetrain.controller.cluster_state import JobKey, KubeCluster
 from kubetrain.controller.config import OperatorConfig
 from kubetrain.controller.errors import ApiError, Deposed, ErrorClass
@@ -28,12 +29,20 @@ from kubetrain.controller.kube import LEASES, POD_GROUP_RESOURCES, KubeApi
 from kubetrain.controller.leader import LeaderElector
 from kubetrain.controller.metrics import Metrics
 from kubetrain.controller.plugins.registry import build_registry
+from kubetrain.controller.plugins.trainjob_plugin import TrainJobPlugin
+from kubetrain.controller.plugins.trainjob_progress import ProgressInjection
 from kubetrain.controller.reconciler import Reconciler
+from kubetrain.controller.status_auth import TokenAuthorizer
+from kubetrain.controller.status_kube import KubeProgressApi
+from kubetrain.controller.status_server import ProgressEndpoint, ProgressServer
+from kubetrain.controller.status_tls import ServingCertificates
 from kubetrain.controller.workqueue import WorkQueue
 
 log = logging.getLogger("kubetrain.operator")
 
 SERVICE_ACCOUNT_NAMESPACE = Path("/var/run/secrets/kubernetes.io/serviceaccount/namespace")
+#: The Service the ``TrainingOperator`` construct puts in front of the progress server.
+PROGRESS_SERVICE = "kubetrain-progress"
 
 
 def default_identity() -> str:
@@ -67,6 +76,7 @@ class Operator:
         renew_deadline: float = 10.0,
         retry_period: float = 2.0,
         refusal_backoff_seconds: float = 2.0,
+        progress_api: KubeApi | None = None,
     ) -> None:
         self.config = config
         self.api = api
@@ -127,6 +137,7 @@ class Operator:
             )
         )
         self.resync_seconds = resync_seconds
+        self.progress = self._progress_server(progress_api)
         self.http: HttpServers | None = None
         if serve_http:
             self.http = HttpServers(
@@ -141,6 +152,33 @@ class Operator:
         self.started = threading.Event()
         self._workers: list[threading.Thread] = []
         self._alive = True
+
+    def _progress_server(self, api: KubeApi | None) -> ProgressServer | None:
+        """The progress server (and what TrainJobs' trainer pods get to reach it), when
+        it is on, TrainJobs are reconciled and it has an API client of its own."""
+        config = self.config
+        plugin = self.plugins.get(TRAINJOB.kind)
+        if api is None or not config.progress_server or not isinstance(plugin, TrainJobPlugin):
+            return None
+        namespace = lease_namespace()
+        host = config.progress_host or f"{PROGRESS_SERVICE}.{namespace}.svc"
+        kube = KubeProgressApi(api, secret_namespace=namespace, secret_name=config.progress_secret)
+        certificates = ServingCertificates(kube, [host])
+        reports = self.metrics.progress_reports
+        endpoint = ProgressEndpoint(
+            TokenAuthorizer(kube), kube, on_report=lambda code: reports.labels(code=code).inc()
+        )
+        server = ProgressServer(
+            endpoint, certificates, address=config.progress_bind_address, port=config.progress_port
+        )
+
+        def ca_bundle() -> str:
+            material = certificates.material
+            assert material is not None, "the progress server starts before any reconcile"
+            return material.ca_bundle
+
+        plugin.progress = ProgressInjection(f"https://{host}:{server.port}", ca_bundle)
+        return server
 
     # -- probes ------------------------------------------------------------------------
 
@@ -221,6 +259,18 @@ class Operator:
             log.error("gang scheduler missing", extra={"error": missing})
             print(f"kubetrain operator: {missing}", file=sys.stderr)
             return 2
+        if self.progress is not None:
+            try:
+                self.progress.start()
+            except (ApiError, RuntimeError, OSError) as err:
+                log.error("progress server cannot start", extra={"error": str(err)})
+                print(
+                    f"kubetrain operator: the progress server cannot load its certificate "
+                    f"(Secret {self.config.progress_secret}): {err}; grant the operator that "
+                    "Secret, or run with --progress-server=false",
+                    file=sys.stderr,
+                )
+                return 2
         if self.http is not None:
             self.http.start()
         code = 0
@@ -319,4 +369,6 @@ class Operator:
         self.metrics.is_leader.set(0)
         if self.http is not None:
             self.http.stop()
+        if self.progress is not None:
+            self.progress.stop()
         log.info("stopped", extra={"identity": self.identity, "api_writes": self.api.writes})

@@ -37,3 +37,14 @@ class TokenBucket:
         if wait > 0:
             self._sleep(wait)
         return wait
+
+    def try_acquire(self) -> bool:
+        """Take a token if one is free now; False (nothing taken) otherwise."""
+        with self._lock:
+            now = self._clock()
+            self._tokens = min(self.burst, self._tokens + (now - self._stamp) * self.qps)
+            self._stamp = now
+            if self._tokens < 1:
+                return False
+            self._tokens -= 1
+            return True

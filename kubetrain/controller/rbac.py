@@ -32,13 +32,17 @@ class PolicyRule:
     api_groups: tuple[str, ...]
     resources: tuple[str, ...]
     verbs: tuple[str, ...]
+    resource_names: tuple[str, ...] = ()
 
     def to_wire(self) -> dict[str, list[str]]:
-        return {
+        wire = {
             "apiGroups": list(self.api_groups),
             "resources": list(self.resources),
             "verbs": list(self.verbs),
         }
+        if self.resource_names:
+            wire["resourceNames"] = list(self.resource_names)
+        return wire
 
 
 def operator_rules(config: OperatorConfig) -> list[PolicyRule]:
@@ -97,13 +101,34 @@ def operator_rules(config: OperatorConfig) -> list[PolicyRule]:
     return rules
 
 
+def serves_progress(config: OperatorConfig) -> bool:
+    """Whether the operator runs the progress server (on, and TrainJobs reconciled)."""
+    return config.progress_server and TRAINJOB.kind in config.kinds
+
+
 def cluster_rules(config: OperatorConfig) -> list[PolicyRule]:
     """Rules on cluster-scoped resources, granted by a ClusterRole even to an operator
-    that watches only some namespaces: the ClusterTrainingRuntimes TrainJobs reference."""
+    that watches only some namespaces: the ClusterTrainingRuntimes TrainJobs reference,
+    and TokenReviews, which prove a progress report comes from a TrainJob's pod."""
     if TRAINJOB.kind not in config.kinds:
         return []
     runtime = CLUSTER_TRAINING_RUNTIME
-    return [PolicyRule((runtime.group,), (runtime.plural,), (*_WATCHED, "patch"))]
+    rules = [PolicyRule((runtime.group,), (runtime.plural,), (*_WATCHED, "patch"))]
+    if serves_progress(config):
+        rules.append(PolicyRule(("authentication.k8s.io",), ("tokenreviews",), ("create",)))
+    return rules
+
+
+def progress_rules(config: OperatorConfig) -> list[PolicyRule]:
+    """Rules in the operator's own namespace for the progress server's certificate
+    Secret: created once (a create cannot be limited to a name), then read and renewed
+    by name only. Nothing when the progress server is off."""
+    if not serves_progress(config):
+        return []
+    return [
+        PolicyRule(("",), ("secrets",), ("create",)),
+        PolicyRule(("",), ("secrets",), ("get", "update"), (config.progress_secret,)),
+    ]
 
 
 def leader_election_rules() -> list[PolicyRule]:

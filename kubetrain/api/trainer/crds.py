@@ -45,6 +45,19 @@ TRAINJOB_COLUMNS = [
     {"name": "Runtime", "type": "string", "jsonPath": ".spec.runtimeRef.name"},
     {"name": "State", "type": "string", "jsonPath": ".status.state"},
     {
+        "name": "Progress",
+        "type": "integer",
+        "jsonPath": ".status.trainerStatus.progressPercentage",
+        "description": "Percent done, as the training process last reported it "
+        "(the Kubeflow SDK's update_trainjob_status).",
+    },
+    {
+        "name": "ETA",
+        "type": "integer",
+        "jsonPath": ".status.trainerStatus.estimatedRemainingSeconds",
+        "description": "Seconds left, as the training process last estimated them.",
+    },
+    {
         "name": "Ready",
         "type": "integer",
         "jsonPath": ".status.readyNodes",

@@ -46,6 +46,7 @@ from kubetrain.controller.plugins.base import (
     StartupRule,
     StatusCodec,
 )
+from kubetrain.controller.plugins.trainjob_progress import ProgressInjection
 from kubetrain.controller.plugins.trainjob_status import CODEC
 from kubetrain.controller.policies import startup, success
 from kubetrain.controller.sshkeys import SshKeyPair, generate_ssh_keys, ssh_secret, ssh_secret_name
@@ -88,6 +89,8 @@ class TrainJobPlugin:
     status_codec: StatusCodec = CODEC
     #: The operator's gang scheduler (None: off).
     gang: G.GangConfig | None = None
+    #: Where trainer pods report progress (None: the progress server is off).
+    progress: ProgressInjection | None = None
 
     def __init__(
         self,
@@ -216,6 +219,8 @@ class TrainJobPlugin:
     def build(self, job: Job, observed: Observed) -> Iterator[dict[str, Any]]:
         resolved = typed(job)
         yield children.with_hash(self._service(resolved))
+        if self.progress is not None:
+            yield children.with_hash(self.progress.config_map(resolved))
         secret: str | None = None
         if resolved.spec.mpi is not None:
             yield children.with_hash(self._hostfile(resolved))
@@ -291,6 +296,8 @@ class TrainJobPlugin:
                     ports.append({"containerPort": port, "protocol": "TCP"})
         if resolved.spec.mpi is not None and secret is not None:
             self._mount_mpi(resolved, replica.replica_type, pod_spec, secret)
+        if trainer and self.progress is not None:
+            self.progress.inject(resolved, pod_spec)
         return children.pod(job, replica.pod_name, template)
 
     def _mount_mpi(

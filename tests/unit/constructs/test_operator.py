@@ -41,11 +41,14 @@ def test_default_objects_and_schema() -> None:
         "ServiceAccount",
         "ClusterRole",
         "ClusterRoleBinding",
+        "Role",
+        "RoleBinding",
         "ValidatingAdmissionPolicy",
         "ValidatingAdmissionPolicyBinding",
         "ValidatingAdmissionPolicy",
         "ValidatingAdmissionPolicyBinding",
         "Deployment",
+        "Service",
         "Service",
         "PodDisruptionBudget",
         "NetworkPolicy",
@@ -87,6 +90,8 @@ def test_cluster_role_rules_exactly() -> None:
         (("trainer.kubeflow.org",), ("trainjobs/finalizers",)): ("update",),
         (("trainer.kubeflow.org",), ("trainingruntimes",)): (*watched, "patch"),
         (("trainer.kubeflow.org",), ("clustertrainingruntimes",)): (*watched, "patch"),
+        # The progress server: each report's token is checked with a TokenReview.
+        (("authentication.k8s.io",), ("tokenreviews",)): ("create",),
     }
     # Nothing is ever PUT but the owner's finalizers (blockOwnerDeletion needs it).
     updated = [r["resources"] for r in rules if "update" in r["verbs"]]
@@ -127,19 +132,72 @@ def test_pytorch_only_needs_no_mpi_rights() -> None:
 
 def test_namespaced_mode_uses_a_role_per_namespace() -> None:
     objs = synth(watch_namespaces=("team-a", "team-b"))
-    # Only the cluster-scoped ClusterTrainingRuntimes need a ClusterRole.
+    # Only the cluster-scoped ClusterTrainingRuntimes and TokenReviews need a ClusterRole.
     (cluster_role,) = by_kind(objs, "ClusterRole")
-    assert [r["resources"] for r in cluster_role["rules"]] == [["clustertrainingruntimes"]]
+    assert [r["resources"] for r in cluster_role["rules"]] == [
+        ["clustertrainingruntimes"],
+        ["tokenreviews"],
+    ]
     assert len(by_kind(objs, "ClusterRoleBinding")) == 1
-    assert [r["metadata"]["namespace"] for r in by_kind(objs, "Role")] == ["team-a", "team-b"]
+    assert [r["metadata"]["namespace"] for r in by_kind(objs, "Role")] == [
+        "team-a",
+        "team-b",
+        "kubetrain-system",  # the progress server's certificate Secret
+    ]
     bindings = by_kind(objs, "RoleBinding")
-    assert [b["metadata"]["namespace"] for b in bindings] == ["team-a", "team-b"]
+    assert [b["metadata"]["namespace"] for b in bindings] == [
+        "team-a",
+        "team-b",
+        "kubetrain-system",
+    ]
     assert bindings[0]["subjects"] == [
         {"kind": "ServiceAccount", "name": "kubetrain-operator", "namespace": "kubetrain-system"}
     ]
     args = one(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
     assert "--namespace=team-a" in args and "--namespace=team-b" in args
     assert_valid(objs)
+
+
+def test_the_progress_server_gets_a_service_its_host_and_only_its_own_secret() -> None:
+    objs = synth()
+    service = named(objs, "Service", "kubetrain-operator-progress")
+    assert service["spec"]["ports"] == [
+        {"name": "progress", "port": 10443, "targetPort": "progress", "protocol": "TCP"}
+    ]
+    assert service["spec"]["selector"] == one(objs, "Deployment")["spec"]["selector"]["matchLabels"]
+    args = one(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]["args"]
+    # Pods reach the server by the Service's name, which the certificate names too.
+    assert "--progress-host=kubetrain-operator-progress.kubetrain-system.svc" in args
+    assert "--progress-server=true" in args
+    role = named(objs, "Role", "kubetrain-operator-progress")
+    assert role["metadata"]["namespace"] == "kubetrain-system"
+    assert role["rules"] == [
+        {"apiGroups": [""], "resources": ["secrets"], "verbs": ["create"]},
+        {
+            "apiGroups": [""],
+            "resources": ["secrets"],
+            "verbs": ["get", "update"],
+            "resourceNames": ["kubetrain-progress-tls"],
+        },
+    ]
+    policy = named(objs, "ValidatingAdmissionPolicy", "kubetrain-operator-excluded-namespaces")
+    kept = policy["spec"]["matchConstraints"]["excludeResourceRules"]
+    assert [(r["resources"], r["resourceNames"]) for r in kept] == [
+        (["leases"], ["kubetrain-operator"]),
+        (["secrets"], ["kubetrain-progress-tls"]),
+    ]
+
+
+def test_no_progress_objects_when_it_is_off_or_trainjobs_are_not_served() -> None:
+    for config in (OperatorConfig(progress_server=False), OperatorConfig(kinds=("PyTorchJob",))):
+        objs = synth(config=config)
+        names = [o["metadata"]["name"] for o in objs]
+        assert "kubetrain-operator-progress" not in names
+        rules = [r for o in objs if o["kind"] in ("ClusterRole", "Role") for r in o["rules"]]
+        assert not [r for r in rules if "tokenreviews" in r["resources"]]
+        assert not [r for r in rules if r.get("resourceNames") == ["kubetrain-progress-tls"]]
+        container = one(objs, "Deployment")["spec"]["template"]["spec"]["containers"][0]
+        assert "progress" not in [p["name"] for p in container["ports"]]
 
 
 def test_deployment_is_hardened() -> None:
@@ -163,6 +221,7 @@ def test_deployment_is_hardened() -> None:
     assert {p["name"]: p["containerPort"] for p in container["ports"]} == {
         "metrics": 8080,
         "health": 8081,
+        "progress": 10443,
     }
     assert container["resources"] == {
         "requests": {"cpu": "100m", "memory": "256Mi"},
@@ -241,7 +300,8 @@ def test_network_policies_admit_probes_and_monitoring_and_reach_only_the_api_ser
     ingress, egress = (o["spec"] for o in by_kind(synth(), "NetworkPolicy"))
     assert ingress["policyTypes"] == ["Ingress"]
     assert ingress["ingress"] == [
-        {"ports": [{"port": 8081, "protocol": "TCP"}]},
+        # Probes, and trainer pods' progress reports (each carries a token to check).
+        {"ports": [{"port": 8081, "protocol": "TCP"}, {"port": 10443, "protocol": "TCP"}]},
         {
             "from": [
                 {
@@ -266,7 +326,12 @@ def test_network_policies_admit_probes_and_monitoring_and_reach_only_the_api_ser
             synth(monitoring_namespace=None, api_server_cidrs=("10.0.0.1/32",)), "NetworkPolicy"
         )
     )
-    assert closed["ingress"] == [{"ports": [{"port": 8081, "protocol": "TCP"}]}]
+    assert closed["ingress"] == [
+        {"ports": [{"port": 8081, "protocol": "TCP"}, {"port": 10443, "protocol": "TCP"}]}
+    ]
+    off = OperatorConfig(progress_server=False)
+    (no_progress, _) = (o["spec"] for o in by_kind(synth(config=off), "NetworkPolicy"))
+    assert no_progress["ingress"][0] == {"ports": [{"port": 8081, "protocol": "TCP"}]}
     assert narrowed["egress"][0]["to"] == [{"ipBlock": {"cidr": "10.0.0.1/32"}}]
 
 

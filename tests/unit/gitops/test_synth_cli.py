@@ -70,12 +70,12 @@ def test_synth_summary_and_lock(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "end-of-life" not in result.stdout + result.stderr
     assert result.stdout.strip() == (
-        "local 0.1.0: 36 objects (crds 6, operator 20, runtimes 7, samples 3) -> "
+        "local 0.1.0: 39 objects (crds 6, operator 23, runtimes 7, samples 3) -> "
         f"{tmp_path}/local/0.1.0 [written]"
     )
     lock = json.loads((tmp_path / "local" / "0.1.0" / "manifest.lock.json").read_text())
     assert lock["stack"] == "local" and lock["version"] == "0.1.0" and lock["kubetrainVersion"]
-    assert "01-operator/0008-deployment-kubetrain-operator.yaml" in lock["files"]
+    assert "01-operator/0010-deployment-kubetrain-operator.yaml" in lock["files"]
     assert all(v.startswith("sha256:") and len(v) == 71 for v in lock["files"].values())
     again = run("synth", "local", "--out", str(tmp_path), "--root", str(REPO_ROOT), cwd=tmp_path)
     assert again.returncode == 0 and again.stdout.rstrip().endswith("[unchanged]")

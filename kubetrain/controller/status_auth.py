@@ -1,0 +1,158 @@
+"""Who may report a TrainJob's progress: a pod that TrainJob controls, proven by the
+projected ServiceAccount token the operator gives its trainer containers.
+
+A bearer token is accepted for TrainJob ``ns/name`` when all of these hold:
+
+1. The API server's TokenReview authenticates it for the audience
+   ``trainer.kubeflow.org/v1alpha1/namespaces/<ns>/trainjobs/<name>/status`` (upstream's
+   audience, so a token minted for job A is refused for job B), which also checks its
+   signature, its expiry and that the pod it is bound to still exists with that uid.
+2. It is a ServiceAccount token of namespace ``ns`` bound to a pod (TokenReview's
+   ``authentication.kubernetes.io/pod-name`` and ``pod-uid`` extras).
+3. That pod, read from the API, has the same uid and is controlled by TrainJob ``name``
+   (its controller ownerReference), so a pod of another TrainJob, or a pod that merely
+   requested a token with job A's audience, is refused.
+
+Upstream checks 1 and the namespace; 3 is kubetrain's addition. Verdicts are cached per
+(token, TrainJob) for ``ACCEPT_TTL`` seconds (never past the token's own expiry) and
+refusals for ``REFUSE_TTL``, so a pod reporting every few seconds costs one TokenReview
+and one pod read a minute.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+import orjson
+
+from kubetrain.api.trainer.progress import token_audience
+
+POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name"
+POD_UID_EXTRA = "authentication.kubernetes.io/pod-uid"
+ACCEPT_TTL = 60.0
+REFUSE_TTL = 10.0
+CACHE_SIZE = 4096
+
+
+class AuthApi(Protocol):
+    """The two reads the check needs (``KubeAuthApi`` in the operator)."""
+
+    def review_token(self, token: str, audience: str) -> Mapping[str, Any]:
+        """The TokenReview's ``status``."""
+        ...
+
+    def pod(self, namespace: str, name: str) -> Mapping[str, Any] | None: ...
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Whether the caller may write the TrainJob's progress, and why not."""
+
+    allowed: bool
+    reason: str = ""
+
+
+def bearer_token(header: str | None) -> str:
+    """The credential of an ``Authorization: Bearer <token>`` header ('' when there is
+    not exactly one; the scheme is matched case-insensitively)."""
+    parts = (header or "").split()
+    if len(parts) != 2 or parts[0].lower() != "bearer":
+        return ""
+    return parts[1]
+
+
+def _expiry(token: str) -> float | None:
+    """The ``exp`` claim (seconds since the epoch) of an already reviewed JWT."""
+    try:
+        payload = token.split(".")[1]
+        claims = orjson.loads(base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4)))
+        exp = claims.get("exp")
+        return float(exp) if isinstance(exp, int | float) else None
+    except (IndexError, ValueError, orjson.JSONDecodeError):
+        return None
+
+
+def _controller(pod: Mapping[str, Any]) -> tuple[str, str]:
+    for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
+        if ref.get("controller"):
+            return str(ref.get("kind") or ""), str(ref.get("name") or "")
+    return "", ""
+
+
+class TokenAuthorizer:
+    """The check in the module docs, with its cache."""
+
+    def __init__(
+        self,
+        api: AuthApi,
+        *,
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.api = api
+        self.clock = clock
+        self.wall_clock = wall_clock
+        self._cache: OrderedDict[tuple[str, str, str], tuple[Verdict, float]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.reviews = 0
+
+    def authorize(self, header: str | None, namespace: str, name: str) -> Verdict:
+        token = bearer_token(header)
+        if not token:
+            return Verdict(False, "no bearer token (Authorization: Bearer <token>)")
+        key = (hashlib.sha256(token.encode()).hexdigest(), namespace, name)
+        now = self.clock()
+        with self._lock:
+            cached = self._cache.get(key)
+            if cached is not None and cached[1] > now:
+                self._cache.move_to_end(key)
+                return cached[0]
+        verdict = self._check(token, namespace, name)
+        ttl = ACCEPT_TTL if verdict.allowed else REFUSE_TTL
+        expiry = _expiry(token)
+        if expiry is not None:
+            ttl = min(ttl, expiry - self.wall_clock())
+        with self._lock:
+            self._cache[key] = (verdict, now + max(0.0, ttl))
+            self._cache.move_to_end(key)
+            while len(self._cache) > CACHE_SIZE:
+                self._cache.popitem(last=False)
+        return verdict
+
+    def _check(self, token: str, namespace: str, name: str) -> Verdict:
+        audience = token_audience(namespace, name)
+        self.reviews += 1
+        status = self.api.review_token(token, audience)
+        if not status.get("authenticated"):
+            error = status.get("error") or "not authenticated"
+            return Verdict(False, f"the token is not valid for audience {audience}: {error}")
+        if audience not in (status.get("audiences") or []):
+            return Verdict(False, f"the token is not for audience {audience}")
+        user = status.get("user") or {}
+        username = str(user.get("username") or "")
+        if not username.startswith(f"system:serviceaccount:{namespace}:"):
+            return Verdict(
+                False,
+                f"{username or 'the caller'} is not a ServiceAccount of namespace {namespace}",
+            )
+        extra = user.get("extra") or {}
+        pod_names = extra.get(POD_NAME_EXTRA) or []
+        pod_uids = extra.get(POD_UID_EXTRA) or []
+        if len(pod_names) != 1 or len(pod_uids) != 1:
+            return Verdict(False, "the token is not bound to a pod (use a projected token)")
+        pod = self.api.pod(namespace, pod_names[0])
+        if pod is None or (pod.get("metadata") or {}).get("uid") != pod_uids[0]:
+            return Verdict(False, f"pod {namespace}/{pod_names[0]} no longer exists")
+        kind, owner = _controller(pod)
+        if kind != "TrainJob" or owner != name:
+            return Verdict(
+                False, f"pod {namespace}/{pod_names[0]} is not a pod of TrainJob {namespace}/{name}"
+            )
+        return Verdict(True)
