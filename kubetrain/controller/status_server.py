@@ -46,6 +46,8 @@ from kubetrain.controller.status_auth import TokenAuthorizer, bearer_token
 from kubetrain.controller.status_tls import ServingCertificates, ServingMaterial
 
 log = logging.getLogger("kubetrain.progress")
+#: A refused request's body is read and dropped up to this size (see ``_Handler._drain``).
+DRAIN_LIMIT = 1 << 20
 
 
 class StatusWriter(Protocol):
@@ -217,7 +219,7 @@ class _Handler(BaseHTTPRequestHandler):
             self.command, self.path, {k.lower(): v for k, v in self.headers.items()}, read
         )
         payload = orjson.dumps(reply.body)
-        if not consumed:
+        if not consumed and not self._drain():
             self.close_connection = True  # a body left unread would be taken for a request
         self.send_response(reply.code)
         self.send_header("Content-Type", "application/json")
@@ -226,6 +228,23 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header(key, value)
         self.end_headers()
         self.wfile.write(payload)
+
+    def _drain(self) -> bool:
+        """Read and drop the body of a refused request, so the reply is not lost: closing
+        a socket with unread input resets the connection, and the client may then never
+        see the reply. False when the body is too big to drain (or its length unknown)."""
+        try:
+            left = int(self.headers.get("Content-Length") or "")
+        except ValueError:
+            return False
+        if not 0 <= left <= DRAIN_LIMIT:
+            return False
+        while left > 0:
+            chunk = self.rfile.read(min(left, 1 << 16))
+            if not chunk:
+                return False
+            left -= len(chunk)
+        return True
 
     do_POST = do_GET = do_PUT = do_PATCH = do_DELETE = _serve
 
