@@ -561,6 +561,9 @@ def operator_command(
         "--metrics-bind-address=127.0.0.1",
         f"--health-port={health_port}",
         "--health-bind-address=127.0.0.1",
+        f"--progress-port={free_port()}",
+        "--progress-bind-address=127.0.0.1",
+        "--progress-host=127.0.0.1",
         "--log-level=warning",
         *extra,
     ]

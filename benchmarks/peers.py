@@ -263,6 +263,9 @@ class Bench:
                 "--metrics-bind-address=127.0.0.1",
                 f"--health-port={free_port()}",
                 "--health-bind-address=127.0.0.1",
+                f"--progress-port={free_port()}",
+                "--progress-bind-address=127.0.0.1",
+                "--progress-host=127.0.0.1",
             ]
         if operator is TRAINING_OPERATOR:
             return [

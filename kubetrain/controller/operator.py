@@ -177,7 +177,7 @@ class Operator:
             assert material is not None, "the progress server starts before any reconcile"
             return material.ca_bundle
 
-        plugin.progress = ProgressInjection(f"https://{host}:{server.port}", ca_bundle)
+        plugin.progress = ProgressInjection(f"https://{host}:{config.progress_port}", ca_bundle)
         return server
 
     # -- probes ------------------------------------------------------------------------

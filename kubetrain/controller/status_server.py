@@ -324,17 +324,21 @@ class ProgressServer:
         limits: Limits = Limits(),
         refresh_seconds: float = 3600.0,
     ) -> None:
+        self.endpoint = endpoint
         self.certificates = certificates
+        self.address = (address, port)
+        self.limits = limits
         self.refresh_seconds = refresh_seconds
         self._context: ssl.SSLContext | None = None
         self._serving_pem = ""
         self._stop = threading.Event()
-        self.server = _TlsServer((address, port), endpoint, self.context, limits)
+        self.server: _TlsServer | None = None
         self._threads: list[threading.Thread] = []
 
     @property
     def port(self) -> int:
-        return int(self.server.server_address[1])
+        """The port it listens on (once started: port 0 picks a free one)."""
+        return int(self.server.server_address[1]) if self.server else self.address[1]
 
     def context(self) -> ssl.SSLContext:
         assert self._context is not None, "start() loads the certificate first"
@@ -351,8 +355,9 @@ class ProgressServer:
 
     def start(self) -> None:
         """Load the certificate (raises when the Secret cannot be read or written), then
-        serve."""
+        listen and serve (OSError when the address is taken)."""
         self.reload()
+        self.server = _TlsServer(self.address, self.endpoint, self.context, self.limits)
         self._threads = [
             threading.Thread(target=self.server.serve_forever, name="progress", daemon=True),
             threading.Thread(target=self._refresh_loop, name="progress-tls", daemon=True),
@@ -369,5 +374,6 @@ class ProgressServer:
 
     def stop(self) -> None:
         self._stop.set()
-        self.server.shutdown()
-        self.server.server_close()
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()

@@ -111,11 +111,15 @@ def request_token(
     *,
     bound_to: dict[str, str] | None = None,
     seconds: int = 3600,
+    audiences: tuple[str, ...] = (),
 ) -> str:
     """A token from the TokenRequest API (what the kubelet puts into pods). ``bound_to``
     (``{"kind": "Secret"|"Pod", "name": ..., "uid": ...}``) ties its validity to that
-    object: deleting the object revokes the token."""
+    object: deleting the object revokes the token. ``audiences``: whom it is for (default:
+    the API server)."""
     spec: dict[str, Any] = {"expirationSeconds": seconds}
+    if audiences:
+        spec["audiences"] = list(audiences)
     if bound_to is not None:
         spec["boundObjectRef"] = {"apiVersion": "v1", **bound_to}
     answer = admin.request(

@@ -22,6 +22,9 @@ LISTEN_FLAGS = (
     "--metrics-bind-address",
     "--health-port",
     "--health-bind-address",
+    "--progress-port",
+    "--progress-bind-address",
+    "--progress-host",
 )
 
 
@@ -62,6 +65,7 @@ class OperatorProcess:
     ) -> None:
         self.metrics_port = free_port()
         self.health_port = free_port()
+        self.progress_port = free_port()
         self.log_path = log_path
         self.args = [
             *wrapper,
@@ -74,6 +78,10 @@ class OperatorProcess:
             "--metrics-bind-address=127.0.0.1",
             f"--health-port={self.health_port}",
             "--health-bind-address=127.0.0.1",
+            # Trainer pods would reach it by the Service's name; here, on loopback.
+            f"--progress-port={self.progress_port}",
+            "--progress-bind-address=127.0.0.1",
+            "--progress-host=127.0.0.1",
             "--workers=2",
             "--log-format=json",
             *extra,

@@ -19,7 +19,12 @@ import pytest
 from kubetrain.controller.config import OperatorConfig
 from kubetrain.controller.errors import ApiError
 from kubetrain.controller.kube import KubeApi
-from kubetrain.controller.rbac import cluster_rules, leader_election_rules, operator_rules
+from kubetrain.controller.rbac import (
+    cluster_rules,
+    leader_election_rules,
+    operator_rules,
+    progress_rules,
+)
 from tests.integration.credentials import (
     SECRETS,
     SERVICE_ACCOUNT_DIR,
@@ -57,7 +62,12 @@ def service_account(installed_crds: list[dict[str, Any]], admin: KubeApi, namesp
         admin,
         namespace,
         SERVICE_ACCOUNT,
-        [("operator", operator_rules(config)), ("operator-lease", leader_election_rules())],
+        [
+            ("operator", operator_rules(config)),
+            ("operator-lease", leader_election_rules()),
+            # The progress server's Secret lives in the operator's namespace (this one).
+            ("operator-progress", progress_rules(config)),
+        ],
         cluster_roles=[("operator", cluster_rules(config))],
     )
 

@@ -374,6 +374,7 @@ def test_the_operator_refuses_to_start_without_the_backends_crd(
             "--gang-scheduler=scheduler-plugins",
             "--metrics-bind-address=127.0.0.1",
             "--health-bind-address=127.0.0.1",
+            "--progress-bind-address=127.0.0.1",
         ],
         capture_output=True,
         text=True,

@@ -250,6 +250,11 @@ def test_deployment_is_hardened() -> None:
             success_grace_seconds=5,
             event_qps=2.5,
             log_level=LogLevel.DEBUG,
+            progress_server=False,
+            progress_port=9443,
+            progress_bind_address="127.0.0.1",
+            progress_host="progress.example.internal",
+            progress_secret="progress-certs",
         ),
     ],
     ids=["defaults", "every-field-changed"],
@@ -468,6 +473,14 @@ def test_accepts_a_digest() -> None:
             {"namespaces": ("kube-system",)},
             "namespaces and exclude_namespaces both name kube-system",
         ),
+        (
+            {"progress_port": 8080},
+            "metrics_port, health_port and progress_port (8080, 8081, 8080) must differ",
+        ),
+        ({"progress_port": 443}, "progress_port (443) must be between 1024 and 65535"),
+        ({"progress_host": "https://x"}, "progress_host ('https://x') must be a DNS name"),
+        ({"progress_secret": "Certs"}, "progress_secret ('Certs') must be a Secret name"),
+        ({"progress_bind_address": "any"}, "progress_bind_address ('any') must be an IP"),
     ],
     ids=[
         "unknown-kind",
@@ -477,6 +490,11 @@ def test_accepts_a_digest() -> None:
         "duplicate-namespace",
         "bad-bind-address",
         "watched-and-excluded",
+        "progress-port-taken",
+        "progress-port-privileged",
+        "progress-host-url",
+        "progress-secret-name",
+        "progress-bind-address",
     ],
 )
 def test_rejects_bad_operator_config(config: dict[str, Any], message: str) -> None:

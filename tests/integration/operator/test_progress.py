@@ -1,0 +1,238 @@
+"""The progress server against the real API server: the operator runs as a process with
+only its declared RBAC (as its Deployment would), TrainJob pods get the SDK's
+environment, and the Kubeflow SDK's own ``update_trainjob_status`` reports from a process
+given exactly that environment and a token from the TokenRequest API bound to the pod,
+with the pod's audience (what the kubelet writes into the projected volume). The real
+node tier runs the same call inside a pod."""
+
+from __future__ import annotations
+
+import base64
+import json
+import ssl
+import subprocess
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from kubetrain.api.trainer.progress import token_audience
+from kubetrain.controller.config import OperatorConfig
+from kubetrain.controller.kube import SECRETS, KubeApi
+from kubetrain.controller.rbac import cluster_rules, operator_rules, progress_rules
+from tests.integration.credentials import (
+    create_service_account,
+    request_token,
+    write_token_kubeconfig,
+)
+from tests.integration.kube import apply, wait_for
+from tests.integration.operator.jobs import Jobs, template, torch_runtime, train_job
+from tests.integration.operator.process import OperatorProcess
+from tests.integration.sdk import run_sdk
+
+TRAINJOBS = ("trainer.kubeflow.org", "v1alpha1", "trainjobs")
+POD_SERVICE_ACCOUNT = "trainer"
+
+
+@pytest.fixture
+def admin(kubeconfig: Path) -> Iterator[KubeApi]:
+    api = KubeApi.connect(str(kubeconfig))
+    try:
+        yield api
+    finally:
+        api.close()
+
+
+@pytest.fixture
+def progress_operator(
+    installed_crds: list[dict[str, Any]],
+    admin: KubeApi,
+    kubeconfig: Path,
+    namespace: str,
+    tmp_path: Path,
+) -> Iterator[OperatorProcess]:
+    """The operator as a ServiceAccount bound to exactly its declared rules, its own
+    namespace (the certificate Secret's) being the test's."""
+    config = OperatorConfig(namespaces=(namespace,))
+    create_service_account(
+        admin,
+        namespace,
+        "operator",
+        [("operator", operator_rules(config)), ("operator-progress", progress_rules(config))],
+        cluster_roles=[("operator", cluster_rules(config))],
+    )
+    token = request_token(admin, namespace, "operator")
+    credentials = write_token_kubeconfig(kubeconfig, token, tmp_path / "operator.kubeconfig")
+    process = OperatorProcess(credentials, namespace, tmp_path / "operator.log").start()
+    try:
+        yield process
+    finally:
+        process.stop()
+
+
+def _start(jobs: Jobs, name: str, runtime: str) -> dict[str, Any]:
+    """A TrainJob of one node whose pod runs as the ``trainer`` ServiceAccount; its pod."""
+    jobs.custom.create_namespaced_custom_object(
+        *TRAINJOBS[:2], jobs.namespace, TRAINJOBS[2], train_job(name, runtime, nodes=1)
+    )
+    pods = jobs.wait_running(name, {f"{name}-node-0-0"})
+    return pods[f"{name}-node-0-0"]
+
+
+def _pod_env(pod: dict[str, Any]) -> dict[str, str]:
+    (node,) = pod["spec"]["containers"]
+    return {e["name"]: e["value"] for e in node["env"] if "value" in e}
+
+
+def _pod_token(admin: KubeApi, namespace: str, pod: dict[str, Any], job: str) -> str:
+    """What the kubelet writes to the pod's token file: a token for the pod's
+    ServiceAccount, bound to the pod, for its TrainJob's audience."""
+    meta = pod["metadata"]
+    return request_token(
+        admin,
+        namespace,
+        pod["spec"]["serviceAccountName"],
+        bound_to={"kind": "Pod", "name": meta["name"], "uid": meta["uid"]},
+        audiences=(token_audience(namespace, job),),
+        seconds=3600,
+    )
+
+
+def _post(url: str, ca: Path, token: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
+    context = ssl.create_default_context(cafile=str(ca))
+    request = urllib.request.Request(
+        url, data=json.dumps(body).encode(), headers={"Authorization": f"Bearer {token}"}
+    )
+    try:
+        with urllib.request.urlopen(request, context=context, timeout=10) as answer:
+            return answer.status, json.loads(answer.read())
+    except urllib.error.HTTPError as refused:
+        return refused.code, json.loads(refused.read())
+
+
+def _report(progress: int) -> dict[str, Any]:
+    return {
+        "trainerStatus": {
+            "progressPercentage": progress,
+            "lastUpdatedTime": "2026-11-27T12:00:00Z",
+        }
+    }
+
+
+def test_the_sdk_reports_progress_from_a_trainjobs_pod_and_no_other_pod_can(
+    progress_operator: OperatorProcess,
+    admin: KubeApi,
+    jobs: Jobs,
+    dyn: Any,
+    namespace: str,
+    kubeconfig: Path,
+    tmp_path: Path,
+) -> None:
+    admin.request(
+        "POST",
+        f"/api/v1/namespaces/{namespace}/serviceaccounts",
+        body={"apiVersion": "v1", "kind": "ServiceAccount", "metadata": {"name": "trainer"}},
+    )
+    pod_template = template("node")
+    pod_template["spec"]["serviceAccountName"] = POD_SERVICE_ACCOUNT
+    apply(dyn, torch_runtime("torch", namespace, pod_template))
+    pod = _start(jobs, "tj", "torch")
+    other = _start(jobs, "other", "torch")
+
+    # What the pod was given: the SDK's three variables, the token and CA volume, and a
+    # ConfigMap holding the CA of the certificate the operator keeps in its Secret.
+    env = _pod_env(pod)
+    url = env["KUBEFLOW_TRAINER_SERVER_URL"]
+    assert url == (
+        f"https://127.0.0.1:{progress_operator.progress_port}"
+        f"/apis/trainer.kubeflow.org/v1alpha1/namespaces/{namespace}/trainjobs/tj/status"
+    )
+    assert env["KUBEFLOW_TRAINER_SERVER_CA_CERT"] == "/var/run/secrets/kubeflow/trainer/ca.crt"
+    assert env["KUBEFLOW_TRAINER_SERVER_TOKEN"] == "/var/run/secrets/kubeflow/trainer/token"
+    (volume,) = [v for v in pod["spec"]["volumes"] if v["name"] == "kubeflow-trainer-token"]
+    token_source = volume["projected"]["sources"][0]["serviceAccountToken"]
+    assert token_source["audience"] == token_audience(namespace, "tj")
+    secret = admin.get(SECRETS, namespace, "kubetrain-progress-tls")
+    assert secret is not None
+    ca_bundle = base64.b64decode(secret["data"]["ca.crt"]).decode()
+    config_map = jobs.core.read_namespaced_config_map("tj-tls-config", namespace)
+    assert config_map.data == {"ca.crt": ca_bundle}
+
+    # The pod's files, as the kubelet writes them from that volume.
+    ca = tmp_path / "ca.crt"
+    ca.write_text(config_map.data["ca.crt"])
+    token_file = tmp_path / "token"
+    token_file.write_text(_pod_token(admin, namespace, pod, "tj"))
+    sent = run_sdk(
+        "report_progress",
+        "42",
+        "120",
+        "loss=0.123",
+        "accuracy=0.95",
+        env={
+            "KUBEFLOW_TRAINER_SERVER_URL": url,
+            "KUBEFLOW_TRAINER_SERVER_CA_CERT": str(ca),
+            "KUBEFLOW_TRAINER_SERVER_TOKEN": str(token_file),
+        },
+    )
+    assert sent["sent"] is True, sent["log"]
+    written = jobs.get("TrainJob", "tj")
+    assert written is not None
+    status = written["status"]["trainerStatus"]
+    assert status["progressPercentage"] == 42 and status["estimatedRemainingSeconds"] == 120
+    assert status["metrics"] == [
+        {"name": "loss", "value": "0.123"},
+        {"name": "accuracy", "value": "0.95"},
+    ]
+    assert status["lastUpdatedTime"].endswith("Z")
+    table = subprocess.run(
+        ["kubectl", f"--kubeconfig={kubeconfig}", "-n", namespace, "get", "trainjobs", "tj"],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout.splitlines()
+    row = dict(zip(table[0].split(), table[1].split(), strict=True))
+    assert (row["PROGRESS"], row["ETA"]) == ("42", "120")
+
+    # A pod of another TrainJob: its own token (its job's audience) is refused, and so is
+    # one minted for this job's audience by a pod this job does not control.
+    for token in (
+        _pod_token(admin, namespace, other, "other"),
+        _pod_token(admin, namespace, other, "tj"),
+        request_token(admin, namespace, POD_SERVICE_ACCOUNT),  # not bound, API audience
+    ):
+        code, refusal = _post(url, ca, token, _report(99))
+        assert (code, refusal["reason"]) == (403, "Forbidden"), refusal
+    code, refusal = _post(url, ca, "", _report(99))
+    assert code == 401, refusal
+    after = jobs.get("TrainJob", "tj")
+    assert after is not None and after["status"]["trainerStatus"] == status
+
+    # A token of a pod that is gone is refused (TokenReview checks the bound pod).
+    stale = _pod_token(admin, namespace, other, "other")
+    jobs.core.delete_namespaced_pod(other["metadata"]["name"], namespace, grace_period_seconds=0)
+    wait_for(
+        lambda: [
+            p
+            for p in jobs.pods("other").values()
+            if p["metadata"]["uid"] == other["metadata"]["uid"]
+        ],
+        lambda left: not left,
+        what="the other pod gone",
+    )
+    other_url = url.replace("/trainjobs/tj/", "/trainjobs/other/")
+    code, refusal = _post(other_url, ca, stale, _report(5))
+    assert code == 403 and "other" in refusal["message"], refusal
+
+    # The operator's own status writes leave the reported progress alone.
+    jobs.exit("tj-node-0-0", 0)
+    done = jobs.wait_condition("TrainJob", "tj", "Complete")
+    assert done["status"]["trainerStatus"] == status
+    reports = progress_operator.metric("kubetrain_progress_reports_total")
+    refused = progress_operator.metric(
+        "kubetrain_progress_reports_total", lambda labels: labels.get("code") == "403"
+    )
+    assert refused == 4 and reports == 6
