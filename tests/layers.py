@@ -34,7 +34,16 @@ ALLOWED: dict[str, frozenset[str]] = {
     "kubetrain.frameworks": frozenset({"kubetrain.api"}),
     "kubetrain.node_tuner": frozenset({"kubetrain.api"}),
     "kubetrain.controller": frozenset({"kubetrain", "kubetrain.api", "kubetrain.frameworks"}),
-    "kubetrain.local": frozenset({"kubetrain.api", "kubetrain.frameworks"}),
+    "kubetrain.local": frozenset(
+        {
+            "kubetrain.api",
+            "kubetrain.frameworks",
+            # The operator's progress server, which a local run serves too.
+            "kubetrain.controller.status_auth",
+            "kubetrain.controller.status_server",
+            "kubetrain.controller.status_tls",
+        }
+    ),
     "kubetrain.constructs": frozenset(
         {
             "kubetrain",

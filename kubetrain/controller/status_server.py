@@ -42,12 +42,18 @@ from kubetrain.api.errors import JobValidationError
 from kubetrain.api.trainer import progress
 from kubetrain.controller.errors import ApiError
 from kubetrain.controller.ratelimit import TokenBucket
-from kubetrain.controller.status_auth import TokenAuthorizer, bearer_token
+from kubetrain.controller.status_auth import Verdict, bearer_token
 from kubetrain.controller.status_tls import ServingCertificates, ServingMaterial
 
 log = logging.getLogger("kubetrain.progress")
 #: A refused request's body is read and dropped up to this size (see ``_Handler._drain``).
 DRAIN_LIMIT = 1 << 20
+
+
+class Authorizer(Protocol):
+    def authorize(self, header: str | None, namespace: str, name: str) -> Verdict:
+        """Whether the ``Authorization`` header may report TrainJob namespace/name."""
+        ...
 
 
 class StatusWriter(Protocol):
@@ -96,7 +102,7 @@ class ProgressEndpoint:
 
     def __init__(
         self,
-        authorizer: TokenAuthorizer,
+        authorizer: Authorizer,
         writer: StatusWriter,
         limits: Limits = Limits(),
         on_report: Callable[[int], None] | None = None,

@@ -18,15 +18,17 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
-from typing import IO, TextIO
+from typing import IO, Any, TextIO
 
+from kubetrain.api.trainer.resolve import ResolvedTrainJob
 from kubetrain.frameworks import StartAfter
 from kubetrain.local.plan import LocalPlan, LocalReplica, LocalRunError
+from kubetrain.local.progress import local_progress
 
 #: Exit codes for outcomes that are not a replica's own exit code.
 EXIT_FAILED = 1
@@ -56,6 +58,19 @@ class Outcome:
     not_started: tuple[str, ...] = ()
     """Replicas still waiting for their turn when the job ended (e.g. after a failed
     initializer)."""
+    progress: dict[str, Any] | None = None
+    """A TrainJob's last progress report (``status.trainerStatus``), if it sent one."""
+
+
+class _NoProgress:
+    """A run without a progress server (the v1 kinds)."""
+
+    def __init__(self) -> None:
+        self.env: dict[str, str] = {}
+        self.last: dict[str, Any] | None = None
+
+
+_NO_PROGRESS = _NoProgress()
 
 
 class _Replica:
@@ -168,14 +183,19 @@ def _waits_for(
 
 
 def _start(
-    spec: LocalReplica, *, workdir: Path, env: dict[str, str], log_dir: Path | None
+    spec: LocalReplica,
+    *,
+    workdir: Path,
+    env: dict[str, str],
+    log_dir: Path | None,
+    injected: Mapping[str, str],
 ) -> tuple[subprocess.Popen[bytes], IO[str] | None, Path | None]:
     log_path = log_dir / f"{spec.label}.log" if log_dir is not None else None
     try:
         process = subprocess.Popen(
             spec.argv,
             cwd=workdir,
-            env={**env, **spec.env},
+            env={**env, **spec.env, **injected},
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -229,7 +249,14 @@ def execute(
             out.write(f"kubetrain: {message}\n")
             out.flush()
 
-    with _interrupt_flag() as interrupted:
+    # A TrainJob's trainer reports progress as it would to the operator (local/progress.py).
+    trainers: tuple[str, ...] = ()
+    progress_run: AbstractContextManager[Any] = nullcontext(_NO_PROGRESS)
+    if isinstance(plan.job, ResolvedTrainJob):
+        trainers = (plan.job.spec.trainer_job,)
+        namespace = plan.job.metadata.namespace or "default"
+        progress_run = local_progress(namespace, plan.job.name, say)
+    with _interrupt_flag() as interrupted, progress_run as progress:
         try:
             phase, reason, code, failed_label = "", "", 0, None
             while not phase:
@@ -245,7 +272,11 @@ def execute(
                         continue
                     say(f"starting {spec.label}: {shlex.join(spec.argv)}")
                     process, log, log_path = _start(
-                        spec, workdir=workdir, env=base_env, log_dir=log_dir
+                        spec,
+                        workdir=workdir,
+                        env=base_env,
+                        log_dir=log_dir,
+                        injected=progress.env if spec.replica_type in trainers else {},
                     )
                     if log_path is not None:
                         logs[spec.label] = log_path
@@ -311,4 +342,5 @@ def execute(
         failed=failed_label,
         logs=logs,
         not_started=tuple(spec.label for spec in pending),
+        progress=progress.last,
     )
