@@ -50,6 +50,7 @@ help:
 	@echo "make bench-scale    operator cost from 150 to 5,000 jobs on 700 fake GPU nodes"
 	@echo "make bench-synth    synth CPU against kubectl kustomize of training-operator"
 	@echo "make bench-metrics  CPU of one /metrics scrape at 150 to 5,000 cached jobs"
+	@echo "make bench-progress progress server: reports/s, latency, CPU per report"
 	@echo "make cluster-up     start the local control plane (cluster-down stops it;"
 	@echo "                    CLUSTER_SCHEDULER=coscheduling: gang scheduling)"
 	@echo "make kueue-up       run Kueue against it (kueue-down stops it)"

@@ -17,7 +17,7 @@
 #   make bench-synth  benchmarks/synth.py: synth CPU against kubectl kustomize
 #   make bench-metrics  benchmarks/metrics_scrape.py: CPU of one /metrics scrape at 150 to
 #                5,000 cached jobs (no control plane needed)
-.PHONY: demo demo-kueue bench bench-gang bench-peers bench-scale bench-synth bench-metrics
+.PHONY: demo demo-kueue bench bench-gang bench-peers bench-scale bench-synth bench-metrics bench-progress
 
 demo: venv cluster-tools
 	$(BIN)/python -m benchmarks.demo --workdir $(KUBETRAIN_CLUSTER_DIR)
@@ -49,3 +49,9 @@ bench-metrics: venv
 # the control plane with its real node, the images, Argo CD's controller and repo server.
 demo-argocd: venv cluster-tools node-packages argocd-packages images
 	$(BIN)/python -m benchmarks.demo_argocd --workdir $(KUBETRAIN_CLUSTER_DIR)
+
+# benchmarks/progress_server.py: what the progress server costs (reports/s it writes,
+# latency, operator and API server CPU per report) on a control plane of its own.
+PROGRESS_ARGS ?=
+bench-progress: venv cluster-tools
+	$(BIN)/python -m benchmarks.progress_server $(PROGRESS_ARGS)
