@@ -37,6 +37,19 @@ def allreduce() -> None:  # shipped to every node of a real-node TrainJob
     dist.destroy_process_group()
 
 
+def report_progress() -> None:  # shipped to a real-node TrainJob's node
+    import os
+
+    from kubeflow.trainer.backends.kubernetes.utils import update_trainjob_status
+
+    sent = update_trainjob_status(
+        progress_percent=42, estimated_remaining_seconds=120, metrics={"loss": 0.123}
+    )
+    print(f"node {os.environ.get('PET_NODE_RANK')} progress reported: {sent}", flush=True)
+    if not sent:
+        raise SystemExit(3)
+
+
 def _train_call(client: TrainerClient, call: int) -> str:
     """The issue's three calls, exactly as a data scientist writes them."""
     if call == 1:
@@ -85,6 +98,8 @@ def main() -> None:
     real.add_argument("--num-nodes", type=int, default=2)
     real.add_argument("--cpu", default="500m")
     real.add_argument("--memory", default="1Gi")
+    progress = sub.add_parser("train-progress")
+    progress.add_argument("--runtime", required=True)
     logs = sub.add_parser("logs")
     logs.add_argument("--name", required=True)
     logs.add_argument("--step", default="node-0")
@@ -124,6 +139,16 @@ def main() -> None:
                 func=allreduce,
                 num_nodes=args.num_nodes,
                 resources_per_node={"cpu": args.cpu, "memory": args.memory},
+            ),
+        )
+        out = {"name": name}
+    elif args.command == "train-progress":
+        name = client.train(
+            runtime=args.runtime,
+            trainer=CustomTrainer(
+                func=report_progress,
+                num_nodes=1,
+                resources_per_node={"cpu": "500m", "memory": "1Gi"},
             ),
         )
         out = {"name": name}

@@ -14,8 +14,6 @@ run here, and why, are in :data:`NOT_RUN_HERE` (the README lists them too).
 from __future__ import annotations
 
 import json
-import re
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -36,6 +34,7 @@ from kubetrain.controller.config import OperatorConfig
 from tests.conftest import REPO_ROOT
 from tests.integration.kube import wait_for_established
 from tests.integration.operator.conftest import RunningOperator
+from tests.integration.trainer_e2e import failures, focus_of, run_suite, specs
 
 RUNTIMES = REPO_ROOT / "tests/data/upstream/trainer-v2.3.0/manifests/base/runtimes"
 UPSTREAM_RUNTIMES = (
@@ -71,7 +70,9 @@ RUN_HERE = (
 #: The suite's other specs, and why they do not run here yet.
 NOT_RUN_HERE = {
     "Flux runtime reference": "kubetrain has no Flux policy (flux-distributed runtime)",
-    "runtime status server instrumentation": "kubetrain has no status server yet",
+    # Its pod must run a Python script that calls the operator's progress server:
+    # tests/integration/realnode/test_progress_pod.py runs it on the real node.
+    "runtime status server instrumentation": "runs on the real node",
 }
 
 
@@ -157,19 +158,6 @@ def _runs_for(container: dict[str, Any]) -> float | None:
     return 1.0
 
 
-def _specs(report: Path) -> dict[str, dict[str, Any]]:
-    """The suite's JSON report: each spec run (not skipped) by its full text."""
-    suites = json.loads(report.read_text(encoding="utf-8"))
-    found: dict[str, dict[str, Any]] = {}
-    for suite in suites:
-        for spec in suite.get("SpecReports") or []:
-            if spec.get("LeafNodeType") != "It" or spec.get("State") == "skipped":
-                continue
-            text = " ".join([*spec.get("ContainerHierarchyTexts", []), spec["LeafNodeText"]])
-            found[text] = spec
-    return found
-
-
 def test_upstream_trainer_e2e_specs_pass_against_kubetrain(
     operator: RunningOperator,
     upstream_runtimes: None,
@@ -180,37 +168,12 @@ def test_upstream_trainer_e2e_specs_pass_against_kubetrain(
 ) -> None:
     """Upstream's own test binary, unchanged, passes every spec listed in RUN_HERE."""
     report = tmp_path / "report.json"
-    focus = "|".join(re.sub(r"([().*+?\[\]{}|^$\\])", r"\\\1", text) for text in RUN_HERE)
     with PodDriver(core_v1) as driver:
-        done = _run_suite(e2e_tools, local_cluster, report, focus, tmp_path)
-    specs = _specs(report)
-    failed = {
-        text: (spec.get("Failure") or {}).get("Message", spec.get("State"))
-        for text, spec in specs.items()
-        if spec.get("State") != "passed"
-    }
+        done = run_suite(e2e_tools, local_cluster.kubeconfig, report, focus_of(RUN_HERE), tmp_path)
+    ran = specs(report)
+    failed = failures(ran)
     assert not failed, f"failed upstream specs: {failed}\n{done.stdout[-4000:]}"
-    assert sorted(specs) == sorted(RUN_HERE), f"ran {sorted(specs)}\n{done.stdout[-4000:]}"
+    assert sorted(ran) == sorted(RUN_HERE), f"ran {sorted(ran)}\n{done.stdout[-4000:]}"
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     # The framework specs' pods were ended by the driver (their runtimes' commands).
     assert driver.ended, "the driver ended no pod"
-
-
-def _run_suite(
-    tools: Tools, cluster: LocalCluster, report: Path, focus: str, home: Path
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [
-            str(tools.path("trainer-e2e.test")),
-            f"-ginkgo.focus={focus}",
-            f"-ginkgo.json-report={report}",
-            "-ginkgo.no-color",
-            "-ginkgo.v",
-            "-ginkgo.timeout=9m",
-        ],
-        env={"KUBECONFIG": str(cluster.kubeconfig), "HOME": str(home)},
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
