@@ -590,3 +590,44 @@ def test_runtime_patch_times_are_stamped_as_upstreams_webhook_stamps_them(
     assert after[2]["time"] >= after[1]["time"]
     assert after[3]["time"] == new_patch_time
     _release_runtimes(jobs)
+
+
+def test_a_never_runtime_replaces_failed_pods_as_the_job_controller_counts_them(
+    operator: RunningOperator, jobs: Jobs, dyn: DynamicClient, namespace: str
+) -> None:
+    """``restartPolicy: Never`` in the runtime's Job template is not "no retry": the Job
+    controller replaces a failed pod until more than ``backoffLimit`` have failed."""
+    runtime = _namespaced(_with_gpu_toleration(_upstream("torch_distributed.yaml")), namespace)
+    runtime["metadata"]["name"] = "torch-never"
+    job_spec = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]
+    job_spec["backoffLimit"] = 1
+    job_spec["template"]["spec"]["restartPolicy"] = "Never"
+    apply(dyn, runtime)
+    for name in ("recovers", "exhausts"):
+        _create_trainjob(jobs, name, "torch-never", 1)
+    for name in ("recovers", "exhausts"):
+        pod = f"{name}-node-0-0"
+        first = jobs.wait_running(name, {pod})[pod]
+        assert first["spec"]["restartPolicy"] == "Never"
+        jobs.exit(pod, 1)
+        replaced = jobs.wait_pods(
+            name,
+            lambda pods, p=pod, uid=first["metadata"]["uid"]: (
+                p in pods
+                and pods[p]["metadata"]["uid"] != uid
+                and (pods[p].get("status") or {}).get("phase") == "Running"
+            ),
+            what=f"{pod} replaced after its first failure",
+        )
+        assert replaced
+        status = _trainjob(jobs.custom, jobs.namespace, name)["status"]
+        assert status.get("conditions") is None and status["restarts"] == 1
+    # The replacement succeeds: the job completes.
+    jobs.exit("recovers-node-0-0", 0)
+    jobs.wait_condition("TrainJob", "recovers", "Complete")
+    # A second failure is more than backoffLimit 1: the job fails, as its Job would.
+    jobs.exit("exhausts-node-0-0", 1)
+    failed = jobs.wait_condition("TrainJob", "exhausts", "Failed")
+    (condition,) = failed["status"]["conditions"]
+    assert condition["reason"] == "FailedJobs"
+    assert [j["name"] for j in failed["status"]["jobsStatus"] if j["failed"] == 1] == ["node"]
