@@ -610,16 +610,15 @@ def test_a_never_runtime_replaces_failed_pods_as_the_job_controller_counts_them(
         first = jobs.wait_running(name, {pod})[pod]
         assert first["spec"]["restartPolicy"] == "Never"
         jobs.exit(pod, 1)
-        replaced = jobs.wait_pods(
-            name,
-            lambda pods, p=pod, uid=first["metadata"]["uid"]: (
-                p in pods
-                and pods[p]["metadata"]["uid"] != uid
-                and (pods[p].get("status") or {}).get("phase") == "Running"
-            ),
-            what=f"{pod} replaced after its first failure",
-        )
-        assert replaced
+        uid = first["metadata"]["uid"]
+
+        def replacement_runs(pods: dict[str, dict[str, Any]], p: str = pod, u: str = uid) -> bool:
+            now = pods.get(p)
+            if now is None:
+                return False
+            return bool(now["metadata"]["uid"] != u and now["status"]["phase"] == "Running")
+
+        jobs.wait_pods(name, replacement_runs, what=f"{pod} replaced after its first failure")
         status = _trainjob(jobs.custom, jobs.namespace, name)["status"]
         assert status.get("conditions") is None and status["restarts"] == 1
     # The replacement succeeds: the job completes.
