@@ -56,6 +56,8 @@ LAUNCHER = "launcher"
 NODE_JOB = "node"
 #: The port upstream's torch, JAX and XGBoost plugins use for rank 0.
 RENDEZVOUS_PORT = 29500
+#: The ML policy kubetrain does not implement (TrainJobs on such a runtime are refused).
+FLUX = "flux"
 #: The framework label value under which kubetrain gives a policy-less runtime's nodes
 #: ``TF_CONFIG`` (upstream Trainer has no TensorFlow policy).
 TENSORFLOW = "tensorflow"
@@ -270,6 +272,18 @@ def resolve(trainjob: TrainJob, runtime: RuntimeBase) -> ResolvedTrainJob:
         )
         raise JobValidationError(errors)
     errors += pair_errors(trainjob, runtime)
+    if framework == FLUX:
+        # Running its pods as they are would run the command without Flux: refused.
+        errors.append(
+            FieldError(
+                "spec.runtimeRef",
+                f"a runtime kubetrain can run: {where} has mlPolicy.flux, and kubetrain has "
+                "no Flux policy (upstream Trainer's installs Flux into the node pods with an "
+                "init container and starts the command under a Flux broker); run Flux "
+                "TrainJobs with upstream Trainer",
+                trainjob.spec.runtime_ref.name,
+            )
+        )
     jobset = runtime.spec.template.spec
     nodes = _node_count(trainjob, policy)
     mpi = policy.mpi if policy is not None else None

@@ -69,6 +69,8 @@ RUN_HERE = (
 )
 #: The suite's other specs, and why they do not run here yet.
 NOT_RUN_HERE = {
+    # A TrainJob on a flux-policy runtime is refused (InvalidSpec naming why): its pods
+    # would run their command without Flux, which upstream's plugin installs.
     "Flux runtime reference": "kubetrain has no Flux policy (flux-distributed runtime)",
     # Its pod must run a Python script that calls the operator's progress server:
     # tests/integration/realnode/test_progress_pod.py runs it on the real node.

@@ -181,6 +181,9 @@ def test_status_subresource_and_printer_columns() -> None:
     assert columns == {
         "Runtime": ".spec.runtimeRef.name",
         "State": ".status.state",
+        # What the training process reports (the SDK's update_trainjob_status).
+        "Progress": ".status.trainerStatus.progressPercentage",
+        "ETA": ".status.trainerStatus.estimatedRemainingSeconds",
         "Ready": ".status.readyNodes",
         "Nodes": ".status.nodes",
         "Restarts": ".status.restarts",

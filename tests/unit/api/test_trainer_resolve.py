@@ -271,8 +271,14 @@ def test_in_order_startup_waits_for_each_job_ready() -> None:
     [
         (TORCH, [rjob("node")], "labelled trainer.kubeflow.org/trainjob-ancestor-step: trainer"),
         ({"numNodes": 2, "mpi": {}}, [rjob("node", trainer=True)], "a launcher replicated job"),
+        # Its pods would run their command without Flux (upstream's examples/flux).
+        (
+            {"numNodes": 1, "flux": {}},
+            [rjob("node", trainer=True)],
+            "has mlPolicy.flux, and kubetrain has no Flux policy",
+        ),
     ],
-    ids=["no-trainer", "mpi-without-launcher"],
+    ids=["no-trainer", "mpi-without-launcher", "flux"],
 )
 def test_runtimes_a_trainjob_cannot_use_are_explained(
     policy: dict[str, Any], jobs: list[dict[str, Any]], fragment: str
