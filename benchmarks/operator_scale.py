@@ -159,7 +159,7 @@ def runtime() -> dict[str, Any]:
     }
 
 
-def trainjob(name: str) -> dict[str, Any]:
+def trainjob(name: str, nodes: int = TRAINJOB_NODES) -> dict[str, Any]:
     """What the SDK's ``train(trainer=CustomTrainer(func, num_nodes=4))`` posts."""
     return {
         "apiVersion": "trainer.kubeflow.org/v1alpha1",
@@ -169,7 +169,7 @@ def trainjob(name: str) -> dict[str, Any]:
             "runtimeRef": {"name": RUNTIME, "kind": "ClusterTrainingRuntime"},
             "trainer": {
                 "command": ["bash", "-c", "python train.py"],
-                "numNodes": TRAINJOB_NODES,
+                "numNodes": nodes,
             },
         },
     }
@@ -434,18 +434,7 @@ def run_burst(args: argparse.Namespace, *, gang: bool) -> Run | None:
             took = time.monotonic() - started
             print(f"control plane with {args.gpu_nodes} GPU nodes up in {took:.1f}s")
         api = KubeApi.connect(str(cluster.kubeconfig), qps=1000, burst=2000, pool_size=32)
-        for crd in [*generate_crds(), *generate_trainer_crds()]:
-            api.apply(crd, resource=CRDS)
-        try:
-            api.create(
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
-                resource=NAMESPACES,
-            )
-        except ApiError as err:
-            if err.status != 409:
-                raise
-        wait_ready(api)
-        api.apply(runtime(), resource=RUNTIME_RESOURCES["ClusterTrainingRuntime"])
+        prepare(api, [*generate_crds(), *generate_trainer_crds()])
 
         log_path = workdir / "operator.log"
         # Free ports: another benchmark on this machine may hold fixed ones.
@@ -624,6 +613,22 @@ def submit(
         worker.start()
     for worker in workers:
         worker.join()
+
+
+def prepare(api: KubeApi, crds: list[dict[str, Any]]) -> None:
+    """The CRDs, the benchmark's namespace (ready for pods) and the torch runtime."""
+    for crd in crds:
+        api.apply(crd, resource=CRDS)
+    try:
+        api.create(
+            {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
+            resource=NAMESPACES,
+        )
+    except ApiError as err:
+        if err.status != 409:
+            raise
+    wait_ready(api)
+    api.apply(runtime(), resource=RUNTIME_RESOURCES["ClusterTrainingRuntime"])
 
 
 def wait_ready(api: KubeApi) -> None:

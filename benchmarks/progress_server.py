@@ -35,36 +35,13 @@ from typing import Any
 
 import requests
 
-from benchmarks.operator_scale import (
-    CRDS,
-    NAMESPACE,
-    NAMESPACES,
-    percentile,
-    process_stats,
-    runtime,
-    wait_ready,
-)
+from benchmarks.operator_scale import NAMESPACE, percentile, prepare, process_stats, trainjob
 from cluster.local import LocalCluster
 from cluster.process import free_port
 from cluster.topology import default_topology
 from kubetrain.api.trainer import generate_trainer_crds
 from kubetrain.api.trainer.progress import token_audience
-from kubetrain.controller.errors import ApiError
-from kubetrain.controller.kube import JOB_RESOURCES, PODS, RUNTIME_RESOURCES, SECRETS, KubeApi
-
-RUNTIME = "torch-distributed"
-
-
-def trainjob(name: str) -> dict[str, Any]:
-    return {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "TrainJob",
-        "metadata": {"name": name, "namespace": NAMESPACE},
-        "spec": {
-            "runtimeRef": {"name": RUNTIME, "kind": "ClusterTrainingRuntime"},
-            "trainer": {"command": ["python", "train.py"], "numNodes": 1},
-        },
-    }
+from kubetrain.controller.kube import JOB_RESOURCES, PODS, SECRETS, KubeApi
 
 
 def pod_token(api: KubeApi, pod: dict[str, Any], job: str) -> str:
@@ -113,6 +90,21 @@ class Tally:
             self.latencies.append(seconds)
 
 
+def send(
+    session: requests.Session, url: str, ca: Path, token: str, progress: int, tally: Tally
+) -> None:
+    """One report over ``session``, its answer and latency counted in ``tally``."""
+    started = time.monotonic()
+    answer = session.post(
+        url,
+        json=report(progress),
+        headers={"Authorization": f"Bearer {token}"},
+        verify=str(ca),
+        timeout=10,
+    )
+    tally.add(answer.status_code, time.monotonic() - started)
+
+
 def cpu_of(pid: int) -> float:
     return process_stats(pid)[0]
 
@@ -126,18 +118,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         cluster.up(timeout=300)
         api = KubeApi.connect(str(cluster.kubeconfig), qps=1000, burst=2000)
-        for crd in generate_trainer_crds():
-            api.apply(crd, resource=CRDS)
-        try:
-            api.create(
-                {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},
-                resource=NAMESPACES,
-            )
-        except ApiError as err:
-            if err.status != 409:
-                raise
-        wait_ready(api)
-        api.apply(runtime(), resource=RUNTIME_RESOURCES["ClusterTrainingRuntime"])
+        prepare(api, generate_trainer_crds())
         port = free_port()
         log = workdir / "operator.log"
         operator = subprocess.Popen(
@@ -163,7 +144,7 @@ def run(args: argparse.Namespace) -> int:
         )
         names = [f"tj-{i:03d}" for i in range(args.jobs)]
         for name in names:
-            api.create(trainjob(name), resource=JOB_RESOURCES["TrainJob"])
+            api.create(trainjob(name, nodes=1), resource=JOB_RESOURCES["TrainJob"])
         pods: dict[str, dict[str, Any]] = {}
         deadline = time.monotonic() + 180
         while len(pods) < len(names) and time.monotonic() < deadline:
@@ -199,15 +180,7 @@ def run(args: argparse.Namespace) -> int:
         began = time.monotonic()
         with requests.Session() as session:
             for i, name in enumerate(names):
-                started = time.monotonic()
-                answer = session.post(
-                    f"{url}/trainjobs/{name}/status",
-                    json=report(i),
-                    headers={"Authorization": f"Bearer {tokens[name]}"},
-                    verify=str(ca),
-                    timeout=10,
-                )
-                first.add(answer.status_code, time.monotonic() - started)
+                send(session, f"{url}/trainjobs/{name}/status", ca, tokens[name], i, first)
         took = time.monotonic() - began
         spent = cpu_of(operator.pid) - cpu - idle_per_second * took
         summarize("first reports (TokenReview + pod read + write)", first, took, spent)
@@ -222,15 +195,8 @@ def run(args: argparse.Namespace) -> int:
                 while not stop.is_set():
                     name = mine[count % len(mine)]
                     count += 1
-                    started = time.monotonic()
-                    answer = session.post(
-                        f"{url}/trainjobs/{name}/status",
-                        json=report(count),
-                        headers={"Authorization": f"Bearer {tokens[name]}"},
-                        verify=str(ca),
-                        timeout=10,
-                    )
-                    steady.add(answer.status_code, time.monotonic() - started)
+                    target = f"{url}/trainjobs/{name}/status"
+                    send(session, target, ca, tokens[name], count, steady)
 
         threads = [threading.Thread(target=client, args=(i,)) for i in range(args.clients)]
         cpu = cpu_of(operator.pid)

@@ -30,7 +30,6 @@ from __future__ import annotations
 import base64
 import copy
 import datetime
-import ipaddress
 import json
 import os
 import shutil
@@ -41,14 +40,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from cluster.local import ClusterError, LocalCluster
 from cluster.process import ProcessError, free_port, wait_http_ok
 from cluster.tools import Tools, find_tools
+from kubetrain.controller.status_tls import issue_ca, issue_serving
 
 #: The integrations kubetrain's jobs use: batch Jobs (MPI launchers, and the plain Job
 #: that proves a setup works) and Kubeflow's v1 training jobs.
@@ -128,71 +124,21 @@ def write_serving_certificate(
     """
     if not ip_addresses and not dns_names:
         raise ValueError("a serving certificate needs at least one IP address or DNS name")
+    # The operator's certificate issuer (its progress server's): ECDSA P-256, back-dated
+    # five minutes (the API server's clock is this machine's, but not to the second).
     now = datetime.datetime.now(datetime.UTC)
-    # Back-dated a little: the API server's clock is this machine's, but not to the second.
-    not_before, not_after = now - datetime.timedelta(minutes=5), now + valid_for
-    ca_key = ec.generate_private_key(ec.SECP256R1())
-    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kubetrain local Kueue CA")])
-    ca_cert = (
-        x509.CertificateBuilder()
-        .subject_name(ca_name)
-        .issuer_name(ca_name)
-        .public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(not_before)
-        .not_valid_after(not_after)
-        .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(
-            x509.KeyUsage(
-                digital_signature=True,
-                content_commitment=False,
-                key_encipherment=False,
-                data_encipherment=False,
-                key_agreement=False,
-                key_cert_sign=True,
-                crl_sign=True,
-                encipher_only=False,
-                decipher_only=False,
-            ),
-            critical=True,
-        )
-        .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), False)
-        .sign(ca_key, hashes.SHA256())
-    )
-    key = ec.generate_private_key(ec.SECP256R1())
-    names: list[x509.GeneralName] = [
-        x509.IPAddress(ipaddress.ip_address(address)) for address in ip_addresses
-    ]
-    names += [x509.DNSName(name) for name in dns_names]
-    common_name = (list(ip_addresses) + list(dns_names))[0]
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name)]))
-        .issuer_name(ca_name)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(not_before)
-        .not_valid_after(not_after)
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.SubjectAlternativeName(names), critical=False)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]), critical=False)
-        .add_extension(
-            x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), False
-        )
-        .sign(ca_key, hashes.SHA256())
+    days = max(1, valid_for.days)
+    ca_pem_text, ca_key = issue_ca(now, days=days, name="kubetrain local Kueue CA")
+    cert_pem, key_pem = issue_serving(
+        ca_pem_text, ca_key, [*ip_addresses, *dns_names], now, days=days
     )
     cert_dir.mkdir(parents=True, exist_ok=True)
-    ca_pem = ca_cert.public_bytes(serialization.Encoding.PEM)
+    ca_pem = ca_pem_text.encode()
     serving = ServingCertificate(cert_dir=cert_dir, ca_pem=ca_pem)
     serving.ca_file.write_bytes(ca_pem)
-    serving.cert_file.write_bytes(cert.public_bytes(serialization.Encoding.PEM))
-    serving.key_file.write_bytes(
-        key.private_bytes(
-            serialization.Encoding.PEM,
-            serialization.PrivateFormat.PKCS8,
-            serialization.NoEncryption(),
-        )
-    )
+    serving.cert_file.write_text(cert_pem)
+    serving.key_file.touch(mode=0o600)
+    serving.key_file.write_text(key_pem)
     serving.key_file.chmod(0o600)
     return serving
 

@@ -301,29 +301,14 @@ class TrainingOperator(constructs.Construct):
         )
 
     def _service(self) -> dict[str, Any]:
-        return self.manifest(
-            "v1",
-            "Service",
-            {
-                "spec": {
-                    "type": "ClusterIP",
-                    "selector": dict(self.selector),
-                    "ports": [
-                        {
-                            "name": "metrics",
-                            "port": self.config.metrics_port,
-                            "targetPort": "metrics",
-                            "protocol": "TCP",
-                        }
-                    ],
-                }
-            },
-            name=f"{self.props.name}-metrics",
-        )
+        return self._port_service("metrics", self.config.metrics_port)
 
     def _progress_service(self) -> dict[str, Any]:
         """Where trainer pods send progress reports (every replica serves them)."""
-        port = self.config.progress_port
+        return self._port_service("progress", self.config.progress_port)
+
+    def _port_service(self, port_name: str, port: int) -> dict[str, Any]:
+        """Service ``<name>-<port_name>`` in front of every replica's ``port_name`` port."""
         return self.manifest(
             "v1",
             "Service",
@@ -333,15 +318,15 @@ class TrainingOperator(constructs.Construct):
                     "selector": dict(self.selector),
                     "ports": [
                         {
-                            "name": "progress",
+                            "name": port_name,
                             "port": port,
-                            "targetPort": "progress",
+                            "targetPort": port_name,
                             "protocol": "TCP",
                         }
                     ],
                 }
             },
-            name=f"{self.props.name}-progress",
+            name=f"{self.props.name}-{port_name}",
         )
 
     def _pdb(self) -> dict[str, Any]:

@@ -89,15 +89,17 @@ def _subject_names(hosts: Sequence[str]) -> list[x509.GeneralName]:
     return names
 
 
-def issue_ca(now: datetime, *, days: int = CA_DAYS) -> tuple[str, str]:
-    """A new CA: (certificate PEM, key PEM)."""
+def issue_ca(
+    now: datetime, *, days: int = CA_DAYS, name: str = "kubetrain progress server CA"
+) -> tuple[str, str]:
+    """A new CA named ``name``: (certificate PEM, key PEM)."""
     key = _key()
-    name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "kubetrain progress server CA")])
+    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
     ski = x509.SubjectKeyIdentifier.from_public_key(key.public_key())
     cert = (
         x509.CertificateBuilder()
-        .subject_name(name)
-        .issuer_name(name)
+        .subject_name(subject)
+        .issuer_name(subject)
         .public_key(key.public_key())
         .serial_number(x509.random_serial_number())
         .not_valid_before(now - timedelta(minutes=5))

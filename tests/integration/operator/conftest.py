@@ -63,5 +63,15 @@ def operator(
 
 
 @pytest.fixture
+def admin(kubeconfig: Path) -> Iterator[KubeApi]:
+    """The API as the cluster's admin (kubetrain's own client)."""
+    api = KubeApi.connect(str(kubeconfig))
+    try:
+        yield api
+    finally:
+        api.close()
+
+
+@pytest.fixture
 def jobs(api_client: client.ApiClient, namespace: str) -> Jobs:
     return Jobs(api_client, namespace)

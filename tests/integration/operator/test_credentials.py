@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import shlex
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
@@ -42,15 +41,6 @@ from tests.integration.operator.jobs import Jobs, pytorch_job, run_every_kind_to
 from tests.integration.operator.process import OperatorProcess
 
 SERVICE_ACCOUNT = "operator"
-
-
-@pytest.fixture
-def admin(kubeconfig: Path) -> Iterator[KubeApi]:
-    api = KubeApi.connect(str(kubeconfig))
-    try:
-        yield api
-    finally:
-        api.close()
 
 
 @pytest.fixture

@@ -40,15 +40,6 @@ from tests.integration.operator.conftest import RunningOperator
 from tests.integration.operator.jobs import Jobs, mpi_job, pytorch_job
 
 
-@pytest.fixture
-def admin(kubeconfig: Path) -> Iterator[KubeApi]:
-    api = KubeApi.connect(str(kubeconfig))
-    try:
-        yield api
-    finally:
-        api.close()
-
-
 def _event_reasons(jobs: Jobs, name: str) -> list[str]:
     return [str(e.get("reason")) for e in jobs.events(name)]
 

@@ -38,15 +38,6 @@ POD_SERVICE_ACCOUNT = "trainer"
 
 
 @pytest.fixture
-def admin(kubeconfig: Path) -> Iterator[KubeApi]:
-    api = KubeApi.connect(str(kubeconfig))
-    try:
-        yield api
-    finally:
-        api.close()
-
-
-@pytest.fixture
 def progress_operator(
     installed_crds: list[dict[str, Any]],
     admin: KubeApi,

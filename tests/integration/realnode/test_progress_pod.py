@@ -12,11 +12,11 @@ pods through the ``kubetrain-operator-progress`` Service.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 from cluster.local import LocalCluster
 from cluster.tools import find_tools
 from tests.integration.conftest import ClusterClients
+from tests.integration.kube import read
 from tests.integration.operator.sdk_users import Sdk, scientist_env
 from tests.integration.realnode.workloads import TRAINING_TIMEOUT
 from tests.integration.sdk import run_sdk
@@ -26,14 +26,6 @@ STATUS_SPEC = (
     "TrainJob e2e when Creating TrainJob with runtime status server instrumentation "
     "should inject runtime configuration which allows the runtime status endpoint to be called"
 )
-
-
-def _trainjob(clients: ClusterClients, namespace: str, name: str) -> dict[str, Any]:
-    resource = clients.dyn.resources.get(
-        api_version="trainer.kubeflow.org/v1alpha1", kind="TrainJob"
-    )
-    found: dict[str, Any] = resource.get(name=name, namespace=namespace).to_dict()
-    return found
 
 
 def test_the_sdks_progress_report_from_a_pod_reaches_its_trainjob(
@@ -56,7 +48,10 @@ def test_the_sdks_progress_report_from_a_pod_reaches_its_trainjob(
     lines = sdk("logs", "--name", name, "--step", "node-0")["lines"]
     assert done.get("job", {}).get("status") == "Complete", (done, lines[-20:])
     assert any("progress reported: True" in line for line in lines), lines[-20:]
-    status = _trainjob(real_node_clients, node_namespace, name)["status"]["trainerStatus"]
+    trainjob = read(
+        real_node_clients.dyn, "trainer.kubeflow.org/v1alpha1", "TrainJob", name, node_namespace
+    )
+    status = trainjob["status"]["trainerStatus"]
     assert status["progressPercentage"] == 42 and status["estimatedRemainingSeconds"] == 120
     assert status["metrics"] == [{"name": "loss", "value": "0.123"}]
 
