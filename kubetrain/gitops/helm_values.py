@@ -42,6 +42,7 @@ CONFIG_VALUES = (
     "startup_timeout_seconds",
     "success_grace_seconds",
     "event_qps",
+    "progress_server",
 )
 #: Bounds OperatorConfig's checks enforce, stated for the schema (a unit test holds the
 #: two to the same answers at and beyond every bound).
@@ -382,10 +383,17 @@ def dimensions() -> tuple[dict[str, Any], list[tuple[str, list[Axis]]], list[Pro
                 for m in accepted_members("gang_scheduler")
             ),
         ),
+        Axis(
+            "progressServer",
+            (
+                Option({"progressServer": False}, "not $.Values.progressServer"),
+                Option({"progressServer": True}, None),
+            ),
+        ),
     ]
     levels = typing.get_type_hints(OperatorConfig)["log_level"]
     groups: list[tuple[str, list[Axis]]] = [
-        ("kinds, watchNamespaces, replicas, leaderElect, gangScheduler", rbac),
+        ("kinds, watchNamespaces, replicas, leaderElect, gangScheduler, progressServer", rbac),
         (
             "image",
             [
