@@ -25,7 +25,7 @@
 # cache holds and changing one pin rebuilds only that tool. Every build shares Go's
 # module and build caches (GOMODCACHE, GOCACHE: Go's defaults unless set), so modules
 # are downloaded once and a package two tools compile identically is compiled once
-# (only modules they select at the same version: see the README).
+# (only modules they select at the same version: see docs/development.md).
 
 .PHONY: argocd-packages node-packages node-import-images kueue-crds monitoring-crds cluster-tools peer-tools cluster-tool-dirs cluster-up cluster-down cluster-status kueue-up kueue-down
 

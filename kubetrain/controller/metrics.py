@@ -1,7 +1,7 @@
 """The operator's Prometheus metrics, on a registry of its own (several operators can
 run in one process, as the tests do).
 
-Every metric is in :data:`CATALOGUE` with the question it answers; the README's metric
+Every metric is in :data:`CATALOGUE` with the question it answers; docs/observability.md's metric
 table, the alert rules and the dashboard are checked against it. Labels are bounded:
 ``kind`` (the served kinds), ``namespace`` (the cluster's namespaces with jobs),
 ``state`` (:data:`JOB_STATES`), ``queue`` (Kueue LocalQueue names), ``reason`` (the

@@ -207,7 +207,7 @@ def _type_text(schema: dict[str, Any]) -> str:
 
 
 def values_table(schema: dict[str, Any], values: dict[str, Any]) -> str:
-    """The README's table of values: name, type, default (the stack's), description."""
+    """The table of values in docs/gitops.md: name, type, default (the stack's), description."""
     rows = ["| value | type | default | description |", "|---|---|---|---|"]
 
     def row(name: str, prop: dict[str, Any], default: Any) -> None:

@@ -7,7 +7,7 @@ validation (what ``kubectl create``/``apply`` sends). Each must accept exactly w
 other accepts. The matrix is printed; any disagreement fails the test with its input and
 both answers.
 
-Out of the sample on purpose (documented differences, README "CRDs"): whole-number floats
+Out of the sample on purpose (documented differences, docs/api.md "CRDs"): whole-number floats
 such as ``2.0`` sent as JSON to a typed integer field (the server admits them where no CEL
 rule reads the field, kubetrain refuses them; from YAML, kubectl sends ``2`` and both
 accept), NaN, infinities and lone surrogates (JSON cannot carry them), and

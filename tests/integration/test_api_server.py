@@ -259,7 +259,7 @@ def test_upstream_example_is_admitted_and_stored_as_validate_reads_it(
 def test_server_side_apply_refuses_explicit_nulls_that_create_prunes(
     dyn: DynamicClient, namespace: str, installed_crds: list[dict[str, Any]]
 ) -> None:
-    """A fact of the API server (any CRD) that the README states: in a server-side apply
+    """A fact of the API server (any CRD) that docs/api.md states: in a server-side apply
     patch, ``command:`` with no value reaches validation as null."""
     job = in_namespace(load_example("pytorchjob.yaml"), namespace)
     job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["command"] = (

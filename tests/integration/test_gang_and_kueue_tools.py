@@ -441,7 +441,7 @@ def test_kueue_queues_a_trainjob_of_kubetrains_crd(
     # Kueue v0.15 decodes TrainJobs into Trainer v2.1.0's Go type, which has no
     # activeDeadlineSeconds, and updates the whole object to resume it: the field would
     # be dropped, which kubetrain's immutability rule rejects, and the job stays
-    # suspended (see the README's Kueue section). Left out here.
+    # suspended (see docs/operator.md's Kueue section). Left out here.
     del job["spec"]["activeDeadlineSeconds"]
     trainjobs = dyn.resources.get(api_version=job["apiVersion"], kind="TrainJob")
     wait_until_kueue_knows_the_runtime(

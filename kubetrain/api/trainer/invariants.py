@@ -4,7 +4,7 @@ runs offline.
 
 They are the rules upstream Kubeflow Trainer v2.3.0 checks in its CRDs' CEL and in its
 admission webhooks, as far as they depend on the object alone (a webhook can also read
-the referenced runtime; kubetrain has no webhook, see the README), plus the platform's
+the referenced runtime; kubetrain has no webhook, see docs/api.md), plus the platform's
 node limit: the TrainJob's (``trainjob_rules``), its update rules (``trainjob_updates``)
 and the runtimes' (``runtime_rules``); this module holds the tables.
 """

@@ -92,7 +92,7 @@ class AlertThresholds:
 
 @dataclass(frozen=True)
 class Alert:
-    """One alerting rule, with what the README's alert table says of it."""
+    """One alerting rule, with what the alert table in docs/observability.md says of it."""
 
     name: str
     severity: str

@@ -46,7 +46,7 @@ class MonitoringProps:
     the dashboard select. Default: the metrics Service's name (what a ServiceMonitor
     gives); set it to your scrape job's name when you use the plain rules file."""
     alerts: AlertThresholds = field(default_factory=AlertThresholds)
-    """When each alert fires (see the README's alert table)."""
+    """When each alert fires (see the alert table in docs/observability.md)."""
     runbook_url_base: str = DEFAULT_RUNBOOK_URL_BASE
     """Each alert's ``runbook_url`` is this plus ``#<alert name in lower case>``."""
     dashboard: bool = True

@@ -1,7 +1,7 @@
 """The operator's Grafana dashboard, as Grafana's dashboard JSON (schema version 39):
 jobs by state, time to running, failures by reason, GPUs held, and the operator's health.
 
-Every panel's query is a :class:`Panel` here; the README lists them, a unit test checks
+Every panel's query is a :class:`Panel` here; docs/observability.md lists them, a unit test checks
 that they name only catalogued metrics, and the integration test runs each against a
 real Prometheus that scraped a burst of jobs (each must return data).
 """

@@ -3,7 +3,7 @@ local control plane, the operator creating the PodGroups: a job that fits runs w
 one that cannot fit stays entirely Pending and says so, two jobs that each need 60% of
 the GPUs run one after the other without a partial placement. Volcano's PodGroup is
 stored by Volcano's own CRD schema and its pods wait for the enqueue (Volcano's
-scheduler cannot be built here: see the README). Without the backend's CRD the operator
+scheduler cannot be built here: see docs/operator.md). Without the backend's CRD the operator
 refuses to start."""
 
 from __future__ import annotations

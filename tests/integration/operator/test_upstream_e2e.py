@@ -8,7 +8,7 @@ are bound (``cluster/stages/pod-running.yaml``), and :class:`PodDriver` ends the
 their command would, by patching the pod as the fake-kubelet mechanism does (never the
 job): ``sshd`` and ``/pause`` run until stopped, ``sleep N`` exits 0 after N seconds,
 and anything else (a training script) exits 0 a second after it started. The specs not
-run here, and why, are in :data:`NOT_RUN_HERE` (the README lists them too).
+run here, and why, are in :data:`NOT_RUN_HERE` (docs/sdk.md lists them too).
 """
 
 from __future__ import annotations

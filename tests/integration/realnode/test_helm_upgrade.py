@@ -1,6 +1,6 @@
 """The upgrade of the Argo CD tests, through Helm: the generated chart installed with the
 real helm on the control plane with the real node (the operator runs there), 20 jobs of
-every kind started, then the stack's next version upgraded in place as the README says
+every kind started, then the stack's next version upgraded in place as docs/gitops.md says
 (the new CRDs applied server-side first, since Helm never upgrades ``crds/``, then ``helm
 upgrade``): no job or pod recreated, the removed runtime deleted, the operator rolled with
 the Lease handed over; ``helm uninstall`` keeps the CRDs and the users' jobs.
@@ -149,9 +149,9 @@ def test_helm_upgrade_in_place_under_running_jobs(
     crd: dict[str, Any] = yaml.safe_load(crd_file.read_text())
     add_crd_field(crd, {"type": "string", "description": "a note"})
     crd_file.write_text(yaml.safe_dump(crd, sort_keys=False))
-    # Helm installs crds/ once and never upgrades them: the README's step for a newer
+    # Helm installs crds/ once and never upgrades them: docs/gitops.md's step for a newer
     # version's CRDs comes first. Helm's field manager owns what it installed, so the
-    # changed CRD conflicts without --force-conflicts (this test found the README's
+    # changed CRD conflicts without --force-conflicts (this test found the docs'
     # command lacking it).
     cluster.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(second / "crds"))
     helm("upgrade", RELEASE, str(second))

@@ -129,7 +129,7 @@ def test_an_mpijob_that_states_nothing_is_stored_with_upstreams_defaults() -> No
     assert stored["runLauncherAsWorker"] is False
     assert stored["sshAuthMountPath"] == "/root/.ssh"
     assert stored["slotsPerWorker"] == 1
-    # cleanPodPolicy is not stored: unset, the operator's cleanup applies (README).
+    # cleanPodPolicy is not stored: unset, the operator's cleanup applies (docs/operator.md).
     assert stored["runPolicy"] == {"suspend": False}
 
 

@@ -1,4 +1,4 @@
-"""The README's composition example runs as written and synthesizes valid objects."""
+"""docs/constructs.md's composition example runs as written and synthesizes valid objects."""
 
 from __future__ import annotations
 

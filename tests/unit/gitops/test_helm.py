@@ -1,5 +1,5 @@
 """The Helm chart export: the committed charts/kubetrain/ is what a fresh export gives,
-its values schema agrees with the typed props' own checks, and the README's values table
+its values schema agrees with the typed props' own checks, and the values table in docs/gitops.md
 is the schema's. (helm itself renders, lints and installs it in
 tests/integration/test_helm_chart.py.)"""
 
@@ -160,6 +160,6 @@ def test_the_default_values_are_valid(local: Stack, files: dict[str, str]) -> No
     assert _validates(schema, yaml.safe_load(files["values.yaml"]))
 
 
-def test_readme_values_table_is_generated_from_the_schema(local: Stack) -> None:
-    readme = (ROOT / "README.md").read_text()
-    assert values_table(values_schema(local.operator), default_values(local.operator)) in readme
+def test_the_documented_values_table_is_generated_from_the_schema(local: Stack) -> None:
+    documented = (ROOT / "docs/gitops.md").read_text()
+    assert values_table(values_schema(local.operator), default_values(local.operator)) in documented
