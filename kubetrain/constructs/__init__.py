@@ -1,5 +1,7 @@
 """cdk8s constructs: reusable building blocks of kubetrain stacks (every public construct
-and its props, the way cdk8s-plus's index exports them)."""
+and its props, the way cdk8s-plus's index exports them). Three families have an index of
+their own: :mod:`~kubetrain.constructs.queues` (Kueue), :mod:`~kubetrain.constructs.monitoring`
+and :mod:`~kubetrain.constructs.samples`; a unit test holds every construct to one of them."""
 
 from kubetrain._jsii import quiet_jsii
 
@@ -23,6 +25,17 @@ from kubetrain.constructs.node_tuning import NodeTuner, NodeTunerProps
 from kubetrain.constructs.operator import TrainingOperator, TrainingOperatorProps
 from kubetrain.constructs.preflight import NcclPreflight, NcclPreflightProps
 from kubetrain.constructs.pytorch_job import PyTorchJob, PyTorchJobProps
+from kubetrain.constructs.runtime_queue import RuntimeQueuePolicy, RuntimeQueuePolicyProps
+from kubetrain.constructs.runtimes import (
+    JaxRuntime,
+    MpiRuntime,
+    MpiRuntimeProps,
+    RuntimeFramework,
+    RuntimeProps,
+    TensorFlowRuntime,
+    TorchRuntime,
+    XGBoostRuntime,
+)
 from kubetrain.constructs.tf_job import TFJob, TFJobProps
 from kubetrain.constructs.trainer_access import TrainerUserAccess, TrainerUserAccessProps
 from kubetrain.constructs.types import Image, Quantity, Resources
@@ -34,10 +47,13 @@ __all__ = [
     "GpuNodePool",
     "GpuNodePoolProps",
     "Image",
+    "JaxRuntime",
     "KubeflowCrds",
     "KubeflowCrdsProps",
     "MPIJob",
     "MPIJobProps",
+    "MpiRuntime",
+    "MpiRuntimeProps",
     "NcclDebug",
     "NcclPreflight",
     "NcclPreflightProps",
@@ -49,9 +65,15 @@ __all__ = [
     "PyTorchJobProps",
     "Quantity",
     "Resources",
+    "RuntimeFramework",
+    "RuntimeProps",
+    "RuntimeQueuePolicy",
+    "RuntimeQueuePolicyProps",
     "TFJob",
     "TFJobProps",
     "Taint",
+    "TensorFlowRuntime",
+    "TorchRuntime",
     "TrainerUserAccess",
     "TrainerUserAccessProps",
     "TrainingNetwork",
@@ -59,4 +81,5 @@ __all__ = [
     "TrainingNetworkPolicyProps",
     "TrainingOperator",
     "TrainingOperatorProps",
+    "XGBoostRuntime",
 ]
