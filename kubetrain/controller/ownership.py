@@ -41,6 +41,13 @@ def controller_of(obj: Mapping[str, Any]) -> Mapping[str, Any] | None:
     return None
 
 
+def owned_by_batch_job(obj: Mapping[str, Any]) -> bool:
+    """Whether a batch Job owns ``obj`` (an MPI launcher's pod goes with its Job: deleting
+    or suspending the pod alone would have the Job start another)."""
+    owners = (obj.get("metadata") or {}).get("ownerReferences") or []
+    return any(o.get("kind") == "Job" for o in owners)
+
+
 def holder(existing: Mapping[str, Any], desired: Mapping[str, Any]) -> Verdict:
     """Compare an existing object with the child we wanted to create in its place.
 

@@ -32,7 +32,9 @@ from typing import Any, Protocol
 
 import orjson
 
+from kubetrain.api.kinds import TRAINJOB
 from kubetrain.api.trainer.progress import token_audience
+from kubetrain.controller.ownership import controller_of
 
 POD_NAME_EXTRA = "authentication.kubernetes.io/pod-name"
 POD_UID_EXTRA = "authentication.kubernetes.io/pod-uid"
@@ -77,13 +79,6 @@ def _expiry(token: str) -> float | None:
         return float(exp) if isinstance(exp, int | float) else None
     except (IndexError, ValueError, orjson.JSONDecodeError):
         return None
-
-
-def _controller(pod: Mapping[str, Any]) -> tuple[str, str]:
-    for ref in (pod.get("metadata") or {}).get("ownerReferences") or []:
-        if ref.get("controller"):
-            return str(ref.get("kind") or ""), str(ref.get("name") or "")
-    return "", ""
 
 
 class TokenAuthorizer:
@@ -150,8 +145,8 @@ class TokenAuthorizer:
         pod = self.api.pod(namespace, pod_names[0])
         if pod is None or (pod.get("metadata") or {}).get("uid") != pod_uids[0]:
             return Verdict(False, f"pod {namespace}/{pod_names[0]} no longer exists")
-        kind, owner = _controller(pod)
-        if kind != "TrainJob" or owner != name:
+        owner = controller_of(pod) or {}
+        if owner.get("kind") != TRAINJOB.kind or owner.get("name") != name:
             return Verdict(
                 False, f"pod {namespace}/{pod_names[0]} is not a pod of TrainJob {namespace}/{name}"
             )

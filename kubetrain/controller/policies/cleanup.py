@@ -38,6 +38,7 @@ from kubetrain.controller import conditions as C
 from kubetrain.controller import podstate
 from kubetrain.controller import reasons as R
 from kubetrain.controller.decisions import ChildRef, Decision, Event, ref, soonest
+from kubetrain.controller.ownership import owned_by_batch_job
 from kubetrain.controller.plugins.base import Observed
 from kubetrain.controller.policies import deadlines
 
@@ -69,11 +70,6 @@ def _job_active(batch_job: Obj) -> bool:
     return True
 
 
-def _owned_by_batch_job(pod: Obj) -> bool:
-    owners = (pod.get("metadata") or {}).get("ownerReferences") or []
-    return any(o.get("kind") == "Job" for o in owners)
-
-
 def children_to_delete(
     policy: CleanPodPolicy, observed: Observed, *, spare: frozenset[str] = frozenset()
 ) -> list[ChildRef]:
@@ -84,7 +80,7 @@ def children_to_delete(
     out: list[ChildRef] = []
     deleted_pods: set[str] = set()
     for name, pod in sorted(observed.pods.items()):
-        if _owned_by_batch_job(pod):
+        if owned_by_batch_job(pod):
             continue  # launcher pods go with their Job
         if policy is CleanPodPolicy.ALL or (podstate.is_active(pod) and name not in spare):
             out.append(ref("Pod", pod))

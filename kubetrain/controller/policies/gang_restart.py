@@ -34,6 +34,7 @@ from kubetrain.api.trainer.resolve import ResolvedTrainJob
 from kubetrain.controller import podstate
 from kubetrain.controller import reasons as R
 from kubetrain.controller.decisions import ChildRef, ConditionChange, Decision, Event, ref
+from kubetrain.controller.ownership import owned_by_batch_job
 from kubetrain.controller.plugins.base import Outcome
 from kubetrain.controller.policies.restart import retryable
 
@@ -188,15 +189,10 @@ def _older_than(attempt: int, draft: Draft, *, include_deleting: bool = False) -
     out: list[ChildRef] = []
     for kind in ("Pod", "Job"):
         for _name, obj in sorted(draft.observed.by_kind(kind).items()):
-            if kind == "Pod" and _owned_by_batch_job(obj):
+            if kind == "Pod" and owned_by_batch_job(obj):
                 continue
             if attempt_of(obj) < attempt:
                 child = ref(kind, obj)
                 if include_deleting or not child.deleting:
                     out.append(child)
     return out
-
-
-def _owned_by_batch_job(obj: Mapping[str, Any]) -> bool:
-    owners = (obj.get("metadata") or {}).get("ownerReferences") or []
-    return any(o.get("kind") == "Job" for o in owners)

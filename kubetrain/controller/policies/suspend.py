@@ -25,6 +25,7 @@ from kubetrain.api.common import ConditionStatus, ConditionType, ReplicaStatus, 
 from kubetrain.controller import conditions as C
 from kubetrain.controller import reasons as R
 from kubetrain.controller.decisions import ChildRef, ConditionChange, Decision, ref
+from kubetrain.controller.ownership import owned_by_batch_job
 from kubetrain.controller.plugins.base import Observed
 
 if TYPE_CHECKING:
@@ -33,12 +34,6 @@ if TYPE_CHECKING:
 #: Kinds of children deleted while a job is suspended (the PodGroup too, as upstream:
 #: a resumed job's gang is formed again from its current spec).
 SUSPENDED_KINDS = ("Pod", "Service", "Job", "PodGroup")
-
-
-def _owned_by_batch_job(obj: Mapping[str, Any]) -> bool:
-    # Launcher pods go with their Job (deleting them alone would have it start new ones).
-    owners = (obj.get("metadata") or {}).get("ownerReferences") or []
-    return any(o.get("kind") == "Job" for o in owners)
 
 
 def is_suspended(run_policy: RunPolicy | None) -> bool:
@@ -52,7 +47,7 @@ def children_to_delete(observed: Observed, keep: Iterable[str] = ()) -> list[Chi
     out: list[ChildRef] = []
     for kind in SUSPENDED_KINDS:
         for name, obj in sorted(observed.by_kind(kind).items()):
-            if name in kept or _owned_by_batch_job(obj):
+            if name in kept or owned_by_batch_job(obj):
                 continue
             out.append(ref(kind, obj))
     return [r for r in out if not r.deleting]
