@@ -49,14 +49,9 @@ def apply_stack(cluster: LocalCluster, stack: str) -> list[dict[str, Any]]:
             )
             print(f"applied chart {chart.name}: {len(objects)} objects")
         if chart.name == "crds":
-            # One by one: `crd --all` fails on a CRD the server has not given a status yet.
-            for crd in objects:
-                cluster.kubectl(
-                    "wait",
-                    "--for=condition=Established",
-                    f"crd/{crd['metadata']['name']}",
-                    "--timeout=60s",
-                )
+            # By name: `crd --all` would wait on CRDs of other charts too.
+            crds = [crd["metadata"]["name"] for crd in objects]
+            cluster.wait_established(crds, deadline=time.monotonic() + 60)
     if any(o["kind"] == "ClusterTrainingRuntime" for c in charts for o in c.objects):
         jobs.append(TRAINJOB)
     if jobs:

@@ -217,13 +217,8 @@ def main(argv: list[str] | None = None) -> int:
             cluster.up()
         crds = [*generate_crds(), *generate_trainer_crds()]
         cluster.kubectl("apply", "--server-side", "-f", "-", input=_json_list(crds))
-        for crd in crds:
-            cluster.kubectl(
-                "wait",
-                "--for=condition=Established",
-                f"crd/{crd['metadata']['name']}",
-                "--timeout=60s",
-            )
+        names = [crd["metadata"]["name"] for crd in crds]
+        cluster.wait_established(names, deadline=time.monotonic() + 60)
         if started_kueue:
             print("starting Kueue")
             kueue.start()

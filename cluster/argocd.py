@@ -36,7 +36,7 @@ from typing import Any
 import yaml
 
 from cluster import host
-from cluster.local import LocalCluster
+from cluster.local import ClusterError, LocalCluster
 from cluster.process import LocalProcess, ProcessError
 from cluster.tools import Tools, find_tools
 
@@ -208,13 +208,12 @@ class LocalArgoCd:
         tools = self.tools
         for crd in tools.argocd_crds:
             self._kubectl("apply", "--server-side", "--force-conflicts", "-f", str(crd))
-        for name in ("applications.argoproj.io", "appprojects.argoproj.io"):
-            self._kubectl(
-                "wait",
-                "--for=condition=Established",
-                f"--timeout={max(1, int(deadline - time.monotonic()))}s",
-                f"crd/{name}",
+        try:
+            self.cluster.wait_established(
+                ("applications.argoproj.io", "appprojects.argoproj.io"), deadline=deadline
             )
+        except ClusterError as err:
+            raise ArgoCdError(str(err)) from err
         namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
         objects: list[dict[str, Any]] = [namespace]
         for path in tools.argocd_config:

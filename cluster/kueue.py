@@ -474,23 +474,10 @@ class Kueue:
             raise
 
     def _wait_established(self, names: Sequence[str], deadline: float) -> None:
-        # `kubectl wait` fails at once on a CRD the API server has not given a status yet
-        # ("accessor error: <nil>"), which a loaded machine shows: asked again until then.
-        while True:
-            result = self.cluster.kubectl(
-                "wait",
-                "--for=condition=Established",
-                *[f"crd/{name}" for name in names],
-                f"--timeout={max(1, int(deadline - time.monotonic()))}s",
-                check=False,
-            )
-            if result.returncode == 0:
-                return
-            if time.monotonic() > deadline:
-                raise KueueError(
-                    f"Kueue's CRDs were not Established in time: {result.stderr.strip()}"
-                )
-            time.sleep(0.5)
+        try:
+            self.cluster.wait_established(names, deadline=deadline)
+        except ClusterError as err:
+            raise KueueError(f"Kueue's CRDs were not Established in time: {err}") from err
 
     def _with_metrics_certificate(
         self, serving: ServingCertificate, command: Sequence[str]

@@ -292,13 +292,30 @@ class LocalCluster:
         for path in paths:
             self.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
             document = yaml.safe_load(path.read_text(encoding="utf-8"))
-            names.append(f"crd/{document['metadata']['name']}")
-        self.kubectl(
-            "wait",
-            "--for=condition=Established",
-            *names,
-            f"--timeout={max(1, int(deadline - time.monotonic()))}s",
-        )
+            names.append(document["metadata"]["name"])
+        self.wait_established(names, deadline=deadline)
+
+    def wait_established(self, names: Sequence[str], *, deadline: float) -> None:
+        """Until every CRD in ``names`` is Established (ClusterError past ``deadline``).
+
+        ``kubectl wait`` fails at once on a CRD the API server has not given a status yet
+        ("accessor error: <nil>"), which a loaded machine shows: it is asked again until
+        the deadline."""
+        while True:
+            result = self.kubectl(
+                "wait",
+                "--for=condition=Established",
+                *[f"crd/{name}" for name in names],
+                f"--timeout={max(1, int(deadline - time.monotonic()))}s",
+                check=False,
+            )
+            if result.returncode == 0:
+                return
+            if time.monotonic() > deadline:
+                raise ClusterError(
+                    f"CRDs {', '.join(names)} were not Established in time: {result.stderr.strip()}"
+                )
+            time.sleep(0.5)
 
     def _start_gang_scheduling(self, deadline: float) -> None:
         # The scheduler waits for its PodGroup informer to sync before it schedules
