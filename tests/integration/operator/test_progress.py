@@ -73,6 +73,14 @@ def _start(jobs: Jobs, name: str, runtime: str) -> dict[str, Any]:
     return pods[f"{name}-node-0-0"]
 
 
+def _trainjob(jobs: Jobs, name: str) -> dict[str, Any]:
+    found = jobs.custom.get_namespaced_custom_object(
+        *TRAINJOBS[:2], jobs.namespace, TRAINJOBS[2], name
+    )
+    assert isinstance(found, dict)
+    return found
+
+
 def _pod_env(pod: dict[str, Any]) -> dict[str, str]:
     (node,) = pod["spec"]["containers"]
     return {e["name"]: e["value"] for e in node["env"] if "value" in e}
@@ -170,9 +178,7 @@ def test_the_sdk_reports_progress_from_a_trainjobs_pod_and_no_other_pod_can(
         },
     )
     assert sent["sent"] is True, sent["log"]
-    written = jobs.get("TrainJob", "tj")
-    assert written is not None
-    status = written["status"]["trainerStatus"]
+    status = _trainjob(jobs, "tj")["status"]["trainerStatus"]
     assert status["progressPercentage"] == 42 and status["estimatedRemainingSeconds"] == 120
     assert status["metrics"] == [
         {"name": "loss", "value": "0.123"},
@@ -199,8 +205,7 @@ def test_the_sdk_reports_progress_from_a_trainjobs_pod_and_no_other_pod_can(
         assert (code, refusal["reason"]) == (403, "Forbidden"), refusal
     code, refusal = _post(url, ca, "", _report(99))
     assert code == 401, refusal
-    after = jobs.get("TrainJob", "tj")
-    assert after is not None and after["status"]["trainerStatus"] == status
+    assert _trainjob(jobs, "tj")["status"]["trainerStatus"] == status
 
     # A token of a pod that is gone is refused (TokenReview checks the bound pod).
     stale = _pod_token(admin, namespace, other, "other")
@@ -220,7 +225,14 @@ def test_the_sdk_reports_progress_from_a_trainjobs_pod_and_no_other_pod_can(
 
     # The operator's own status writes leave the reported progress alone.
     jobs.exit("tj-node-0-0", 0)
-    done = jobs.wait_condition("TrainJob", "tj", "Complete")
+    done = wait_for(
+        lambda: _trainjob(jobs, "tj"),
+        lambda job: any(
+            c["type"] == "Complete" and c["status"] == "True"
+            for c in (job.get("status") or {}).get("conditions") or []
+        ),
+        what="TrainJob tj Complete",
+    )
     assert done["status"]["trainerStatus"] == status
     reports = progress_operator.metric("kubetrain_progress_reports_total")
     refused = progress_operator.metric(

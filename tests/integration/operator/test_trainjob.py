@@ -623,10 +623,11 @@ def test_a_never_runtime_replaces_failed_pods_as_the_job_controller_counts_them(
         assert status.get("conditions") is None and status["restarts"] == 1
     # The replacement succeeds: the job completes.
     jobs.exit("recovers-node-0-0", 0)
-    jobs.wait_condition("TrainJob", "recovers", "Complete")
+    wait_for(lambda: _state(jobs, "recovers"), lambda s: s == "Complete", what="Complete")
     # A second failure is more than backoffLimit 1: the job fails, as its Job would.
     jobs.exit("exhausts-node-0-0", 1)
-    failed = jobs.wait_condition("TrainJob", "exhausts", "Failed")
+    wait_for(lambda: _state(jobs, "exhausts"), lambda s: s == "Failed", what="Failed")
+    failed = _trainjob(jobs.custom, jobs.namespace, "exhausts")
     (condition,) = failed["status"]["conditions"]
     assert condition["reason"] == "FailedJobs"
     assert [j["name"] for j in failed["status"]["jobsStatus"] if j["failed"] == 1] == ["node"]
