@@ -48,7 +48,10 @@ def run(args: argparse.Namespace) -> int:
     # fence, a rate limit of its own), as upstream gives its status server a client.
     progress_api = (
         KubeApi.connect(
-            args.kubeconfig, args.context, qps=config.kube_api_qps, burst=config.kube_api_burst
+            args.kubeconfig,
+            args.context,
+            qps=config.progress_api_qps,
+            burst=config.progress_api_burst,
         )
         if config.progress_server
         else None

@@ -109,6 +109,11 @@ class OperatorConfig:
     progress_secret: str = "kubetrain-progress-tls"
     """Secret (in the operator's namespace) holding the progress server's CA and
     certificate, which the operator creates and renews."""
+    progress_api_qps: float = 50.0
+    """Client-side rate limit of the progress server's own API client (each report is a
+    write; a new token adds a TokenReview and a pod read), apart from ``kube_api_qps``."""
+    progress_api_burst: int = 100
+    """Burst above ``progress_api_qps``."""
 
     def __post_init__(self) -> None:
         unknown = [k for k in self.kinds if k not in JOB_KINDS]
@@ -148,6 +153,10 @@ class OperatorConfig:
             raise ValueError(f"kube_api_qps ({self.kube_api_qps}) must be > 0")
         if self.kube_api_burst < 1:
             raise ValueError(f"kube_api_burst ({self.kube_api_burst}) must be >= 1")
+        if self.progress_api_qps <= 0:
+            raise ValueError(f"progress_api_qps ({self.progress_api_qps}) must be > 0")
+        if self.progress_api_burst < 1:
+            raise ValueError(f"progress_api_burst ({self.progress_api_burst}) must be >= 1")
         for name in ("metrics_port", "health_port", "progress_port"):
             port = getattr(self, name)
             if not 1024 <= port <= 65535:
@@ -227,6 +236,8 @@ class OperatorConfig:
             f"--progress-port={self.progress_port}",
             f"--progress-bind-address={self.progress_bind_address}",
             f"--progress-secret={self.progress_secret}",
+            f"--progress-api-qps={self.progress_api_qps:g}",
+            f"--progress-api-burst={self.progress_api_burst}",
         ]
         if self.progress_host:
             args.append(f"--progress-host={self.progress_host}")
@@ -301,6 +312,8 @@ class OperatorConfig:
             "(default: kubetrain-progress.<namespace>.svc)",
         )
         parser.add_argument("--progress-secret", default=d.progress_secret)
+        parser.add_argument("--progress-api-qps", type=float, default=d.progress_api_qps)
+        parser.add_argument("--progress-api-burst", type=int, default=d.progress_api_burst)
 
     @classmethod
     def from_namespace(cls, args: argparse.Namespace) -> OperatorConfig:
@@ -331,6 +344,8 @@ class OperatorConfig:
             progress_bind_address=args.progress_bind_address,
             progress_host=args.progress_host,
             progress_secret=args.progress_secret,
+            progress_api_qps=args.progress_api_qps,
+            progress_api_burst=args.progress_api_burst,
         )
 
     @classmethod

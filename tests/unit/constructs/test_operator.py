@@ -255,6 +255,8 @@ def test_deployment_is_hardened() -> None:
             progress_bind_address="127.0.0.1",
             progress_host="progress.example.internal",
             progress_secret="progress-certs",
+            progress_api_qps=12.5,
+            progress_api_burst=25,
         ),
     ],
     ids=["defaults", "every-field-changed"],
@@ -481,6 +483,7 @@ def test_accepts_a_digest() -> None:
         ({"progress_host": "https://x"}, "progress_host ('https://x') must be a DNS name"),
         ({"progress_secret": "Certs"}, "progress_secret ('Certs') must be a Secret name"),
         ({"progress_bind_address": "any"}, "progress_bind_address ('any') must be an IP"),
+        ({"progress_api_qps": 0}, "progress_api_qps (0) must be > 0"),
     ],
     ids=[
         "unknown-kind",
@@ -495,6 +498,7 @@ def test_accepts_a_digest() -> None:
         "progress-host-url",
         "progress-secret-name",
         "progress-bind-address",
+        "progress-api-qps",
     ],
 )
 def test_rejects_bad_operator_config(config: dict[str, Any], message: str) -> None:
