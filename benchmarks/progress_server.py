@@ -137,6 +137,8 @@ def run(args: argparse.Namespace) -> int:
                 f"--progress-port={port}",
                 "--progress-bind-address=127.0.0.1",
                 "--progress-host=127.0.0.1",
+                f"--progress-api-qps={args.api_qps:g}",
+                f"--progress-api-burst={max(1, int(args.api_qps * 2))}",
                 "--log-level=warning",
             ],
             stdout=log.open("wb"),
@@ -246,6 +248,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=200)
     parser.add_argument("--clients", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=20.0)
+    parser.add_argument(
+        "--api-qps",
+        type=float,
+        default=50.0,
+        help="the operator's --progress-api-qps (its default 50; raise it to find what the "
+        "machine serves)",
+    )
     args = parser.parse_args(argv)
     if args.clients > args.jobs:
         parser.error(f"--clients ({args.clients}) must be at most --jobs ({args.jobs})")
