@@ -337,6 +337,11 @@ def values_schema(props: TrainingOperatorProps) -> dict[str, Any]:
 # --- how the generator probes the values -------------------------------------------------
 
 
+def _switch(path: str) -> Axis:
+    """A boolean value: off, or on."""
+    return Axis(path, (Option({path: False}, f"not $.Values.{path}"), Option({path: True}, None)))
+
+
 def _presence(path: str, probe: Any, empty: Any) -> Axis:
     return Axis(path, (Option({path: probe}, f"$.Values.{path}"), Option({path: empty}, None)))
 
@@ -369,13 +374,7 @@ def dimensions() -> tuple[dict[str, Any], list[tuple[str, list[Axis]]], list[Pro
                 Option({"replicas": REPLICAS_PROBE}, None),
             ),
         ),
-        Axis(
-            "leaderElect",
-            (
-                Option({"leaderElect": False}, "not $.Values.leaderElect"),
-                Option({"leaderElect": True}, None),
-            ),
-        ),
+        _switch("leaderElect"),
         Axis(
             "gangScheduler",
             tuple(
@@ -383,13 +382,7 @@ def dimensions() -> tuple[dict[str, Any], list[tuple[str, list[Axis]]], list[Pro
                 for m in accepted_members("gang_scheduler")
             ),
         ),
-        Axis(
-            "progressServer",
-            (
-                Option({"progressServer": False}, "not $.Values.progressServer"),
-                Option({"progressServer": True}, None),
-            ),
-        ),
+        _switch("progressServer"),
     ]
     levels = typing.get_type_hints(OperatorConfig)["log_level"]
     groups: list[tuple[str, list[Axis]]] = [
