@@ -9,11 +9,11 @@ scaling rule. The GPU stacks add a torch runtime bound to their fabric-tuned poo
 
 from __future__ import annotations
 
-from kubetrain.constructs.job_common import Placement
-from kubetrain.constructs.runtimes import (
+from kubetrain.constructs import (
     JaxRuntime,
     MpiRuntime,
     MpiRuntimeProps,
+    Placement,
     RuntimeFramework,
     RuntimeProps,
     TensorFlowRuntime,
