@@ -130,14 +130,17 @@ endef
 # make test needs the binaries; the top-level Makefile makes test depend on TEST_PREREQS.
 TEST_PREREQS += cluster-tools kueue-crds monitoring-crds node-packages argocd-packages
 
-# Kueue's CRD files for the unit tier's schema checks of the constructs' Kueue objects: the
-# pinned module downloaded into the Go module cache, nothing built (cluster/tools.py,
-# kueue_module_crds, reads them there; the Kueue step below copies the same files).
+# The CRD files of the pinned Kueue and Prometheus Operator modules, downloaded into the Go
+# module cache, nothing built (cluster/tools.py: kueue_module_crds, prometheus_operator_crds).
+# The integration tier applies them, and `make test-schemas` copies the schemas the unit
+# tier checks against into tests/data/schemas (the Kueue step below copies the same files).
 kueue-crds:
 	@cd /tmp && go mod download sigs.k8s.io/kueue@$(KUEUE_VERSION)
 
-# The Prometheus Operator's CRD files (ServiceMonitor, PrometheusRule) for the unit tier's
-# schema checks of the monitoring constructs: downloaded the same way, nothing built
+PROMETHEUS_OPERATOR_VERSION := $(call cluster_mod_version,github.com/prometheus-operator/prometheus-operator,cluster/tools/prometheus-operator)
+monitoring-crds:
+	@cd /tmp && go mod download github.com/prometheus-operator/prometheus-operator@$(PROMETHEUS_OPERATOR_VERSION)
+
 # Upstream Kubeflow Trainer's own end-to-end suite (test/e2e of the pinned Trainer module,
 # Ginkgo), compiled unchanged into a test binary; tests/integration/operator/
 # test_upstream_e2e.py runs its specs against kubetrain's operator.
@@ -153,10 +156,6 @@ $(TRAINER_E2E_DIR)/.done:
 	  { echo "$(TRAINER_E2E_DIR).partial/bin/trainer-e2e.test is not Trainer's e2e suite" >&2; exit 1; }
 	$(call cluster_tool_finish,$(TRAINER_E2E_DIR))
 
-# (cluster/tools.py, prometheus_operator_crds, reads them there).
-PROMETHEUS_OPERATOR_VERSION := $(call cluster_mod_version,github.com/prometheus-operator/prometheus-operator,cluster/tools/prometheus-operator)
-monitoring-crds:
-	@cd /tmp && go mod download github.com/prometheus-operator/prometheus-operator@$(PROMETHEUS_OPERATOR_VERSION)
 
 # One step builds every Go tool, one after the other without `make -j` (each go build
 # already uses every core; two at once on a small machine only compete for memory).

@@ -648,10 +648,10 @@ def find_tools(versions: Versions | None = None, *, only: Iterable[str] = TOOL_N
 
 def kueue_module_crds() -> list[Path]:
     """Kueue's own CRD files (``kueue.x-k8s.io``) as the pinned module ships them, from
-    the Go module cache: a download through the module proxy, nothing built, so that the
-    constructs' Kueue objects are checked against them in the unit tier (``make
-    test-unit`` downloads the module first; ``make cluster-tools`` copies the same files
-    for Kueue itself)."""
+    the Go module cache: a download through the module proxy, nothing built (``make
+    kueue-crds``; ``make cluster-tools`` copies the same files for Kueue itself).
+    ``tests/schema_bundle.py`` copies the schemas the unit tier checks against from
+    them."""
     version = module_version(KUEUE_MODULE / "go.mod", "sigs.k8s.io/kueue")
     module = _module_cache_dir("sigs.k8s.io/kueue", version, "make kueue-crds")
     crds = sorted((module / "config" / "components" / "crd" / "bases").glob("*.yaml"))
@@ -663,8 +663,9 @@ def kueue_module_crds() -> list[Path]:
 def prometheus_operator_crds() -> list[Path]:
     """The Prometheus Operator's CRD files (``monitoring.coreos.com``: ServiceMonitor,
     PrometheusRule, ...) of the pinned release, from the Go module cache: a download
-    through the module proxy, nothing built (``make monitoring-crds``), so that the
-    constructs' monitoring objects are checked against them in the unit tier."""
+    through the module proxy, nothing built (``make monitoring-crds``).
+    ``tests/schema_bundle.py`` copies the schemas the unit tier checks against from
+    them."""
     module_path = "github.com/prometheus-operator/prometheus-operator"
     version = module_version(PROMETHEUS_OPERATOR_MODULE / "go.mod", module_path)
     module = _module_cache_dir(module_path, version, "make monitoring-crds")

@@ -1,24 +1,24 @@
 """Validate synthesized manifests: built-in kinds against the pinned Kubernetes OpenAPI,
 kubeflow.org and trainer.kubeflow.org custom resources against kubetrain's generated CRD
 schemas, kueue.x-k8s.io objects against the CRDs of the pinned Kueue module and
-monitoring.coreos.com objects against the pinned Prometheus Operator's (both from the Go
-module cache: downloaded, not built; ``make test-unit`` fetches them). Unknown fields are
-errors (like kubectl's strict field validation), so a typo in a construct fails. CEL
-rules are the API server's to check (the integration tests apply the objects)."""
+monitoring.coreos.com objects against the pinned Prometheus Operator's. The three pinned
+sources are read from the committed schema bundle (``tests/schema_bundle.py``), so the
+unit tier needs no download. Unknown fields are errors (like kubectl's strict field
+validation), so a typo in a construct fails. CEL rules are the API server's to check (the
+integration tests apply the objects)."""
 
 from __future__ import annotations
 
 import copy
 from functools import cache
-from pathlib import Path
 from typing import Any
 
-import yaml
 from jsonschema import Draft7Validator
 
 from kubetrain.api import crd_schema
-from kubetrain.api.k8s_openapi import object_schema, strict_schema
+from kubetrain.api.k8s_openapi import strict_schema, structural_schema
 from kubetrain.api.trainer import trainer_crd_schema
+from tests import schema_bundle
 
 
 @cache
@@ -34,39 +34,30 @@ def _validator(api_version: str, kind: str) -> Draft7Validator:
     if api_version.startswith("kueue.x-k8s.io/"):
         return Draft7Validator(strict_schema(kueue_crd_schema(api_version, kind)))
     if api_version.startswith("monitoring.coreos.com/"):
-        from cluster.tools import prometheus_operator_crds
-
-        schema = crd_file_schema(prometheus_operator_crds(), api_version, kind)
-        return Draft7Validator(strict_schema(schema))
-    return Draft7Validator(strict_schema(object_schema(api_version, kind)))
+        bundle = _bundle("prometheus-operator")
+        return Draft7Validator(
+            strict_schema(schema_bundle.lookup(bundle, "schemas", api_version, kind))
+        )
+    return Draft7Validator(strict_schema(builtin_schema(api_version, kind)))
 
 
 @cache
+def _bundle(source: str) -> dict[str, Any]:
+    return schema_bundle.load(source)
+
+
+def builtin_schema(api_version: str, kind: str) -> dict[str, Any]:
+    """Structural schema of a built-in kind of the pinned Kubernetes release."""
+    bundle = _bundle("kubernetes")
+    name = schema_bundle.lookup(bundle, "kinds", api_version, kind)
+    return structural_schema(bundle["definitions"], name)
+
+
 def kueue_crd_schema(api_version: str, kind: str) -> dict[str, Any]:
-    """The openAPIV3Schema of a Kueue kind at one of its versions, from the CRD files of
-    the pinned Kueue module."""
-    from cluster.tools import kueue_module_crds
-
-    return crd_file_schema(kueue_module_crds(), api_version, kind)
-
-
-def crd_file_schema(paths: list[Path], api_version: str, kind: str) -> dict[str, Any]:
-    """The openAPIV3Schema of ``kind`` at the version of ``api_version``, from the CRD
-    files ``paths`` (named ``<group>_<plural>.yaml``)."""
-    version = api_version.split("/", 1)[1]
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # the Workload CRD is large
-    for path in paths:
-        if not path.name.split("_", 1)[-1].startswith(kind.lower()):
-            continue
-        crd = yaml.load(path.read_text(), Loader=loader)
-        if crd["spec"]["names"]["kind"] != kind:
-            continue
-        for served in crd["spec"]["versions"]:
-            if served["name"] == version:
-                schema: dict[str, Any] = served["schema"]["openAPIV3Schema"]
-                return schema
-        raise KeyError(f"the {kind} CRD ({path.name}) serves no version {version}")
-    raise KeyError(f"{api_version} {kind} is in none of {', '.join(p.name for p in paths)}")
+    """The openAPIV3Schema of a Kueue kind at one of its versions, as the pinned Kueue
+    module's CRD files give it."""
+    schema: dict[str, Any] = schema_bundle.lookup(_bundle("kueue"), "schemas", api_version, kind)
+    return schema
 
 
 def schema_errors(obj: dict[str, Any]) -> list[str]:

@@ -231,23 +231,25 @@ def _gvk_index(directory: Path) -> dict[tuple[str, str], tuple[Path, str]]:
     return index
 
 
-@cache
-def object_schema(api_version: str, kind: str) -> dict[str, Any]:
-    """Structural schema of a built-in object kind of the pinned release (for validating
-    synthesized manifests); reads the OpenAPI documents that ``make openapi`` fetched."""
-    directory = openapi_dir()
+def kind_definition(directory: Path, api_version: str, kind: str) -> tuple[Path, str]:
+    """The OpenAPI document in ``directory`` that defines a built-in kind, and the name of
+    its definition there."""
     index = _gvk_index(directory)
     if not index:
         raise FileNotFoundError(
             f"no Kubernetes OpenAPI documents in {directory}: run `make openapi`"
         )
     try:
-        path, name = index[(api_version, kind)]
+        return index[(api_version, kind)]
     except KeyError:
         raise KeyError(
             f"{api_version} {kind} is not a built-in kind of Kubernetes {K8S_VERSION}"
         ) from None
-    definitions = json.loads(path.read_text())["components"]["schemas"]
+
+
+def structural_schema(definitions: dict[str, Any], name: str) -> dict[str, Any]:
+    """Structural schema of the OpenAPI definition ``name`` (for validating objects, not
+    for embedding in a CRD), resolving references within ``definitions``."""
     return _Converter(definitions, for_crd=False).definition(name)
 
 
