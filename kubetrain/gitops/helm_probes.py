@@ -78,6 +78,8 @@ def _substitute(value: Any, probes: Sequence[ScalarProbe]) -> Any:
         return value
     if not isinstance(value, str):
         return value
+    if not any(p.text in value for p in probes):
+        return value  # most texts hold no probe: no pattern can match
     patterns = [
         (re.escape(p.text) if p.kind == "str" else _number_pattern(p.text), p)
         for p in sorted(probes, key=lambda p: -len(p.text))
@@ -128,43 +130,48 @@ def _expand_each(items: list[Any], probe: EachProbe) -> list[Any]:
 
 def templatize(node: Any, probes: Sequence[Probe]) -> Any:
     """``node`` with every probe replaced by the template that reads its value."""
-    for probe in probes:
-        if isinstance(probe, WholeProbe) and node == probe.value:
-            return Block(probe.source)
-    if isinstance(node, dict):
-        return {
-            _substitute(k, [p for p in probes if isinstance(p, ScalarProbe)]): templatize(v, probes)
-            for k, v in node.items()
-        }
-    if isinstance(node, list):
-        items = list(node)
-        for probe in probes:
-            if isinstance(probe, EachProbe):
+    scalars = [p for p in probes if isinstance(p, ScalarProbe)]
+    wholes = [p for p in probes if isinstance(p, WholeProbe)]
+    each = [p for p in probes if isinstance(p, EachProbe)]
+
+    def walk(node: Any) -> Any:
+        for probe in wholes:
+            if node == probe.value:
+                return Block(probe.source)
+        if isinstance(node, dict):
+            return {_substitute(k, scalars): walk(v) for k, v in node.items()}
+        if isinstance(node, list):
+            items = list(node)
+            for probe in each:
                 items = _expand_each(items, probe)
-        return [i if isinstance(i, Range) else templatize(i, probes) for i in items]
-    return _substitute(node, [p for p in probes if isinstance(p, ScalarProbe)])
+            return [i if isinstance(i, Range) else walk(i) for i in items]
+        return _substitute(node, scalars)
+
+    return walk(node)
 
 
 def leftover_probe(node: Any, probes: Sequence[Probe], path: str = "") -> str | None:
     """The path of a probe text still in ``node``, or None."""
     texts = [p.text for p in probes if isinstance(p, ScalarProbe)]
     texts += [t for p in probes if isinstance(p, EachProbe) for t in p.texts]
-    if isinstance(node, dict):
-        for key, value in node.items():
-            found = leftover_probe(key, probes, path) or leftover_probe(
-                value, probes, f"{path}.{key}"
-            )
-            if found:
-                return found
-    elif isinstance(node, list | tuple):
-        for index, value in enumerate(node):
-            found = leftover_probe(value, probes, f"{path}[{index}]")
-            if found:
-                return found
-    elif isinstance(node, Range):
-        return leftover_probe(node.items, probes, path)
-    elif isinstance(node, str):
-        for text in texts:
-            if text in node:
-                return f"{path} ({node!r} holds {text!r})"
-    return None
+
+    def find(node: Any, path: str) -> str | None:
+        if isinstance(node, dict):
+            for key, value in node.items():
+                found = find(key, path) or find(value, f"{path}.{key}")
+                if found:
+                    return found
+        elif isinstance(node, list | tuple):
+            for index, value in enumerate(node):
+                found = find(value, f"{path}[{index}]")
+                if found:
+                    return found
+        elif isinstance(node, Range):
+            return find(node.items, path)
+        elif isinstance(node, str):
+            for text in texts:
+                if text in node:
+                    return f"{path} ({node!r} holds {text!r})"
+        return None
+
+    return find(node, path)

@@ -167,6 +167,17 @@ def _changed_in_place(item: Any, other: Any) -> bool:
     )
 
 
+def _frozen(node: Any) -> Any:
+    """A hashable stand-in equal for equal JSON-like nodes (dicts, lists, scalars);
+    raises TypeError for anything unhashable it does not know."""
+    if isinstance(node, dict):
+        return ("{", frozenset((k, _frozen(v)) for k, v in node.items()))
+    if isinstance(node, list):
+        return ("[", tuple(_frozen(v) for v in node))
+    hash(node)
+    return node
+
+
 def _slots(variants: dict[Assignment, Any]) -> list[dict[Assignment, Any]] | None:
     """Lists of different lengths lined up item by item, so each item switches on its own
     instead of the whole list being copied per option: one slot per item of any list
@@ -175,15 +186,31 @@ def _slots(variants: dict[Assignment, Any]) -> list[dict[Assignment, Any]] | Non
     it changes in place, else to a new slot after its predecessor's; only slots after the
     predecessor's are candidates, so every list keeps its order. None when a list holds an
     item twice (which of its slots is which would be a guess)."""
+    # Items compared by a hashable stand-in where they allow one (the pairwise comparison
+    # is quadratic in the lists' lengths), else pairwise.
+    try:
+        frozen: dict[Assignment, list[Any]] | None = {
+            a: [_frozen(item) for item in items] for a, items in variants.items()
+        }
+    except TypeError:
+        frozen = None
     slots: list[dict[Assignment, Any]] = []
+    held: dict[int, set[Any]] = {}  # id of a slot -> its items' stand-ins
     # The longest lists first: they set the order the shorter ones mostly follow.
     for assignment, items in sorted(variants.items(), key=lambda v: -len(v[1])):
-        if any(items[i] == items[j] for i in range(len(items)) for j in range(i)):
+        if frozen is not None:
+            if len(set(frozen[assignment])) != len(items):
+                return None
+        elif any(items[i] == items[j] for i in range(len(items)) for j in range(i)):
             return None
         previous = -1
-        for each in items:
+        for index, each in enumerate(items):
             free = [s for s in slots[previous + 1 :] if assignment not in s]
-            found = [s for s in free if any(each == other for other in s.values())]
+            if frozen is not None:
+                key = frozen[assignment][index]
+                found = [s for s in free if key in held[id(s)]]
+            else:
+                found = [s for s in free if any(each == other for other in s.values())]
             if not found:
                 found = [s for s in free if any(_changed_in_place(each, o) for o in s.values())]
             if len(found) == 1:
@@ -191,7 +218,10 @@ def _slots(variants: dict[Assignment, Any]) -> list[dict[Assignment, Any]] | Non
             else:
                 slot = {}
                 slots.insert(previous + 1, slot)
+                held[id(slot)] = set()
             slot[assignment] = each
+            if frozen is not None:
+                held[id(slot)].add(frozen[assignment][index])
             previous = next(i for i, s in enumerate(slots) if s is slot)
     for assignment in variants:
         taken = [i for i, s in enumerate(slots) if assignment in s]
