@@ -135,15 +135,15 @@ def templatize(node: Any, probes: Sequence[Probe]) -> Any:
     each = [p for p in probes if isinstance(p, EachProbe)]
 
     def walk(node: Any) -> Any:
-        for probe in wholes:
-            if node == probe.value:
-                return Block(probe.source)
+        for whole in wholes:
+            if node == whole.value:
+                return Block(whole.source)
         if isinstance(node, dict):
             return {_substitute(k, scalars): walk(v) for k, v in node.items()}
         if isinstance(node, list):
             items = list(node)
-            for probe in each:
-                items = _expand_each(items, probe)
+            for ranged in each:
+                items = _expand_each(items, ranged)
             return [i if isinstance(i, Range) else walk(i) for i in items]
         return _substitute(node, scalars)
 
