@@ -26,9 +26,9 @@ from kubetrain.controller.kube import (
     KubeApi,
     Resource,
 )
-from kubetrain.controller.ownership import Holder, holder
+from kubetrain.controller.model import Observed
+from kubetrain.controller.ownership import Holder, controller_of, holder
 from kubetrain.controller.plugins import runtime_snapshot
-from kubetrain.controller.plugins.base import Observed
 from kubetrain.controller.plugins.trainjob_plugin import runtime_ref
 from kubetrain.controller.runtimes import RuntimeCache, RuntimeKey, SnapshotData
 from kubetrain.controller.trim import (
@@ -68,10 +68,7 @@ def child_index(obj: Mapping[str, Any]) -> JobKey | None:
 
 
 def _controller_uid(obj: Mapping[str, Any]) -> str:
-    for owner in (obj.get("metadata") or {}).get("ownerReferences") or []:
-        if owner.get("controller"):
-            return str(owner.get("uid") or "")
-    return ""
+    return str((controller_of(obj) or {}).get("uid") or "")
 
 
 class KubeCluster:

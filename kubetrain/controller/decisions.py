@@ -17,7 +17,7 @@ from typing import Any
 from kubetrain.api.common import ConditionStatus, ConditionType
 from kubetrain.api.common import JobBase as Job
 from kubetrain.controller import podstate
-from kubetrain.controller.plugins.base import Outcome
+from kubetrain.controller.model import Outcome
 
 #: Children the operator cannot read (Secrets), and the status field that records the
 #: name it gave them. The name is derived from the job's uid (``sshkeys.ssh_secret_name``),
@@ -95,7 +95,8 @@ class Decision:
     status: dict[str, Any] = field(default_factory=dict)
     #: Look again this many seconds from now.
     requeue_after: float | None = None
-    #: The job ends with this outcome (the planner adds completionTime and cleanup).
+    #: The job ends with this outcome (``policies/finish`` adds its consequences:
+    #: completionTime, cleanup, the TTL).
     outcome: Outcome | None = None
     #: Nothing after this decision applies in this reconcile.
     final: bool = False

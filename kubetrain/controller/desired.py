@@ -24,6 +24,7 @@ from kubetrain.api.common import JobBase as Job
 from kubetrain.controller import gang as G
 from kubetrain.controller import podstate
 from kubetrain.controller.decisions import NAMED_IN_STATUS, ChildRef, Decision, ref
+from kubetrain.controller.model import WRITE_BATCH
 from kubetrain.controller.plugins import children
 from kubetrain.controller.policies import gang_restart
 
@@ -35,10 +36,6 @@ if TYPE_CHECKING:
 CREATE_ONCE = frozenset({"Pod", "Job", "Secret"})
 #: Requeue delay after creating a child the startup gate waits for.
 IMMEDIATE_REQUEUE_SECONDS = 0.05
-#: Children created or applied (and surplus ones deleted) in one reconcile at most.
-#: At the default 20 API requests per second a batch is 2.5 s of writes: the longest a
-#: small job's creations wait behind a huge job's in the shared write pool.
-WRITE_BATCH = 50
 
 
 def decide(draft: Draft) -> Decision:
@@ -49,7 +46,8 @@ def decide(draft: Draft) -> Decision:
     surplus = _surplus(draft)
     decision = Decision(delete=surplus[:WRITE_BATCH])
     more = len(surplus) > WRITE_BATCH
-    built: Iterable[dict[str, Any]] = draft.plugin.build(job, observed)
+    assert draft.gate is not None  # the startup policy comes first
+    built: Iterable[dict[str, Any]] = draft.plugin.build(job, observed, draft.gate)
     if gang_restart.scope(job)[0]:
         state = draft.current.gang_restart
         built = _with_attempt(job, state.attempt if state else 0, built)

@@ -1,7 +1,9 @@
 """A plan in the making: the job as parsed, its current status, its children, and what the
 policies decided so far. The planner hands a :class:`Draft` to each policy in turn and
 applies the :class:`~kubetrain.controller.decisions.Decision` it returns; the draft keeps
-conditions and their Events together, and writes the status only when it changed."""
+conditions and their Events together, hands a decision that ends the job to the finish
+policy (``policies/finish``) for its consequences, and writes the status only when it
+changed."""
 
 from __future__ import annotations
 
@@ -29,10 +31,9 @@ from kubetrain.controller.decisions import (
     Plan,
     soonest,
 )
-from kubetrain.controller.plugins.base import JobPlugin, Observed
-from kubetrain.controller.policies import cleanup, deadlines
-from kubetrain.controller.policies.restart import RestartVerdict
-from kubetrain.controller.policies.startup import Gate
+from kubetrain.controller.model import Gate, Observed, RestartVerdict
+from kubetrain.controller.plugins.base import JobPlugin
+from kubetrain.controller.policies import finish
 
 
 def with_restarts(
@@ -55,7 +56,7 @@ def comparable(wire: Mapping[str, Any]) -> dict[str, Any]:
 
 def status_wire(
     raw: Mapping[str, Any],
-    plugin: JobPlugin,
+    plugin: JobPlugin[Any],
     job: Job | None,
     new: JobStatus,
     observed: Observed,
@@ -75,7 +76,7 @@ class Draft:
     """One reconcile's plan under construction (see the module docs)."""
 
     def __init__(
-        self, raw: Mapping[str, Any], plugin: JobPlugin, observed: Observed, ctx: Context
+        self, raw: Mapping[str, Any], plugin: JobPlugin[Any], observed: Observed, ctx: Context
     ) -> None:
         self.raw = raw
         self.plugin = plugin
@@ -174,7 +175,9 @@ class Draft:
             self.plan.requeue_after = soonest(self.plan.requeue_after, decision.requeue_after)
         self.plan.delete_job = self.plan.delete_job or decision.delete_job
         if decision.outcome is not None:
-            self._finish(decision)
+            # The job ends: what follows is the finish policy's (and so is the requeue).
+            self.plan.requeue_after = None
+            self.take(finish.decide(self, decision.outcome))
             return True
         return decision.final
 
@@ -208,46 +211,6 @@ class Draft:
                 )
             ],
             metrics=["created"],
-        )
-
-    def ensure_created(self) -> None:
-        self.take(self.created())
-
-    def _finish(self, decision: Decision) -> None:
-        """End the job: the final condition, completionTime, cleanup, the TTL requeue."""
-        outcome = decision.outcome
-        assert outcome is not None
-        self.ensure_created()
-        failed = outcome.condition is ConditionType.FAILED
-        self._set(
-            outcome.condition,
-            ConditionStatus.TRUE,
-            outcome.reason,
-            outcome.message,
-            "Warning" if failed else "Normal",
-        )
-        statuses = self.status.replica_statuses if self.job is None else self.replica_statuses
-        # A finished job recreates nothing: no failure waits to be counted any more.
-        statuses = {
-            rtype: st.model_copy(update={"counted_failures": None})
-            for rtype, st in (statuses or {}).items()
-        } or None
-        culprit = outcome.replica_type if failed else None
-        if statuses and culprit in statuses and self.plugin.counts_failed_replica:
-            counted = statuses[culprit]
-            statuses[culprit] = counted.model_copy(update={"failed": max(counted.failed or 0, 1)})
-        # Counted as they are: ranks still running are active, not succeeded.
-        self.status = self.status.model_copy(
-            update={
-                "completion_time": outcome.at or C.format_time(self.ctx.now),
-                "replica_statuses": statuses,
-            }
-        )
-        delete, grace_after = cleanup.at_end(self, succeeded=not failed)
-        self.plan.delete.extend(delete)
-        ttl = deadlines.ttl_after_finished(self.run_policy, self.status, self.ctx.now)
-        self.plan.requeue_after = soonest(
-            deadlines.SLACK_SECONDS if ttl.due else ttl.after, grace_after
         )
 
     def done(self) -> Plan:

@@ -4,7 +4,8 @@ which status to write, which Events to emit and when to look again.
 
 Each policy decides one concern and returns its consequences (conditions, Events, metric
 increments, deletions); :data:`PRECEDENCE` is the order in which they are asked, and the
-first one that ends the job (or the reconcile) has the last word:
+first one that ends the job (or the reconcile) has the last word (a decision that ends
+the job is followed by ``policies/finish``, its consequences):
 
     invalid > finished > (created, pinned children) > suspended > deadline > gang restart
     > failure/restart > success > startup > children > progress
@@ -20,7 +21,8 @@ from kubetrain.controller import conditions as C
 from kubetrain.controller import desired
 from kubetrain.controller.decisions import Context, Decision, Event, Plan
 from kubetrain.controller.draft import Draft, status_wire
-from kubetrain.controller.plugins.base import JobPlugin, Observed, Outcome
+from kubetrain.controller.model import Observed, Outcome
+from kubetrain.controller.plugins.base import JobPlugin
 from kubetrain.controller.policies import (
     cleanup,
     deadlines,
@@ -55,7 +57,7 @@ PRECEDENCE: tuple[Policy, ...] = (
 )
 
 
-def plan(raw: Mapping[str, Any], plugin: JobPlugin, observed: Observed, ctx: Context) -> Plan:
+def plan(raw: Mapping[str, Any], plugin: JobPlugin[Any], observed: Observed, ctx: Context) -> Plan:
     """Decide one reconcile of ``raw`` (a job as served, managedBy already checked)."""
     draft = Draft(raw, plugin, observed, ctx)
     for policy in PRECEDENCE:
@@ -65,7 +67,11 @@ def plan(raw: Mapping[str, Any], plugin: JobPlugin, observed: Observed, ctx: Con
 
 
 def plan_failure(
-    raw: Mapping[str, Any], plugin: JobPlugin, observed: Observed, ctx: Context, outcome: Outcome
+    raw: Mapping[str, Any],
+    plugin: JobPlugin[Any],
+    observed: Observed,
+    ctx: Context,
+    outcome: Outcome,
 ) -> Plan:
     """A plan that ends the job with ``outcome`` (e.g. the API server rejected a child)."""
     draft = Draft(raw, plugin, observed, ctx)
@@ -74,7 +80,7 @@ def plan_failure(
     return draft.done()
 
 
-def _status_of(raw: Mapping[str, Any], plugin: JobPlugin, plan: Plan) -> JobStatus:
+def _status_of(raw: Mapping[str, Any], plugin: JobPlugin[Any], plan: Plan) -> JobStatus:
     """The status a plan writes, or the job's current one when it writes none."""
     wire = plan.status if plan.status is not None else raw.get("status")
     return plugin.status_codec.read(wire)
@@ -82,7 +88,7 @@ def _status_of(raw: Mapping[str, Any], plugin: JobPlugin, plan: Plan) -> JobStat
 
 def _with_status(
     raw: Mapping[str, Any],
-    plugin: JobPlugin,
+    plugin: JobPlugin[Any],
     observed: Observed,
     plan: Plan,
     new: JobStatus,
@@ -94,7 +100,7 @@ def _with_status(
 
 def with_blocked_child(
     raw: Mapping[str, Any],
-    plugin: JobPlugin,
+    plugin: JobPlugin[Any],
     observed: Observed,
     plan: Plan,
     ctx: Context,

@@ -9,7 +9,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from kubetrain.controller.decisions import ChildRef, Event
-from kubetrain.controller.plugins.base import Observed
+from kubetrain.controller.model import Observed
 
 JobKey = tuple[str, str, str]
 

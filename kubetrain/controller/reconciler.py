@@ -37,7 +37,8 @@ from kubetrain.controller.errors import (
     refusal_of,
 )
 from kubetrain.controller.metrics import Metrics
-from kubetrain.controller.plugins.base import JobPlugin, Observed, Outcome
+from kubetrain.controller.model import Observed, Outcome
+from kubetrain.controller.plugins.base import JobPlugin
 from kubetrain.controller.policies import managed_by
 from kubetrain.controller.ports import ClusterWriter, JobCache, JobKey
 from kubetrain.controller.runtimes import RUNTIME_KINDS, guard_runtime
@@ -85,7 +86,7 @@ class Reconciler:
         self,
         cache: JobCache,
         writer: ClusterWriter,
-        plugins: Mapping[str, JobPlugin],
+        plugins: Mapping[str, JobPlugin[Any]],
         *,
         metrics: Metrics | None = None,
         startup_timeout_seconds: int = 600,
@@ -212,7 +213,7 @@ class Reconciler:
         return Result(requeue_after=plan.requeue_after)
 
     def _stamp(
-        self, key: JobKey, plugin: JobPlugin, raw: dict[str, Any], now: datetime
+        self, key: JobKey, plugin: JobPlugin[Any], raw: dict[str, Any], now: datetime
     ) -> dict[str, Any] | None:
         """The job after the plugin's own write to it (``spec_stamp``), or None when it is
         gone. A refusal (422) is logged and the job reconciled as it is; a conflict is
@@ -257,7 +258,7 @@ class Reconciler:
     def _after_conflict(
         self,
         raw: Mapping[str, Any],
-        plugin: JobPlugin,
+        plugin: JobPlugin[Any],
         observed: Observed,
         ctx: Context,
         plan: Plan,
@@ -280,7 +281,7 @@ class Reconciler:
     def _after_refusal(
         self,
         raw: Mapping[str, Any],
-        plugin: JobPlugin,
+        plugin: JobPlugin[Any],
         observed: Observed,
         ctx: Context,
         plan: Plan,

@@ -10,7 +10,19 @@ from pathlib import Path
 
 import pytest
 
-from tests.layers import PACKAGE, Violation, check_package, check_source
+from tests.layers import (
+    CONTROLLER_LAYERS,
+    PACKAGE,
+    Violation,
+    check_controller_source,
+    check_package,
+    check_source,
+    controller_layer,
+    find_cycles,
+    import_graph,
+    main,
+    package_sources,
+)
 
 GROUND_FLOOR = {PACKAGE / "api" / "kinds.py", PACKAGE / "api" / "keys.py"}
 #: The wire vocabulary: groups and label/annotation key prefixes of Kubeflow, kubetrain,
@@ -104,6 +116,111 @@ def test_allows_the_imports_the_contract_names() -> None:
     )
     assert check_source("kubetrain.frameworks.mpi", "from kubetrain.api.kinds import MPI") == []
     assert check_source("kubetrain.commands.synth", "from kubetrain.gitops import render") == []
+
+
+def test_the_operator_keeps_its_layers_and_the_package_has_no_import_cycle(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    sources = package_sources()
+    assert [v for m, src in sources.items() for v in check_controller_source(m, src)] == []
+    assert find_cycles(import_graph(sources)) == []
+    assert main() == 0
+    assert "no import cycle" in capsys.readouterr().out
+
+
+def test_every_operator_module_is_in_one_layer() -> None:
+    modules = [m for m in package_sources() if m.split(".")[:2] == ["kubetrain", "controller"]]
+    layers = {m: controller_layer(m) for m in modules}  # raises for a module in none
+    assert {CONTROLLER_LAYERS[i][0] for i in layers.values()} == {n for n, _ in CONTROLLER_LAYERS}
+    names = [name for _layer, members in CONTROLLER_LAYERS for name in members]
+    assert len(names) == len(set(names))
+
+
+@pytest.mark.parametrize(
+    ("module", "source", "imported"),
+    [
+        (
+            "kubetrain.controller.model",
+            "from kubetrain.controller.policies.restart import evaluate",
+            "kubetrain.controller.policies.restart",
+        ),
+        (
+            "kubetrain.controller.policies.progress",
+            "from kubetrain.controller.desired import decide",
+            "kubetrain.controller.desired",
+        ),
+        (
+            "kubetrain.controller.policies.cleanup",
+            "from kubetrain.controller.plugins.base import JobPlugin",
+            "kubetrain.controller.plugins.base",
+        ),
+        (
+            "kubetrain.controller.plugins.mpi_plugin",
+            "from kubetrain.controller import draft",
+            "kubetrain.controller.draft",
+        ),
+        (
+            "kubetrain.controller.conditions",
+            "def f():\n    from kubetrain.controller.model import Observed",
+            "kubetrain.controller.model",
+        ),
+        (
+            "kubetrain.controller.draft",
+            "import kubetrain.controller.reconciler",
+            "kubetrain.controller.reconciler",
+        ),
+    ],
+    ids=[
+        "model-up-to-policies",
+        "policy-up-to-planning",
+        "policy-up-to-plugins",
+        "plugin-up-to-draft",
+        "foundation-up-to-model-in-a-function",
+        "draft-up-to-runtime",
+    ],
+)
+def test_rejects_an_import_above_the_operators_layer(
+    module: str, source: str, imported: str
+) -> None:
+    (violation,) = check_controller_source(module, source)
+    assert violation.imported == imported
+    assert "the operator's" in str(violation)
+
+
+def test_a_type_only_import_is_no_layer_violation() -> None:
+    source = (
+        "from typing import TYPE_CHECKING\n"
+        "from kubetrain.controller.model import Observed\n"
+        "if TYPE_CHECKING:\n"
+        "    from kubetrain.controller.draft import Draft\n"
+    )
+    assert check_controller_source("kubetrain.controller.policies.cleanup", source) == []
+    assert check_controller_source("kubetrain.frameworks.mpi", "import kubetrain.api") == []
+
+
+def test_finds_a_planted_import_cycle() -> None:
+    assert find_cycles({"a": {"b"}, "b": {"c"}, "c": {"a", "d"}, "d": set()}) == [
+        ["a", "b", "c", "a"]
+    ]
+    assert find_cycles({"a": {"a"}, "b": set()}) == [["a", "a"]]
+    assert find_cycles({"a": {"b"}, "b": {"c"}, "c": set()}) == []
+
+
+def test_finds_a_cycle_through_module_level_imports_only() -> None:
+    model, draft = "kubetrain.controller.model", "kubetrain.controller.draft"
+    policy = "kubetrain.controller.policies.finish"
+    planted = {
+        model: "from kubetrain.controller.policies import finish\n",
+        policy: "from kubetrain.controller import draft\n",
+        draft: "from kubetrain.controller.model import Observed\n",
+    }
+    assert find_cycles(import_graph(planted)) == [[draft, model, policy, draft]]
+    # The same imports read by the type checker only, or run when a function is called,
+    # close no cycle.
+    planted[policy] = "if TYPE_CHECKING:\n    from kubetrain.controller import draft\n"
+    assert find_cycles(import_graph(planted)) == []
+    planted[policy] = "def f():\n    from kubetrain.controller import draft\n"
+    assert find_cycles(import_graph(planted)) == []
 
 
 def test_the_wire_vocabulary_is_stated_once() -> None:

@@ -47,19 +47,19 @@ from kubetrain.api.mpi import (
     MPIJob,
     MPIReplicaType,
 )
-from kubetrain.controller import gang as G
 from kubetrain.controller import podstate
-from kubetrain.controller.plugins import children, v1
-from kubetrain.controller.plugins.base import (
+from kubetrain.controller.model import (
+    Gate,
     Loaded,
     Obj,
     Observed,
     Outcome,
     Replica,
     StartupRule,
-    StatusCodec,
 )
-from kubetrain.controller.policies import startup, success
+from kubetrain.controller.plugins import children, v1
+from kubetrain.controller.plugins.base import JobPlugin
+from kubetrain.controller.policies import success
 from kubetrain.controller.sshkeys import SshKeyPair, generate_ssh_keys, ssh_secret, ssh_secret_name
 from kubetrain.frameworks import ClusterAddressing, mpi, replica_name
 from kubetrain.frameworks.replicas import replicas_of
@@ -76,12 +76,6 @@ MODE_READ = 0o444
 MODE_EXEC = 0o555
 MODE_PRIVATE = 0o600
 MODE_PUBLIC = 0o644
-
-
-def _typed(job: Job) -> MPIJob:
-    if not isinstance(job, MPIJob):
-        raise TypeError(f"the mpi plugin got a {job.kind}, expected an MPIJob")
-    return job
 
 
 def service_name(job: Job) -> str:
@@ -132,7 +126,7 @@ def launcher_pods(job: Job, observed: Observed) -> list[Obj]:
     return sorted(found, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp")))
 
 
-class MPIPlugin:
+class MPIPlugin(JobPlugin[MPIJob]):
     """Reconciles ``kubeflow.org/v2beta1`` MPIJobs."""
 
     kind = mpi.FRAMEWORK.info.kind
@@ -142,10 +136,6 @@ class MPIPlugin:
     child_kinds: tuple[str, ...] = ("Pod", "Service", "ConfigMap", "Job")
     #: As upstream: the TTL removes the launcher Job; the MPIJob and its status stay.
     ttl_deletes = "launcher"
-    counts_failed_replica = False
-    status_codec: StatusCodec = v1.V1_STATUS
-    #: The operator's gang scheduler (None: off).
-    gang: G.GangConfig | None = None
 
     def __init__(
         self,
@@ -155,34 +145,20 @@ class MPIPlugin:
         self.addressing = addressing or ClusterAddressing()
         self.keygen = keygen
 
-    def gang_of(self, job: Job) -> G.Gang | None:
-        """The launcher and every worker are one gang when the operator has a gang
-        scheduler."""
-        return G.gang_of(job, self.gang, job.replica_specs())
-
     # -- capabilities ----------------------------------------------------------------
 
-    def backoff_limits(self, job: Job) -> None:
-        """The v1 restart model: one job-wide backoffLimit."""
-        return None
-
-    def spec_stamp(self, raw: Mapping[str, Any], now: str) -> None:
-        """The v1 kinds' spec is the user's alone."""
-        return None
-
-    def serving_replica_types(self, job: Job) -> tuple[str, ...]:
+    def serving_replica_types(self, job: MPIJob) -> tuple[str, ...]:
         """Workers run sshd for the launcher's mpirun: once it is done they have nothing
         left to finish."""
         return (WORKER,)
 
-    def load(self, raw: Mapping[str, Any], observed: Observed) -> Loaded:
-        return v1.load(raw, self.validate)
+    def load(self, raw: Mapping[str, Any], observed: Observed) -> Loaded[MPIJob]:
+        return v1.load(raw, self.validate, MPIJob)
 
-    def validate(self, job: Job) -> list[FieldError]:
-        typed = _typed(job)
+    def validate(self, job: MPIJob) -> list[FieldError]:
         errors = []
         for rtype in (LAUNCHER, WORKER):
-            spec = typed.replica_specs().get(rtype)
+            spec = job.replica_specs().get(rtype)
             policy = spec.restart_policy if spec else None
             if policy is not None and policy not in (RestartPolicy.NEVER, RestartPolicy.ON_FAILURE):
                 errors.append(
@@ -194,9 +170,8 @@ class MPIPlugin:
                 )
         return errors
 
-    def replicas(self, job: Job) -> list[Replica]:
-        typed = _typed(job)
-        spec = typed.replica_specs().get(WORKER)
+    def replicas(self, job: MPIJob) -> list[Replica]:
+        spec = job.replica_specs().get(WORKER)
         policy = (spec.restart_policy if spec else None) or RestartPolicy.NEVER
         return [
             Replica(
@@ -209,10 +184,7 @@ class MPIPlugin:
             for i in range(replicas_of(spec))
         ]
 
-    def tolerates_failure(self, job: Job, replica: Replica) -> bool:
-        return False
-
-    def startup_rules(self, job: Job) -> list[StartupRule]:
+    def startup_rules(self, job: MPIJob) -> list[StartupRule]:
         """The framework's start order: the workers' pods, reached through the job's
         Service (none under gang scheduling: the launcher is a member of the gang)."""
         if self.gang_of(job) is not None:
@@ -228,25 +200,21 @@ class MPIPlugin:
             for order in self.framework.start_order(job)
         ]
 
-    def build(self, job: Job, observed: Observed) -> Iterator[dict[str, Any]]:
-        typed = _typed(job)
-        yield children.with_hash(self._service(typed))
-        yield children.with_hash(self._config_map(typed, observed))
+    def build(self, job: MPIJob, observed: Observed, gate: Gate) -> Iterator[dict[str, Any]]:
+        yield children.with_hash(self._service(job))
+        yield children.with_hash(self._config_map(job, observed))
         secret = secret_name(job, observed)
         if secret not in observed.secrets:
-            yield self._secret(typed, secret)  # created first and alone (reconciler)
+            yield self._secret(job, secret)  # created first and alone (reconciler)
         for replica in self.replicas(job):
-            yield children.with_hash(self._worker(typed, replica, secret))
-        gate = startup.evaluate(
-            self.startup_rules(job), observed, started_at=None, timeout_seconds=1
-        )
+            yield children.with_hash(self._worker(job, replica, secret))
         blocked = LAUNCHER in gate.blocked
-        if not blocked or waits_at_startup(typed):
+        if not blocked or waits_at_startup(job):
             # Gated when created before its workers are Ready; the startup policy lifts
             # the gate. A launcher Job created later needs none.
-            yield children.with_hash(self._launcher(typed, secret, gated=blocked))
+            yield children.with_hash(self._launcher(job, secret, gated=blocked))
 
-    def status(self, job: Job, observed: Observed) -> JobStatus:
+    def status(self, job: MPIJob, observed: Observed) -> JobStatus:
         workers = self.replicas(job)
         statuses: dict[str, ReplicaStatus] = {}
         launcher = launcher_pods(job, observed)
@@ -255,12 +223,12 @@ class MPIPlugin:
         statuses[WORKER] = self._replica_status(job, WORKER, pods)
         return JobStatus(replica_statuses=statuses)
 
-    def outcome(self, job: Job, observed: Observed) -> Outcome | None:
+    def outcome(self, job: MPIJob, observed: Observed) -> Outcome | None:
         return success.mpi(
             job, observed.batch_jobs.get(launcher_name(job)), launcher_pods(job, observed)
         )
 
-    def is_running(self, job: Job, observed: Observed) -> bool:
+    def is_running(self, job: MPIJob, observed: Observed) -> bool:
         workers = self.replicas(job)
         if not all(
             r.pod_name in observed.pods and podstate.is_running(observed.pods[r.pod_name])

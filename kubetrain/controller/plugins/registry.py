@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from typing import Any
 
 from kubetrain.api.kinds import MPI, PYTORCH, TENSORFLOW, TRAINJOB
 from kubetrain.controller.gang import GangConfig
@@ -13,8 +14,9 @@ from kubetrain.controller.plugins.tensorflow_plugin import TensorFlowPlugin
 from kubetrain.controller.plugins.trainjob_plugin import TrainJobPlugin
 from kubetrain.frameworks import ClusterAddressing
 
-#: Kind -> plugin factory, in the order the operator registers them.
-FACTORIES: tuple[tuple[str, Callable[[ClusterAddressing], JobPlugin]], ...] = (
+#: Kind -> plugin factory, in the order the operator registers them. Each plugin has its
+#: own job type (``JobPlugin[Any]`` here): it is only handed the jobs its ``load`` returned.
+FACTORIES: tuple[tuple[str, Callable[[ClusterAddressing], JobPlugin[Any]]], ...] = (
     (PYTORCH.kind, lambda a: PyTorchPlugin(a)),
     (TENSORFLOW.kind, lambda a: TensorFlowPlugin(a)),
     (MPI.kind, lambda a: MPIPlugin(a)),
@@ -26,7 +28,7 @@ def build_registry(
     kinds: tuple[str, ...],
     addressing: ClusterAddressing | None = None,
     gang: GangConfig | None = None,
-) -> Mapping[str, JobPlugin]:
+) -> Mapping[str, JobPlugin[Any]]:
     """The plugins for ``kinds``, in registry order (unknown kinds raise ValueError),
     each told the operator's gang scheduler."""
     known = [k for k, _ in FACTORIES]

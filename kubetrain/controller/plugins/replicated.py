@@ -13,63 +13,44 @@ from kubetrain.api import keys as K
 from kubetrain.api.base import LabelSelector
 from kubetrain.api.common import JobBase as Job
 from kubetrain.api.common import JobStatus, ReplicaSpec, ReplicaStatus, RestartPolicy
-from kubetrain.api.errors import FieldError
-from kubetrain.controller import gang as G
 from kubetrain.controller import podstate
-from kubetrain.controller.plugins import children, v1
-from kubetrain.controller.plugins.base import (
+from kubetrain.controller.model import (
+    Gate,
+    J,
     Loaded,
     Observed,
     Outcome,
     Replica,
     StartupRule,
-    StatusCodec,
 )
-from kubetrain.controller.policies import startup, success
+from kubetrain.controller.plugins import children, v1
+from kubetrain.controller.plugins.base import JobPlugin
+from kubetrain.controller.policies import success
 from kubetrain.frameworks import ClusterAddressing, Framework, replica_name
 from kubetrain.frameworks.replicas import replicas_of
 
 
-class ReplicatedPlugin:
+class ReplicatedPlugin(JobPlugin[J]):
     """Reconciles the jobs of one framework whose replicas each get a Pod and a Service."""
 
     child_kinds: tuple[str, ...] = ("Pod", "Service")
-    ttl_deletes = "job"
-    counts_failed_replica = False
-    status_codec: StatusCodec = v1.V1_STATUS
-    #: The operator's gang scheduler (None: off).
-    gang: G.GangConfig | None = None
 
-    def __init__(self, framework: Framework, addressing: ClusterAddressing | None = None) -> None:
+    def __init__(
+        self,
+        framework: Framework,
+        job_type: type[J],
+        addressing: ClusterAddressing | None = None,
+    ) -> None:
         self.framework = framework
+        self.job_type = job_type
         self.kind = framework.info.kind
         self.addressing = addressing or ClusterAddressing()
 
-    def _check(self, job: Job) -> None:
-        if job.kind != self.kind:
-            raise TypeError(f"the {self.kind} plugin got a {job.kind}")
+    def load(self, raw: Mapping[str, Any], observed: Observed) -> Loaded[J]:
+        return v1.load(raw, self.validate, self.job_type)
 
-    def backoff_limits(self, job: Job) -> None:
-        """The v1 restart model: one job-wide backoffLimit."""
-        return None
-
-    def spec_stamp(self, raw: Mapping[str, Any], now: str) -> None:
-        """The v1 kinds' spec is the user's alone."""
-        return None
-
-    def serving_replica_types(self, job: Job) -> tuple[str, ...]:
-        return ()
-
-    def load(self, raw: Mapping[str, Any], observed: Observed) -> Loaded:
-        return v1.load(raw, self.validate)
-
-    def validate(self, job: Job) -> list[FieldError]:
-        self._check(job)
-        return []
-
-    def replicas(self, job: Job) -> list[Replica]:
+    def replicas(self, job: J) -> list[Replica]:
         """One Replica per index of each replica type, leaders first."""
-        self._check(job)
         info = self.framework.info
         order = info.replica_types
         specs = job.replica_specs()
@@ -89,15 +70,11 @@ class ReplicatedPlugin:
                 )
         return out
 
-    def tolerates_failure(self, job: Job, replica: Replica) -> bool:
+    def tolerates_failure(self, job: J, replica: Replica) -> bool:
         tolerates = getattr(self.framework, "tolerates_failure", None)
         return bool(tolerates(job, replica.replica_type)) if tolerates else False
 
-    def gang_of(self, job: Job) -> G.Gang | None:
-        """Every replica of the job is one gang when the operator has a gang scheduler."""
-        return G.gang_of(job, self.gang, job.replica_specs())
-
-    def startup_rules(self, job: Job) -> list[StartupRule]:
+    def startup_rules(self, job: J) -> list[StartupRule]:
         """The framework's start order, on each needed replica's Pod and Service (none
         under gang scheduling: the gang starts together)."""
         if self.gang_of(job) is not None:
@@ -116,12 +93,9 @@ class ReplicatedPlugin:
             )
         return rules
 
-    def build(self, job: Job, observed: Observed) -> Iterator[dict[str, Any]]:
+    def build(self, job: J, observed: Observed, gate: Gate) -> Iterator[dict[str, Any]]:
         """A pod and a headless Service per replica; pods of gated replica types are left
         out (their Services are created at once: names resolve once the pods are Ready)."""
-        gate = startup.evaluate(
-            self.startup_rules(job), observed, started_at=None, timeout_seconds=1
-        )
         specs = job.replica_specs()
         for replica in self.replicas(job):
             spec: ReplicaSpec = specs[replica.replica_type]
@@ -149,11 +123,11 @@ class ReplicatedPlugin:
             )
             yield children.with_hash(service)
 
-    def status(self, job: Job, observed: Observed) -> JobStatus:
+    def status(self, job: J, observed: Observed) -> JobStatus:
         """A JobStatus holding only the replica counts."""
         return JobStatus(replica_statuses=replica_statuses(job, self.replicas(job), observed))
 
-    def is_running(self, job: Job, observed: Observed) -> bool:
+    def is_running(self, job: J, observed: Observed) -> bool:
         """Every replica has its pod, none is pending or failed, and at least one runs."""
         pods = [observed.pods.get(r.pod_name) for r in self.replicas(job)]
         if not pods or any(p is None for p in pods):
@@ -163,7 +137,7 @@ class ReplicatedPlugin:
             return False
         return any(podstate.is_running(p) for p in present)
 
-    def outcome(self, job: Job, observed: Observed) -> Outcome | None:
+    def outcome(self, job: J, observed: Observed) -> Outcome | None:
         """The framework's success rule, answered from the pods."""
         return success.from_pods(self.framework, job, observed)
 

@@ -31,28 +31,27 @@ from kubetrain.api.trainer import constants as T
 from kubetrain.api.trainer import patch_times
 from kubetrain.api.trainer.defaults import apply_trainer_defaults
 from kubetrain.api.trainer.loader import load_trainer_object
-from kubetrain.api.trainer.resolve import LAUNCHER, NODE_JOB, RENDEZVOUS_PORT, resolve
+from kubetrain.api.trainer.resolve import (
+    LAUNCHER,
+    NODE_JOB,
+    RENDEZVOUS_PORT,
+    ResolvedTrainJob,
+    resolve,
+)
 from kubetrain.api.trainer.runtime import RuntimeBase
 from kubetrain.api.trainer.trainjob import TrainJob
 from kubetrain.controller import gang as G
 from kubetrain.controller import podstate
 from kubetrain.controller.conditions import parse_time
+from kubetrain.controller.model import Gate, Loaded, Observed, Outcome, Replica, StartupRule
 from kubetrain.controller.plugins import children, runtime_snapshot, v1
-from kubetrain.controller.plugins.base import (
-    Loaded,
-    Observed,
-    Outcome,
-    Replica,
-    StartupRule,
-    StatusCodec,
-)
+from kubetrain.controller.plugins.base import JobPlugin, StatusCodec
 from kubetrain.controller.plugins.trainjob_progress import ProgressInjection
 from kubetrain.controller.plugins.trainjob_status import CODEC
-from kubetrain.controller.policies import startup, success
+from kubetrain.controller.policies import success
 from kubetrain.controller.sshkeys import SshKeyPair, generate_ssh_keys, ssh_secret, ssh_secret_name
 from kubetrain.frameworks import ClusterAddressing, mpi, tensorflow, trainjob
 from kubetrain.frameworks.addressing import trainjob_pod_name
-from kubetrain.frameworks.trainjob_nodes import typed
 
 #: The port a node of each framework listens on for its peers (added to its container).
 RANK_PORTS = {"torch": RENDEZVOUS_PORT, "jax": RENDEZVOUS_PORT, "xgboost": RENDEZVOUS_PORT}
@@ -76,7 +75,7 @@ def _created_ago(raw: Mapping[str, Any], observed: Observed) -> float:
     return (observed.now - created).total_seconds() if created is not None else 0.0
 
 
-class TrainJobPlugin:
+class TrainJobPlugin(JobPlugin[ResolvedTrainJob]):
     """Reconciles ``trainer.kubeflow.org/v1alpha1`` TrainJobs (see the module docs)."""
 
     kind = trainjob.FRAMEWORK.info.kind
@@ -87,8 +86,6 @@ class TrainJobPlugin:
     ttl_deletes = "children"
     counts_failed_replica = True
     status_codec: StatusCodec = CODEC
-    #: The operator's gang scheduler (None: off).
-    gang: G.GangConfig | None = None
     #: Where trainer pods report progress (None: the progress server is off).
     progress: ProgressInjection | None = None
 
@@ -102,7 +99,7 @@ class TrainJobPlugin:
 
     # -- reading ------------------------------------------------------------------------
 
-    def load(self, raw: Mapping[str, Any], observed: Observed) -> Loaded:
+    def load(self, raw: Mapping[str, Any], observed: Observed) -> Loaded[ResolvedTrainJob]:
         """The TrainJob resolved against its runtime: the one pinned in its snapshot, or
         (first reconcile) the live one, then pinned; a runtime not found fails the job
         with ``RuntimeNotFound`` once it had time to appear."""
@@ -150,54 +147,42 @@ class TrainJobPlugin:
             pinned = (runtime_snapshot.config_map(resolved, source),)
         return Loaded(resolved, declared_clean_pod_policy=policy, pinned=pinned)
 
-    def gang_of(self, job: Job) -> G.Gang | None:
+    def gang_of(self, job: ResolvedTrainJob) -> G.Gang | None:
         """A TrainJob whose runtime has a ``podGroupPolicy`` is one gang of the pods that
         run together: every replicated job but those others wait to Complete (the
         initializers, which finish before the trainer starts)."""
-        resolved = typed(job)
         before = {
-            d.name
-            for deps in resolved.spec.depends_on.values()
-            for d in deps
-            if d.status == "Complete"
+            d.name for deps in job.spec.depends_on.values() for d in deps if d.status == "Complete"
         }
-        members = [name for name in resolved.spec.replicated_jobs if name not in before]
-        return G.gang_of(resolved, self.gang, members)
+        members = [name for name in job.spec.replicated_jobs if name not in before]
+        return G.gang_of(job, self.gang, members)
 
-    def validate(self, job: Job) -> list[FieldError]:
-        return []
-
-    def backoff_limits(self, job: Job) -> dict[str, int]:
+    def backoff_limits(self, job: ResolvedTrainJob) -> dict[str, int]:
         """Each replicated job's Job backoffLimit, counted as the Job controller does."""
-        return dict(typed(job).spec.backoff_limits)
+        return dict(job.spec.backoff_limits)
 
     def spec_stamp(self, raw: Mapping[str, Any], now: str) -> list[dict[str, Any]] | None:
         """runtimePatches' times (``kubetrain.api.trainer.patch_times``)."""
         return patch_times.json_patch(raw, now)
 
-    def serving_replica_types(self, job: Job) -> tuple[str, ...]:
+    def serving_replica_types(self, job: ResolvedTrainJob) -> tuple[str, ...]:
         """MPI ``node`` pods serve sshd for the launcher: nothing to finish after it."""
-        resolved = typed(job)
-        return (NODE_JOB,) if resolved.spec.mpi is not None else ()
+        return (NODE_JOB,) if job.spec.mpi is not None else ()
 
-    def replicas(self, job: Job) -> list[Replica]:
-        resolved = typed(job)
+    def replicas(self, job: ResolvedTrainJob) -> list[Replica]:
         return [
             Replica(
                 replica_type=name,
                 index=index,
                 pod_name=pod_name,
-                restart_policy=resolved.spec.replicated_jobs[name].restart_policy
+                restart_policy=job.spec.replicated_jobs[name].restart_policy
                 or RestartPolicy.ON_FAILURE,
-                main_container=str(self.framework.run_container(resolved, name)),
+                main_container=str(self.framework.run_container(job, name)),
             )
-            for name, index, pod_name in trainjob.pod_names(resolved)
+            for name, index, pod_name in trainjob.pod_names(job)
         ]
 
-    def tolerates_failure(self, job: Job, replica: Replica) -> bool:
-        return False
-
-    def startup_rules(self, job: Job) -> list[StartupRule]:
+    def startup_rules(self, job: ResolvedTrainJob) -> list[StartupRule]:
         """The runtime's start order (only the waits for initializers to Complete under
         gang scheduling: the trainer's pods start together)."""
         gang = self.gang_of(job) is not None
@@ -216,26 +201,24 @@ class TrainJobPlugin:
 
     # -- children -----------------------------------------------------------------------
 
-    def build(self, job: Job, observed: Observed) -> Iterator[dict[str, Any]]:
-        resolved = typed(job)
-        yield children.with_hash(self._service(resolved))
+    def build(
+        self, job: ResolvedTrainJob, observed: Observed, gate: Gate
+    ) -> Iterator[dict[str, Any]]:
+        yield children.with_hash(self._service(job))
         if self.progress is not None:
-            yield children.with_hash(self.progress.config_map(resolved))
+            yield children.with_hash(self.progress.config_map(job))
         secret: str | None = None
-        if resolved.spec.mpi is not None:
-            yield children.with_hash(self._hostfile(resolved))
+        if job.spec.mpi is not None:
+            yield children.with_hash(self._hostfile(job))
             secret = observed.ssh_secret_name or ssh_secret_name(
                 secret_prefix(job), children.uid_of(job)
             )
             if secret not in observed.secrets:
-                yield self._secret(resolved, secret)  # created first and alone (reconciler)
-        gate = startup.evaluate(
-            self.startup_rules(job), observed, started_at=None, timeout_seconds=1
-        )
+                yield self._secret(job, secret)  # created first and alone (reconciler)
         for replica in self.replicas(job):
             if replica.replica_type in gate.blocked:
                 continue
-            yield children.with_hash(self._pod(resolved, replica, secret))
+            yield children.with_hash(self._pod(job, replica, secret))
 
     def _labels(self, job: Job, replicated_job: str, index: int) -> dict[str, str]:
         labels = children.replica_labels(job, replicated_job, index)
@@ -250,28 +233,26 @@ class TrainJobPlugin:
         )
         return labels
 
-    def _service(self, job: Job) -> dict[str, Any]:
-        resolved = typed(job)
+    def _service(self, job: ResolvedTrainJob) -> dict[str, Any]:
         service = children.headless_service(
             job,
             job.name,
             labels=children.job_labels(job),
             selector={K.JOBSET_NAME_LABEL: job.name, **children.job_labels(job)},
             ports=[],
-            publish_not_ready=resolved.spec.publish_not_ready,
+            publish_not_ready=job.spec.publish_not_ready,
         )
         return service
 
-    def _pod(self, job: Job, replica: Replica, secret: str | None) -> dict[str, Any]:
-        resolved = typed(job)
-        spec = resolved.spec.replicated_jobs[replica.replica_type]
+    def _pod(self, job: ResolvedTrainJob, replica: Replica, secret: str | None) -> dict[str, Any]:
+        spec = job.spec.replicated_jobs[replica.replica_type]
         labels = self._labels(job, replica.replica_type, replica.index)
         template = children.pod_template(
             spec,
             labels=labels,
             restart_policy=children.pod_restart_policy(replica.restart_policy),
             env_for=lambda _i, c: self.framework.container_env(
-                resolved, replica.replica_type, replica.index, c, self.addressing
+                job, replica.replica_type, replica.index, c, self.addressing
             ),
         )
         meta = template["metadata"]
@@ -285,27 +266,26 @@ class TrainJobPlugin:
                 pod_spec[key] = [trainjob.with_completion_index(c) for c in pod_spec[key]]
         pod_spec["hostname"] = replica.pod_name
         pod_spec["subdomain"] = job.name
-        trainer = replica.replica_type == resolved.spec.trainer_job
+        trainer = replica.replica_type == job.spec.trainer_job
         for container in pod_spec.get("containers") or []:
             if container.get("name") != T.NODE:
                 continue
-            port = RANK_PORTS.get(resolved.spec.framework or "") if trainer else None
+            port = RANK_PORTS.get(job.spec.framework or "") if trainer else None
             if port is not None:
                 ports = container.setdefault("ports", [])
                 if not any(p.get("containerPort") == port for p in ports):
                     ports.append({"containerPort": port, "protocol": "TCP"})
-        if resolved.spec.mpi is not None and secret is not None:
-            self._mount_mpi(resolved, replica.replica_type, pod_spec, secret)
+        if job.spec.mpi is not None and secret is not None:
+            self._mount_mpi(job, replica.replica_type, pod_spec, secret)
         if trainer and self.progress is not None:
-            self.progress.inject(resolved, pod_spec)
+            self.progress.inject(job, pod_spec)
         return children.pod(job, replica.pod_name, template)
 
     def _mount_mpi(
-        self, job: Job, replicated_job: str, pod_spec: dict[str, Any], secret: str
+        self, job: ResolvedTrainJob, replicated_job: str, pod_spec: dict[str, Any], secret: str
     ) -> None:
-        resolved = typed(job)
-        assert resolved.spec.mpi is not None
-        path = resolved.spec.mpi.ssh_auth_mount_path or "/root/.ssh"
+        assert job.spec.mpi is not None
+        path = job.spec.mpi.ssh_auth_mount_path or "/root/.ssh"
         volumes = [
             v
             for v in pod_spec.get("volumes") or []
@@ -347,13 +327,12 @@ class TrainJobPlugin:
                 ]
                 container["volumeMounts"] = kept + mounts
 
-    def _hostfile(self, job: Job) -> dict[str, Any]:
-        resolved = typed(job)
+    def _hostfile(self, job: ResolvedTrainJob) -> dict[str, Any]:
         return {
             "apiVersion": "v1",
             "kind": "ConfigMap",
             "metadata": children.metadata(job, hostfile_name(job), children.job_labels(job)),
-            "data": {"hostfile": mpi.trainjob_hostfile(resolved, self.addressing)},
+            "data": {"hostfile": mpi.trainjob_hostfile(job, self.addressing)},
         }
 
     def _secret(self, job: Job, name: str) -> dict[str, Any]:
@@ -362,7 +341,7 @@ class TrainJobPlugin:
 
     # -- status -------------------------------------------------------------------------
 
-    def status(self, job: Job, observed: Observed) -> JobStatus:
+    def status(self, job: ResolvedTrainJob, observed: Observed) -> JobStatus:
         out: dict[str, ReplicaStatus] = {}
         for replica in self.replicas(job):
             counts = out.setdefault(
@@ -386,20 +365,19 @@ class TrainJobPlugin:
                 )
         return JobStatus(replica_statuses=out)
 
-    def outcome(self, job: Job, observed: Observed) -> Outcome | None:
+    def outcome(self, job: ResolvedTrainJob, observed: Observed) -> Outcome | None:
         """JobSet's success policy, answered from the pods."""
         return success.from_pods(self.framework, job, observed, pod_name=trainjob_pod_name)
 
-    def is_running(self, job: Job, observed: Observed) -> bool:
+    def is_running(self, job: ResolvedTrainJob, observed: Observed) -> bool:
         """Every pod of the trainer (and MPI node) jobs runs or has finished."""
-        resolved = typed(job)
-        names = [resolved.spec.trainer_job]
-        if resolved.spec.mpi is not None:
+        names = [job.spec.trainer_job]
+        if job.spec.mpi is not None:
             names = [LAUNCHER, NODE_JOB]
         pods = [
             observed.pods.get(trainjob_pod_name(job.name, n, i))
             for n in names
-            for i in range(resolved.pods_of(n))
+            for i in range(job.pods_of(n))
         ]
         if not pods or any(p is None for p in pods):
             return False

@@ -41,7 +41,7 @@ from kubetrain.api.trainer.trainjob import Bookkeeping, Condition, TrainJobStatu
 from kubetrain.api.trainer.trainjob import JobStatus as ReplicatedJobStatus
 from kubetrain.controller import podstate
 from kubetrain.controller import reasons as R
-from kubetrain.controller.plugins.base import Observed
+from kubetrain.controller.model import Observed
 from kubetrain.frameworks.addressing import trainjob_pod_name
 
 #: The SDK's names for the final conditions.

@@ -15,7 +15,7 @@ from kubetrain.api.common import JobBase, JobStatus
 from kubetrain.api.defaults import apply_defaults
 from kubetrain.api.errors import FieldError, JobValidationError
 from kubetrain.api.loader import load_job
-from kubetrain.controller.plugins.base import Loaded, Observed
+from kubetrain.controller.model import J, Loaded, Observed
 
 
 def body_of(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -41,28 +41,33 @@ class LoadCache:
 
     def __init__(self, size: int = 4096) -> None:
         self.size = size
-        self._entries: OrderedDict[tuple[str, str], tuple[dict[str, Any], Any, Loaded]] = (
+        self._entries: OrderedDict[tuple[str, str], tuple[dict[str, Any], Any, Loaded[Any]]] = (
             OrderedDict()
         )
         self._lock = threading.Lock()
 
     def load(
-        self, raw: Mapping[str, Any], validate: Callable[[JobBase], list[FieldError]]
-    ) -> Loaded:
-        """``load(raw, validate)``, from the cache when the job reads as last time."""
+        self,
+        raw: Mapping[str, Any],
+        validate: Callable[[J], list[FieldError]],
+        job_type: type[J],
+    ) -> Loaded[J]:
+        """``load(raw, validate, job_type)``, from the cache when the job reads as last
+        time."""
         body = body_of(raw)
         meta = body["metadata"]
         uid = meta.get("uid")
         if not uid:
-            return _load(body, validate)
+            return _load(body, validate, job_type)
         key = (str(body.get("kind")), str(uid))
         same = _what_it_reads(body)
         with self._lock:
             entry = self._entries.get(key)
             if entry is not None and entry[1] == validate and entry[0] == same:
                 self._entries.move_to_end(key)
-                return entry[2]
-        loaded = _load(body, validate)
+                cached: Loaded[J] = entry[2]
+                return cached
+        loaded = _load(body, validate, job_type)
         # A snapshot: a caller changing the job in place must not change the entry too.
         snapshot = _json_copy(same)
         with self._lock:
@@ -92,12 +97,17 @@ def _json_copy(value: Any) -> Any:
     return value
 
 
-def _load(body: dict[str, Any], validate: Callable[[JobBase], list[FieldError]]) -> Loaded:
+def _load(
+    body: dict[str, Any], validate: Callable[[J], list[FieldError]], job_type: type[J]
+) -> Loaded[J]:
     try:
         declared = load_job(body)
         job = apply_defaults(declared)
     except JobValidationError as err:
         return Loaded(None, errors=list(err.errors))
+    if not isinstance(job, job_type):
+        # The registry hands a plugin the jobs of its own kind only.
+        raise TypeError(f"the {job_type.__name__} plugin got a {job.kind}")
     errors = validate(job)
     if errors:
         return Loaded(None, errors=errors)
@@ -108,10 +118,13 @@ def _load(body: dict[str, Any], validate: Callable[[JobBase], list[FieldError]])
 LOADED = LoadCache()
 
 
-def load(raw: Mapping[str, Any], validate: Callable[[JobBase], list[FieldError]]) -> Loaded:
+def load(
+    raw: Mapping[str, Any], validate: Callable[[J], list[FieldError]], job_type: type[J]
+) -> Loaded[J]:
     """A v1 job defaulted, or every problem the typed API and ``validate`` find (the
-    last result again while the job has not changed: ``LoadCache``)."""
-    return LOADED.load(raw, validate)
+    last result again while the job has not changed: ``LoadCache``). A job of another
+    type than ``job_type`` is a programming error (TypeError)."""
+    return LOADED.load(raw, validate, job_type)
 
 
 class V1StatusCodec:

@@ -20,8 +20,8 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from kubetrain.controller.plugins.base import Observed, Replica
-from kubetrain.controller.policies.restart import RestartVerdict, evaluate
+from kubetrain.controller.model import Observed, Replica, RestartVerdict
+from kubetrain.controller.policies.restart import evaluate
 
 
 def evaluate_jobs(

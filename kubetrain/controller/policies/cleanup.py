@@ -38,8 +38,8 @@ from kubetrain.controller import conditions as C
 from kubetrain.controller import podstate
 from kubetrain.controller import reasons as R
 from kubetrain.controller.decisions import ChildRef, Decision, Event, ref, soonest
+from kubetrain.controller.model import Observed
 from kubetrain.controller.ownership import owned_by_batch_job
-from kubetrain.controller.plugins.base import Observed
 from kubetrain.controller.policies import deadlines
 
 if TYPE_CHECKING:
@@ -96,12 +96,14 @@ def children_to_delete(
     return [r for r in out if not r.deleting]
 
 
-def _in_grace(draft: Draft, succeeded: bool) -> tuple[frozenset[str], float | None]:
+def _in_grace(
+    draft: Draft, succeeded: bool, completion_time: str | None
+) -> tuple[frozenset[str], float | None]:
     """Under the default policy after a success: the active pods still within their
     grace period, and the seconds until it ends (None when none is)."""
     if not succeeded or draft.job is None:
         return frozenset(), None
-    end = C.parse_time(draft.status.completion_time) or draft.ctx.now
+    end = C.parse_time(completion_time) or draft.ctx.now
     left = (
         end
         + timedelta(seconds=grace_seconds(draft.raw, draft.ctx.success_grace_seconds))
@@ -122,16 +124,19 @@ def _in_grace(draft: Draft, succeeded: bool) -> tuple[frozenset[str], float | No
     return spare, (left + deadlines.SLACK_SECONDS) if spare else None
 
 
-def at_end(draft: Draft, succeeded: bool) -> tuple[list[ChildRef], float | None]:
-    """What to delete now that the job has ended (or this reconcile of a job that had),
-    and when to look again for ranks still in their grace period."""
+def at_end(
+    draft: Draft, succeeded: bool, completion_time: str | None
+) -> tuple[list[ChildRef], float | None]:
+    """What to delete now that the job has ended at ``completion_time`` (or this
+    reconcile of a job that had), and when to look again for ranks still in their grace
+    period."""
     # The PodGroup goes whatever the policy: nothing is left to place together.
     groups = [ref("PodGroup", g) for g in draft.observed.pod_groups.values()]
     groups = [g for g in groups if not g.deleting]
     declared = declared_policy(draft)
     if declared is not None:
         return children_to_delete(declared, draft.observed) + groups, None
-    spare, after = _in_grace(draft, succeeded)
+    spare, after = _in_grace(draft, succeeded, completion_time)
     return children_to_delete(CleanPodPolicy.RUNNING, draft.observed, spare=spare) + groups, after
 
 
@@ -168,7 +173,7 @@ def decide_finished(draft: Draft) -> Decision | None:
     if not draft.finished:
         return None
     succeeded = C.finished(draft.current) is ConditionType.SUCCEEDED
-    delete, grace_after = at_end(draft, succeeded)
+    delete, grace_after = at_end(draft, succeeded, draft.status.completion_time)
     decision = Decision(final=True, delete=delete, requeue_after=grace_after)
     if draft.job is not None:
         counted = draft.plugin.status(draft.job, draft.observed).replica_statuses or {}

@@ -16,7 +16,7 @@ from kubetrain.api.common import ConditionType, JobStatus, RunPolicy
 from kubetrain.controller import reasons as R
 from kubetrain.controller.conditions import format_time, parse_time
 from kubetrain.controller.decisions import Decision
-from kubetrain.controller.plugins.base import Outcome
+from kubetrain.controller.model import Outcome
 
 if TYPE_CHECKING:
     from kubetrain.controller.draft import Draft

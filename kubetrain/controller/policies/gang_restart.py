@@ -34,8 +34,8 @@ from kubetrain.api.trainer.resolve import ResolvedTrainJob
 from kubetrain.controller import podstate
 from kubetrain.controller import reasons as R
 from kubetrain.controller.decisions import ChildRef, ConditionChange, Decision, Event, ref
+from kubetrain.controller.model import Outcome
 from kubetrain.controller.ownership import owned_by_batch_job
-from kubetrain.controller.plugins.base import Outcome
 from kubetrain.controller.policies.restart import retryable
 
 if TYPE_CHECKING:

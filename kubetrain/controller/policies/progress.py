@@ -11,8 +11,7 @@ from kubetrain.api.common import ConditionStatus, ConditionType
 from kubetrain.controller import podstate
 from kubetrain.controller import reasons as R
 from kubetrain.controller.decisions import ConditionChange, Decision, Event
-from kubetrain.controller.desired import WRITE_BATCH
-from kubetrain.controller.plugins.base import Observed
+from kubetrain.controller.model import WRITE_BATCH, Observed
 
 if TYPE_CHECKING:
     from kubetrain.controller.draft import Draft

@@ -35,7 +35,6 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from kubetrain.api import keys as K
@@ -43,66 +42,19 @@ from kubetrain.api.common import ConditionStatus, ConditionType, RestartPolicy
 from kubetrain.controller import podstate
 from kubetrain.controller import reasons as R
 from kubetrain.controller.decisions import ConditionChange, Decision, Event, ref
-from kubetrain.controller.plugins.base import Observed, Outcome, Replica
+from kubetrain.controller.model import (
+    InPlaceRestart,
+    Observed,
+    Outcome,
+    Recreate,
+    Replica,
+    RestartVerdict,
+)
 from kubetrain.controller.podstate import Termination
 
 if TYPE_CHECKING:
     from kubetrain.api.common import JobBase
     from kubetrain.controller.draft import Draft
-
-
-@dataclass(frozen=True)
-class Recreate:
-    """A failed pod to delete; the build step creates it again."""
-
-    replica: Replica
-    uid: str
-    cause: Termination
-    #: False when this failure was already counted (its deletion is still pending).
-    counted_now: bool
-    #: The restart this recreation is against backoffLimit (1 for the first), when
-    #: counted now; 0 when it was counted before.
-    used: int = 0
-    #: The limit it counts against (None: no limit).
-    limit: int | None = None
-
-
-@dataclass(frozen=True)
-class InPlaceRestart:
-    """One in-place container restart of a live pod (one ``restartCount`` step) that
-    the operator had not seen yet."""
-
-    pod: str
-    replica_type: str
-    uid: str
-    #: The pod's ``restartCount`` this restart brought it to.
-    count: int
-    #: Its cause; None for a restart followed by another before the operator looked
-    #: (``lastState`` only tells the latest).
-    cause: Termination | None
-    #: The restart this one is against backoffLimit (1 for the first).
-    used: int = 0
-    #: The limit it counts against (None: no limit).
-    limit: int | None = None
-
-
-@dataclass(frozen=True)
-class RestartVerdict:
-    """The decision for one job: pods to recreate, or the failure that ends it."""
-
-    recreate: tuple[Recreate, ...] = ()
-    #: Set when a failure ends the job.
-    failure: Outcome | None = None
-    #: Restarts per replica type the operator has made (the persisted counter).
-    restarts: Mapping[str, int] = field(default_factory=dict)
-    #: Restarts used against backoffLimit (recreations + in-place restarts).
-    used: int = 0
-    #: The in-place restarts within the limit not seen before, one per restart, in order.
-    in_place: tuple[InPlaceRestart, ...] = ()
-    #: Per replica type, the uids of failed pods counted and not yet gone (persisted).
-    counted: Mapping[str, frozenset[str]] = field(default_factory=dict)
-    #: The in-place restart counts looked at now, by pod uid (what to remember).
-    restart_counts: Mapping[str, int] = field(default_factory=dict)
 
 
 def retryable(policy: RestartPolicy, cause: Termination) -> bool:

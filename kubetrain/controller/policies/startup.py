@@ -15,7 +15,6 @@ the reason they are stuck (Unschedulable, ImagePullBackOff...).
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
@@ -25,26 +24,10 @@ from kubetrain.controller import podstate
 from kubetrain.controller import reasons as R
 from kubetrain.controller.conditions import parse_time
 from kubetrain.controller.decisions import ChildRef, Decision, ref
-from kubetrain.controller.plugins.base import Observed, Outcome, StartupRule
+from kubetrain.controller.model import Gate, Observed, Outcome, StartupRule
 
 if TYPE_CHECKING:
     from kubetrain.controller.draft import Draft
-
-
-@dataclass(frozen=True)
-class Gate:
-    """The verdict of the startup gate for one job."""
-
-    #: Replica types whose missing pods must not be created yet.
-    blocked: frozenset[str] = frozenset()
-    #: Rules still waiting (for messages and Events).
-    waiting: tuple[StartupRule, ...] = ()
-    #: Set when a rule waited longer than the timeout: the job must fail.
-    timed_out: StartupRule | None = None
-    timeout_detail: str = ""
-    #: Seconds until the earliest waiting rule times out.
-    requeue_after: float | None = None
-    problems: tuple[str, ...] = field(default=())
 
 
 def _pod_done(rule: StartupRule, pod: Mapping[str, Any]) -> bool:

@@ -13,7 +13,7 @@ from kubetrain.api.common import ConditionType, JobBase
 from kubetrain.controller import podstate
 from kubetrain.controller import reasons as R
 from kubetrain.controller.decisions import Decision
-from kubetrain.controller.plugins.base import Observed, Outcome
+from kubetrain.controller.model import Observed, Outcome
 from kubetrain.frameworks import Framework, replica_name
 from kubetrain.frameworks import mpi as mpi_framework
 

@@ -25,8 +25,8 @@ from kubetrain.api.common import ConditionStatus, ConditionType, ReplicaStatus, 
 from kubetrain.controller import conditions as C
 from kubetrain.controller import reasons as R
 from kubetrain.controller.decisions import ChildRef, ConditionChange, Decision, ref
+from kubetrain.controller.model import Observed
 from kubetrain.controller.ownership import owned_by_batch_job
-from kubetrain.controller.plugins.base import Observed
 
 if TYPE_CHECKING:
     from kubetrain.controller.draft import Draft

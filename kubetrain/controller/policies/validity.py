@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 from kubetrain.api.common import ConditionStatus, ConditionType
 from kubetrain.controller import reasons as R
 from kubetrain.controller.decisions import ConditionChange, Decision
-from kubetrain.controller.plugins.base import Outcome
+from kubetrain.controller.model import Outcome
 
 if TYPE_CHECKING:
     from kubetrain.controller.draft import Draft

@@ -11,8 +11,8 @@ from typing import Any
 
 from kubetrain.controller.decisions import ChildRef, Event
 from kubetrain.controller.errors import ApiError, ChildConflict
+from kubetrain.controller.model import Observed
 from kubetrain.controller.ownership import Holder, holder
-from kubetrain.controller.plugins.base import Observed
 from kubetrain.controller.ports import JobKey
 
 KINDS = ("Pod", "Service", "ConfigMap", "Secret", "Job")

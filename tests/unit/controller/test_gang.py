@@ -18,8 +18,8 @@ from kubetrain.controller.gang import (
     effective_requests,
     format_quantity,
 )
+from kubetrain.controller.model import Observed
 from kubetrain.controller.planner import plan
-from kubetrain.controller.plugins.base import Observed
 from kubetrain.controller.plugins.registry import build_registry
 from tests.unit.controller.builders import NOW, mpi_raw, pod, pytorch_raw
 

@@ -9,8 +9,8 @@ import pytest
 
 from kubetrain.api import keys as K
 from kubetrain.controller.decisions import Context, Plan
+from kubetrain.controller.model import Observed
 from kubetrain.controller.planner import plan
-from kubetrain.controller.plugins.base import Observed
 from kubetrain.controller.plugins.registry import build_registry
 from tests.unit.controller.builders import NOW, batch_job, mpi_raw, pod, pytorch_raw, service, stamp
 

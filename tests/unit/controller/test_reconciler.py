@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from kubetrain.controller.desired import WRITE_BATCH
 from kubetrain.controller.errors import ApiError
+from kubetrain.controller.model import WRITE_BATCH
 from kubetrain.controller.plugins.registry import build_registry
 from kubetrain.controller.reconciler import Reconciler
 from kubetrain.controller.sshkeys import ssh_secret_name
@@ -465,8 +465,8 @@ def test_a_large_job_builds_only_the_children_of_one_batch() -> None:
         def __getattr__(self, name: str) -> Any:
             return getattr(plugin, name)
 
-        def build(self, job: Any, observed: Any) -> Any:
-            for child in plugin.build(job, observed):
+        def build(self, job: Any, observed: Any, gate: Any) -> Any:
+            for child in plugin.build(job, observed, gate):
                 built.append(child["metadata"]["name"])
                 yield child
 

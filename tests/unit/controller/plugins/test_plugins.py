@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import json
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import pytest
@@ -13,13 +13,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kubetrain.api import keys as K
+from kubetrain.api.common import JobBase
 from kubetrain.api.defaults import apply_defaults
 from kubetrain.api.mpi import MPIJob
-from kubetrain.controller.plugins.base import Observed
+from kubetrain.controller.model import Observed
+from kubetrain.controller.plugins.base import JobPlugin
 from kubetrain.controller.plugins.mpi_plugin import MPIPlugin
 from kubetrain.controller.plugins.pytorch_plugin import PyTorchPlugin
 from kubetrain.controller.plugins.registry import build_registry
 from kubetrain.controller.plugins.tensorflow_plugin import TensorFlowPlugin
+from kubetrain.controller.policies import startup
 from kubetrain.controller.sshkeys import SshKeyPair, ssh_secret_name
 from tests.unit.controller.builders import (
     JOB_UID,
@@ -30,6 +33,15 @@ from tests.unit.controller.builders import (
     tf_raw,
     typed,
 )
+
+
+def build(plugin: JobPlugin[Any], job: JobBase, observed: Observed) -> Iterator[dict[str, Any]]:
+    """The plugin's children behind the startup gate its rules give (what the startup
+    policy hands the build step of a job that has just started)."""
+    gate = startup.evaluate(
+        plugin.startup_rules(job), observed, started_at=None, timeout_seconds=600
+    )
+    return plugin.build(job, observed, gate)
 
 
 def by_name(objs: Iterable[dict[str, Any]]) -> dict[tuple[str, str], dict[str, Any]]:
@@ -50,7 +62,7 @@ def test_registry_is_ordered_and_rejects_unknown_kinds() -> None:
 def test_pytorch_children_before_and_after_the_master_is_ready() -> None:
     plugin = PyTorchPlugin()
     job = typed(pytorch_raw(workers=2))
-    first = by_name(plugin.build(job, Observed()))
+    first = by_name(build(plugin, job, Observed()))
     # Workers are gated on the master; every Service is created at once.
     assert set(first) == {
         ("Pod", "job-master-0"),
@@ -62,7 +74,7 @@ def test_pytorch_children_before_and_after_the_master_is_ready() -> None:
         pods={"job-master-0": pod("job-master-0")},
         services={"job-master-0": service("job-master-0")},
     )
-    second = by_name(plugin.build(job, ready))
+    second = by_name(build(plugin, job, ready))
     worker = second[("Pod", "job-worker-1")]
     assert worker["metadata"]["labels"] == {
         K.OPERATOR_NAME: "pytorchjob-controller",
@@ -93,8 +105,8 @@ def test_pytorch_children_before_and_after_the_master_is_ready() -> None:
 
 def test_exit_code_pods_never_restart_in_place() -> None:
     objs = by_name(
-        PyTorchPlugin().build(
-            typed(pytorch_raw(master=False, restart_policy="ExitCode")), Observed()
+        build(
+            PyTorchPlugin(), typed(pytorch_raw(master=False, restart_policy="ExitCode")), Observed()
         )
     )
     assert objs[("Pod", "job-worker-0")]["spec"]["restartPolicy"] == "Never"
@@ -105,7 +117,7 @@ def test_a_variable_the_user_set_is_kept() -> None:
     raw["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["env"] = [
         {"name": "PET_NPROC_PER_NODE", "value": "4"}
     ]
-    objs = by_name(PyTorchPlugin().build(typed(raw), Observed()))
+    objs = by_name(build(PyTorchPlugin(), typed(raw), Observed()))
     assert env(objs[("Pod", "job-worker-0")])["PET_NPROC_PER_NODE"] == "4"
 
 
@@ -115,7 +127,7 @@ def test_tensorflow_children_and_tf_config() -> None:
     ready = Observed(
         pods={"job-chief-0": pod("job-chief-0")}, services={"job-chief-0": service("job-chief-0")}
     )
-    objs = by_name(plugin.build(job, ready))
+    objs = by_name(build(plugin, job, ready))
     assert {name for kind, name in objs if kind == "Pod"} == {
         "job-chief-0",
         "job-ps-0",
@@ -126,12 +138,12 @@ def test_tensorflow_children_and_tf_config() -> None:
     assert config["task"] == {"type": "ps", "index": 0}
     assert config["cluster"]["worker"] == ["job-worker-0.ns.svc:2222", "job-worker-1.ns.svc:2222"]
     assert objs[("Pod", "job-chief-0")]["metadata"]["labels"][K.JOB_ROLE] == "master"
-    gated = by_name(plugin.build(job, Observed()))
+    gated = by_name(build(plugin, job, Observed()))
     assert ("Pod", "job-worker-0") not in gated and ("Pod", "job-ps-0") in gated
 
 
 def test_tensorflow_worker_0_is_the_master_without_a_chief() -> None:
-    objs = by_name(TensorFlowPlugin().build(typed(tf_raw(workers=2)), Observed()))
+    objs = by_name(build(TensorFlowPlugin(), typed(tf_raw(workers=2)), Observed()))
     assert objs[("Pod", "job-worker-0")]["metadata"]["labels"][K.JOB_ROLE] == "master"
     assert K.JOB_ROLE not in objs[("Pod", "job-worker-1")]["metadata"]["labels"]
 
@@ -145,7 +157,7 @@ def test_mpi_children_and_the_gated_launcher() -> None:
     job = typed(mpi_raw(workers=2, slots=4))
     # The first build has every child: the key pair's Secret, named from the job's uid
     # (the same name in every pass and after a crash), and the pods that mount it.
-    first = by_name(plugin.build(job, Observed()))
+    first = by_name(build(plugin, job, Observed()))
     name = ssh_secret_name("job-ssh-", JOB_UID)
     assert re.fullmatch(r"job-ssh-[bcdfghjklmnpqrstvwxz2456789]{5}", name)
     assert set(first) == {
@@ -156,12 +168,12 @@ def test_mpi_children_and_the_gated_launcher() -> None:
         ("Pod", "job-worker-1"),
         ("Job", "job-launcher"),
     }
-    assert list(by_name(plugin.build(job, Observed())))[2] == ("Secret", name)  # before pods
+    assert list(by_name(build(plugin, job, Observed())))[2] == ("Secret", name)  # before pods
     volumes = {v["name"]: v for v in first[("Pod", "job-worker-0")]["spec"]["volumes"]}
     assert volumes["ssh-auth"]["secret"]["secretName"] == name
     # A job whose status names its Secret (an operator that chose the suffix at random
     # started it) keeps that one.
-    objs = by_name(plugin.build(job, Observed(ssh_secret_name="job-ssh-x7k2p")))
+    objs = by_name(build(plugin, job, Observed(ssh_secret_name="job-ssh-x7k2p")))
     secret = objs[("Secret", "job-ssh-x7k2p")]
     assert ("Secret", name) not in objs
     assert secret["type"] == "kubernetes.io/ssh-auth" and secret["immutable"] is True
@@ -172,7 +184,7 @@ def test_mpi_children_and_the_gated_launcher() -> None:
         secrets={"job-ssh-x7k2p": {"metadata": {"name": "job-ssh-x7k2p"}}},
         ssh_secret_name="job-ssh-x7k2p",
     )
-    objs = by_name(plugin.build(job, recorded))
+    objs = by_name(build(plugin, job, recorded))
     # launcherCreationPolicy AtStartup (the default): the launcher Job comes with the
     # workers, its pod gated until they are Ready.
     assert set(objs) == {
@@ -206,7 +218,7 @@ def test_mpi_children_and_the_gated_launcher() -> None:
         secrets=recorded.secrets,
         ssh_secret_name="job-ssh-x7k2p",
     )
-    objs = by_name(plugin.build(job, ready))
+    objs = by_name(build(plugin, job, ready))
     assert not [k for k in objs if k[0] == "Secret"]  # made once
     launcher = objs[("Job", "job-launcher")]
     launcher_env = env(launcher)
@@ -231,14 +243,14 @@ def test_mpi_launcher_waits_for_workers_ready_when_asked() -> None:
     job = typed(mpi_raw(workers=2, launcherCreationPolicy="WaitForWorkersReady"))
     secrets = {"job-ssh-x7k2p": {"metadata": {"name": "job-ssh-x7k2p"}}}
     recorded = Observed(secrets=secrets, ssh_secret_name="job-ssh-x7k2p")
-    assert ("Job", "job-launcher") not in by_name(plugin.build(job, recorded))
+    assert ("Job", "job-launcher") not in by_name(build(plugin, job, recorded))
     ready = Observed(
         pods={n: pod(n) for n in ("job-worker-0", "job-worker-1")},
         services={"job": service("job", replica_index=False)},
         secrets=secrets,
         ssh_secret_name="job-ssh-x7k2p",
     )
-    launcher = by_name(plugin.build(job, ready))[("Job", "job-launcher")]
+    launcher = by_name(build(plugin, job, ready))[("Job", "job-launcher")]
     assert "schedulingGates" not in launcher["spec"]["template"]["spec"]
 
 
@@ -268,7 +280,7 @@ def test_mpi_launcher_job_takes_the_run_policys_ttl_and_backoff_limit_as_upstrea
     plugin = MPIPlugin(keygen=fixed_keys)
     job = typed(mpi_raw(workers=1, runPolicy=run_policy))
     secrets = {"job-ssh-x7k2p": {"metadata": {"name": "job-ssh-x7k2p"}}}
-    objs = by_name(plugin.build(job, Observed(secrets=secrets, ssh_secret_name="job-ssh-x7k2p")))
+    objs = by_name(build(plugin, job, Observed(secrets=secrets, ssh_secret_name="job-ssh-x7k2p")))
     spec = objs[("Job", "job-launcher")]["spec"]
     assert {k: v for k, v in spec.items() if k != "template"} == expected
 
@@ -277,7 +289,7 @@ def test_mpi_launcher_running_ranks_is_in_the_hostfile_by_its_host_name() -> Non
     plugin = MPIPlugin(keygen=fixed_keys)
     job = typed(mpi_raw(workers=1, slots=2, runLauncherAsWorker=True, mpiImplementation="Intel"))
     secrets = {"job-ssh-x7k2p": {"metadata": {"name": "job-ssh-x7k2p"}}}
-    objs = by_name(plugin.build(job, Observed(secrets=secrets, ssh_secret_name="job-ssh-x7k2p")))
+    objs = by_name(build(plugin, job, Observed(secrets=secrets, ssh_secret_name="job-ssh-x7k2p")))
     assert objs[("ConfigMap", "job-config")]["data"]["hostfile"] == (
         "job-launcher.job.ns.svc:2\njob-worker-0.job.ns.svc:2\n"
     )
@@ -340,7 +352,7 @@ def test_pytorch_children_are_unique_owned_and_consistent(
         pods={"job-master-0": pod("job-master-0")},
         services={"job-master-0": service("job-master-0")},
     )
-    objs = list(PyTorchPlugin().build(job, observed))
+    objs = list(build(PyTorchPlugin(), job, observed))
     keys = [(o["kind"], o["metadata"]["name"]) for o in objs]
     assert len(keys) == len(set(keys))
     pods = [o for o in objs if o["kind"] == "Pod"]

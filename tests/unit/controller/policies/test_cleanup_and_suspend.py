@@ -7,7 +7,7 @@ import pytest
 from kubetrain.api import keys as K
 from kubetrain.api.common import CleanPodPolicy, ReplicaStatus
 from kubetrain.controller.decisions import ChildRef
-from kubetrain.controller.plugins.base import Observed
+from kubetrain.controller.model import Observed
 from kubetrain.controller.policies import cleanup, suspend
 from tests.unit.controller.builders import batch_job, pod, service
 

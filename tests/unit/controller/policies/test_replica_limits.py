@@ -7,8 +7,8 @@ from typing import Any
 
 from kubetrain.api import keys as K
 from kubetrain.controller.decisions import Context
+from kubetrain.controller.model import Observed
 from kubetrain.controller.planner import plan
-from kubetrain.controller.plugins.base import Observed
 from kubetrain.controller.plugins.registry import build_registry
 from tests.unit.controller.builders import NOW, pod, pytorch_raw, stamp
 

@@ -12,7 +12,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from kubetrain.api.common import RestartPolicy as P
-from kubetrain.controller.plugins.base import Observed, Replica
+from kubetrain.controller.model import Observed, Replica
 from kubetrain.controller.plugins.registry import build_registry
 from kubetrain.controller.podstate import Termination
 from kubetrain.controller.policies import restart

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from kubetrain.controller.plugins.base import Observed, StartupRule
+from kubetrain.controller.model import Observed, StartupRule
 from kubetrain.controller.policies import startup
 from tests.unit.controller.builders import NOW, pod, service, stamp
 

@@ -10,7 +10,7 @@ import pytest
 
 from kubetrain.api.common import ConditionType
 from kubetrain.api.loader import Job
-from kubetrain.controller.plugins.base import Observed
+from kubetrain.controller.model import Observed
 from kubetrain.controller.policies import success
 from kubetrain.frameworks import framework_for
 from kubetrain.local.plan import job_succeeded
