@@ -171,6 +171,15 @@ def check_package(package: Path = PACKAGE) -> list[Violation]:
     return found
 
 
+def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """Every module of the package and the ``kubetrain`` modules it imports."""
+    graph: dict[str, set[str]] = {}
+    for path in sorted(package.rglob("*.py")):
+        module = module_name(path)
+        graph[module] = {imported for _, imported in imports_of(path.read_text("utf-8"), module)}
+    return graph
+
+
 def main() -> int:
     violations = check_package()
     for violation in violations:

@@ -1,7 +1,7 @@
 """The package's architecture, enforced: the import contract (``tests/layers.py``, also run
 by ``make lint``), one home for the wire vocabulary (no kind, group, label or annotation
 literal re-typed outside ``kubetrain/api/kinds.py`` and ``kubetrain/api/keys.py``), and
-modules small enough to read."""
+modules small enough to read, and the generator's packages free of import cycles."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.layers import PACKAGE, Violation, check_package, check_source
+from tests.layers import PACKAGE, Violation, check_package, check_source, import_graph
 
 GROUND_FLOOR = {PACKAGE / "api" / "kinds.py", PACKAGE / "api" / "keys.py"}
 #: The wire vocabulary: groups and label/annotation key prefixes of Kubeflow, kubetrain,
@@ -124,3 +124,38 @@ def test_modules_stay_small() -> None:
         if (count := len(path.read_text(encoding="utf-8").splitlines())) > MAX_MODULE_LINES
     }
     assert large == {}, f"modules over {MAX_MODULE_LINES} lines: {large}"
+
+
+def _cycle_through(graph: dict[str, set[str]], start: str) -> list[str] | None:
+    """An import path from ``start`` back to itself, if there is one."""
+    paths = [[start]]
+    seen: set[str] = set()
+    while paths:
+        path = paths.pop()
+        for imported in sorted(graph.get(path[-1], ())):
+            if imported == start:
+                return [*path, start]
+            if imported not in seen:
+                seen.add(imported)
+                paths.append([*path, imported])
+    return None
+
+
+@pytest.mark.parametrize("part", ["kubetrain.constructs", "kubetrain.gitops"])
+def test_the_generator_has_no_import_cycle(part: str) -> None:
+    """A module that needs the one importing it takes what it needs as values instead
+    (the NCCL fabric modules return fields that ``profile.py`` builds the profile from; the
+    operator's access constructs take their inputs as props, not the operator)."""
+    graph = import_graph()
+    cycles = [
+        " -> ".join(cycle)
+        for module in sorted(graph)
+        if module.startswith(part) and (cycle := _cycle_through(graph, module))
+    ]
+    assert cycles == []
+
+
+def test_finds_an_import_cycle() -> None:
+    graph = {"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}
+    assert _cycle_through(graph, "a") == ["a", "b", "c", "a"]
+    assert _cycle_through(graph, "d") is None
