@@ -13,6 +13,10 @@ from cdk8s import App, Chart
 from kubetrain.constructs.crds import KubeflowCrds, KubeflowCrdsProps
 from kubetrain.constructs.job_common import Placement
 from kubetrain.constructs.mpi_job import MPIJob, MPIJobProps
+from kubetrain.constructs.namespace_exclusion import (
+    NamespaceExclusionPolicy,
+    NamespaceExclusionPolicyProps,
+)
 from kubetrain.constructs.nccl import NcclDebug, NcclProfile
 from kubetrain.constructs.network_policy import (
     Egress,
@@ -23,8 +27,13 @@ from kubetrain.constructs.network_policy import (
 from kubetrain.constructs.node_pool import GpuNodePool, GpuNodePoolProps, Taint
 from kubetrain.constructs.node_tuning import NodeTuner, NodeTunerProps
 from kubetrain.constructs.operator import TrainingOperator, TrainingOperatorProps
+from kubetrain.constructs.operator_rbac import OperatorRbac, OperatorRbacProps
 from kubetrain.constructs.preflight import NcclPreflight, NcclPreflightProps
 from kubetrain.constructs.pytorch_job import PyTorchJob, PyTorchJobProps
+from kubetrain.constructs.runtime_protection import (
+    RuntimeProtectionPolicy,
+    RuntimeProtectionPolicyProps,
+)
 from kubetrain.constructs.runtime_queue import RuntimeQueuePolicy, RuntimeQueuePolicyProps
 from kubetrain.constructs.runtimes import (
     JaxRuntime,
@@ -54,12 +63,16 @@ __all__ = [
     "MPIJobProps",
     "MpiRuntime",
     "MpiRuntimeProps",
+    "NamespaceExclusionPolicy",
+    "NamespaceExclusionPolicyProps",
     "NcclDebug",
     "NcclPreflight",
     "NcclPreflightProps",
     "NcclProfile",
     "NodeTuner",
     "NodeTunerProps",
+    "OperatorRbac",
+    "OperatorRbacProps",
     "Placement",
     "PyTorchJob",
     "PyTorchJobProps",
@@ -67,6 +80,8 @@ __all__ = [
     "Resources",
     "RuntimeFramework",
     "RuntimeProps",
+    "RuntimeProtectionPolicy",
+    "RuntimeProtectionPolicyProps",
     "RuntimeQueuePolicy",
     "RuntimeQueuePolicyProps",
     "TFJob",

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import Any
 
@@ -67,6 +67,15 @@ class HeldApiObject(cdk8s.ApiObject):
         if self._patches:
             whole = dict(cdk8s.JsonPatch.apply(whole, *self._patches))
         return whole
+
+
+def metadata(name: str, labels: Mapping[str, str], namespace: str | None) -> dict[str, Any]:
+    """An object's ``metadata``: its name, a copy of ``labels`` and its namespace (None for
+    a cluster-scoped object)."""
+    meta: dict[str, Any] = {"name": name, "labels": dict(labels)}
+    if namespace is not None:
+        meta["namespace"] = namespace
+    return meta
 
 
 def api_object(scope: constructs.Construct, id: str, obj: dict[str, Any]) -> cdk8s.ApiObject:

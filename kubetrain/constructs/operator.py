@@ -19,9 +19,16 @@ import constructs
 
 from kubetrain.api import keys as K
 from kubetrain.api.kinds import TRAINJOB
-from kubetrain.constructs.objects import api_object
-from kubetrain.constructs.operator_access import add_exclusion_policy, add_rbac
-from kubetrain.constructs.runtime_protection import add_runtime_protection
+from kubetrain.constructs.namespace_exclusion import (
+    NamespaceExclusionPolicy,
+    NamespaceExclusionPolicyProps,
+)
+from kubetrain.constructs.objects import api_object, metadata
+from kubetrain.constructs.operator_rbac import OperatorRbac, OperatorRbacProps
+from kubetrain.constructs.runtime_protection import (
+    RuntimeProtectionPolicy,
+    RuntimeProtectionPolicyProps,
+)
 from kubetrain.constructs.types import (
     Image,
     Quantity,
@@ -144,12 +151,11 @@ class TrainingOperatorProps:
 class TrainingOperator(constructs.Construct):
     """The kubetrain operator and everything it needs to run with least privilege.
 
-    Child ids: ``Namespace``, ``ServiceAccount``, ``ClusterRole``/``ClusterRoleBinding``
-    (or ``Role-<ns>``/``RoleBinding-<ns>`` per watched namespace), ``LeaderElectionRole``
-    and ``LeaderElectionRoleBinding`` (with leader election), ``ExclusionPolicy`` and
-    ``ExclusionPolicyBinding`` (cluster-wide, with excluded namespaces),
-    ``RuntimeProtection`` and ``RuntimeProtectionBinding`` (serving TrainJobs), ``Resource`` (the
-    Deployment), ``MetricsService``, ``DisruptionBudget``, ``NetworkPolicy`` (ingress) and
+    Child ids: ``Namespace``, ``ServiceAccount``, ``Rbac`` (an :class:`OperatorRbac`),
+    ``ExclusionPolicy`` (a :class:`NamespaceExclusionPolicy`, cluster-wide with excluded
+    namespaces), ``RuntimeProtection`` (a :class:`RuntimeProtectionPolicy`, serving
+    TrainJobs), ``Resource`` (the Deployment), ``MetricsService``, ``ProgressService``
+    (with the progress server), ``DisruptionBudget``, ``NetworkPolicy`` (ingress) and
     ``EgressPolicy``.
     """
 
@@ -165,11 +171,23 @@ class TrainingOperator(constructs.Construct):
         if props.create_namespace:
             api_object(self, "Namespace", self._namespace())
         api_object(self, "ServiceAccount", self.manifest("v1", "ServiceAccount", {}))
-        add_rbac(self)
+        # The ServiceAccount (and Deployment) every access construct is about.
+        name, namespace, labels = props.name, props.namespace, self.labels
+        rbac = OperatorRbacProps(name=name, namespace=namespace, config=self.config, labels=labels)
+        OperatorRbac(self, "Rbac", rbac)
         if self.config.cluster_wide and self.config.exclude_namespaces:
-            add_exclusion_policy(self)
+            exclusion = NamespaceExclusionPolicyProps(
+                name=name,
+                namespace=namespace,
+                excluded_namespaces=self.config.exclude_namespaces,
+                lease_name=self.config.leader_election_id,
+                secret_name=self.config.progress_secret,
+                labels=labels,
+            )
+            NamespaceExclusionPolicy(self, "ExclusionPolicy", exclusion)
         if TRAINJOB.kind in self.config.kinds:
-            add_runtime_protection(self)
+            protection = RuntimeProtectionPolicyProps(name=name, namespace=namespace, labels=labels)
+            RuntimeProtectionPolicy(self, "RuntimeProtection", protection)
         api_object(self, "Resource", self._deployment())
         api_object(self, "MetricsService", self._service())
         if serves_progress(self.config):
@@ -178,19 +196,11 @@ class TrainingOperator(constructs.Construct):
         api_object(self, "NetworkPolicy", self._network_policy())
         api_object(self, "EgressPolicy", self._egress_policy())
 
-    @property
-    def service_account_user(self) -> str:
-        """The user name the API server gives the operator's ServiceAccount token."""
-        return f"system:serviceaccount:{self.props.namespace}:{self.props.name}"
-
     # --- objects -------------------------------------------------------------------
 
     def meta(self, name: str | None = None, namespace: str | None = "") -> dict[str, Any]:
-        meta: dict[str, Any] = {"name": name or self.props.name, "labels": dict(self.labels)}
         ns = self.props.namespace if namespace == "" else namespace
-        if ns is not None:
-            meta["namespace"] = ns
-        return meta
+        return metadata(name or self.props.name, self.labels, ns)
 
     def manifest(
         self, api_version: str, kind: str, body: dict[str, Any], **meta: Any
@@ -202,11 +212,6 @@ class TrainingOperator(constructs.Construct):
         for mode in ("enforce", "audit", "warn"):
             obj["metadata"]["labels"][f"pod-security.kubernetes.io/{mode}"] = "restricted"
         return obj
-
-    def subject(self) -> list[dict[str, str]]:
-        return [
-            {"kind": "ServiceAccount", "name": self.props.name, "namespace": self.props.namespace}
-        ]
 
     def _container(self) -> dict[str, Any]:
         config = self.config

@@ -25,9 +25,14 @@ from cluster.tools import find_tools
 from kubetrain.api import keys as K
 from kubetrain.constructs.monitoring import MonitoringProps
 from kubetrain.controller.config import JOB_KINDS
-from kubetrain.gitops.helm import CHART_NAME, strip_helm_labels, write_chart
-from kubetrain.gitops.helm_template import object_key
-from kubetrain.gitops.helm_values import default_values, operator_props
+from kubetrain.gitops.helm import (
+    CHART_NAME,
+    default_values,
+    operator_props,
+    strip_helm_labels,
+    write_chart,
+)
+from kubetrain.gitops.helm.template import object_key
 from kubetrain.gitops.render import render_charts
 from kubetrain.gitops.stack import Stack, load_stacks
 from tests.integration.kube import wait_for

@@ -1,7 +1,8 @@
-"""NCCL fabric profiles: what a GPU pod needs to talk NCCL over one kind of fabric. The
-profile type is :class:`NcclProfile` (``profile.py``); each fabric has its own module
-(``tcp``, ``infiniband`` (with ``roce``), ``efa``, ``gcp``) holding its factory and its
-defaults; ``common`` holds what they share."""
+"""NCCL fabric profiles: what a GPU pod needs to talk NCCL over one kind of fabric. Each
+fabric has its own module (``tcp``, ``infiniband`` (with ``roce``), ``efa``, ``gcp``) that
+states its options and defaults and derives the profile's fields from them; ``profile.py``
+builds :class:`NcclProfile` from those fields (one factory per fabric) and applies it to
+pods; ``common`` holds what they share. Imports go one way: common <- fabrics <- profile."""
 
 from kubetrain.constructs.nccl.common import (
     DEBUGGING_KNOBS,

@@ -2,14 +2,15 @@
 profile may set, resource and label names, the ``/dev/shm`` default (stated once, here),
 property checks that raise ``ValueError`` naming the prop and the value, and the small
 helpers that add a variable, a mount or a capability to a container without overwriting
-what the template already says."""
+what the template already says, and :class:`ProfileFields`, what every fabric module
+returns."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
-from typing import Any
+from typing import Any, Required, TypedDict
 
 from kubetrain.api import keys as K
 from kubetrain.api import quantity as kubernetes_quantity
@@ -88,6 +89,28 @@ class NcclDebug(StrEnum):
     INFO = "INFO"
     """Bring-up: also which network, devices and GPUDirect paths NCCL picked
     (with ``NCCL_DEBUG_SUBSYS=INIT,NET``)."""
+
+
+class ProfileFields(TypedDict, total=False):
+    """What a fabric module derives from its options: the fields of an
+    :class:`~kubetrain.constructs.nccl.profile.NcclProfile` (documented there), which
+    ``profile.py`` builds the profile from. A field left out takes the profile's default."""
+
+    name: Required[str]
+    settings: Required[Mapping[str, str]]
+    overrides: Mapping[str, str]
+    shm_size: Quantity
+    capabilities: tuple[str, ...]
+    resources: Mapping[str, int | str]
+    host_network: bool
+    node_selector: Mapping[str, str]
+    tolerations: tuple[Mapping[str, Any], ...]
+    annotations: Mapping[str, str]
+    volumes: tuple[Mapping[str, Any], ...]
+    volume_mounts: tuple[Mapping[str, Any], ...]
+    sidecars: tuple[Mapping[str, Any], ...]
+    required_gpus: int | None
+    expected_network: str | None
 
 
 def quantity_bytes(prop: str, quantity: Quantity) -> int:

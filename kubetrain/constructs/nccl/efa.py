@@ -1,10 +1,10 @@
-"""The ``efa`` profile: AWS Elastic Fabric Adapter (libfabric, aws-ofi-nccl)."""
+"""The ``efa`` profile's fields: AWS Elastic Fabric Adapter (libfabric, aws-ofi-nccl).
+``profile.py`` builds ``NcclProfile.efa`` from them."""
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from kubetrain.constructs.nccl.common import (
     DEFAULT_SHM,
@@ -13,6 +13,7 @@ from kubetrain.constructs.nccl.common import (
     HUGEPAGES_RESOURCE,
     IFNAME,
     NcclDebug,
+    ProfileFields,
     check_debug,
     check_names,
     check_range,
@@ -21,9 +22,6 @@ from kubetrain.constructs.nccl.common import (
     quantity_bytes,
 )
 from kubetrain.constructs.types import Quantity
-
-if TYPE_CHECKING:
-    from kubetrain.constructs.nccl.profile import NcclProfile
 
 
 def efa(
@@ -37,7 +35,7 @@ def efa(
     debug: NcclDebug = NcclDebug.WARN,
     shm_size: Quantity | None = None,
     overrides: Mapping[str, str] | None = None,
-) -> NcclProfile:
+) -> ProfileFields:
     """AWS Elastic Fabric Adapter through the aws-ofi-nccl plugin.
 
     - ``instance_type``: node selector ``node.kubernetes.io/instance-type``.
@@ -80,9 +78,7 @@ def efa(
     if legacy_ofi_plugin:
         settings["FI_PROVIDER"] = "efa"
         settings["FI_EFA_USE_DEVICE_RDMA"] = "1"
-    from kubetrain.constructs.nccl.profile import NcclProfile
-
-    return NcclProfile(
+    return ProfileFields(
         name="efa",
         settings=settings,
         overrides=dict(overrides or {}),

@@ -1,13 +1,14 @@
-"""The GKE A3 profiles: ``gcp_tcpx`` (A3 High, GPUDirect-TCPX) and ``gcp_tcpxo`` (A3 Mega,
-GPUDirect-TCPXO), with the settings Google's guides give: the NCCL network plugin from
-the host, the receive-datapath daemon as a native sidecar, host network or GKE
-multi-networking."""
+"""The GKE A3 profiles' fields: ``gcp_tcpx`` (A3 High, GPUDirect-TCPX) and ``gcp_tcpxo``
+(A3 Mega, GPUDirect-TCPXO), with the settings Google's guides give: the NCCL network
+plugin from the host, the receive-datapath daemon as a native sidecar, host network or
+GKE multi-networking. ``profile.py`` builds ``NcclProfile.gcp_tcpx`` and
+``NcclProfile.gcp_tcpxo`` from them."""
 
 from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from kubetrain.constructs.nccl.common import (
     A3_GPUS,
@@ -21,14 +22,12 @@ from kubetrain.constructs.nccl.common import (
     TCPXO_APERTURE_DIR,
     TCPXO_DAEMON_IMAGE,
     NcclDebug,
+    ProfileFields,
     check_debug,
     check_names,
     debug_env,
 )
 from kubetrain.constructs.types import Image, Quantity
-
-if TYPE_CHECKING:
-    from kubetrain.constructs.nccl.profile import NcclProfile
 
 
 def gcp_tcpx(
@@ -39,7 +38,7 @@ def gcp_tcpx(
     debug: NcclDebug = NcclDebug.WARN,
     shm_size: Quantity | None = None,
     overrides: Mapping[str, str] | None = None,
-) -> NcclProfile:
+) -> ProfileFields:
     """GKE GPUDirect-TCPX on A3 High (8 H100, 4 GPU NICs eth1-eth4).
 
     Sets the plugin's ``NCCL_GPUDIRECTTCPX_*`` variables and the NCCL settings
@@ -114,9 +113,7 @@ def gcp_tcpx(
         {"name": "tcpx-socket", "emptyDir": {}},
     ]
     daemon_access(daemon, volumes, host_network, ("NET_ADMIN",))
-    from kubetrain.constructs.nccl.profile import NcclProfile
-
-    return NcclProfile(
+    return ProfileFields(
         name="gcp-tcpx",
         settings=settings,
         overrides=dict(overrides or {}),
@@ -143,7 +140,7 @@ def gcp_tcpxo(
     debug: NcclDebug = NcclDebug.WARN,
     shm_size: Quantity | None = None,
     overrides: Mapping[str, str] | None = None,
-) -> NcclProfile:
+) -> ProfileFields:
     """GKE GPUDirect-TCPXO (FasTrak) on A3 Mega (8 H100, 8 GPU NICs eth1-eth8).
 
     Sets the plugin's ``NCCL_FASTRAK_*`` variables and the "simple" profile of
@@ -211,9 +208,7 @@ def gcp_tcpxo(
         {"name": "aperture-devices", "hostPath": {"path": TCPXO_APERTURE_DIR}},
     ]
     daemon_access(daemon, volumes, host_network, ("NET_ADMIN", "NET_BIND_SERVICE"))
-    from kubetrain.constructs.nccl.profile import NcclProfile
-
-    return NcclProfile(
+    return ProfileFields(
         name="gcp-tcpxo",
         settings=settings,
         overrides=dict(overrides or {}),

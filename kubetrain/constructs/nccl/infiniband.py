@@ -1,11 +1,11 @@
-"""The ``infiniband`` and ``roce`` profiles: NCCL over RDMA verbs (RoCE is InfiniBand verbs
-over Ethernet: the same pod settings, a few more variables)."""
+"""The ``infiniband`` and ``roce`` profiles' fields: NCCL over RDMA verbs (RoCE is
+InfiniBand verbs over Ethernet: the same pod settings, a few more variables).
+``profile.py`` builds ``NcclProfile.infiniband`` and ``NcclProfile.roce`` from them."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, TypedDict
+from typing import TypedDict
 
 from typing_extensions import Unpack
 
@@ -14,6 +14,7 @@ from kubetrain.constructs.nccl.common import (
     HCA,
     IFNAME,
     NcclDebug,
+    ProfileFields,
     check_debug,
     check_names,
     check_range,
@@ -22,9 +23,6 @@ from kubetrain.constructs.nccl.common import (
     ifname_list,
 )
 from kubetrain.constructs.types import Quantity
-
-if TYPE_CHECKING:
-    from kubetrain.constructs.nccl.profile import NcclProfile
 
 
 def infiniband(
@@ -42,7 +40,7 @@ def infiniband(
     debug: NcclDebug = NcclDebug.WARN,
     shm_size: Quantity | None = None,
     overrides: Mapping[str, str] | None = None,
-) -> NcclProfile:
+) -> ProfileFields:
     """InfiniBand (CoreWeave, Azure ND, bare metal): RDMA device resource, IPC_LOCK.
 
     - ``socket_ifnames``: interfaces for NCCL's bootstrap and socket fallback
@@ -75,9 +73,7 @@ def infiniband(
         debug=debug,
     )
     check_rdma(rdma_resource)
-    from kubetrain.constructs.nccl.profile import NcclProfile
-
-    return NcclProfile(
+    return ProfileFields(
         name="infiniband",
         settings=settings,
         overrides=dict(overrides or {}),
@@ -116,7 +112,7 @@ def roce(
     ib_timeout: int | None = None,
     cross_nic: bool | None = None,
     **infiniband_options: Unpack[InfinibandOptions],
-) -> NcclProfile:
+) -> ProfileFields:
     """RoCE (OCI, GKE RDMA, Ethernet bare metal): as :meth:`infiniband`, plus:
 
     - ``gid_index``: ``NCCL_IB_GID_INDEX`` (0-255; OCI and GKE use 3). Default:
@@ -132,8 +128,8 @@ def roce(
     check_range("traffic_class", traffic_class, 0, 255)
     check_range("service_level", service_level, 0, 15)
     check_range("ib_timeout", ib_timeout, 1, 31)
-    base = infiniband(**infiniband_options)
-    settings = dict(base.settings)
+    fields = infiniband(**infiniband_options)
+    settings = dict(fields["settings"])
     if gid_index is not None:
         settings["NCCL_IB_GID_INDEX"] = str(gid_index)
     if traffic_class is not None:
@@ -145,7 +141,9 @@ def roce(
     if cross_nic is not None:
         settings["NCCL_CROSS_NIC"] = "1" if cross_nic else "0"
     # RoCE is InfiniBand verbs over Ethernet: the same pod settings, more variables.
-    return dataclasses.replace(base, name="roce", settings=settings)
+    fields["name"] = "roce"
+    fields["settings"] = settings
+    return fields
 
 
 def rdma_settings(

@@ -16,10 +16,12 @@ behavior, crashes, or hangs").
 from __future__ import annotations
 
 import copy
+import functools
+import inspect
 import re
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, ParamSpec
 
 from kubetrain.constructs.nccl import efa as _efa
 from kubetrain.constructs.nccl import gcp as _gcp
@@ -38,6 +40,7 @@ from kubetrain.constructs.nccl.common import (
     RESOURCE_NAME,
     SHM_PATH,
     SHM_VOLUME,
+    ProfileFields,
     add_capabilities,
     add_env,
     add_mount,
@@ -46,6 +49,23 @@ from kubetrain.constructs.nccl.common import (
     check_shm,
 )
 from kubetrain.constructs.types import Quantity
+
+_Options = ParamSpec("_Options")
+
+
+def _factory(fabric: Callable[_Options, ProfileFields]) -> Callable[_Options, NcclProfile]:
+    """The ``NcclProfile`` factory of a fabric module's function: the same options (and
+    documentation), the profile built from the fields the function derives."""
+
+    @functools.wraps(fabric)
+    def build(*args: _Options.args, **kwargs: _Options.kwargs) -> NcclProfile:
+        return NcclProfile(**fabric(*args, **kwargs))
+
+    # What help() and inspect show: the fabric's options, returning the profile.
+    build.__signature__ = inspect.signature(fabric).replace(  # type: ignore[attr-defined]
+        return_annotation="NcclProfile"
+    )
+    return build
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -136,14 +156,14 @@ class NcclProfile:
         """Whether GPUDirect RDMA on this fabric goes through ``nvidia-peermem``."""
         return self.name in ("infiniband", "roce")
 
-    # --- factories: one module per fabric, each default stated there -----------------
+    # --- factories: one module per fabric derives the fields, each default stated there
 
-    tcp = staticmethod(_tcp.tcp)
-    infiniband = staticmethod(_infiniband.infiniband)
-    roce = staticmethod(_infiniband.roce)
-    efa = staticmethod(_efa.efa)
-    gcp_tcpx = staticmethod(_gcp.gcp_tcpx)
-    gcp_tcpxo = staticmethod(_gcp.gcp_tcpxo)
+    tcp = staticmethod(_factory(_tcp.tcp))
+    infiniband = staticmethod(_factory(_infiniband.infiniband))
+    roce = staticmethod(_factory(_infiniband.roce))
+    efa = staticmethod(_factory(_efa.efa))
+    gcp_tcpx = staticmethod(_factory(_gcp.gcp_tcpx))
+    gcp_tcpxo = staticmethod(_factory(_gcp.gcp_tcpxo))
 
     # --- applying ------------------------------------------------------------------
 

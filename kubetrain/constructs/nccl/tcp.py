@@ -1,14 +1,15 @@
-"""The ``tcp`` profile: NCCL over plain TCP sockets, no RDMA."""
+"""The ``tcp`` profile's fields: NCCL over plain TCP sockets, no RDMA. ``profile.py``
+builds ``NcclProfile.tcp`` from them."""
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
 from kubetrain.constructs.nccl.common import (
     DEFAULT_SHM,
     IFNAME,
     NcclDebug,
+    ProfileFields,
     check_debug,
     check_names,
     check_range,
@@ -16,9 +17,6 @@ from kubetrain.constructs.nccl.common import (
     ifname_list,
 )
 from kubetrain.constructs.types import Quantity
-
-if TYPE_CHECKING:
-    from kubetrain.constructs.nccl.profile import NcclProfile
 
 
 def tcp(
@@ -31,7 +29,7 @@ def tcp(
     debug: NcclDebug = NcclDebug.WARN,
     shm_size: Quantity | None = None,
     overrides: Mapping[str, str] | None = None,
-) -> NcclProfile:
+) -> ProfileFields:
     """Plain TCP sockets (no RDMA): ``NCCL_IB_DISABLE=1``.
 
     - ``socket_ifnames``: interfaces NCCL may use, as an include list
@@ -65,9 +63,7 @@ def tcp(
         settings["NCCL_NSOCKS_PERTHREAD"] = str(nsocks_per_thread)
     if socket_nthreads is not None:
         settings["NCCL_SOCKET_NTHREADS"] = str(socket_nthreads)
-    from kubetrain.constructs.nccl.profile import NcclProfile
-
-    return NcclProfile(
+    return ProfileFields(
         name="tcp",
         settings=settings,
         overrides=dict(overrides or {}),

@@ -5,6 +5,8 @@ validity of every patched pod, and errors that name the prop and the value."""
 from __future__ import annotations
 
 import copy
+import dataclasses
+import inspect
 import json
 from collections.abc import Callable
 from typing import Any, cast
@@ -20,6 +22,8 @@ from kubetrain.constructs.nccl import (
     NcclProfile,
     quantity_bytes,
 )
+from kubetrain.constructs.nccl import infiniband as infiniband_fabric
+from kubetrain.constructs.nccl.common import ProfileFields
 from kubetrain.constructs.types import Image, Quantity
 from kubetrain.manifest import dump_all
 from tests.k8s_schema import assert_valid
@@ -273,6 +277,32 @@ def test_infiniband_apply_sets_env_shm_ipc_lock_and_rdma_resource() -> None:
     assert "resources" not in logger
     assert out["metadata"]["annotations"] == {"sidecar.istio.io/inject": "false"}
     assert "hostNetwork" not in spec
+
+
+def test_fabric_fields_are_the_profiles_fields() -> None:
+    assert set(ProfileFields.__annotations__) == {f.name for f in dataclasses.fields(NcclProfile)}
+
+
+@pytest.mark.parametrize("name", FACTORIES)
+def test_each_factory_builds_a_profile_with_its_fabrics_options(name: str) -> None:
+    factory = FACTORIES[name]
+    assert factory().name == name
+    signature = inspect.signature(factory)
+    assert signature.return_annotation == "NcclProfile"
+    assert all(
+        p.kind is p.KEYWORD_ONLY or p.kind is p.VAR_KEYWORD for p in signature.parameters.values()
+    )
+    assert factory.__doc__
+
+
+def test_roce_is_infinibands_fields_with_more_variables() -> None:
+    fields = infiniband_fabric.roce(gid_index=3, hcas=("mlx5_0",), exact_hcas=True)
+    base = infiniband_fabric.infiniband(hcas=("mlx5_0",), exact_hcas=True)
+    assert fields["name"] == "roce"
+    assert fields["settings"] == {**base["settings"], "NCCL_IB_GID_INDEX": "3"}
+    assert {k: v for k, v in fields.items() if k not in ("name", "settings")} == {
+        k: v for k, v in base.items() if k not in ("name", "settings")
+    }
 
 
 def test_apply_does_not_change_its_input_and_is_idempotent() -> None:

@@ -15,11 +15,17 @@ import pytest
 import yaml
 
 from kubetrain import __version__
-from kubetrain.gitops.helm import CHART_NAME, chart_files, values_table
-from kubetrain.gitops.helm_values import default_values, operator_props, values_schema
+from kubetrain.gitops.helm import (
+    CHART_NAME,
+    chart_files,
+    default_values,
+    operator_props,
+    values_schema,
+    values_table,
+)
 from kubetrain.gitops.stack import Stack, load_stacks
 
-ROOT = Path(__file__).resolve().parents[3]
+ROOT = Path(__file__).resolve().parents[4]
 
 
 @pytest.fixture(scope="module")

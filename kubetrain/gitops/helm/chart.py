@@ -1,5 +1,5 @@
-"""Exporting a stack as a Helm chart (``charts/kubetrain/``), from the constructs that
-``kubetrain synth`` renders.
+"""The chart: a stack's files as a Helm chart (``charts/kubetrain/``), from the constructs
+that ``kubetrain synth`` renders, written, checked for staleness and documented.
 
 Layout::
 
@@ -7,7 +7,7 @@ Layout::
     values.yaml          the stack's operator settings as values, each with its description
     values.schema.json   generated from the typed OperatorConfig / TrainingOperatorProps
     crds/*.yaml          the CRDs, byte for byte as in dist/ (Helm never templates crds/)
-    templates/operator.yaml    the operator chart, templated (:mod:`.helm_template`)
+    templates/operator.yaml    the operator chart, templated (:mod:`.template`)
     templates/gpu-nodes.yaml, runtimes.yaml, samples.yaml   as synthesized (samples behind
                                ``samples.enabled``)
     templates/monitoring.yaml  the ServiceMonitor, PrometheusRule and dashboard ConfigMap,
@@ -31,10 +31,10 @@ import yaml
 
 from kubetrain import __version__
 from kubetrain.constructs.monitoring import MonitoringProps
-from kubetrain.gitops.helm_emit import documents
-from kubetrain.gitops.helm_nodes import Expr, Range, Switch
-from kubetrain.gitops.helm_template import compile_templates, keyed, with_values
-from kubetrain.gitops.helm_values import (
+from kubetrain.gitops.helm.emit import documents
+from kubetrain.gitops.helm.nodes import Expr, Range, Switch
+from kubetrain.gitops.helm.template import compile_templates, keyed, with_values
+from kubetrain.gitops.helm.values import (
     check_probes_distinct,
     default_values,
     dimensions,

@@ -26,8 +26,8 @@ from kubetrain.constructs.types import (
     Resources,
 )
 from kubetrain.controller.config import JOB_KINDS, OperatorConfig
-from kubetrain.gitops.helm_probes import EachProbe, Probe, ScalarProbe, WholeProbe
-from kubetrain.gitops.helm_template import Axis, Option
+from kubetrain.gitops.helm.probes import EachProbe, Probe, ScalarProbe, WholeProbe
+from kubetrain.gitops.helm.template import Axis, Option
 
 #: OperatorConfig fields exposed as top-level values (camelCase), in values.yaml order.
 CONFIG_VALUES = (

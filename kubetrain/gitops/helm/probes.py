@@ -1,5 +1,5 @@
 """Probes: values rendered as distinctive texts, found again in the output and replaced
-by the template expressions that read them (see :mod:`kubetrain.gitops.helm_template`)."""
+by the template expressions that read them (see :mod:`kubetrain.gitops.helm.template`)."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kubetrain.gitops.helm_nodes import Block, Expr, Range
+from kubetrain.gitops.helm.nodes import Block, Expr, Range
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""Writing templated objects (:mod:`kubetrain.gitops.helm_template`) as Helm template
+"""Writing templated objects (:mod:`kubetrain.gitops.helm.template`) as Helm template
 text: block YAML with ``{{- if }}``/``{{- range }}`` lines where the renders differ.
 
 Every control line starts with ``{{-``, which trims the line break before it, so a
@@ -12,7 +12,7 @@ import json
 import re
 from typing import Any
 
-from kubetrain.gitops.helm_nodes import MISSING, Block, Expr, Range, Switch
+from kubetrain.gitops.helm.nodes import MISSING, Block, Expr, Range, Switch
 
 _FIRST = ("apiVersion", "kind", "metadata")
 _PLAIN = re.compile(r"^[A-Za-z_/][A-Za-z0-9_./-]*$")

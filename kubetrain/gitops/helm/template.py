@@ -16,7 +16,7 @@ rendering the same constructs ``kubetrain synth`` renders, several times:
   renders are merged field by field: where they differ, the template switches on the
   fewest axes that explain the difference. Lists of different lengths are lined up item
   by item (:func:`_slots`), and a node present under some combinations only is written
-  once behind the condition that says where (:mod:`kubetrain.gitops.helm_conditions`).
+  once behind the condition that says where (:mod:`kubetrain.gitops.helm.conditions`).
 
 Groups of axes are rendered independently (the other groups at their first option), so
 the number of renders is the sum of the groups' products rather than their product; two
@@ -31,9 +31,9 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from kubetrain.gitops.helm_conditions import Assignment, presence_condition
-from kubetrain.gitops.helm_nodes import MISSING, Range, Switch
-from kubetrain.gitops.helm_probes import Probe, leftover_probe, templatize
+from kubetrain.gitops.helm.conditions import Assignment, presence_condition
+from kubetrain.gitops.helm.nodes import MISSING, Range, Switch
+from kubetrain.gitops.helm.probes import Probe, leftover_probe, templatize
 
 
 @dataclass(frozen=True)

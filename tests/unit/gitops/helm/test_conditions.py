@@ -10,7 +10,7 @@ import re
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kubetrain.gitops.helm_conditions import Assignment, presence_condition
+from kubetrain.gitops.helm.conditions import Assignment, presence_condition
 
 # Axes as the chart has them: booleans, a boolean whose first option is its negation, and
 # a three-way choice with a final "else".
