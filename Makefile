@@ -142,8 +142,9 @@ test-schemas: venv openapi kueue-crds monitoring-crds
 # `make test` sets up in two lanes at once: the Go tools (compiling, on every core) beside
 # everything else (the venvs, the downloads, Debian packages, the Horovod wheel and the
 # images: mostly waiting on the network and the disk). Each lane runs its steps in order,
-# so two apt-get or two pip runs never overlap; the Go lane's lines start with [go].
-TEST_SETUP_REST = venv openapi $(filter-out cluster-tools,$(TEST_PREREQS))
+# so two apt-get or two pip runs never overlap; the Go lane's lines start with [go]. The
+# linters run last in the second lane, while the Go tools still build.
+TEST_SETUP_REST = venv openapi $(filter-out cluster-tools,$(TEST_PREREQS)) lint
 
 test-setup:
 	@$(MAKE) --no-print-directory -j2 _test-setup-go _test-setup-rest
@@ -154,7 +155,7 @@ _test-setup-go:
 _test-setup-rest:
 	@$(MAKE) --no-print-directory KUBETRAIN_SETUP_FOR_TEST=1 $(TEST_SETUP_REST)
 
-test: test-setup lint
+test: test-setup
 	$(BIN)/pytest
 
 clean:
