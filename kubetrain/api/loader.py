@@ -27,7 +27,7 @@ from pydantic import ValidationError as PydanticError
 from kubetrain.api.base import KubeModel
 from kubetrain.api.common import JobBase
 from kubetrain.api.convert.table import older_version_hint
-from kubetrain.api.crds import crd_schema
+from kubetrain.api.crd_generator import find_info, openapi_schema
 from kubetrain.api.embedded import (
     LABEL_SELECTOR,
     LIST_TYPE,
@@ -40,6 +40,7 @@ from kubetrain.api.embedded import (
 from kubetrain.api.embedded import validator_for as embedded_validator
 from kubetrain.api.errors import FieldError, JobValidationError, join_path
 from kubetrain.api.invariants import check_invariants
+from kubetrain.api.job_crds import JOB_CRD_INFOS
 from kubetrain.api.kinds import KINDS
 from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, MAX_FILE_BYTES, ReplicaLimits
 from kubetrain.api.meta import OBJECT_META_FIELDS, check_object_meta
@@ -121,7 +122,7 @@ def load_job(obj: Any, source: str = "", *, limits: ReplicaLimits = DEFAULT_REPL
 def _null_schema(kind: str) -> dict[str, Any]:
     """The job's CRD schema, with metadata as the API server reads it (every ObjectMeta
     field, labels and annotations as maps)."""
-    schema = dict(crd_schema(kind))
+    schema = openapi_schema(find_info(JOB_CRD_INFOS, kind), DEFAULT_REPLICA_LIMITS)
     meta_fields: dict[str, Any] = {key: {} for key in OBJECT_META_FIELDS}
     meta_fields["labels"] = meta_fields["annotations"] = {"additionalProperties": {}}
     schema["properties"] = {**schema["properties"], "metadata": {"properties": meta_fields}}

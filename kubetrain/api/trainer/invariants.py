@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubetrain.api.crd_generator import ITEMS
 from kubetrain.api.errors import FieldError
 from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, ReplicaLimits
 from kubetrain.api.rules import Transition
 from kubetrain.api.trainer.constants import CLUSTER_TRAINING_RUNTIME, TRAINING_RUNTIME, TRAINJOB
-from kubetrain.api.trainer.rules import ITEMS, Rule, node_path, nodes_message
+from kubetrain.api.trainer.rules import Rule, node_path, nodes_message
 from kubetrain.api.trainer.runtime_rules import runtime_rules
 from kubetrain.api.trainer.trainjob_rules import trainjob_rules
 from kubetrain.api.trainer.trainjob_updates import trainjob_transitions

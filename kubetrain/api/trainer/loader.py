@@ -25,6 +25,7 @@ from pydantic import BaseModel
 from pydantic import ValidationError as PydanticError
 
 from kubetrain.api.base import K8sSchema, ListType
+from kubetrain.api.crd_generator import find_info, openapi_schema
 from kubetrain.api.embedded import (
     _list_type,
     drop_pruned_nulls,
@@ -45,7 +46,7 @@ from kubetrain.api.loader import (
 from kubetrain.api.meta import OBJECT_META_FIELDS, check_object_meta
 from kubetrain.api.reading import read_documents
 from kubetrain.api.trainer.constants import API_VERSION
-from kubetrain.api.trainer.crds import trainer_crd_schema
+from kubetrain.api.trainer.crds import TRAINER_CRD_INFOS
 from kubetrain.api.trainer.invariants import check_rules
 from kubetrain.api.trainer.runtime import ClusterTrainingRuntime, TrainingRuntime
 from kubetrain.api.trainer.trainjob import TrainJob
@@ -116,7 +117,7 @@ def load_trainer_object(
 @cache
 def _null_schema(kind: str) -> dict[str, Any]:
     """The kind's CRD schema, with metadata as the API server reads it."""
-    schema = dict(trainer_crd_schema(kind))
+    schema = openapi_schema(find_info(TRAINER_CRD_INFOS, kind), DEFAULT_REPLICA_LIMITS)
     meta_fields: dict[str, Any] = {key: {} for key in OBJECT_META_FIELDS}
     meta_fields["labels"] = meta_fields["annotations"] = {"additionalProperties": {}}
     schema["properties"] = {**schema["properties"], "metadata": {"properties": meta_fields}}

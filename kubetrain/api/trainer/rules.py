@@ -15,12 +15,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubetrain.api.base import CelRule
+from kubetrain.api.crd_generator import ITEMS
 from kubetrain.api.errors import FieldError, join_path
 from kubetrain.api.limits import ReplicaLimits
 from kubetrain.api.trainer.constants import CLUSTER_TRAINING_RUNTIME, TRAINING_RUNTIME
 
 MAX_NAME = 63
-ITEMS = "[]"
 RUNTIMES = (TRAINING_RUNTIME, CLUSTER_TRAINING_RUNTIME)
 
 Check = Callable[[dict[str, Any]], list[FieldError]]

@@ -6,11 +6,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubetrain.api.crd_generator import ITEMS
 from kubetrain.api.errors import FieldError
 from kubetrain.api.limits import ReplicaLimits
 from kubetrain.api.trainer.constants import ANCESTOR_LABEL, ANCESTOR_TRAINER, STEP_CONTAINERS
 from kubetrain.api.trainer.rules import (
-    ITEMS,
     RUNTIMES,
     Rule,
     as_dict,

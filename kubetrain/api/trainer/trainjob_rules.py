@@ -7,6 +7,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from kubetrain.api.crd_generator import ITEMS
 from kubetrain.api.errors import FieldError
 from kubetrain.api.limits import ReplicaLimits
 from kubetrain.api.trainer.constants import (
@@ -19,7 +20,6 @@ from kubetrain.api.trainer.constants import (
     TRAINJOB,
 )
 from kubetrain.api.trainer.rules import (
-    ITEMS,
     MAX_NAME,
     Check,
     Rule,
