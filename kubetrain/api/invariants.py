@@ -28,8 +28,8 @@ from kubetrain.api.kind_invariants import (
     kind_specific,
 )
 from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, ReplicaLimits
+from kubetrain.api.names import MAX_NAME, name_or_generated
 from kubetrain.api.rules import (
-    MAX_NAME,
     REPLICA,
     REPLICA_FIELDS,
     Invariant,
@@ -131,27 +131,11 @@ NAME_FITS = (
     "job name too long: every child '<name>-<replica type>-<index>' must fit a "
     f"{MAX_NAME}-character DNS-1035 label"
 )
-# The API server names a job with only generateName with at most 58 characters of it and 5
-# random ones.
-_GENERATED_PREFIX = 58
-_GENERATED_SUFFIX = 5
-
-
-def _job_name(obj: dict[str, Any]) -> str | None:
-    meta = obj.get("metadata")
-    if not isinstance(meta, dict):
-        return None
-    name, prefix = meta.get("name"), meta.get("generateName")
-    if isinstance(name, str) and name:
-        return name
-    if isinstance(prefix, str) and prefix:
-        return prefix[:_GENERATED_PREFIX] + "x" * _GENERATED_SUFFIX
-    return None
 
 
 def _name_check(field: str) -> Callable[[dict[str, Any]], list[FieldError]]:
     def check(obj: dict[str, Any]) -> list[FieldError]:
-        name = _job_name(obj)
+        name = name_or_generated(obj)
         if name is None:
             return []
         longest = ""

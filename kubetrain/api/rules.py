@@ -11,8 +11,7 @@ from typing import Any
 from kubetrain.api.base import CelRule
 from kubetrain.api.errors import FieldError
 from kubetrain.api.kinds import KINDS
-
-MAX_NAME = 63
+from kubetrain.api.wire import as_dict, as_int, at
 
 #: Replica types of each kind, in their canonical spelling (the kinds table's).
 REPLICA_TYPES: dict[str, tuple[str, ...]] = {k: i.replica_types for k, i in KINDS.items()}
@@ -75,17 +74,12 @@ def replica_type_message(kind: str) -> str:
 
 
 def spec_of(obj: dict[str, Any]) -> dict[str, Any]:
-    spec = obj.get("spec")
-    return spec if isinstance(spec, dict) else {}
+    return as_dict(obj.get("spec"))
 
 
 def specs_of(obj: dict[str, Any], field: str) -> dict[str, Any]:
-    specs = spec_of(obj).get(field)
-    return specs if isinstance(specs, dict) else {}
-
-
-def int_of(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    """A job's replica specs (``field`` names them)."""
+    return as_dict(at(obj, "spec", field))
 
 
 def replicas_of(replica_spec: Any, default: int = 1) -> int | None:
@@ -93,7 +87,7 @@ def replicas_of(replica_spec: Any, default: int = 1) -> int | None:
     negative: the schema reports those)."""
     if not isinstance(replica_spec, dict):
         return None
-    count = int_of(replica_spec.get("replicas", default))
+    count = as_int(replica_spec.get("replicas", default))
     return count if count is not None and count >= 0 else None
 
 

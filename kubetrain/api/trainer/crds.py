@@ -21,13 +21,10 @@ from kubetrain.api.base import CelRule
 from kubetrain.api.crd_generator import CrdInfo, PlacedRule
 from kubetrain.api.kinds import CLUSTER_TRAINING_RUNTIME, TRAINING_RUNTIME, TRAINJOB
 from kubetrain.api.limits import ReplicaLimits
+from kubetrain.api.names import DNS1123_SUBDOMAIN_PATTERN, MAX_SUBDOMAIN
 from kubetrain.api.trainer.constants import FRAMEWORK_LABEL
 from kubetrain.api.trainer.invariants import rules_for, transitions_for
-from kubetrain.api.trainer.runtime import (
-    DNS1123_SUBDOMAIN_PATTERN,
-    ClusterTrainingRuntime,
-    TrainingRuntime,
-)
+from kubetrain.api.trainer.runtime import ClusterTrainingRuntime, TrainingRuntime
 from kubetrain.api.trainer.trainjob import TrainJob, TrainJobStatus
 
 #: ``kubectl get trainjobs``: the runtime, the last condition (upstream's State: empty
@@ -108,7 +105,7 @@ TRAINER_CRD_INFOS: tuple[CrdInfo, ...] = (
             _rules(kind.kind),
             _transitions(kind.kind),
             name_pattern=DNS1123_SUBDOMAIN_PATTERN,
-            name_max=253,
+            name_max=MAX_SUBDOMAIN,
         )
         for model, kind in (
             (TrainingRuntime, TRAINING_RUNTIME),

@@ -13,14 +13,10 @@ from kubetrain.api.trainer.constants import ANCESTOR_LABEL, ANCESTOR_TRAINER, ST
 from kubetrain.api.trainer.rules import (
     RUNTIMES,
     Rule,
-    as_dict,
-    as_int,
-    as_list,
-    at,
-    items_at,
     nodes_check,
     nodes_message,
 )
+from kubetrain.api.wire import as_dict, as_int, as_list, at, items_at
 
 # --- TrainingRuntime and ClusterTrainingRuntime ----------------------------------------------
 
