@@ -37,6 +37,8 @@ from kubetrain.api.rules import (
     cel_replicas,
     replicas_of,
     rule_prefix,
+    run_checks,
+    run_transitions,
     spec_of,
     specs_of,
 )
@@ -269,15 +271,9 @@ def check_invariants(
     kind: str, obj: dict[str, Any], limits: ReplicaLimits = DEFAULT_REPLICA_LIMITS
 ) -> list[FieldError]:
     """Run the Python side of every invariant of ``kind`` on a raw wire object."""
-    errors: list[FieldError] = []
-    for invariant in invariants_for(kind, limits):
-        errors.extend(invariant.check(obj))
-    return errors
+    return run_checks((i.check for i in invariants_for(kind, limits)), obj)
 
 
 def check_update(kind: str, old: dict[str, Any], new: dict[str, Any]) -> list[FieldError]:
     """Run the Python side of every update rule of ``kind`` (``old`` is the stored job)."""
-    errors: list[FieldError] = []
-    for rule in transitions_for(kind):
-        errors.extend(rule.check(old, new))
-    return errors
+    return run_transitions(transitions_for(kind), old, new)

@@ -18,35 +18,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pydantic import ValidationError as PydanticError
-
 from kubetrain.api.common import JobBase
 from kubetrain.api.convert.table import older_version_hint
-from kubetrain.api.embedded import (
-    status_is_ignored,
-    without_status,
-)
+from kubetrain.api.embedded import status_is_ignored, without_status
 from kubetrain.api.errors import FieldError, JobValidationError
 from kubetrain.api.invariants import check_invariants
 from kubetrain.api.job_crds import JOB_CRD_INFOS
 from kubetrain.api.kinds import KINDS
 from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, MAX_FILE_BYTES, ReplicaLimits
-from kubetrain.api.loading import (
-    from_pydantic,
-    load_documents,
-    read_kind,
-    schema_walk_errors,
-    the_one,
-)
-from kubetrain.api.meta import check_object_meta
+from kubetrain.api.loading import load_documents, load_typed, read_kind, the_one
 from kubetrain.api.mpi import MPIJob
 from kubetrain.api.pytorch import PyTorchJob
 from kubetrain.api.reading import decode_text
-from kubetrain.api.rules import (
-    CASE_INSENSITIVE_KINDS,
-    REPLICA_FIELDS,
-    REPLICA_TYPES,
-)
+from kubetrain.api.rules import CASE_INSENSITIVE_KINDS, REPLICA_FIELDS, REPLICA_TYPES
 from kubetrain.api.tensorflow import TFJob
 
 Job = PyTorchJob | TFJob | MPIJob
@@ -75,14 +59,8 @@ def load_job(obj: Any, source: str = "", *, limits: ReplicaLimits = DEFAULT_REPL
             hint = older_version_hint(kind, api_version)
             errors.append(FieldError("apiVersion", expected + hint, api_version))
     wire, renamed = normalise_replica_types(kind, wire)
-    job: JobBase | None = None
-    try:
-        # Only the camelCase wire names: the API server knows no others.
-        job = model.model_validate(wire, by_alias=True, by_name=False)
-    except PydanticError as exc:
-        errors.extend(e for e in from_pydantic(exc, model, kind) if e.path != "apiVersion")
-    errors.extend(schema_walk_errors(model, wire))
-    errors.extend(check_object_meta(wire.get("metadata")))
+    job, typed_errors = load_typed(model, kind, wire)
+    errors.extend(typed_errors)
     errors.extend(check_invariants(kind, wire, limits))
     if status_is_ignored(wire, errors):
         return load_job(without_status(wire), source, limits=limits)
@@ -137,10 +115,8 @@ def _as_written(error: FieldError, kind: str, renamed: dict[str, str]) -> FieldE
 def load_jobs_from_yaml(
     text: str, source: str = "", *, limits: ReplicaLimits = DEFAULT_REPLICA_LIMITS
 ) -> Iterator[tuple[int, Job | JobValidationError]]:
-    """Parse every YAML document; yields (document index, job or its errors).
-
-    A document that cannot be read at all (invalid YAML, nested too deep, an alias bomb)
-    raises :class:`JobValidationError` before anything is yielded."""
+    """Parse every YAML document; yields (document index, job or its errors), raising
+    :class:`JobValidationError` first when one cannot be read at all (:func:`load_documents`)."""
     return load_documents(text, source, lambda doc, label: load_job(doc, label, limits=limits))
 
 

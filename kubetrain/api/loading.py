@@ -25,12 +25,13 @@ from kubetrain.api.embedded import LIST_TYPE, _list_type, drop_pruned_nulls
 from kubetrain.api.embedded import validator_for as embedded_validator
 from kubetrain.api.errors import FieldError, JobValidationError, join_path
 from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS
-from kubetrain.api.meta import OBJECT_META_FIELDS
+from kubetrain.api.meta import OBJECT_META_FIELDS, check_object_meta
 from kubetrain.api.reading import read_documents
 from kubetrain.api.rules import replica_type_message
 from kubetrain.api.wire import wire_copy
 
 Loaded = TypeVar("Loaded")
+Model = TypeVar("Model", bound=BaseModel)
 
 # --- the input's kind, and the nulls the server prunes -----------------------------------------
 
@@ -73,6 +74,24 @@ def null_schema(info: CrdInfo) -> dict[str, Any]:
     meta_fields["labels"] = meta_fields["annotations"] = {"additionalProperties": {}}
     schema["properties"] = {**schema["properties"], "metadata": {"properties": meta_fields}}
     return schema
+
+
+def load_typed(
+    model: type[Model], kind: str, wire: dict[str, Any]
+) -> tuple[Model | None, list[FieldError]]:
+    """``wire`` as ``model`` (None when it is not one), with the errors of the typed model,
+    of the embedded Kubernetes values and unique-key lists, and of the metadata; the
+    caller reports ``apiVersion``, naming the version its kind is served in."""
+    loaded: Model | None = None
+    errors: list[FieldError] = []
+    try:
+        # Only the camelCase wire names: the API server knows no others.
+        loaded = model.model_validate(wire, by_alias=True, by_name=False)
+    except PydanticError as exc:
+        errors.extend(e for e in from_pydantic(exc, model, kind) if e.path != "apiVersion")
+    errors.extend(schema_walk_errors(model, wire))
+    errors.extend(check_object_meta(wire.get("metadata")))
+    return loaded, errors
 
 
 # --- documents and files --------------------------------------------------------------------

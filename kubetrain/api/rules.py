@@ -4,7 +4,7 @@ sides use to read a raw wire job."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -12,6 +12,9 @@ from kubetrain.api.base import CelRule
 from kubetrain.api.errors import FieldError
 from kubetrain.api.kinds import KINDS
 from kubetrain.api.wire import as_dict, as_int, at
+
+#: The Python side of a rule: the errors it finds in a raw wire object.
+Check = Callable[[dict[str, Any]], list[FieldError]]
 
 #: Replica types of each kind, in their canonical spelling (the kinds table's).
 REPLICA_TYPES: dict[str, tuple[str, ...]] = {k: i.replica_types for k, i in KINDS.items()}
@@ -42,7 +45,7 @@ class Invariant:
     message: str
     cel: str
     field_path: str
-    check: Callable[[dict[str, Any]], list[FieldError]]
+    check: Check
     scope: str = ROOT
 
     def cel_rule(self) -> CelRule:
@@ -63,6 +66,18 @@ class Transition:
 
     def cel_rule(self) -> CelRule:
         return CelRule(rule=self.cel, message=self.message, field_path=self.field_path)
+
+
+def run_checks(checks: Iterable[Check], obj: dict[str, Any]) -> list[FieldError]:
+    """The errors of the Python side of rules (of either group) on a raw wire object."""
+    return [error for check in checks for error in check(obj)]
+
+
+def run_transitions(
+    rules: Iterable[Transition], old: dict[str, Any], new: dict[str, Any]
+) -> list[FieldError]:
+    """The errors of the Python side of update rules (``old`` is the stored object)."""
+    return [error for rule in rules for error in rule.check(old, new)]
 
 
 def replica_type_message(kind: str) -> str:

@@ -19,30 +19,11 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from pydantic import BaseModel
-from pydantic import ValidationError as PydanticError
-
-from kubetrain.api.embedded import (
-    status_is_ignored,
-    without_status,
-)
+from kubetrain.api.embedded import status_is_ignored, without_status
 from kubetrain.api.errors import FieldError, JobValidationError
 from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, ReplicaLimits
-from kubetrain.api.loader import (
-    JOB_TYPES,
-    Job,
-    load_job,
-    read_manifest,
-)
-from kubetrain.api.loading import (
-    from_pydantic,
-    kind_error,
-    load_documents,
-    read_kind,
-    schema_walk_errors,
-    the_one,
-)
-from kubetrain.api.meta import check_object_meta
+from kubetrain.api.loader import JOB_TYPES, Job, load_job, read_manifest
+from kubetrain.api.loading import kind_error, load_documents, load_typed, read_kind, the_one
 from kubetrain.api.trainer.constants import API_VERSION
 from kubetrain.api.trainer.crds import TRAINER_CRD_INFOS
 from kubetrain.api.trainer.invariants import check_rules
@@ -75,14 +56,8 @@ def load_trainer_object(
         errors.append(FieldError("apiVersion", f"{API_VERSION} for a {kind}", kind="required"))
     elif api_version != API_VERSION:
         errors.append(FieldError("apiVersion", f"must be {API_VERSION} for a {kind}", api_version))
-    loaded: BaseModel | None = None
-    try:
-        # Only the camelCase wire names: the API server knows no others.
-        loaded = model.model_validate(wire, by_alias=True, by_name=False)
-    except PydanticError as exc:
-        errors.extend(e for e in from_pydantic(exc, model, kind) if e.path != "apiVersion")
-    errors.extend(schema_walk_errors(model, wire))
-    errors.extend(check_object_meta(wire.get("metadata")))
+    loaded, typed_errors = load_typed(model, kind, wire)
+    errors.extend(typed_errors)
     errors.extend(check_rules(kind, wire, limits))
     # Only a kind with a status (TrainJob: the status subresource) has one to ignore.
     if "status" in model.model_fields and status_is_ignored(wire, errors):
@@ -115,10 +90,8 @@ def load_object(
 def load_objects_from_yaml(
     text: str, source: str = "", *, limits: ReplicaLimits = DEFAULT_REPLICA_LIMITS
 ) -> Iterator[tuple[int, KubetrainObject | JobValidationError]]:
-    """Parse every YAML document; yields (document index, object or its errors).
-
-    A document that cannot be read at all (invalid YAML, nested too deep, an alias bomb)
-    raises :class:`JobValidationError` before anything is yielded."""
+    """Parse every YAML document; yields (document index, object or its errors), raising
+    :class:`JobValidationError` first when one cannot be read at all (:func:`load_documents`)."""
     return load_documents(text, source, lambda doc, label: load_object(doc, label, limits=limits))
 
 

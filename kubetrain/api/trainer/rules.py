@@ -10,7 +10,6 @@ shape: the checks run on input the typed models may also refuse.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,12 +17,11 @@ from kubetrain.api.base import CelRule
 from kubetrain.api.crd_generator import ITEMS
 from kubetrain.api.errors import FieldError, join_path
 from kubetrain.api.limits import ReplicaLimits
+from kubetrain.api.rules import Check
 from kubetrain.api.trainer.constants import CLUSTER_TRAINING_RUNTIME, TRAINING_RUNTIME
 from kubetrain.api.wire import as_int, at
 
 RUNTIMES = (TRAINING_RUNTIME, CLUSTER_TRAINING_RUNTIME)
-
-Check = Callable[[dict[str, Any]], list[FieldError]]
 
 
 @dataclass(frozen=True)
