@@ -31,8 +31,7 @@ from cluster.kueue import QUEUE_NAME_LABEL, Kueue
 from cluster.local import LocalCluster
 from cluster.topology import GPU_RESOURCE, POOL_LABEL
 from kubetrain.api import keys as K
-from kubetrain.api.crds import generate_crds
-from kubetrain.api.trainer.crds import generate_trainer_crds
+from kubetrain.api.crds import all_crds
 from kubetrain.controller.config import OperatorConfig
 from kubetrain.controller.kube import KubeApi
 from kubetrain.controller.operator import Operator
@@ -215,7 +214,7 @@ def main(argv: list[str] | None = None) -> int:
         if started_cluster:
             print(f"starting the local control plane in {args.workdir}")
             cluster.up()
-        crds = [*generate_crds(), *generate_trainer_crds()]
+        crds = all_crds()
         cluster.kubectl("apply", "--server-side", "-f", "-", input=_json_list(crds))
         names = [crd["metadata"]["name"] for crd in crds]
         cluster.wait_established(names, deadline=time.monotonic() + 60)

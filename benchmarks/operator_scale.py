@@ -41,8 +41,7 @@ from cluster.local import LocalCluster
 from cluster.process import free_port
 from cluster.topology import GPU_RESOURCE, default_topology
 from kubetrain.api import keys as K
-from kubetrain.api.crds import generate_crds
-from kubetrain.api.trainer import generate_trainer_crds
+from kubetrain.api.crds import all_crds
 from kubetrain.controller.errors import ApiError
 from kubetrain.controller.kube import (
     BATCH_JOBS,
@@ -434,7 +433,7 @@ def run_burst(args: argparse.Namespace, *, gang: bool) -> Run | None:
             took = time.monotonic() - started
             print(f"control plane with {args.gpu_nodes} GPU nodes up in {took:.1f}s")
         api = KubeApi.connect(str(cluster.kubeconfig), qps=1000, burst=2000, pool_size=32)
-        prepare(api, [*generate_crds(), *generate_trainer_crds()])
+        prepare(api, all_crds())
 
         log_path = workdir / "operator.log"
         # Free ports: another benchmark on this machine may hold fixed ones.

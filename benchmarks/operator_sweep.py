@@ -46,8 +46,7 @@ from benchmarks.operator_scale import (
 from cluster.local import LocalCluster
 from cluster.process import free_port
 from cluster.topology import default_topology
-from kubetrain.api.crds import generate_crds
-from kubetrain.api.trainer import generate_trainer_crds
+from kubetrain.api.crds import all_crds
 from kubetrain.controller.kube import RUNTIME_RESOURCES, KubeApi
 
 
@@ -274,7 +273,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"control plane with {args.gpu_nodes} GPU nodes up in {took:.0f}s", flush=True)
         api = KubeApi.connect(str(cluster.kubeconfig), qps=1000, burst=2000)
         api.user_agent = "kubetrain-bench/sweep"
-        for crd in [*generate_crds(), *generate_trainer_crds()]:
+        for crd in all_crds():
             api.apply(crd, resource=CRDS)
         api.create(
             {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}},

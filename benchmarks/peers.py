@@ -102,8 +102,8 @@ from cluster.process import free_port
 from cluster.tools import PEER_TOOL_NAMES, Tools, find_tools
 from cluster.topology import default_topology
 from kubetrain import __version__
-from kubetrain.api.crds import generate_crds
-from kubetrain.api.trainer import generate_trainer_crds
+from kubetrain.api.crds import all_crds, crd_for
+from kubetrain.api.kinds import TRAINER_KINDS
 from kubetrain.controller.kube import KubeApi
 
 #: The benchmark's own clients (submitting, watching) send this user agent, so the audit
@@ -176,8 +176,8 @@ class Bench:
         self.api = KubeApi.connect(str(self.cluster.kubeconfig), qps=1000, burst=2000)
         self.api.user_agent = BENCH_USER_AGENT
         # The observer watches every job kind kubetrain serves, TrainJob included.
-        for crd in generate_trainer_crds():
-            self.api.apply(crd, resource=CRDS)
+        for kind in TRAINER_KINDS:
+            self.api.apply(crd_for(kind), resource=CRDS)
         return self.api
 
     # -- one run -------------------------------------------------------------------------
@@ -186,7 +186,7 @@ class Bench:
         """kubetrain's CRDs, the burst's kind replaced by the peer's own CRD for a peer
         (the other kinds stay served: the observer watches every kind); for upstream
         Trainer, its three CRDs and JobSet's."""
-        ours = generate_crds() + generate_trainer_crds()
+        ours = all_crds()
         if operator is KUBETRAIN:
             return ours
         if operator is TRAINER:

@@ -39,8 +39,7 @@ from benchmarks.operator_scale import NAMESPACE, percentile, prepare, process_st
 from cluster.local import LocalCluster
 from cluster.process import free_port
 from cluster.topology import default_topology
-from kubetrain.api.crds import generate_crds
-from kubetrain.api.trainer import generate_trainer_crds
+from kubetrain.api.crds import all_crds
 from kubetrain.api.trainer.progress import token_audience
 from kubetrain.controller.kube import JOB_RESOURCES, PODS, SECRETS, KubeApi
 
@@ -119,7 +118,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         cluster.up(timeout=300)
         api = KubeApi.connect(str(cluster.kubeconfig), qps=1000, burst=2000)
-        prepare(api, [*generate_crds(), *generate_trainer_crds()])
+        prepare(api, all_crds())
         port = free_port()
         log = workdir / "operator.log"
         operator = subprocess.Popen(

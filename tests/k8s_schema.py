@@ -17,17 +17,13 @@ from jsonschema import Draft7Validator
 
 from kubetrain.api import crd_schema
 from kubetrain.api.k8s_openapi import strict_schema, structural_schema
-from kubetrain.api.trainer import trainer_crd_schema
 from tests import schema_bundle
 
 
 @cache
 def _validator(api_version: str, kind: str) -> Draft7Validator:
     if api_version.startswith(("kubeflow.org/", "trainer.kubeflow.org/")):
-        generated = (
-            trainer_crd_schema(kind) if api_version.startswith("trainer.") else crd_schema(kind)
-        )
-        schema = strict_schema(generated)
+        schema = strict_schema(crd_schema(kind))
         # The API server owns root metadata; the CRD schema only constrains its name.
         schema["properties"]["metadata"].pop("additionalProperties", None)
         return Draft7Validator(schema)
@@ -100,7 +96,6 @@ def server_defaulted(value: Any, schema: dict[str, Any]) -> Any:
 def stored_as_server_defaults(obj: dict[str, Any]) -> dict[str, Any]:
     """``obj`` (any kind kubetrain serves) with the defaults its CRD makes the server store."""
     kind = obj["kind"]
-    trainer = str(obj.get("apiVersion", "")).startswith("trainer.")
-    schema = trainer_crd_schema(kind) if trainer else crd_schema(kind)
+    schema = crd_schema(kind)
     defaulted: dict[str, Any] = server_defaulted(obj, schema)
     return defaulted

@@ -15,7 +15,7 @@ from kubetrain.api.common import (
     SchedulingPolicy,
 )
 from kubetrain.api.convert import Conversion, convert
-from kubetrain.api.crds import crd_schema, generate_crds
+from kubetrain.api.crds import all_crds, crd_for, crd_schema
 from kubetrain.api.defaults import apply_defaults
 from kubetrain.api.errors import FieldError, JobValidationError
 from kubetrain.api.limits import ReplicaLimits
@@ -54,10 +54,11 @@ __all__ = [
     "TFJob",
     "TFJobSpec",
     "TFReplicaType",
+    "all_crds",
     "apply_defaults",
     "convert",
+    "crd_for",
     "crd_schema",
-    "generate_crds",
     "load_job",
     "load_job_file",
     "load_jobs_from_yaml",

@@ -32,9 +32,6 @@ from kubetrain.api.errors import FieldError, cap
 from kubetrain.api.k8s_openapi import embedded_schema, strict_schema
 from kubetrain.api.limits import MAX_EXACT_FLOAT_INT
 
-POD_TEMPLATE = "io.k8s.api.core.v1.PodTemplateSpec"
-LABEL_SELECTOR = "io.k8s.apimachinery.pkg.apis.meta.v1.LabelSelector"
-METRIC_SPEC = "io.k8s.api.autoscaling.v2.MetricSpec"
 LIST_TYPE = "x-kubernetes-list-type"
 
 

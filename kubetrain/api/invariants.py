@@ -28,8 +28,8 @@ from kubetrain.api.kind_invariants import (
     kind_specific,
 )
 from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, ReplicaLimits
+from kubetrain.api.names import MAX_NAME, name_or_generated
 from kubetrain.api.rules import (
-    MAX_NAME,
     REPLICA,
     REPLICA_FIELDS,
     Invariant,
@@ -37,6 +37,8 @@ from kubetrain.api.rules import (
     cel_replicas,
     replicas_of,
     rule_prefix,
+    run_checks,
+    run_transitions,
     spec_of,
     specs_of,
 )
@@ -131,27 +133,11 @@ NAME_FITS = (
     "job name too long: every child '<name>-<replica type>-<index>' must fit a "
     f"{MAX_NAME}-character DNS-1035 label"
 )
-# The API server names a job with only generateName with at most 58 characters of it and 5
-# random ones.
-_GENERATED_PREFIX = 58
-_GENERATED_SUFFIX = 5
-
-
-def _job_name(obj: dict[str, Any]) -> str | None:
-    meta = obj.get("metadata")
-    if not isinstance(meta, dict):
-        return None
-    name, prefix = meta.get("name"), meta.get("generateName")
-    if isinstance(name, str) and name:
-        return name
-    if isinstance(prefix, str) and prefix:
-        return prefix[:_GENERATED_PREFIX] + "x" * _GENERATED_SUFFIX
-    return None
 
 
 def _name_check(field: str) -> Callable[[dict[str, Any]], list[FieldError]]:
     def check(obj: dict[str, Any]) -> list[FieldError]:
-        name = _job_name(obj)
+        name = name_or_generated(obj)
         if name is None:
             return []
         longest = ""
@@ -285,15 +271,9 @@ def check_invariants(
     kind: str, obj: dict[str, Any], limits: ReplicaLimits = DEFAULT_REPLICA_LIMITS
 ) -> list[FieldError]:
     """Run the Python side of every invariant of ``kind`` on a raw wire object."""
-    errors: list[FieldError] = []
-    for invariant in invariants_for(kind, limits):
-        errors.extend(invariant.check(obj))
-    return errors
+    return run_checks((i.check for i in invariants_for(kind, limits)), obj)
 
 
 def check_update(kind: str, old: dict[str, Any], new: dict[str, Any]) -> list[FieldError]:
     """Run the Python side of every update rule of ``kind`` (``old`` is the stored job)."""
-    errors: list[FieldError] = []
-    for rule in transitions_for(kind):
-        errors.extend(rule.check(old, new))
-    return errors
+    return run_transitions(transitions_for(kind), old, new)

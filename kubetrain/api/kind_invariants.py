@@ -18,13 +18,13 @@ from kubetrain.api.rules import (
     cel_present,
     cel_replicas,
     containers_of,
-    int_of,
     replica_type_message,
     replicas_of,
     rule_prefix,
     spec_of,
     specs_of,
 )
+from kubetrain.api.wire import as_int
 
 # --- replica types --------------------------------------------------------------------------
 
@@ -115,7 +115,7 @@ PYTORCH_ELASTIC_BOUNDS = "elasticPolicy.minReplicas must be <= elasticPolicy.max
 def _check_pytorch_elastic_bounds(obj: dict[str, Any]) -> list[FieldError]:
     policy = spec_of(obj).get("elasticPolicy")
     if isinstance(policy, dict):
-        low, high = int_of(policy.get("minReplicas")), int_of(policy.get("maxReplicas"))
+        low, high = as_int(policy.get("minReplicas")), as_int(policy.get("maxReplicas"))
         if low is not None and high is not None and low > high:
             return [FieldError("spec.elasticPolicy.minReplicas", PYTORCH_ELASTIC_BOUNDS, low)]
     return []

@@ -4,15 +4,17 @@ sides use to read a raw wire job."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
 from kubetrain.api.base import CelRule
 from kubetrain.api.errors import FieldError
 from kubetrain.api.kinds import KINDS
+from kubetrain.api.wire import as_dict, as_int, at
 
-MAX_NAME = 63
+#: The Python side of a rule: the errors it finds in a raw wire object.
+Check = Callable[[dict[str, Any]], list[FieldError]]
 
 #: Replica types of each kind, in their canonical spelling (the kinds table's).
 REPLICA_TYPES: dict[str, tuple[str, ...]] = {k: i.replica_types for k, i in KINDS.items()}
@@ -43,7 +45,7 @@ class Invariant:
     message: str
     cel: str
     field_path: str
-    check: Callable[[dict[str, Any]], list[FieldError]]
+    check: Check
     scope: str = ROOT
 
     def cel_rule(self) -> CelRule:
@@ -66,6 +68,18 @@ class Transition:
         return CelRule(rule=self.cel, message=self.message, field_path=self.field_path)
 
 
+def run_checks(checks: Iterable[Check], obj: dict[str, Any]) -> list[FieldError]:
+    """The errors of the Python side of rules (of either group) on a raw wire object."""
+    return [error for check in checks for error in check(obj)]
+
+
+def run_transitions(
+    rules: Iterable[Transition], old: dict[str, Any], new: dict[str, Any]
+) -> list[FieldError]:
+    """The errors of the Python side of update rules (``old`` is the stored object)."""
+    return [error for rule in rules for error in rule.check(old, new)]
+
+
 def replica_type_message(kind: str) -> str:
     """The message for a replica type the kind does not have."""
     names = ", ".join(REPLICA_TYPES[kind])
@@ -75,17 +89,12 @@ def replica_type_message(kind: str) -> str:
 
 
 def spec_of(obj: dict[str, Any]) -> dict[str, Any]:
-    spec = obj.get("spec")
-    return spec if isinstance(spec, dict) else {}
+    return as_dict(obj.get("spec"))
 
 
 def specs_of(obj: dict[str, Any], field: str) -> dict[str, Any]:
-    specs = spec_of(obj).get(field)
-    return specs if isinstance(specs, dict) else {}
-
-
-def int_of(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    """A job's replica specs (``field`` names them)."""
+    return as_dict(at(obj, "spec", field))
 
 
 def replicas_of(replica_spec: Any, default: int = 1) -> int | None:
@@ -93,7 +102,7 @@ def replicas_of(replica_spec: Any, default: int = 1) -> int | None:
     negative: the schema reports those)."""
     if not isinstance(replica_spec, dict):
         return None
-    count = int_of(replica_spec.get("replicas", default))
+    count = as_int(replica_spec.get("replicas", default))
     return count if count is not None and count >= 0 else None
 
 

@@ -1,10 +1,12 @@
-"""A JSON-shaped value as the API server would hold it: the copy ``load_job`` validates,
-made without recursion and within the same depth and size limits as reading YAML."""
+"""A JSON-shaped value as the API server would hold it: the copy both loaders validate,
+made without recursion and within the same depth and size limits as reading YAML; and
+the readers the rules of both groups take a wire object apart with."""
 
 from __future__ import annotations
 
 import json
 import math
+from collections.abc import Iterator
 from typing import Any
 
 from kubetrain.api.errors import FieldError, join_path
@@ -110,6 +112,37 @@ def wire_copy(obj: Any) -> tuple[Any, list[FieldError]]:
         if too_large is not None:
             errors.append(too_large)
     return root[0], errors
+
+
+# --- reading a wire object whatever its shape (rules run on input the models may refuse) ---
+
+
+def as_dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def at(obj: Any, *keys: str) -> Any:
+    """The value at ``keys``, None where a step is not a mapping or lacks the key."""
+    for key in keys:
+        if not isinstance(obj, dict):
+            return None
+        obj = obj.get(key)
+    return obj
+
+
+def as_int(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def items_at(obj: Any, *keys: str) -> Iterator[tuple[int, dict[str, Any]]]:
+    """(index, item) of the mapping items of the list at ``keys``."""
+    for index, item in enumerate(as_list(at(obj, *keys))):
+        if isinstance(item, dict):
+            yield index, item
 
 
 def _big(value: int) -> str:

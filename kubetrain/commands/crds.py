@@ -5,9 +5,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from kubetrain.api import generate_crds
+from kubetrain.api import all_crds
 from kubetrain.api.kinds import JOB_KINDS, TRAINER_KINDS
-from kubetrain.api.trainer.crds import generate_trainer_crds
 from kubetrain.manifest import dump_all
 
 KINDS = (*JOB_KINDS, *TRAINER_KINDS)
@@ -23,10 +22,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    crds = [
-        c
-        for c in [*generate_crds(), *generate_trainer_crds()]
-        if not args.kind or c["spec"]["names"]["kind"] in args.kind
-    ]
+    crds = [c for c in all_crds() if not args.kind or c["spec"]["names"]["kind"] in args.kind]
     sys.stdout.write(dump_all(crds))
     return 0

@@ -7,15 +7,12 @@ from dataclasses import dataclass, field
 
 import constructs
 
-from kubetrain.api.crds import CRD_INFOS, generate_crd
+from kubetrain.api.crds import CRD_INFOS, crd_for
 from kubetrain.api.kinds import CLUSTER_TRAINING_RUNTIME, TRAINING_RUNTIME, TRAINJOB
 from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, ReplicaLimits
-from kubetrain.api.trainer.crds import TRAINER_CRD_INFOS, generate_trainer_crd
 from kubetrain.constructs.objects import HeldApiObject
 
-_V1_KINDS = tuple(str(info.model.model_fields["kind"].default) for info in CRD_INFOS)
-_TRAINER_KINDS = tuple(info.kind.kind for info in TRAINER_CRD_INFOS)
-_KINDS = (*_V1_KINDS, *_TRAINER_KINDS)
+_KINDS = tuple(info.kind.kind for info in CRD_INFOS)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -64,13 +61,8 @@ class KubeflowCrds(constructs.Construct):
     ) -> None:
         super().__init__(scope, id)
         props = props or KubeflowCrdsProps()
-        infos = {str(info.model.model_fields["kind"].default): info for info in CRD_INFOS}
-        trainer = {info.kind.kind: info for info in TRAINER_CRD_INFOS}
         for kind in props.kinds:
-            if kind in trainer:
-                crd = generate_trainer_crd(trainer[kind], props.replica_limits)
-            else:
-                crd = generate_crd(infos[kind], props.replica_limits)
+            obj = crd_for(kind, props.replica_limits)
             if props.annotations:
-                crd["metadata"]["annotations"] = dict(props.annotations)
-            HeldApiObject(self, kind, crd)
+                obj["metadata"]["annotations"] = dict(props.annotations)
+            HeldApiObject(self, kind, obj)

@@ -24,12 +24,11 @@ def faults_cluster(
 
 @pytest.fixture(scope="session")
 def faults(faults_cluster: LocalCluster) -> Iterator[ClusterClients]:
-    from kubetrain.api.crds import generate_crds
-    from kubetrain.api.trainer.crds import generate_trainer_crds
+    from kubetrain.api.crds import all_crds
 
     clients = ClusterClients.connect(faults_cluster)
     # Trainer's too: the operator watches every kind it serves, and waits for them all.
-    crds: list[dict[str, Any]] = [*generate_crds(), *generate_trainer_crds()]
+    crds: list[dict[str, Any]] = all_crds()
     for crd in crds:
         apply(clients.dyn, crd)
     for crd in crds:

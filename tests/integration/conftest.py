@@ -212,10 +212,9 @@ def dyn(api_client: client.ApiClient) -> DynamicClient:
 def installed_crds(dyn: DynamicClient) -> list[dict[str, Any]]:
     """The typed API's CRDs (the Kubeflow v1 kinds and Trainer v2's), applied server-side
     and Established."""
-    from kubetrain.api.crds import generate_crds
-    from kubetrain.api.trainer.crds import generate_trainer_crds
+    from kubetrain.api.crds import all_crds
 
-    crds = [*generate_crds(), *generate_trainer_crds()]
+    crds = all_crds()
     for crd in crds:
         apply(dyn, crd)
     for crd in crds:
@@ -302,13 +301,12 @@ def kueue(kueue_cluster: LocalCluster) -> Iterator[Kueue]:
     with kubetrain's job CRDs (Kubeflow v1 and Trainer v2) installed first and Kueue's
     integrations for them: batch/job, kubeflow.org/pytorchjob, tfjob, mpijob and
     trainer.kubeflow.org/trainjob. Stopped at the end of the session."""
-    from kubetrain.api.crds import generate_crds
-    from kubetrain.api.trainer.crds import generate_trainer_crds
+    from kubetrain.api.crds import all_crds
 
     # kubetrain's job CRDs first: Kueue sets a Kubeflow integration up at start when its
     # kind is served, and otherwise only once it polls again (back-off up to 2 minutes).
     # With Trainer's CRDs served, Kueue runs its TrainJob integration too.
-    crds = [*generate_crds(), *generate_trainer_crds()]
+    crds = all_crds()
     clients = ClusterClients.connect(kueue_cluster)
     try:
         for crd in crds:

@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from kubetrain.api import generate_crds
-from kubetrain.api.trainer import generate_trainer_crds
+from kubetrain.api import all_crds
 from kubetrain.manifest import dump
 from tests.snapshot import assert_snapshot
 
-CRDS = {c["metadata"]["name"]: c for c in [*generate_crds(), *generate_trainer_crds()]}
+CRDS = {c["metadata"]["name"]: c for c in all_crds()}
 
 
 @pytest.mark.parametrize("name", CRDS)

@@ -8,8 +8,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from kubetrain.api import generate_crds
-from kubetrain.api.trainer import generate_trainer_crds
+from kubetrain.api import all_crds
 from kubetrain.cli import main
 from kubetrain.synth import render_stack
 from tests.conftest import REPO_ROOT
@@ -18,7 +17,7 @@ from tests.conftest import REPO_ROOT
 def test_render_local_stack_starts_with_the_crds() -> None:
     charts = render_stack("local", root=REPO_ROOT)
     assert [c.name for c in charts] == ["crds", "operator", "runtimes", "samples"]
-    expected = [*generate_crds(), *generate_trainer_crds()]
+    expected = all_crds()
     for rendered, generated in zip(charts[0].objects, expected, strict=True):
         annotations = rendered["metadata"].pop("annotations")
         assert annotations == {
@@ -47,7 +46,7 @@ def test_synth_writes_the_crds_chart_first(tmp_path: Path) -> None:
         "kustomization.yaml",
     ]
     first = yaml.safe_load((chart_dir / files[0]).read_text())
-    assert first["spec"] == generate_crds()[0]["spec"]
+    assert first["spec"] == all_crds()[0]["spec"]
 
 
 def test_rejects_unknown_stack(tmp_path: Path) -> None:

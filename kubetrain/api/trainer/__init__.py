@@ -2,7 +2,6 @@
 TrainingRuntime and ClusterTrainingRuntime, schema-compatible with Trainer v2.3.0, with
 their CRDs and loaders, built like the Kubeflow v1 kinds of ``kubetrain.api``."""
 
-from kubetrain.api.trainer.crds import generate_trainer_crds, trainer_crd_schema
 from kubetrain.api.trainer.defaults import apply_trainer_defaults
 from kubetrain.api.trainer.invariants import check_trainer_update
 from kubetrain.api.trainer.jobset import JobSetSpec, ReplicatedJob
@@ -48,10 +47,8 @@ __all__ = [
     "TrainingRuntimeSpec",
     "apply_trainer_defaults",
     "check_trainer_update",
-    "generate_trainer_crds",
     "load_object",
     "load_object_file",
     "load_objects_from_yaml",
     "load_trainer_object",
-    "trainer_crd_schema",
 ]

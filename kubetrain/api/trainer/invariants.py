@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubetrain.api.crd_generator import ITEMS
 from kubetrain.api.errors import FieldError
 from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, ReplicaLimits
-from kubetrain.api.rules import Transition
+from kubetrain.api.rules import Transition, run_checks, run_transitions
 from kubetrain.api.trainer.constants import CLUSTER_TRAINING_RUNTIME, TRAINING_RUNTIME, TRAINJOB
-from kubetrain.api.trainer.rules import ITEMS, Rule, node_path, nodes_message
+from kubetrain.api.trainer.rules import Rule, node_path, nodes_message
 from kubetrain.api.trainer.runtime_rules import runtime_rules
 from kubetrain.api.trainer.trainjob_rules import trainjob_rules
 from kubetrain.api.trainer.trainjob_updates import trainjob_transitions
@@ -50,18 +51,12 @@ def check_rules(
     kind: str, obj: dict[str, Any], limits: ReplicaLimits = DEFAULT_REPLICA_LIMITS
 ) -> list[FieldError]:
     """Run the Python side of every rule of ``kind`` on a raw wire object."""
-    errors: list[FieldError] = []
-    for rule in rules_for(kind, limits):
-        errors.extend(rule.check(obj))
-    return errors
+    return run_checks((rule.check for rule in rules_for(kind, limits)), obj)
 
 
 def check_trainer_update(kind: str, old: dict[str, Any], new: dict[str, Any]) -> list[FieldError]:
     """Run the Python side of every update rule of ``kind`` (``old`` is the stored object)."""
-    errors: list[FieldError] = []
-    for rule in transitions_for(kind):
-        errors.extend(rule.check(old, new))
-    return errors
+    return run_transitions(transitions_for(kind), old, new)
 
 
 __all__ = [

@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from kubetrain.api.base import KubeModel
 from kubetrain.api.errors import FieldError, JobValidationError
 from kubetrain.api.kinds import TRAINJOB
-from kubetrain.api.loader import _from_pydantic
+from kubetrain.api.loading import from_pydantic
 from kubetrain.api.trainer.trainjob import TrainerStatus
 
 #: The variables the SDK reads (upstream's ``TrainJobStatus`` runtime plugin sets them).
@@ -97,7 +97,7 @@ def parse_update(body: bytes) -> dict[str, Any] | None:
         request = UpdateRequest.model_validate(decoded)
     except ValidationError as err:
         raise JobValidationError(
-            _from_pydantic(err, UpdateRequest, "TrainJob"), "the body"
+            from_pydantic(err, UpdateRequest, "TrainJob"), "the body"
         ) from None
     if request.trainer_status is None:
         return None

@@ -10,20 +10,18 @@ shape: the checks run on input the typed models may also refuse.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
 from kubetrain.api.base import CelRule
+from kubetrain.api.crd_generator import ITEMS
 from kubetrain.api.errors import FieldError, join_path
 from kubetrain.api.limits import ReplicaLimits
+from kubetrain.api.rules import Check
 from kubetrain.api.trainer.constants import CLUSTER_TRAINING_RUNTIME, TRAINING_RUNTIME
+from kubetrain.api.wire import as_int, at
 
-MAX_NAME = 63
-ITEMS = "[]"
 RUNTIMES = (TRAINING_RUNTIME, CLUSTER_TRAINING_RUNTIME)
-
-Check = Callable[[dict[str, Any]], list[FieldError]]
 
 
 @dataclass(frozen=True)
@@ -41,36 +39,6 @@ class Rule:
 
     def cel_rule(self) -> CelRule:
         return CelRule(rule=self.cel, message=self.message, field_path=self.field_path)
-
-
-# --- walking the wire object ----------------------------------------------------------------
-
-
-def as_dict(value: Any) -> dict[str, Any]:
-    return value if isinstance(value, dict) else {}
-
-
-def as_list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else []
-
-
-def at(obj: Any, *keys: str) -> Any:
-    for key in keys:
-        if not isinstance(obj, dict):
-            return None
-        obj = obj.get(key)
-    return obj
-
-
-def as_int(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def items_at(obj: Any, *keys: str) -> Iterator[tuple[int, dict[str, Any]]]:
-    """(index, item) of the mapping items of the list at ``keys``."""
-    for index, item in enumerate(as_list(at(obj, *keys))):
-        if isinstance(item, dict):
-            yield index, item
 
 
 def full_match(pattern: str, value: str) -> bool:

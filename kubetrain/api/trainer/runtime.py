@@ -15,14 +15,12 @@ from pydantic import Field, StrictBool, StrictInt, StrictStr
 
 from kubetrain.api.base import KubeModel, ListType, NonNegInt32, PositiveInt32, StoredDefault
 from kubetrain.api.common import ObjectMeta
+from kubetrain.api.names import DNS1123_SUBDOMAIN_PATTERN, MAX_SUBDOMAIN
 from kubetrain.api.trainer.constants import (
     DEFAULT_SCHEDULE_TIMEOUT_SECONDS,
     DEFAULT_SSH_AUTH_MOUNT_PATH,
 )
 from kubetrain.api.trainer.jobset import EmbeddedObjectMeta, JobSetSpec, ReplicatedJob
-
-#: A DNS-1123 subdomain: what the API server requires of a custom resource's name.
-DNS1123_SUBDOMAIN_PATTERN = r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$"
 
 
 class RuntimeMeta(ObjectMeta):
@@ -31,7 +29,7 @@ class RuntimeMeta(ObjectMeta):
     name: StrictStr | None = Field(
         default=None,
         pattern=DNS1123_SUBDOMAIN_PATTERN,
-        max_length=253,
+        max_length=MAX_SUBDOMAIN,
         description="Runtime name: a DNS-1123 subdomain (lowercase letters, digits, '-', '.').",
     )
 

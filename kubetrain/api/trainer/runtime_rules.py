@@ -6,21 +6,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from kubetrain.api.crd_generator import ITEMS
 from kubetrain.api.errors import FieldError
 from kubetrain.api.limits import ReplicaLimits
 from kubetrain.api.trainer.constants import ANCESTOR_LABEL, ANCESTOR_TRAINER, STEP_CONTAINERS
 from kubetrain.api.trainer.rules import (
-    ITEMS,
     RUNTIMES,
     Rule,
-    as_dict,
-    as_int,
-    as_list,
-    at,
-    items_at,
     nodes_check,
     nodes_message,
 )
+from kubetrain.api.wire import as_dict, as_int, as_list, at, items_at
 
 # --- TrainingRuntime and ClusterTrainingRuntime ----------------------------------------------
 

@@ -31,13 +31,13 @@ from kubetrain.api.base import (
     Time,
 )
 from kubetrain.api.common import GangRestartStatus, JobCondition, ObjectMeta, ReplicaStatus
+from kubetrain.api.names import DNS1123_SUBDOMAIN_PATTERN, MAX_SUBDOMAIN
 from kubetrain.api.trainer.constants import (
     DEFAULT_RUNTIME_API_GROUP,
     DEFAULT_RUNTIME_KIND,
     MANAGED_BY_VALUES,
 )
 from kubetrain.api.trainer.jobset import EmbeddedObjectMeta
-from kubetrain.api.trainer.runtime import DNS1123_SUBDOMAIN_PATTERN
 
 EnvVar = Annotated[dict[str, Any], K8sSchema("io.k8s.api.core.v1.EnvVar")]
 ResourceRequirements = Annotated[
@@ -73,7 +73,7 @@ class RuntimeRef(KubeModel):
 
     name: StrictStr = Field(
         min_length=1,
-        max_length=253,
+        max_length=MAX_SUBDOMAIN,
         pattern=DNS1123_SUBDOMAIN_PATTERN,
         description="Name of the runtime (a TrainingRuntime must be in the TrainJob's namespace).",
     )

@@ -7,8 +7,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from kubetrain.api.crd_generator import ITEMS
 from kubetrain.api.errors import FieldError
 from kubetrain.api.limits import ReplicaLimits
+from kubetrain.api.names import GENERATED_SUFFIX, MAX_NAME, name_or_generated
+from kubetrain.api.rules import Check
 from kubetrain.api.trainer.constants import (
     ALL_RESERVED_ENV,
     DEFAULT_RUNTIME_KIND,
@@ -19,19 +22,12 @@ from kubetrain.api.trainer.constants import (
     TRAINJOB,
 )
 from kubetrain.api.trainer.rules import (
-    ITEMS,
-    MAX_NAME,
-    Check,
     Rule,
-    as_dict,
-    as_int,
-    as_list,
-    at,
     full_match,
-    items_at,
     nodes_check,
     nodes_message,
 )
+from kubetrain.api.wire import as_dict, as_int, as_list, at, items_at
 
 # --- TrainJob --------------------------------------------------------------------------------
 
@@ -49,18 +45,6 @@ NAME_FITS = (
     "numNodes - 1, launcher, and the initializers the TrainJob configures) must fit a "
     f"{MAX_NAME}-character DNS-1035 label"
 )
-_GENERATED_PREFIX, _GENERATED_SUFFIX = 58, 5
-
-
-def _trainjob_name(obj: dict[str, Any]) -> str | None:
-    meta = as_dict(obj.get("metadata"))
-    name, prefix = meta.get("name"), meta.get("generateName")
-    if isinstance(name, str) and name:
-        return name
-    if isinstance(prefix, str) and prefix:
-        # The server names it with at most 58 characters of the prefix and 5 random ones.
-        return prefix[:_GENERATED_PREFIX] + "x" * _GENERATED_SUFFIX
-    return None
 
 
 def _num_nodes(obj: dict[str, Any]) -> int:
@@ -69,7 +53,7 @@ def _num_nodes(obj: dict[str, Any]) -> int:
 
 
 def _check_name_fits(obj: dict[str, Any]) -> list[FieldError]:
-    name = _trainjob_name(obj)
+    name = name_or_generated(obj)
     if name is None:
         return []
     generated = not isinstance(as_dict(obj.get("metadata")).get("name"), str) or not as_dict(
@@ -83,7 +67,7 @@ def _check_name_fits(obj: dict[str, Any]) -> list[FieldError]:
         return []
     room = max(len(name) - (len(longest) - MAX_NAME), 0)
     advice = (
-        f"use a generateName of at most {max(room - _GENERATED_SUFFIX, 0)} characters"
+        f"use a generateName of at most {max(room - GENERATED_SUFFIX, 0)} characters"
         if generated
         else f"use at most {room} characters"
     )

@@ -24,7 +24,7 @@ from kubetrain.api.trainer.constants import (
     DEFAULT_RUNTIME_KIND,
     TRAINJOB,
 )
-from kubetrain.api.trainer.rules import as_dict, at
+from kubetrain.api.wire import as_dict, at
 
 # --- TrainJob updates ----------------------------------------------------------------------------
 

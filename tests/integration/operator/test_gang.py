@@ -43,10 +43,9 @@ OBSERVE_SECONDS = 15.0
 
 @pytest.fixture(scope="module")
 def gang_crds(coscheduling: ClusterClients) -> None:
-    from kubetrain.api.crds import generate_crds
-    from kubetrain.api.trainer.crds import generate_trainer_crds
+    from kubetrain.api.crds import all_crds
 
-    crds = [*generate_crds(), *generate_trainer_crds()]
+    crds = all_crds()
     for crd in crds:
         apply(coscheduling.dyn, crd)
     for crd in crds:

@@ -8,12 +8,13 @@ from typing import Any
 import pytest
 from jsonschema import Draft7Validator
 
-from kubetrain.api import crd_schema, generate_crds
+from kubetrain.api import crd_for, crd_schema
 from kubetrain.api.crds import MAX_CRD_BYTES, serialized_size
+from kubetrain.api.kinds import JOB_KINDS
 from kubetrain.manifest import dump
 from tests.unit.api.helpers import example, pytorch_job, set_path
 
-CRDS = {c["spec"]["names"]["kind"]: c for c in generate_crds()}
+CRDS = {kind: crd_for(kind) for kind in JOB_KINDS}
 
 
 def _version(kind: str) -> dict[str, Any]:

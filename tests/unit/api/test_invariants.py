@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from kubetrain.api import JobValidationError, ReplicaLimits, generate_crds, load_job
+from kubetrain.api import JobValidationError, ReplicaLimits, crd_for, load_job
 from kubetrain.api.invariants import (
     INVARIANTS,
     MANAGED_BY_IMMUTABLE,
@@ -16,13 +16,14 @@ from kubetrain.api.invariants import (
     check_update,
     invariants_for,
 )
+from kubetrain.api.kinds import JOB_KINDS
 from kubetrain.api.rules import REPLICA, REPLICA_FIELDS
 from kubetrain.constructs import App, Chart
 from kubetrain.constructs.crds import KubeflowCrds, KubeflowCrdsProps
 from tests.unit.api.helpers import mpi_job, pytorch_job, set_path
 from tests.unit.api.invariant_cases import CASES, INVARIANTS_BY_NAME, InvariantCase
 
-CRDS = {c["spec"]["names"]["kind"]: c for c in generate_crds()}
+CRDS = {kind: crd_for(kind) for kind in JOB_KINDS}
 
 
 def _errors(job: dict[str, Any], limits: ReplicaLimits | None = None) -> list[str]:

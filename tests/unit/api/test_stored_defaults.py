@@ -23,7 +23,6 @@ from kubetrain.api.pytorch import PyTorchJob
 from kubetrain.api.stored_defaults import stored_defaults
 from kubetrain.api.tensorflow import TFJob
 from kubetrain.api.trainer import apply_trainer_defaults, load_trainer_object
-from kubetrain.api.trainer.crds import trainer_crd_schema
 from tests.k8s_schema import server_defaulted
 from tests.unit.api.mutations import SEEDS
 from tests.unit.api.trainer_helpers import upstream_documents
@@ -139,7 +138,7 @@ def test_an_mpijob_that_states_nothing_is_stored_with_upstreams_defaults() -> No
 def test_trainer_stored_defaults_agree_with_the_operators_defaulting(
     name: str, obj: dict[str, Any]
 ) -> None:
-    stored = server_defaulted(obj, trainer_crd_schema(obj["kind"]))
+    stored = server_defaulted(obj, crd_schema(obj["kind"]))
     operator = apply_trainer_defaults(load_trainer_object(obj)).to_wire()
     assert contained(stored, operator), f"{name}: the server stores what the operator does not"
     assert apply_trainer_defaults(load_trainer_object(stored)).to_wire() == operator

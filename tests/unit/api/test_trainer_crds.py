@@ -9,14 +9,14 @@ from typing import Any
 import pytest
 from jsonschema import Draft7Validator
 
-from kubetrain.api.crds import MAX_CRD_BYTES, serialized_size
+from kubetrain.api.crd_generator import node_at as _node
+from kubetrain.api.crds import MAX_CRD_BYTES, crd_for, crd_schema, serialized_size
 from kubetrain.api.k8s_openapi import embedded_schema
-from kubetrain.api.trainer import generate_trainer_crds, trainer_crd_schema
-from kubetrain.api.trainer.crds import _node
+from kubetrain.api.kinds import TRAINER_KINDS
 from kubetrain.manifest import dump
 from tests.unit.api.trainer_helpers import sdk_bodies, trainer_examples, upstream_documents
 
-CRDS = {c["spec"]["names"]["kind"]: c for c in generate_trainer_crds()}
+CRDS = {kind: crd_for(kind) for kind in TRAINER_KINDS}
 
 
 def _version(kind: str) -> dict[str, Any]:
@@ -211,10 +211,10 @@ def test_objects_validate_against_their_crd_schema() -> None:
     objects = [doc for _, doc in upstream_documents()] + list(sdk_bodies().values())
     objects += [doc for _, doc in trainer_examples()]
     for obj in objects:
-        errors = list(Draft7Validator(trainer_crd_schema(obj["kind"])).iter_errors(obj))
+        errors = list(Draft7Validator(crd_schema(obj["kind"])).iter_errors(obj))
         assert errors == [], obj["metadata"]
 
 
 def test_rejects_unknown_kind_for_schema() -> None:
     with pytest.raises(KeyError, match="JobSet"):
-        trainer_crd_schema("JobSet")
+        crd_schema("JobSet")

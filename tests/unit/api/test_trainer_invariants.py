@@ -9,8 +9,10 @@ from typing import Any
 import pytest
 
 from kubetrain.api import JobValidationError, ReplicaLimits
-from kubetrain.api.trainer import generate_trainer_crds, load_trainer_object
-from kubetrain.api.trainer.crds import _node
+from kubetrain.api.crd_generator import node_at as _node
+from kubetrain.api.crds import crd_for
+from kubetrain.api.kinds import TRAINER_KINDS
+from kubetrain.api.trainer import load_trainer_object
 from kubetrain.api.trainer.invariants import (
     ITEMS,
     RULES,
@@ -32,7 +34,7 @@ from tests.unit.api.trainer_rule_cases import (
     UpdateCase,
 )
 
-CRDS = {c["spec"]["names"]["kind"]: c for c in generate_trainer_crds()}
+CRDS = {kind: crd_for(kind) for kind in TRAINER_KINDS}
 
 
 def _root(kind: str, crds: dict[str, dict[str, Any]] = CRDS) -> dict[str, Any]:
@@ -188,7 +190,7 @@ def test_node_limit_follows_the_platform_limits() -> None:
     job = trainjob(trainer={"numNodes": 5})
     assert _errors(job, small) == [f"spec.trainer.numNodes: 5 is invalid: {nodes_message(small)}"]
     assert load_trainer_object(set_path(job, "spec.trainer.numNodes", 4), limits=small)
-    crds = {c["spec"]["names"]["kind"]: c for c in generate_trainer_crds(small)}
+    crds = {kind: crd_for(kind, small) for kind in TRAINER_KINDS}
     for kind, keys in (
         ("TrainJob", ("spec", "trainer")),
         ("TrainingRuntime", ("spec", "mlPolicy")),

@@ -10,13 +10,13 @@ from typing import Any
 import cdk8s
 import yaml
 
-from kubetrain.api.crds import generate_crds
+from kubetrain.api.crds import all_crds
 from kubetrain.constructs import KubeflowCrds
 from kubetrain.constructs.objects import HeldApiObject, api_object, manifests
 
 
 def _crd() -> dict[str, Any]:
-    return generate_crds()[0]
+    return all_crds()[0]
 
 
 def _chart(tmp_path: Path) -> tuple[cdk8s.App, cdk8s.Chart]:
