@@ -21,8 +21,6 @@ from kubetrain.api.loader import Job
 from kubetrain.frameworks import Framework, LocalAddressing, framework_for, mpi, replica_name
 from kubetrain.frameworks.replicas import main_container, replicas_of
 
-#: The MPI hostfile's name in the scratch directory.
-HOSTFILE = "hostfile"
 _VAR_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
 
 
@@ -218,7 +216,7 @@ def local_addressing(
         raise LocalRunError(f"{len(pods)} ports are needed, {len(chosen)} were given")
     return LocalAddressing(
         ports={(p.replica_type, p.index): port for p, port in zip(pods, chosen, strict=False)},
-        mpi_hostfile=str(scratch / HOSTFILE),
+        mpi_hostfile=str(scratch / mpi.HOSTFILE),
     )
 
 
@@ -327,7 +325,7 @@ def plan_local_run(
     launcher = None
     if isinstance(job, MPIJob):
         launcher = Launcher(
-            not_run_here=frozenset({mpi.WORKER}),
+            not_run_here=frozenset(mpi.sshd_replica_types(job)),
             hostfile=mpi.hostfile(job, addressing),
             note="MPIJob: workers only run sshd for the launcher, so they are not started; "
             f"the launcher's mpirun starts the ranks on this machine from "

@@ -36,7 +36,7 @@ from kubetrain.api.keys import (
 )
 from kubetrain.api.trainer import TrainJob, apply_trainer_defaults
 from kubetrain.api.trainer import constants as T
-from kubetrain.api.trainer.resolve import NODE_JOB, ResolvedTrainJob, resolve
+from kubetrain.api.trainer.resolve import ResolvedTrainJob, resolve
 from kubetrain.api.trainer.runtime import RuntimeBase
 from kubetrain.frameworks import mpi, pytorch, trainjob
 from kubetrain.frameworks.trainjob_nodes import gpus_per_node
@@ -167,13 +167,14 @@ def plan_trainjob(
         )
     addressing = local_addressing(pods, ports, scratch)
     launcher = None
-    if resolved.spec.mpi is not None:
+    sshd = mpi.sshd_replica_types(resolved)
+    if sshd:
         launcher = Launcher(
-            not_run_here=frozenset({NODE_JOB}),
+            not_run_here=frozenset(sshd),
             hostfile=mpi.trainjob_hostfile(resolved, addressing),
             note=f"{resolved.spec.runtime_kind} {resolved.spec.runtime_name} uses MPI: the "
-            f"{NODE_JOB} pods only serve sshd to the launcher, so they are not started; the "
-            f"launcher's mpirun starts every rank here from {addressing.mpi_hostfile}",
+            f"{', '.join(sshd)} pods only serve sshd to the launcher, so they are not started; "
+            f"the launcher's mpirun starts every rank here from {addressing.mpi_hostfile}",
         )
     return plan_pods(
         resolved,
