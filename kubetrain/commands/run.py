@@ -1,7 +1,6 @@
 """``kubetrain run --local JOB.yaml``: run a job manifest on this machine as real processes
-(planned by :mod:`kubetrain.local.plan`, or for a TrainJob by
-:mod:`kubetrain.local.trainjob` with its runtime found by
-:mod:`kubetrain.commands.run_trainjob`; run by :mod:`kubetrain.local.execute`).
+(planned by :mod:`kubetrain.local.plan`, a TrainJob with the runtime it names, found by
+:mod:`kubetrain.commands.runtime_lookup`; run by :mod:`kubetrain.local.execute`).
 
 The exit code is 0 when the job succeeded, the failed replica's exit code when it failed,
 1 when the manifest cannot be read or is invalid, 124 when it ran past its deadline and 130
@@ -23,10 +22,12 @@ from kubetrain.api import JobValidationError
 from kubetrain.api.errors import FieldError
 from kubetrain.api.loader import Job, read_manifest
 from kubetrain.api.trainer import TrainJob, load_objects_from_yaml
+from kubetrain.api.trainer.resolve import ResolvedTrainJob
 from kubetrain.api.trainer.runtime import RuntimeBase
-from kubetrain.commands.run_trainjob import plan_trainjob_run
+from kubetrain.commands.runtime_lookup import find_runtime
 from kubetrain.local.execute import EXIT_FAILED, execute
 from kubetrain.local.plan import LocalPlan, LocalRunError, plan_local_run
+from kubetrain.local.trainjob import plan_trainjob, visible_gpus
 
 #: A manifest that cannot be read or is not a valid job (as ``kubetrain validate`` says).
 EXIT_INVALID_MANIFEST = 1
@@ -151,6 +152,53 @@ def _load(path: str) -> tuple[Job | TrainJob, list[RuntimeBase]]:
     return jobs[0], runtimes
 
 
+def _plan(
+    args: argparse.Namespace,
+    job: Job | TrainJob,
+    beside: Sequence[RuntimeBase],
+    *,
+    scratch: Path,
+    out: TextIO,
+) -> LocalPlan:
+    """The plan for the job; a TrainJob's with the runtime it names, found first (its
+    file's other documents, ``--runtime``, ``--stack``)."""
+    entrypoint = shlex.split(args.entrypoint)
+    extra_env = _parse_env(args.env)
+    if not isinstance(job, TrainJob):
+        return plan_local_run(job, scratch=scratch, entrypoint=entrypoint, extra_env=extra_env)
+    runtime, where = find_runtime(
+        job,
+        beside=beside,
+        manifest=args.manifest,
+        runtime_files=args.runtime,
+        stack=args.stack,
+        dist=Path(args.dist),
+        root=Path.cwd(),
+    )
+    out.write(f"kubetrain: TrainJob/{job.name} runs {runtime.kind} {runtime.name} ({where})\n")
+    plan = plan_trainjob(
+        job,
+        runtime,
+        scratch=scratch,
+        entrypoint=entrypoint,
+        extra_env=extra_env,
+        gpus=visible_gpus(),
+        rank_prefixes=True,
+    )
+    resolved = plan.job
+    if (
+        isinstance(resolved, ResolvedTrainJob)
+        and resolved.spec.framework == "torch"
+        and "PET_TEE" not in extra_env
+    ):
+        out.write(
+            "kubetrain: note: torchrun copies each rank's lines with a [rank<N>]: prefix "
+            "because run --local sets PET_TEE=3 (a cluster does not); --env PET_TEE=0 "
+            "turns it off\n"
+        )
+    return plan
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``kubetrain run``; return its exit code."""
     out = sys.stdout
@@ -185,23 +233,7 @@ def run(args: argparse.Namespace) -> int:
     with ExitStack() as stack:
         scratch = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="kubetrain-run-")))
         try:
-            if isinstance(job, TrainJob):
-                plan = plan_trainjob_run(
-                    args,
-                    job,
-                    runtimes,
-                    scratch=scratch,
-                    entrypoint=shlex.split(args.entrypoint),
-                    extra_env=_parse_env(args.env),
-                    out=out,
-                )
-            else:
-                plan = plan_local_run(
-                    job,
-                    scratch=scratch,
-                    entrypoint=shlex.split(args.entrypoint),
-                    extra_env=_parse_env(args.env),
-                )
+            plan = _plan(args, job, runtimes, scratch=scratch, out=out)
         except JobValidationError as error:
             # A TrainJob its runtime cannot run (what the operator would report on it).
             print(error, file=sys.stderr)

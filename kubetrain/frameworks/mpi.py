@@ -39,7 +39,10 @@ LAUNCHER = MPIReplicaType.LAUNCHER.value
 WORKER = MPIReplicaType.WORKER.value
 #: Where the operator mounts the job's ConfigMap in the launcher.
 CONFIG_MOUNT_PATH = "/etc/mpi"
-HOSTFILE_PATH = f"{CONFIG_MOUNT_PATH}/hostfile"
+#: The hostfile's name (its ConfigMap key; ``kubetrain run --local`` writes it to a
+#: scratch directory).
+HOSTFILE = "hostfile"
+HOSTFILE_PATH = f"{CONFIG_MOUNT_PATH}/{HOSTFILE}"
 #: SSH retries while workers' DNS records appear.
 SSH_ARGS = "-o ConnectionAttempts=10"
 
@@ -78,16 +81,21 @@ def _hosts(job: MPIJob, addressing: Addressing, names: Sequence[str]) -> list[st
     return [addressing.mpi_host(n, job_name=job.name, namespace=namespace) for n in names]
 
 
-def hostfile(job: MPIJob, addressing: Addressing) -> str:
-    """The hostfile text: one line per host, launcher first if it runs ranks."""
-    slots = slots_per_worker(job)
+def _hostfile_text(hosts: Sequence[str], slots: int, separator: str = " slots=") -> str:
+    """One line per host with its slots (``separator``: Open MPI's `` slots=``)."""
     # Replicas that share a host (every one of them, run locally) become one line with
     # their slots added up: Open MPI rejects a host listed twice with slot counts.
     counts: dict[str, int] = {}
-    for host in _hosts(job, addressing, hostnames(job)):
+    for host in hosts:
         counts[host] = counts.get(host, 0) + slots
-    separator = " slots=" if implementation(job) is MPIImplementation.OPEN_MPI else ":"
     return "".join(f"{host}{separator}{count}\n" for host, count in counts.items())
+
+
+def hostfile(job: MPIJob, addressing: Addressing) -> str:
+    """The hostfile text: one line per host, launcher first if it runs ranks."""
+    separator = " slots=" if implementation(job) is MPIImplementation.OPEN_MPI else ":"
+    hosts = _hosts(job, addressing, hostnames(job))
+    return _hostfile_text(hosts, slots_per_worker(job), separator)
 
 
 def discover_hosts(job: MPIJob, addressing: Addressing, running_workers: Sequence[int]) -> str:
@@ -95,6 +103,16 @@ def discover_hosts(job: MPIJob, addressing: Addressing, running_workers: Sequenc
     bare, one a line (the launcher when it runs ranks, then the running workers)."""
     hosts = _hosts(job, addressing, hostnames(job, running_workers))
     return "#!/bin/sh\n" + "".join(f"echo {host}\n" for host in dict.fromkeys(hosts))
+
+
+def sshd_replica_types(job: JobBase) -> tuple[str, ...]:
+    """The replicas that only serve sshd to the launcher, whose ``mpirun`` starts the ranks
+    on them: an MPIJob's workers, the ``node`` pods of a TrainJob with an MPI policy."""
+    if isinstance(job, MPIJob):
+        return (WORKER,)
+    if isinstance(job, ResolvedTrainJob) and job.spec.mpi is not None:
+        return (TRAINJOB_NODE,)
+    return ()
 
 
 def _typed(job: JobBase) -> MPIJob:
@@ -171,12 +189,8 @@ def trainjob_hostfile(job: ResolvedTrainJob, addressing: Addressing) -> str:
     names += [
         trainjob_pod_name(job.name, TRAINJOB_NODE, i) for i in range(job.pods_of(TRAINJOB_NODE))
     ]
-    slots = trainjob_slots(job)
-    counts: dict[str, int] = {}
-    for name in names:
-        host = addressing.mpi_host(name, job_name=job.name, namespace=namespace)
-        counts[host] = counts.get(host, 0) + slots
-    return "".join(f"{host} slots={count}\n" for host, count in counts.items())
+    hosts = [addressing.mpi_host(n, job_name=job.name, namespace=namespace) for n in names]
+    return _hostfile_text(hosts, trainjob_slots(job))
 
 
 def trainjob_launcher_env(

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 import socket
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -137,33 +137,165 @@ def manifest_env(
     return env
 
 
+def _no_command(where: str, container: Mapping[str, Any]) -> str:
+    return (
+        f"{where}: the container has no command, so it runs its image's "
+        "entrypoint, which run --local cannot know; add a command to the manifest "
+        "or pass --entrypoint 'python -m images.tensorflow.train'"
+    )
+
+
 def command_of(
-    container: Mapping[str, Any], env: Mapping[str, str], *, where: str, entrypoint: list[str]
+    container: Mapping[str, Any],
+    env: Mapping[str, str],
+    *,
+    where: str,
+    entrypoint: list[str],
+    no_command: Callable[[str, Mapping[str, Any]], str] = _no_command,
 ) -> list[str]:
     """The container's command and args with ``$(VAR)`` expanded (``entrypoint`` stands in
-    for an image's entrypoint when the container has no command)."""
+    for an image's entrypoint when the container has no command; without one,
+    :class:`LocalRunError` says ``no_command(where, container)``)."""
     command = [str(part) for part in container.get("command") or []]
     args = [str(part) for part in container.get("args") or []]
     if not command:
         if not entrypoint:
-            raise LocalRunError(
-                f"{where}: the container has no command, so it runs its image's "
-                "entrypoint, which run --local cannot know; add a command to the manifest "
-                "or pass --entrypoint 'python -m images.tensorflow.train'"
-            )
+            raise LocalRunError(no_command(where, container))
         command = list(entrypoint)
     return [expand_references(part, env) for part in command + args]
 
 
-def _replica_container(job: Job, replica_type: str, where: str) -> dict[str, Any]:
-    """The container that runs the replica's program (the framework says which)."""
-    template = job.replica_specs()[replica_type].template
-    container = main_container(
-        template, framework_for(job.kind).run_container(job, replica_type) or ""
+@dataclass(frozen=True, kw_only=True)
+class LocalPod:
+    """A pod the job would have on a cluster, with what its kind sets for it locally."""
+
+    replica_type: str
+    index: int
+    name: str
+    fields: Mapping[str, str] = field(default_factory=dict)
+    """``fieldRef`` paths resolved beyond the pod's name and namespace."""
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Set after the injected variables, before ``--env`` (a TrainJob node's GPU slice)."""
+    env_defaults: Mapping[str, str] = field(default_factory=dict)
+    """Set where nothing else sets them (torchrun's rank prefixes)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class LocalKind:
+    """What a kind adds to the shared planning; the defaults are the v1 kinds'."""
+
+    success_phase: str = "Succeeded"
+    """What the kind calls success (a TrainJob's condition is ``Complete``)."""
+    optional_steps: frozenset[str] = frozenset()
+    """Replica types skipped, and counted as done, when their container has no command
+    (a TrainJob's initializers, which would run their image's entrypoint)."""
+    prepare: Callable[[Mapping[str, Any]], Mapping[str, Any]] = dict
+    """The container as the pod runs it (a TrainJob's gets ``JOB_COMPLETION_INDEX``)."""
+    no_command: Callable[[str, Mapping[str, Any]], str] = _no_command
+    """The message when a container has no command and no --entrypoint is given."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Launcher:
+    """An MPI job run through its launcher only: its ``mpirun`` starts every rank here
+    from a hostfile, so the pods that only serve sshd to it are not started."""
+
+    not_run_here: frozenset[str]
+    """The replica types that only serve sshd (counted as Ready and done)."""
+    hostfile: str
+    note: str
+
+
+def local_addressing(
+    pods: Sequence[LocalPod], ports: Sequence[int] | None, scratch: Path
+) -> LocalAddressing:
+    """Every pod on ``127.0.0.1`` with a port of its own (``ports``, else free ones) and the
+    MPI hostfile in ``scratch``."""
+    chosen = list(ports) if ports is not None else free_ports(len(pods))
+    if len(chosen) < len(pods):
+        raise LocalRunError(f"{len(pods)} ports are needed, {len(chosen)} were given")
+    return LocalAddressing(
+        ports={(p.replica_type, p.index): port for p, port in zip(pods, chosen, strict=False)},
+        mpi_hostfile=str(scratch / mpi.HOSTFILE),
     )
-    if container is None:
-        raise LocalRunError(f"{where}: the pod template has no containers")
-    return container
+
+
+def plan_pods(
+    job: JobBase,
+    framework: Framework,
+    pods: Sequence[LocalPod],
+    *,
+    addressing: LocalAddressing,
+    entrypoint: Sequence[str],
+    extra_env: Mapping[str, str] | None,
+    notes: Sequence[str] = (),
+    launcher: Launcher | None = None,
+    kind: LocalKind = LocalKind(),
+) -> LocalPlan:
+    """The plan that runs ``pods`` of ``job`` (defaulted, or a resolved TrainJob), each
+    its main container's command with the manifest's environment, then the framework's,
+    then ``extra_env``; ``notes`` come first in the plan's, after the launcher's."""
+    namespace = job.metadata.namespace or "default"
+    specs = job.replica_specs()
+    notes = ([launcher.note] if launcher is not None else []) + list(notes)
+    files: dict[Path, str] = {}
+    if launcher is not None:
+        files[Path(addressing.mpi_hostfile)] = launcher.hostfile
+    absent: set[tuple[str, int]] = set()
+    skipped = launcher.not_run_here if launcher is not None else frozenset()
+    replicas = []
+    for pod in pods:
+        rtype, index = pod.replica_type, pod.index
+        where = f"{job.kind}/{job.name} {rtype}[{index}]"
+        if rtype in skipped:
+            absent.add((rtype, index))
+            continue
+        template = specs[rtype].template
+        container = main_container(template, framework.run_container(job, rtype) or "")
+        if container is None:
+            raise LocalRunError(f"{where}: the pod template has no containers")
+        if not container.get("command") and rtype in kind.optional_steps:
+            absent.add((rtype, index))
+            notes.append(
+                f"{where}: the {rtype} container has no command (it runs its image "
+                f"{container.get('image')!r}), so it is skipped here and counted as Complete"
+            )
+            continue
+        if len(template.get("spec", {}).get("containers") or []) > 1:
+            notes.append(f"{where}: only container {container.get('name')!r} runs locally")
+        if container.get("workingDir"):
+            notes.append(
+                f"{where}: workingDir {container['workingDir']} is the image's; locally "
+                "the process runs in --workdir"
+            )
+        fields = pod_fields(pod.name, namespace, **pod.fields)
+        env = manifest_env(kind.prepare(container), where=where, fields=fields)
+        injected = framework.container_env(job, rtype, index, container, addressing)
+        env.update(manifest_env({"env": injected}, where=where, fields=fields))
+        env.update(pod.env)
+        env.update(extra_env or {})
+        env = {**pod.env_defaults, **env}
+        argv = command_of(
+            container, env, where=where, entrypoint=list(entrypoint), no_command=kind.no_command
+        )
+        replicas.append(
+            LocalReplica(
+                replica_type=rtype,
+                index=index,
+                container=str(container.get("name", "")),
+                argv=argv,
+                env=env,
+            )
+        )
+    return LocalPlan(
+        job=job,
+        framework=framework,
+        replicas=replicas,
+        files=files,
+        notes=notes,
+        absent=frozenset(absent),
+        success_phase=kind.success_phase,
+    )
 
 
 def plan_local_run(
@@ -181,62 +313,32 @@ def plan_local_run(
     """
     job = apply_defaults(job)
     framework = framework_for(job.kind)
-    namespace = job.metadata.namespace or "default"
     specs = job.replica_specs()
     leaders = framework.info.replica_types
     order = sorted(specs, key=lambda t: leaders.index(t) if t in leaders else len(leaders))
-    slots = [(rtype, index) for rtype in order for index in range(replicas_of(specs[rtype]))]
-    chosen = list(ports) if ports is not None else free_ports(len(slots))
-    if len(chosen) < len(slots):
-        raise LocalRunError(f"{len(slots)} ports are needed, {len(chosen)} were given")
-    hostfile = scratch / "hostfile"
-    addressing = LocalAddressing(
-        ports=dict(zip(slots, chosen, strict=False)), mpi_hostfile=str(hostfile)
-    )
-
-    notes: list[str] = []
-    files: dict[Path, str] = {}
-    absent: frozenset[tuple[str, int]] = frozenset()
+    pods = [
+        LocalPod(replica_type=rtype, index=index, name=replica_name(job.name, rtype, index))
+        for rtype in order
+        for index in range(replicas_of(specs[rtype]))
+    ]
+    addressing = local_addressing(pods, ports, scratch)
+    launcher = None
     if isinstance(job, MPIJob):
-        absent = frozenset(slot for slot in slots if slot[0] == mpi.WORKER)
-        files[hostfile] = mpi.hostfile(job, addressing)
-        notes.append(
-            "MPIJob: workers only run sshd for the launcher, so they are not started; the "
-            f"launcher's mpirun starts the ranks on this machine from {hostfile}"
+        launcher = Launcher(
+            not_run_here=frozenset(mpi.sshd_replica_types(job)),
+            hostfile=mpi.hostfile(job, addressing),
+            note="MPIJob: workers only run sshd for the launcher, so they are not started; "
+            f"the launcher's mpirun starts the ranks on this machine from "
+            f"{addressing.mpi_hostfile}",
         )
-
-    replicas = []
-    for rtype, index in slots:
-        if isinstance(job, MPIJob) and rtype == mpi.WORKER:
-            continue
-        where = f"{job.kind}/{job.name} {rtype}[{index}]"
-        template = specs[rtype].template
-        container = _replica_container(job, rtype, where)
-        if len(template.get("spec", {}).get("containers") or []) > 1:
-            notes.append(f"{where}: only container {container.get('name')!r} runs locally")
-        if container.get("workingDir"):
-            notes.append(
-                f"{where}: workingDir {container['workingDir']} is the image's; locally "
-                "the process runs in --workdir"
-            )
-        pod_name = replica_name(job.name, rtype, index)
-        fields = pod_fields(pod_name, namespace)
-        env = manifest_env(container, where=where, fields=fields)
-        injected = framework.container_env(job, rtype, index, container, addressing)
-        env.update(manifest_env({"env": injected}, where=where, fields=fields))
-        env.update(extra_env or {})
-        argv = command_of(container, env, where=where, entrypoint=list(entrypoint))
-        replicas.append(
-            LocalReplica(
-                replica_type=rtype,
-                index=index,
-                container=str(container.get("name", "")),
-                argv=argv,
-                env=env,
-            )
-        )
-    return LocalPlan(
-        job=job, framework=framework, replicas=replicas, files=files, notes=notes, absent=absent
+    return plan_pods(
+        job,
+        framework,
+        pods,
+        addressing=addressing,
+        entrypoint=entrypoint,
+        extra_env=extra_env,
+        launcher=launcher,
     )
 
 

@@ -26,6 +26,7 @@ import shutil
 import subprocess
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from kubetrain.api.keys import (
     GPU_RESOURCE,
@@ -35,19 +36,18 @@ from kubetrain.api.keys import (
 )
 from kubetrain.api.trainer import TrainJob, apply_trainer_defaults
 from kubetrain.api.trainer import constants as T
-from kubetrain.api.trainer.resolve import NODE_JOB, ResolvedTrainJob, resolve
+from kubetrain.api.trainer.resolve import ResolvedTrainJob, resolve
 from kubetrain.api.trainer.runtime import RuntimeBase
-from kubetrain.frameworks import LocalAddressing, mpi, pytorch, trainjob
-from kubetrain.frameworks.replicas import main_container
+from kubetrain.frameworks import mpi, pytorch, trainjob
 from kubetrain.frameworks.trainjob_nodes import gpus_per_node
 from kubetrain.local.plan import (
+    Launcher,
+    LocalKind,
     LocalPlan,
-    LocalReplica,
+    LocalPod,
     LocalRunError,
-    command_of,
-    free_ports,
-    manifest_env,
-    pod_fields,
+    local_addressing,
+    plan_pods,
 )
 
 #: What a TrainJob's success is called (its terminal condition type).
@@ -113,12 +113,6 @@ def _gpu_slices(job: ResolvedTrainJob, gpus: Sequence[str], notes: list[str]) ->
     return []
 
 
-def _not_run_here(job: ResolvedTrainJob) -> set[str]:
-    """Replicated jobs whose pods do not run locally: an MPI runtime's ``node`` pods only
-    serve sshd to the launcher, whose mpirun starts the ranks here."""
-    return {NODE_JOB} if job.spec.mpi is not None else set()
-
-
 def plan_trainjob(
     job: TrainJob,
     runtime: RuntimeBase,
@@ -131,7 +125,8 @@ def plan_trainjob(
     rank_prefixes: bool = False,
 ) -> LocalPlan:
     """The processes that run ``job`` with ``runtime`` on this machine (both defaulted
-    first, as the operator does).
+    first, as the operator does), planned like every kind's
+    (:func:`kubetrain.local.plan.plan_pods`).
 
     ``scratch`` holds generated files (an MPI hostfile); ``ports`` are handed out one per
     pod (free ports when omitted); ``gpus`` are this machine's devices
@@ -154,88 +149,61 @@ def plan_trainjob(
             f"TrainJob/{job.name} has spec.suspend: true, so it would not run on a cluster "
             "either; remove it (or set it to false) to run it"
         )
-    framework = trainjob.FRAMEWORK
-    namespace = job.metadata.namespace or "default"
-    pods = trainjob.pod_names(resolved)
-    chosen = list(ports) if ports is not None else free_ports(len(pods))
-    if len(chosen) < len(pods):
-        raise LocalRunError(f"{len(pods)} ports are needed, {len(chosen)} were given")
-    hostfile = scratch / "hostfile"
-    addressing = LocalAddressing(
-        ports={(rjob, index): port for (rjob, index, _), port in zip(pods, chosen, strict=False)},
-        mpi_hostfile=str(hostfile),
-    )
     notes: list[str] = []
-    files: dict[Path, str] = {}
-    absent: set[tuple[str, int]] = set()
-    skipped = _not_run_here(resolved)
-    if skipped:
-        files[hostfile] = mpi.trainjob_hostfile(resolved, addressing)
-        notes.append(
-            f"{resolved.spec.runtime_kind} {resolved.spec.runtime_name} uses MPI: the "
-            f"{', '.join(sorted(skipped))} pods only serve sshd to the launcher, so they are "
-            f"not started; the launcher's mpirun starts every rank here from {hostfile}"
-        )
     devices = _gpu_slices(resolved, gpus, notes)
-    torchrun_logs = _torchrun_logs(scratch) if rank_prefixes else {}
-    replicas: list[LocalReplica] = []
-    for rjob, index, pod_name in pods:
-        where = f"TrainJob/{job.name} {rjob}[{index}]"
-        if rjob in skipped:
-            absent.add((rjob, index))
-            continue
-        template = resolved.spec.replicated_jobs[rjob].template
-        container = main_container(template, framework.run_container(resolved, rjob) or "")
-        if container is None:
-            raise LocalRunError(f"{where}: the pod template has no containers")
-        if not container.get("command") and rjob in INITIALIZERS:
-            absent.add((rjob, index))
-            notes.append(
-                f"{where}: the {rjob} container has no command (it runs its image "
-                f"{container.get('image')!r}), so it is skipped here and counted as Complete"
-            )
-            continue
-        if len(template.get("spec", {}).get("containers") or []) > 1:
-            notes.append(f"{where}: only container {container.get('name')!r} runs locally")
-        fields = pod_fields(
-            pod_name,
-            namespace,
-            **{f"metadata.annotations['{JOB_COMPLETION_INDEX}']": str(index)},
-        )
-        env = manifest_env(trainjob.with_completion_index(container), where=where, fields=fields)
-        injected = framework.container_env(resolved, rjob, index, container, addressing)
-        env.update(manifest_env({"env": injected}, where=where, fields=fields))
+    torchrun = _torchrun_logs(scratch) if rank_prefixes else {}
+    pods = []
+    for rjob, index, pod_name in trainjob.pod_names(resolved):
         trainer = rjob == resolved.spec.trainer_job
-        if devices and trainer:
-            env["CUDA_VISIBLE_DEVICES"] = devices[index]
-        env.update(extra_env or {})
-        if trainer and resolved.spec.framework == "torch":
-            env = {**torchrun_logs, **env}
-        if not container.get("command") and not entrypoint:
-            raise LocalRunError(
-                f"{where}: the {container.get('name')} container has no command (it would "
-                f"run its image {container.get('image')!r}); give the TrainJob "
-                "spec.trainer.command, or pass --entrypoint 'torchrun train.py'"
-            )
-        argv = command_of(container, env, where=where, entrypoint=list(entrypoint))
-        replicas.append(
-            LocalReplica(
+        pods.append(
+            LocalPod(
                 replica_type=rjob,
                 index=index,
-                container=str(container.get("name", "")),
-                argv=argv,
-                env=env,
+                name=pod_name,
+                fields={f"metadata.annotations['{JOB_COMPLETION_INDEX}']": str(index)},
+                env={"CUDA_VISIBLE_DEVICES": devices[index]} if devices and trainer else {},
+                env_defaults=torchrun if trainer and resolved.spec.framework == "torch" else {},
             )
         )
-    return LocalPlan(
-        job=resolved,
-        framework=framework,
-        replicas=replicas,
-        files=files,
+    addressing = local_addressing(pods, ports, scratch)
+    launcher = None
+    sshd = mpi.sshd_replica_types(resolved)
+    if sshd:
+        launcher = Launcher(
+            not_run_here=frozenset(sshd),
+            hostfile=mpi.trainjob_hostfile(resolved, addressing),
+            note=f"{resolved.spec.runtime_kind} {resolved.spec.runtime_name} uses MPI: the "
+            f"{', '.join(sshd)} pods only serve sshd to the launcher, so they are not started; "
+            f"the launcher's mpirun starts every rank here from {addressing.mpi_hostfile}",
+        )
+    return plan_pods(
+        resolved,
+        trainjob.FRAMEWORK,
+        pods,
+        addressing=addressing,
+        entrypoint=entrypoint,
+        extra_env=extra_env,
         notes=notes,
-        absent=frozenset(absent),
-        success_phase=COMPLETE,
+        launcher=launcher,
+        kind=TRAINJOB_RULES,
     )
+
+
+def _no_command(where: str, container: Mapping[str, Any]) -> str:
+    return (
+        f"{where}: the {container.get('name')} container has no command (it would "
+        f"run its image {container.get('image')!r}); give the TrainJob "
+        "spec.trainer.command, or pass --entrypoint 'torchrun train.py'"
+    )
+
+
+#: What a TrainJob adds to the shared planning.
+TRAINJOB_RULES = LocalKind(
+    success_phase=COMPLETE,
+    optional_steps=frozenset(INITIALIZERS),
+    prepare=trainjob.with_completion_index,
+    no_command=_no_command,
+)
 
 
 def _torchrun_logs(scratch: Path) -> dict[str, str]:

@@ -5,11 +5,9 @@
 - ConfigMap ``<job>-config``: ``hostfile`` (``mpi.hostfile``) and ``discover_hosts.sh``
   (the hosts that can take ranks now, for Horovod elastic);
 - Secret ``<job>-ssh-<suffix>``: an SSH key pair generated once (``kubernetes.io/ssh-auth``),
-  the suffix derived from the job's uid (``sshkeys.ssh_secret_name``), created first and
-  alone in the job's first reconcile (then the other children, pods included) and its
-  name recorded in ``status.sshAuthSecretName``: the operator never needs to read a
-  Secret (it may only create them), and every pass computes the same name, so it never
-  makes two when a create's answer is lost (a 409 is its own earlier create);
+  its name recorded in ``status.sshAuthSecretName``
+  (:mod:`~kubetrain.controller.plugins.mpi_children`), mounted in every pod and the
+  ConfigMap in the launcher as mpi-operator does (:mod:`kubetrain.frameworks.mpi_pods`);
 - worker Pods ``<job>-worker-<i>`` (hostname + subdomain, ``sshd -De`` by default, and
   the DNS search domain ``<job>.<ns>.svc.cluster.local`` so that Intel MPI's and MPICH's
   Hydra proxies reach the launcher by its bare host name);
@@ -28,7 +26,7 @@ Success and failure come from the launcher Job's Complete and Failed conditions.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kubetrain.api import keys as K
@@ -59,23 +57,15 @@ from kubetrain.controller.model import (
 )
 from kubetrain.controller.plugins import children, v1
 from kubetrain.controller.plugins.base import JobPlugin
+from kubetrain.controller.plugins.mpi_children import MpiChildren, config_map
 from kubetrain.controller.policies import success
-from kubetrain.controller.sshkeys import SshKeyPair, generate_ssh_keys, ssh_secret, ssh_secret_name
-from kubetrain.frameworks import ClusterAddressing, mpi, replica_name
+from kubetrain.frameworks import mpi, replica_name
+from kubetrain.frameworks.mpi_pods import DISCOVER_HOSTS, MPIJOB_LAYOUT, mount
 from kubetrain.frameworks.replicas import replicas_of
 
 LAUNCHER = MPIReplicaType.LAUNCHER.value
 WORKER = MPIReplicaType.WORKER.value
-SSH_VOLUME = "ssh-auth"
-CONFIG_VOLUME = "mpi-job-config"
-DISCOVER_HOSTS = "discover_hosts.sh"
-HOSTFILE = "hostfile"
 DEFAULT_WORKER_COMMAND = ["/usr/sbin/sshd", "-De"]
-#: File modes (octal 0444 / 0555 / 0600 / 0644) for the mounted files.
-MODE_READ = 0o444
-MODE_EXEC = 0o555
-MODE_PRIVATE = 0o600
-MODE_PUBLIC = 0o644
 
 
 def service_name(job: Job) -> str:
@@ -91,12 +81,6 @@ def config_map_name(job: Job) -> str:
 def secret_prefix(job: Job) -> str:
     """``<job>-ssh-``: the SSH key pair's Secret is this and a suffix from the job's uid."""
     return f"{job.name}-ssh-"
-
-
-def secret_name(job: Job, observed: Observed) -> str:
-    """The job's SSH Secret: as its status records it (jobs started by an operator that
-    chose a random suffix keep theirs), else named from the job's uid."""
-    return observed.ssh_secret_name or ssh_secret_name(secret_prefix(job), children.uid_of(job))
 
 
 def launcher_name(job: Job) -> str:
@@ -126,7 +110,7 @@ def launcher_pods(job: Job, observed: Observed) -> list[Obj]:
     return sorted(found, key=lambda p: str((p.get("metadata") or {}).get("creationTimestamp")))
 
 
-class MPIPlugin(JobPlugin[MPIJob]):
+class MPIPlugin(MpiChildren, JobPlugin[MPIJob]):
     """Reconciles ``kubeflow.org/v2beta1`` MPIJobs."""
 
     kind = mpi.FRAMEWORK.info.kind
@@ -137,20 +121,7 @@ class MPIPlugin(JobPlugin[MPIJob]):
     #: As upstream: the TTL removes the launcher Job; the MPIJob and its status stay.
     ttl_deletes = "launcher"
 
-    def __init__(
-        self,
-        addressing: ClusterAddressing | None = None,
-        keygen: Callable[[], SshKeyPair] = generate_ssh_keys,
-    ) -> None:
-        self.addressing = addressing or ClusterAddressing()
-        self.keygen = keygen
-
     # -- capabilities ----------------------------------------------------------------
-
-    def serving_replica_types(self, job: MPIJob) -> tuple[str, ...]:
-        """Workers run sshd for the launcher's mpirun: once it is done they have nothing
-        left to finish."""
-        return (WORKER,)
 
     def load(self, raw: Mapping[str, Any], observed: Observed) -> Loaded[MPIJob]:
         return v1.load(raw, self.validate, MPIJob)
@@ -203,9 +174,9 @@ class MPIPlugin(JobPlugin[MPIJob]):
     def build(self, job: MPIJob, observed: Observed, gate: Gate) -> Iterator[dict[str, Any]]:
         yield children.with_hash(self._service(job))
         yield children.with_hash(self._config_map(job, observed))
-        secret = secret_name(job, observed)
-        if secret not in observed.secrets:
-            yield self._secret(job, secret)  # created first and alone (reconciler)
+        secret = self.ssh_secret_name(job, observed, secret_prefix(job))
+        # Created first and alone (reconciler).
+        yield from self.ssh_secret(job, observed, secret, child_labels(job))
         for replica in self.replicas(job):
             yield children.with_hash(self._worker(job, replica, secret))
         blocked = LAUNCHER in gate.blocked
@@ -266,34 +237,11 @@ class MPIPlugin(JobPlugin[MPIJob]):
             for r in self.replicas(job)
             if r.pod_name in observed.pods and podstate.is_running(observed.pods[r.pod_name])
         ]
-        return {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": children.metadata(job, config_map_name(job), child_labels(job)),
-            "data": {
-                HOSTFILE: mpi.hostfile(job, self.addressing),
-                DISCOVER_HOSTS: mpi.discover_hosts(job, self.addressing, running),
-            },
+        data = {
+            mpi.HOSTFILE: mpi.hostfile(job, self.addressing),
+            DISCOVER_HOSTS: mpi.discover_hosts(job, self.addressing, running),
         }
-
-    def _secret(self, job: MPIJob, name: str) -> dict[str, Any]:
-        """The SSH key pair (a new one: the Secret is created once, never updated)."""
-        return ssh_secret(children.metadata(job, name, child_labels(job)), self.keygen())
-
-    def _ssh_volume(self, job: MPIJob, secret: str) -> dict[str, Any]:
-        path = job.spec.ssh_auth_mount_path or DEFAULT_SSH_AUTH_MOUNT_PATH
-        return {
-            "name": SSH_VOLUME,
-            "secret": {
-                "secretName": secret,
-                "defaultMode": MODE_PRIVATE if path == DEFAULT_SSH_AUTH_MOUNT_PATH else MODE_PUBLIC,
-                "items": [
-                    {"key": "ssh-privatekey", "path": "id_rsa"},
-                    {"key": "ssh-publickey", "path": "id_rsa.pub"},
-                    {"key": "ssh-publickey", "path": "authorized_keys"},
-                ],
-            },
-        }
+        return config_map(job, config_map_name(job), child_labels(job), data)
 
     def _template(
         self,
@@ -313,41 +261,14 @@ class MPIPlugin(JobPlugin[MPIJob]):
             env_for=lambda i, c: env if i == 0 else [],
         )
         pod_spec = template["spec"]
-        volumes = [
-            v
-            for v in pod_spec.get("volumes") or []
-            if v.get("name") not in (SSH_VOLUME, CONFIG_VOLUME)
-        ]
-        volumes.append(self._ssh_volume(job, secret))
-        mounts = [
-            {
-                "name": SSH_VOLUME,
-                "mountPath": job.spec.ssh_auth_mount_path or DEFAULT_SSH_AUTH_MOUNT_PATH,
-            }
-        ]
-        if launcher:
-            volumes.append(
-                {
-                    "name": CONFIG_VOLUME,
-                    "configMap": {
-                        "name": config_map_name(job),
-                        "items": [
-                            {"key": HOSTFILE, "path": HOSTFILE, "mode": MODE_READ},
-                            {"key": DISCOVER_HOSTS, "path": DISCOVER_HOSTS, "mode": MODE_EXEC},
-                        ],
-                    },
-                }
-            )
-            mounts.append({"name": CONFIG_VOLUME, "mountPath": mpi.CONFIG_MOUNT_PATH})
-        pod_spec["volumes"] = volumes
-        if pod_spec.get("containers"):
-            first = pod_spec["containers"][0]
-            existing = [
-                m
-                for m in first.get("volumeMounts") or []
-                if m.get("name") not in (SSH_VOLUME, CONFIG_VOLUME)
-            ]
-            first["volumeMounts"] = existing + mounts
+        mount(
+            pod_spec,
+            MPIJOB_LAYOUT,
+            secret=secret,
+            ssh_path=job.spec.ssh_auth_mount_path or DEFAULT_SSH_AUTH_MOUNT_PATH,
+            config_map=config_map_name(job) if launcher else None,
+            containers=(pod_spec.get("containers") or [])[:1],
+        )
         return template
 
     def _worker(self, job: MPIJob, replica: Replica, secret: str) -> dict[str, Any]:

@@ -20,13 +20,14 @@ suspend, cleanup), and its children are made directly, no JobSet needed:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 from kubetrain.api import keys as K
 from kubetrain.api.common import JobBase as Job
 from kubetrain.api.common import JobStatus, ReplicaStatus, RestartPolicy
 from kubetrain.api.errors import FieldError, JobValidationError
+from kubetrain.api.mpi import DEFAULT_SSH_AUTH_MOUNT_PATH
 from kubetrain.api.trainer import constants as T
 from kubetrain.api.trainer import patch_times
 from kubetrain.api.trainer.defaults import apply_trainer_defaults
@@ -46,20 +47,19 @@ from kubetrain.controller.conditions import parse_time
 from kubetrain.controller.model import Gate, Loaded, Observed, Outcome, Replica, StartupRule
 from kubetrain.controller.plugins import children, runtime_snapshot, v1
 from kubetrain.controller.plugins.base import JobPlugin, StatusCodec
+from kubetrain.controller.plugins.mpi_children import MpiChildren, config_map
 from kubetrain.controller.plugins.trainjob_progress import ProgressInjection
 from kubetrain.controller.plugins.trainjob_status import CODEC
 from kubetrain.controller.policies import success
-from kubetrain.controller.sshkeys import SshKeyPair, generate_ssh_keys, ssh_secret, ssh_secret_name
-from kubetrain.frameworks import ClusterAddressing, mpi, tensorflow, trainjob
+from kubetrain.frameworks import mpi, tensorflow, trainjob
 from kubetrain.frameworks.addressing import trainjob_pod_name
+from kubetrain.frameworks.mpi_pods import TRAINJOB_LAYOUT, mount
 
 #: The port a node of each framework listens on for its peers (added to its container).
 RANK_PORTS = {"torch": RENDEZVOUS_PORT, "jax": RENDEZVOUS_PORT, "xgboost": RENDEZVOUS_PORT}
 RANK_PORTS["tensorflow"] = tensorflow.DEFAULT_PORT
 #: How long a TrainJob waits for the runtime it names to appear before it fails.
 RUNTIME_WAIT_SECONDS = 30.0
-SSH_VOLUME = "mpi-ssh-auth"
-HOSTFILE_VOLUME = "mpi-hostfile"
 
 
 def hostfile_name(job: Job) -> str:
@@ -75,7 +75,7 @@ def _created_ago(raw: Mapping[str, Any], observed: Observed) -> float:
     return (observed.now - created).total_seconds() if created is not None else 0.0
 
 
-class TrainJobPlugin(JobPlugin[ResolvedTrainJob]):
+class TrainJobPlugin(MpiChildren, JobPlugin[ResolvedTrainJob]):
     """Reconciles ``trainer.kubeflow.org/v1alpha1`` TrainJobs (see the module docs)."""
 
     kind = trainjob.FRAMEWORK.info.kind
@@ -88,14 +88,6 @@ class TrainJobPlugin(JobPlugin[ResolvedTrainJob]):
     status_codec: StatusCodec = CODEC
     #: Where trainer pods report progress (None: the progress server is off).
     progress: ProgressInjection | None = None
-
-    def __init__(
-        self,
-        addressing: ClusterAddressing | None = None,
-        keygen: Callable[[], SshKeyPair] = generate_ssh_keys,
-    ) -> None:
-        self.addressing = addressing or ClusterAddressing()
-        self.keygen = keygen
 
     # -- reading ------------------------------------------------------------------------
 
@@ -165,10 +157,6 @@ class TrainJobPlugin(JobPlugin[ResolvedTrainJob]):
         """runtimePatches' times (``kubetrain.api.trainer.patch_times``)."""
         return patch_times.json_patch(raw, now)
 
-    def serving_replica_types(self, job: ResolvedTrainJob) -> tuple[str, ...]:
-        """MPI ``node`` pods serve sshd for the launcher: nothing to finish after it."""
-        return (NODE_JOB,) if job.spec.mpi is not None else ()
-
     def replicas(self, job: ResolvedTrainJob) -> list[Replica]:
         return [
             Replica(
@@ -210,11 +198,9 @@ class TrainJobPlugin(JobPlugin[ResolvedTrainJob]):
         secret: str | None = None
         if job.spec.mpi is not None:
             yield children.with_hash(self._hostfile(job))
-            secret = observed.ssh_secret_name or ssh_secret_name(
-                secret_prefix(job), children.uid_of(job)
-            )
-            if secret not in observed.secrets:
-                yield self._secret(job, secret)  # created first and alone (reconciler)
+            secret = self.ssh_secret_name(job, observed, secret_prefix(job))
+            # Created first and alone (reconciler).
+            yield from self.ssh_secret(job, observed, secret, children.job_labels(job))
         for replica in self.replicas(job):
             if replica.replica_type in gate.blocked:
                 continue
@@ -285,59 +271,18 @@ class TrainJobPlugin(JobPlugin[ResolvedTrainJob]):
         self, job: ResolvedTrainJob, replicated_job: str, pod_spec: dict[str, Any], secret: str
     ) -> None:
         assert job.spec.mpi is not None
-        path = job.spec.mpi.ssh_auth_mount_path or "/root/.ssh"
-        volumes = [
-            v
-            for v in pod_spec.get("volumes") or []
-            if v.get("name") not in (SSH_VOLUME, HOSTFILE_VOLUME)
-        ]
-        volumes.append(
-            {
-                "name": SSH_VOLUME,
-                "secret": {
-                    "secretName": secret,
-                    "defaultMode": 0o400,
-                    "items": [
-                        {"key": "ssh-privatekey", "path": "id_rsa", "mode": 0o640},
-                        {"key": "ssh-publickey", "path": "id_rsa.pub", "mode": 0o644},
-                        {"key": "ssh-publickey", "path": "authorized_keys", "mode": 0o644},
-                    ],
-                },
-            }
+        mount(
+            pod_spec,
+            TRAINJOB_LAYOUT,
+            secret=secret,
+            ssh_path=job.spec.mpi.ssh_auth_mount_path or DEFAULT_SSH_AUTH_MOUNT_PATH,
+            config_map=hostfile_name(job) if replicated_job == LAUNCHER else None,
+            containers=[c for c in pod_spec.get("containers") or [] if c.get("name") == T.NODE],
         )
-        mounts = [{"name": SSH_VOLUME, "mountPath": path}]
-        if replicated_job == LAUNCHER:
-            volumes.append(
-                {
-                    "name": HOSTFILE_VOLUME,
-                    "configMap": {
-                        "name": hostfile_name(job),
-                        "items": [{"key": "hostfile", "path": "hostfile", "mode": 0o444}],
-                    },
-                }
-            )
-            mounts.append({"name": HOSTFILE_VOLUME, "mountPath": mpi.CONFIG_MOUNT_PATH})
-        pod_spec["volumes"] = volumes
-        for container in pod_spec.get("containers") or []:
-            if container.get("name") == T.NODE:
-                kept = [
-                    m
-                    for m in container.get("volumeMounts") or []
-                    if m.get("name") not in (SSH_VOLUME, HOSTFILE_VOLUME)
-                ]
-                container["volumeMounts"] = kept + mounts
 
     def _hostfile(self, job: ResolvedTrainJob) -> dict[str, Any]:
-        return {
-            "apiVersion": "v1",
-            "kind": "ConfigMap",
-            "metadata": children.metadata(job, hostfile_name(job), children.job_labels(job)),
-            "data": {"hostfile": mpi.trainjob_hostfile(job, self.addressing)},
-        }
-
-    def _secret(self, job: Job, name: str) -> dict[str, Any]:
-        """The SSH key pair (a new one: the Secret is created once, never updated)."""
-        return ssh_secret(children.metadata(job, name, children.job_labels(job)), self.keygen())
+        data = {mpi.HOSTFILE: mpi.trainjob_hostfile(job, self.addressing)}
+        return config_map(job, hostfile_name(job), children.job_labels(job), data)
 
     # -- status -------------------------------------------------------------------------
 

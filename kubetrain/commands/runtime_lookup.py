@@ -1,29 +1,25 @@
-"""``kubetrain run --local`` for a TrainJob: finding its runtime and running it.
+"""Finding the runtime a TrainJob names, for ``kubetrain run --local``.
 
 The runtime named by ``spec.runtimeRef`` is looked for, in order, among the other
 documents of the TrainJob's file, in the ``--runtime`` files, then among the objects a
 stack renders (``--stack NAME``): the version written under ``dist/<stack>/<version>/``
-when there is one for the stack's current version, else the stack rendered now. The
-TrainJob is then planned by :func:`kubetrain.local.trainjob.plan_trainjob` and run like
-the v1 kinds.
+when there is one for the stack's current version, else the stack rendered now.
 """
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 from kubetrain.api.errors import JobValidationError
 from kubetrain.api.loader import read_manifest
 from kubetrain.api.reading import read_documents
 from kubetrain.api.trainer import TrainJob, load_trainer_object
 from kubetrain.api.trainer import constants as T
-from kubetrain.api.trainer.resolve import ResolvedTrainJob
 from kubetrain.api.trainer.runtime import RuntimeBase
-from kubetrain.local.plan import LocalPlan, LocalRunError
-from kubetrain.local.trainjob import plan_trainjob, runtime_matches, visible_gpus
+from kubetrain.local.plan import LocalRunError
+from kubetrain.local.trainjob import runtime_matches
 
 #: Objects of a rendered stack that are runtimes.
 RUNTIME_KINDS = frozenset(T.RUNTIME_KINDS)
@@ -119,47 +115,3 @@ def find_runtime(
         f"TrainJob/{job.name} names {ref.kind or T.DEFAULT_RUNTIME_KIND} {ref.name}, which "
         f"is not among the runtimes given{hint}: {listing}"
     )
-
-
-def plan_trainjob_run(
-    args: argparse.Namespace,
-    job: TrainJob,
-    beside: Sequence[RuntimeBase],
-    *,
-    scratch: Path,
-    entrypoint: Sequence[str],
-    extra_env: dict[str, str],
-    out: TextIO,
-) -> LocalPlan:
-    """The plan for ``kubetrain run --local TRAINJOB.yaml`` (its runtime found first)."""
-    runtime, where = find_runtime(
-        job,
-        beside=beside,
-        manifest=args.manifest,
-        runtime_files=args.runtime,
-        stack=args.stack,
-        dist=Path(args.dist),
-        root=Path.cwd(),
-    )
-    out.write(f"kubetrain: TrainJob/{job.name} runs {runtime.kind} {runtime.name} ({where})\n")
-    plan = plan_trainjob(
-        job,
-        runtime,
-        scratch=scratch,
-        entrypoint=entrypoint,
-        extra_env=extra_env,
-        gpus=visible_gpus(),
-        rank_prefixes=True,
-    )
-    resolved = plan.job
-    if (
-        isinstance(resolved, ResolvedTrainJob)
-        and resolved.spec.framework == "torch"
-        and "PET_TEE" not in extra_env
-    ):
-        out.write(
-            "kubetrain: note: torchrun copies each rank's lines with a [rank<N>]: prefix "
-            "because run --local sets PET_TEE=3 (a cluster does not); --env PET_TEE=0 "
-            "turns it off\n"
-        )
-    return plan
