@@ -45,8 +45,9 @@ def model_schema(model: type[BaseModel]) -> dict[str, Any]:
             required.append(wire)
     out: dict[str, Any] = {"type": "object"}
     if properties:
-        # A model without fields (Trainer's ``jax: {}``) is an object with none: an empty
-        # ``properties`` would not survive the API server's round trip (apply then diff).
+        # A model without fields (an ML policy source without settings) is an object with
+        # none: an empty ``properties`` would not survive the API server's round trip (apply
+        # then diff).
         out["properties"] = dict(sorted(properties.items()))
     if required:
         out["required"] = sorted(required)

@@ -25,6 +25,7 @@ from kubetrain.api.trainer import TrainJob, load_objects_from_yaml
 from kubetrain.api.trainer.resolve import ResolvedTrainJob
 from kubetrain.api.trainer.runtime import RuntimeBase
 from kubetrain.commands.runtime_lookup import find_runtime
+from kubetrain.frameworks import pytorch
 from kubetrain.local.execute import EXIT_FAILED, execute
 from kubetrain.local.plan import LocalPlan, LocalRunError, plan_local_run
 from kubetrain.local.trainjob import plan_trainjob, visible_gpus
@@ -188,7 +189,7 @@ def _plan(
     resolved = plan.job
     if (
         isinstance(resolved, ResolvedTrainJob)
-        and resolved.spec.framework == "torch"
+        and resolved.spec.framework == pytorch.POLICY.name
         and "PET_TEE" not in extra_env
     ):
         out.write(

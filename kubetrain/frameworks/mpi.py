@@ -21,6 +21,7 @@ from typing import Any
 from kubetrain.api.common import JobBase
 from kubetrain.api.kinds import MPI, KindInfo
 from kubetrain.api.mpi import MPIImplementation, MPIJob, MPIReplicaType
+from kubetrain.api.trainer import constants as T
 from kubetrain.api.trainer.resolve import LAUNCHER as TRAINJOB_LAUNCHER
 from kubetrain.api.trainer.resolve import NODE_JOB as TRAINJOB_NODE
 from kubetrain.api.trainer.resolve import ResolvedTrainJob
@@ -32,6 +33,7 @@ from kubetrain.frameworks.addressing import (
     trainjob_pod_name,
 )
 from kubetrain.frameworks.base import Done, StartAfter
+from kubetrain.frameworks.policy import TrainJobPolicy
 from kubetrain.frameworks.replicas import replicas_of
 from kubetrain.frameworks.trainjob_nodes import gpus_per_node
 
@@ -198,11 +200,33 @@ def trainjob_launcher_env(
 ) -> list[EnvVar]:
     """The launcher's OpenMPI variables (upstream v2.3.0's)."""
     return [
-        env_var("OMPI_MCA_orte_default_hostfile", hostfile_path or HOSTFILE_PATH),
-        env_var("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
-        env_var("OMPI_MCA_orte_set_default_slots", trainjob_slots(job)),
-        env_var("OMPI_MCA_plm_rsh_args", SSH_ARGS),
+        env_var(T.OMPI_HOSTFILE, hostfile_path or HOSTFILE_PATH),
+        env_var(T.OMPI_KEEP_FQDN_HOSTNAMES, "true"),
+        env_var(T.OMPI_SET_DEFAULT_SLOTS, trainjob_slots(job)),
+        env_var(T.OMPI_RSH_ARGS, SSH_ARGS),
     ]
+
+
+def _trainjob_env(job: ResolvedTrainJob, index: int, addressing: Addressing) -> list[EnvVar]:
+    return trainjob_launcher_env(job, addressing.mpi_hostfile)
+
+
+def _trainjob_targets(job: ResolvedTrainJob, replicated_job: str, container: str) -> bool:
+    """The launcher's ``node`` container (the nodes serve sshd to its ``mpirun``)."""
+    return replicated_job == TRAINJOB_LAUNCHER and container == T.NODE
+
+
+POLICY = TrainJobPolicy(
+    name="mpi",
+    env=_trainjob_env,
+    targets=_trainjob_targets,
+    reserved_env=(
+        T.OMPI_HOSTFILE,
+        T.OMPI_RSH_ARGS,
+        T.OMPI_KEEP_FQDN_HOSTNAMES,
+        T.OMPI_SET_DEFAULT_SLOTS,
+    ),
+)
 
 
 class Mpi:

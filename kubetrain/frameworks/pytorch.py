@@ -20,7 +20,8 @@ from kubetrain.api.common import JobBase
 from kubetrain.api.defaults import default_nproc_per_node
 from kubetrain.api.kinds import PYTORCH, KindInfo
 from kubetrain.api.pytorch import PyTorchJob, PyTorchReplicaType
-from kubetrain.api.trainer.resolve import RENDEZVOUS_PORT, ResolvedTrainJob
+from kubetrain.api.trainer import constants as T
+from kubetrain.api.trainer.resolve import ResolvedTrainJob
 from kubetrain.frameworks import trainjob_nodes
 from kubetrain.frameworks.addressing import (
     Addressing,
@@ -30,6 +31,7 @@ from kubetrain.frameworks.addressing import (
     replica_name,
 )
 from kubetrain.frameworks.base import Done, StartAfter
+from kubetrain.frameworks.policy import RENDEZVOUS_PORT, TrainJobPolicy, trainer_node
 from kubetrain.frameworks.replicas import declared_port, replicas_of
 
 CONTAINER = str(PYTORCH.main_container)
@@ -227,18 +229,12 @@ def trainjob_nproc_per_node(job: ResolvedTrainJob) -> str:
 
 def trainjob_env(job: ResolvedTrainJob, index: int, addressing: Addressing) -> list[EnvVar]:
     """torchrun's variables for node ``index`` of a torch TrainJob (upstream v2.3.0's)."""
-    master = ReplicaRef(
-        job_name=job.name,
-        namespace=job.metadata.namespace or "default",
-        replica_type=job.spec.trainer_job,
-        index=0,
-    )
     return [
-        env_var("PET_NNODES", job.spec.num_nodes),
-        env_var("PET_NPROC_PER_NODE", trainjob_nproc_per_node(job)),
-        trainjob_nodes.index_env("PET_NODE_RANK"),
-        env_var("PET_MASTER_ADDR", trainjob_nodes.rank_zero(job, addressing)),
-        env_var("PET_MASTER_PORT", addressing.replica_port(master, RENDEZVOUS_PORT)),
+        env_var(T.PET_NNODES, job.spec.num_nodes),
+        env_var(T.PET_NPROC_PER_NODE, trainjob_nproc_per_node(job)),
+        trainjob_nodes.index_env(T.PET_NODE_RANK),
+        env_var(T.PET_MASTER_ADDR, trainjob_nodes.rank_zero(job, addressing)),
+        env_var(T.PET_MASTER_PORT, trainjob_nodes.rank_zero_port(job, addressing, RENDEZVOUS_PORT)),
     ]
 
 
@@ -250,3 +246,25 @@ def is_injection_target(job: ResolvedTrainJob, replicated_job: str, container: s
         target.job_name == replicated_job and container in (target.container_names or [])
         for target in (injection.targets if injection is not None else None) or []
     )
+
+
+def _trainjob_targets(job: ResolvedTrainJob, replicated_job: str, container: str) -> bool:
+    """The trainer's ``node`` container and the ``envInjection`` targets."""
+    return trainer_node(job, replicated_job, container) or is_injection_target(
+        job, replicated_job, container
+    )
+
+
+POLICY = TrainJobPolicy(
+    name="torch",
+    env=trainjob_env,
+    targets=_trainjob_targets,
+    rank_port=RENDEZVOUS_PORT,
+    reserved_env=(
+        T.PET_NNODES,
+        T.PET_NPROC_PER_NODE,
+        T.PET_NODE_RANK,
+        T.PET_MASTER_ADDR,
+        T.PET_MASTER_PORT,
+    ),
+)

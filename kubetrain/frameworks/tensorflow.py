@@ -20,6 +20,7 @@ from typing import Any
 from kubetrain.api.common import JobBase
 from kubetrain.api.kinds import TENSORFLOW, KindInfo
 from kubetrain.api.tensorflow import SuccessPolicy, TFJob, TFReplicaType
+from kubetrain.api.trainer.resolve import TENSORFLOW as TENSORFLOW_LABEL
 from kubetrain.api.trainer.resolve import ResolvedTrainJob
 from kubetrain.frameworks.addressing import (
     Addressing,
@@ -29,6 +30,7 @@ from kubetrain.frameworks.addressing import (
     replica_name,
 )
 from kubetrain.frameworks.base import Done, StartAfter, leader_first, present
+from kubetrain.frameworks.policy import TrainJobPolicy
 from kubetrain.frameworks.replicas import declared_port, main_container, replicas_of
 
 #: The container ``TF_CONFIG`` goes into (else the first container).
@@ -125,6 +127,11 @@ def trainjob_env(job: ResolvedTrainJob, index: int, addressing: Addressing) -> l
         "environment": "cloud",
     }
     return [env_var("TF_CONFIG", json.dumps(config, separators=(",", ":")))]
+
+
+#: kubetrain's TensorFlow policy: ``TF_CONFIG`` in the trainer's ``node`` container, each
+#: node serving port 2222.
+POLICY = TrainJobPolicy(name=TENSORFLOW_LABEL, env=trainjob_env, rank_port=DEFAULT_PORT)
 
 
 class TensorFlow:

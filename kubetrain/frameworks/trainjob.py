@@ -1,9 +1,7 @@
 """TrainJob (Kubeflow Trainer v2): the rules of a TrainJob resolved against its runtime
 (:mod:`kubetrain.api.trainer.resolve`), stated once for the operator and ``kubetrain run
---local``. The environment of each ML policy lives with its framework (torch in
-:mod:`~kubetrain.frameworks.pytorch`, MPI in :mod:`~kubetrain.frameworks.mpi`, JAX in
-:mod:`~kubetrain.frameworks.jax`, XGBoost in :mod:`~kubetrain.frameworks.xgboost`); this
-module dispatches to them.
+--local``. The environment of each ML policy lives with its framework, which registers it
+in :mod:`~kubetrain.frameworks.registry`; this module looks the runtime's policy up there.
 
 - Replicas: the runtime's replicated jobs (``node``, ``launcher``, ``dataset-initializer``,
   ...), pod ``i`` of job ``j`` named ``<trainjob>-<j>-0-<i>`` (JobSet's host names).
@@ -29,10 +27,10 @@ from typing import Any
 from kubetrain.api.common import JobBase
 from kubetrain.api.kinds import TRAINJOB, KindInfo
 from kubetrain.api.trainer import constants as T
-from kubetrain.api.trainer.resolve import LAUNCHER, ResolvedTrainJob
-from kubetrain.frameworks import jax, mpi, pytorch, tensorflow, xgboost
+from kubetrain.api.trainer.resolve import ResolvedTrainJob
 from kubetrain.frameworks.addressing import Addressing, EnvVar, trainjob_pod_name
 from kubetrain.frameworks.base import Done, StartAfter
+from kubetrain.frameworks.registry import policy_for
 from kubetrain.frameworks.trainjob_nodes import index_env, typed
 
 
@@ -53,22 +51,11 @@ class TrainJobFramework:
         addressing: Addressing,
     ) -> list[EnvVar]:
         resolved = typed(job)
+        policy = policy_for(resolved.spec.framework)
+        if policy is None:
+            return []
         name = str(container.get("name") or "")
-        policy = resolved.spec.framework
-        trainer = replica_type == resolved.spec.trainer_job and name == T.NODE
-        if policy == "torch":
-            if trainer or pytorch.is_injection_target(resolved, replica_type, name):
-                return pytorch.trainjob_env(resolved, index, addressing)
-        elif policy == "mpi":
-            if replica_type == LAUNCHER and name == T.NODE:
-                return mpi.trainjob_launcher_env(resolved, addressing.mpi_hostfile)
-        elif policy == "jax" and trainer:
-            return jax.trainjob_env(resolved, index, addressing)
-        elif policy == "xgboost" and trainer:
-            return xgboost.trainjob_env(resolved, index, addressing)
-        elif policy == "tensorflow" and trainer:
-            return tensorflow.trainjob_env(resolved, index, addressing)
-        return []
+        return policy.container_env(resolved, replica_type, name, index, addressing)
 
     def run_container(self, job: JobBase, replica_type: str) -> str | None:
         step = T.STEP_CONTAINERS.get(replica_type)

@@ -1,6 +1,6 @@
 """What a TrainJob's nodes have, read from its resolved pod templates: the trainer
-container, its GPUs and CPUs, and the host of its rank 0. The TrainJob's frameworks
-(torch, MPI, JAX, XGBoost) all read them here."""
+container, its GPUs and CPUs, and the host of its rank 0. The TrainJob's ML policies
+(:mod:`kubetrain.frameworks.registry`) all read them here."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from kubetrain.api.common import JobBase
 from kubetrain.api.keys import GPU_RESOURCE, JOB_COMPLETION_INDEX
 from kubetrain.api.trainer import constants as T
 from kubetrain.api.trainer.resolve import ResolvedTrainJob
-from kubetrain.frameworks.addressing import Addressing, EnvVar
+from kubetrain.frameworks.addressing import Addressing, EnvVar, ReplicaRef
 
 
 def typed(job: JobBase) -> ResolvedTrainJob:
@@ -62,9 +62,19 @@ def cpus_per_node(job: ResolvedTrainJob) -> int:
 
 
 def rank_zero(job: ResolvedTrainJob, addressing: Addressing) -> str:
-    """The host of the trainer's pod 0 (torch's master, JAX's coordinator, XGBoost's
-    tracker)."""
+    """The host of the trainer's pod 0 (the rendezvous of the policies that have one)."""
     return addressing.trainjob_host(job.name, job.spec.trainer_job, 0)
+
+
+def rank_zero_port(job: ResolvedTrainJob, addressing: Addressing, port: int) -> int:
+    """The port ``port`` of the trainer's pod 0 is reached on (locally, the one handed out)."""
+    rank_zero_ref = ReplicaRef(
+        job_name=job.name,
+        namespace=job.metadata.namespace or "default",
+        replica_type=job.spec.trainer_job,
+        index=0,
+    )
+    return addressing.replica_port(rank_zero_ref, port)
 
 
 #: Where a TrainJob pod's index is read from: the Job controller's completion-index

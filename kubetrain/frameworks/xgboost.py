@@ -9,9 +9,11 @@ Trainer v2.3.0 injects into the trainer's ``node`` container:
 
 from __future__ import annotations
 
-from kubetrain.api.trainer.resolve import RENDEZVOUS_PORT, ResolvedTrainJob
-from kubetrain.frameworks.addressing import Addressing, EnvVar, ReplicaRef, env_var
-from kubetrain.frameworks.trainjob_nodes import gpus_per_node, index_env, rank_zero
+from kubetrain.api.trainer import constants as T
+from kubetrain.api.trainer.resolve import ResolvedTrainJob
+from kubetrain.frameworks.addressing import Addressing, EnvVar, env_var
+from kubetrain.frameworks.policy import RENDEZVOUS_PORT, TrainJobPolicy
+from kubetrain.frameworks.trainjob_nodes import gpus_per_node, index_env, rank_zero, rank_zero_port
 
 
 def workers(job: ResolvedTrainJob) -> int:
@@ -21,15 +23,17 @@ def workers(job: ResolvedTrainJob) -> int:
 
 def trainjob_env(job: ResolvedTrainJob, index: int, addressing: Addressing) -> list[EnvVar]:
     """The DMLC variables of node ``index``."""
-    tracker = ReplicaRef(
-        job_name=job.name,
-        namespace=job.metadata.namespace or "default",
-        replica_type=job.spec.trainer_job,
-        index=0,
-    )
     return [
-        env_var("DMLC_TRACKER_URI", rank_zero(job, addressing)),
-        env_var("DMLC_TRACKER_PORT", addressing.replica_port(tracker, RENDEZVOUS_PORT)),
-        index_env("DMLC_TASK_ID"),
-        env_var("DMLC_NUM_WORKER", workers(job)),
+        env_var(T.DMLC_TRACKER_URI, rank_zero(job, addressing)),
+        env_var(T.DMLC_TRACKER_PORT, rank_zero_port(job, addressing, RENDEZVOUS_PORT)),
+        index_env(T.DMLC_TASK_ID),
+        env_var(T.DMLC_NUM_WORKER, workers(job)),
     ]
+
+
+POLICY = TrainJobPolicy(
+    name="xgboost",
+    env=trainjob_env,
+    rank_port=RENDEZVOUS_PORT,
+    reserved_env=(T.DMLC_TRACKER_URI, T.DMLC_TRACKER_PORT, T.DMLC_TASK_ID, T.DMLC_NUM_WORKER),
+)

@@ -7,8 +7,9 @@ rendezvous on a free port).
 
 - torch: every node gets ``PET_NNODES``, ``PET_NPROC_PER_NODE``, ``PET_NODE_RANK``,
   ``PET_MASTER_ADDR`` and ``PET_MASTER_PORT``, so the trainer's ``torchrun`` starts
-  ``numProcPerNode`` ranks per node; JAX and XGBoost get their variables likewise; a
-  runtime without an ML policy gets none.
+  ``numProcPerNode`` ranks per node; every other registered policy
+  (:mod:`kubetrain.frameworks.registry`) gets its variables likewise; a runtime without an
+  ML policy gets none.
 - MPI: only the launcher runs (the ``node`` pods serve sshd to it); the hostfile is
   written as the operator writes it, with this machine's slots, so its ``mpirun`` starts
   every rank here.
@@ -99,7 +100,7 @@ def _gpu_slices(job: ResolvedTrainJob, gpus: Sequence[str], notes: list[str]) ->
     if wanted * nodes <= len(gpus):
         return [",".join(gpus[i * wanted : (i + 1) * wanted]) for i in range(nodes)]
     asked = f"{nodes} node(s) x {wanted} GPU(s) ({GPU_RESOURCE} of the node container)"
-    if job.spec.framework == "torch" and pytorch.trainjob_nproc_per_node(job) == "auto":
+    if job.spec.framework == pytorch.POLICY.name and pytorch.trainjob_nproc_per_node(job) == "auto":
         raise LocalRunError(
             f"TrainJob/{job.name} asks for {asked} and this machine shows {len(gpus)}: "
             "torchrun's nproc 'auto' would start one process per CPU instead; set "
@@ -162,7 +163,9 @@ def plan_trainjob(
                 name=pod_name,
                 fields={f"metadata.annotations['{JOB_COMPLETION_INDEX}']": str(index)},
                 env={"CUDA_VISIBLE_DEVICES": devices[index]} if devices and trainer else {},
-                env_defaults=torchrun if trainer and resolved.spec.framework == "torch" else {},
+                env_defaults=torchrun
+                if trainer and resolved.spec.framework == pytorch.POLICY.name
+                else {},
             )
         )
     addressing = local_addressing(pods, ports, scratch)

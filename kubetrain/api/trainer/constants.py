@@ -1,6 +1,6 @@
 """Names of Kubeflow Trainer v2's API as the Trainer modules use them, taken from the
 kinds table and the wire keys (:mod:`kubetrain.api.kinds`, :mod:`kubetrain.api.keys`),
-plus the environment the frameworks reserve."""
+plus the environment the ML policies reserve."""
 
 from __future__ import annotations
 
@@ -38,24 +38,37 @@ ENV_OWNED_CONTAINERS = (
 #: same CRD) and Kueue's MultiKueue. Absent means the first.
 MANAGED_BY_VALUES = (keys.MANAGED_BY_TRAINER, keys.MANAGED_BY_MULTIKUEUE)
 
-#: Environment variables the frameworks inject into the ``node`` container, which a
-#: TrainJob's ``spec.trainer.env`` may not set (upstream v2.3.0's reserved names, per
-#: framework: torchrun, OpenMPI, XGBoost's tracker). The API layer states them because it
-#: refuses them; the frameworks that inject them sit above it.
-RESERVED_ENV: dict[str, tuple[str, ...]] = {
-    "torch": (
-        "PET_NNODES",
-        "PET_NPROC_PER_NODE",
-        "PET_NODE_RANK",
-        "PET_MASTER_ADDR",
-        "PET_MASTER_PORT",
-    ),
-    "mpi": (
-        "OMPI_MCA_orte_default_hostfile",
-        "OMPI_MCA_plm_rsh_args",
-        "OMPI_MCA_orte_keep_fqdn_hostnames",
-        "OMPI_MCA_orte_set_default_slots",
-    ),
-    "xgboost": ("DMLC_TRACKER_URI", "DMLC_TRACKER_PORT", "DMLC_TASK_ID", "DMLC_NUM_WORKER"),
-}
-ALL_RESERVED_ENV: tuple[str, ...] = tuple(name for names in RESERVED_ENV.values() for name in names)
+#: Environment variables the ML policies inject into the ``node`` container, which a
+#: TrainJob's ``spec.trainer.env`` may not set (upstream v2.3.0's reserved names: torchrun's,
+#: OpenMPI's, the DMLC tracker's). The API layer states the names because its rules and the
+#: CRD refuse them; each policy module (:mod:`kubetrain.frameworks.registry`) injects its
+#: own from these constants and declares them reserved.
+PET_NNODES = "PET_NNODES"
+PET_NPROC_PER_NODE = "PET_NPROC_PER_NODE"
+PET_NODE_RANK = "PET_NODE_RANK"
+PET_MASTER_ADDR = "PET_MASTER_ADDR"
+PET_MASTER_PORT = "PET_MASTER_PORT"
+OMPI_HOSTFILE = "OMPI_MCA_orte_default_hostfile"
+OMPI_RSH_ARGS = "OMPI_MCA_plm_rsh_args"
+OMPI_KEEP_FQDN_HOSTNAMES = "OMPI_MCA_orte_keep_fqdn_hostnames"
+OMPI_SET_DEFAULT_SLOTS = "OMPI_MCA_orte_set_default_slots"
+DMLC_TRACKER_URI = "DMLC_TRACKER_URI"
+DMLC_TRACKER_PORT = "DMLC_TRACKER_PORT"
+DMLC_TASK_ID = "DMLC_TASK_ID"
+DMLC_NUM_WORKER = "DMLC_NUM_WORKER"
+#: Every reserved name, in upstream's order (the CRD's rule lists them so).
+ALL_RESERVED_ENV: tuple[str, ...] = (
+    PET_NNODES,
+    PET_NPROC_PER_NODE,
+    PET_NODE_RANK,
+    PET_MASTER_ADDR,
+    PET_MASTER_PORT,
+    OMPI_HOSTFILE,
+    OMPI_RSH_ARGS,
+    OMPI_KEEP_FQDN_HOSTNAMES,
+    OMPI_SET_DEFAULT_SLOTS,
+    DMLC_TRACKER_URI,
+    DMLC_TRACKER_PORT,
+    DMLC_TASK_ID,
+    DMLC_NUM_WORKER,
+)

@@ -54,8 +54,6 @@ from kubetrain.api.trainer.trainjob import TrainJob
 DEFAULT_BACKOFF_LIMIT = 6
 LAUNCHER = "launcher"
 NODE_JOB = "node"
-#: The port upstream's torch, JAX and XGBoost plugins use for rank 0.
-RENDEZVOUS_PORT = 29500
 #: The ML policy kubetrain does not implement (TrainJobs on such a runtime are refused).
 FLUX = "flux"
 #: The framework label value under which kubetrain gives a policy-less runtime's nodes
@@ -75,7 +73,7 @@ class ResolvedSpec(KubeModel):
 
     run_policy: RunPolicy
     replicated_jobs: dict[str, ReplicaSpec]
-    #: The runtime's framework (``torch``, ``mpi``, ``jax``, ``xgboost``, ``flux``, or
+    #: The runtime's framework (one of ``mlPolicy``'s sources, or
     #: ``tensorflow`` from the framework label), if any.
     framework: str | None = None
     num_nodes: int = 1

@@ -111,18 +111,28 @@ class MLPolicy(KubeModel):
     num_nodes: PositiveInt32 | None = Field(
         default=None, description="Training nodes, unless the TrainJob sets them. Default: 1."
     )
+    # One field per policy source, in upstream's order (the CRD's one-framework rule lists
+    # them so): their wire names are :data:`ML_POLICY_SOURCES`.
     torch: TorchMLPolicySource | None = None
     mpi: MPIMLPolicySource | None = None
-    flux: FluxMLPolicySource | None = None
     jax: JAXMLPolicySource | None = None
     xgboost: XGBoostMLPolicySource | None = None
+    flux: FluxMLPolicySource | None = None
 
     def framework(self) -> str | None:
-        """The framework this policy configures (torch, mpi, flux, jax, xgboost), if any."""
-        for name in ("torch", "mpi", "flux", "jax", "xgboost"):
+        """The framework this policy configures (one of :data:`ML_POLICY_SOURCES`), if any."""
+        for name in ML_POLICY_SOURCES:
             if getattr(self, name) is not None:
                 return name
         return None
+
+
+#: The wire names of ``mlPolicy``'s framework sources (every field but ``numNodes``), read
+#: from the model: the ML policies kubetrain implements are the registry's
+#: (:mod:`kubetrain.frameworks.registry`); these are only the fields the API parses.
+ML_POLICY_SOURCES: tuple[str, ...] = tuple(
+    field.alias or name for name, field in MLPolicy.model_fields.items() if name != "num_nodes"
+)
 
 
 class CoschedulingPodGroupPolicySource(KubeModel):

@@ -16,20 +16,20 @@ from kubetrain.api.trainer.rules import (
     nodes_check,
     nodes_message,
 )
+from kubetrain.api.trainer.runtime import ML_POLICY_SOURCES
 from kubetrain.api.wire import as_dict, as_int, as_list, at, items_at
 
 # --- TrainingRuntime and ClusterTrainingRuntime ----------------------------------------------
 
-_FRAMEWORKS = ("torch", "mpi", "jax", "xgboost", "flux")
 ONE_FRAMEWORK = (
-    f"mlPolicy may configure at most one framework: {', '.join(_FRAMEWORKS[:-1])} or "
-    f"{_FRAMEWORKS[-1]}"
+    f"mlPolicy may configure at most one framework: {', '.join(ML_POLICY_SOURCES[:-1])} or "
+    f"{ML_POLICY_SOURCES[-1]}"
 )
 
 
 def _check_one_framework(obj: dict[str, Any]) -> list[FieldError]:
     policy = as_dict(at(obj, "spec", "mlPolicy"))
-    present = [name for name in _FRAMEWORKS if name in policy]
+    present = [name for name in ML_POLICY_SOURCES if name in policy]
     if len(present) > 1:
         return [FieldError("spec.mlPolicy", ONE_FRAMEWORK, present)]
     return []
@@ -197,7 +197,7 @@ def runtime_rules(limits: ReplicaLimits) -> list[Rule]:
             "runtime-one-framework",
             RUNTIMES,
             ONE_FRAMEWORK,
-            f"[{', '.join(f'has(self.{f})' for f in _FRAMEWORKS)}].filter(x, x).size() <= 1",
+            f"[{', '.join(f'has(self.{f})' for f in ML_POLICY_SOURCES)}].filter(x, x).size() <= 1",
             ("spec", "mlPolicy"),
             _check_one_framework,
         ),

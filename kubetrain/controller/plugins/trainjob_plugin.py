@@ -35,7 +35,6 @@ from kubetrain.api.trainer.loader import load_trainer_object
 from kubetrain.api.trainer.resolve import (
     LAUNCHER,
     NODE_JOB,
-    RENDEZVOUS_PORT,
     ResolvedTrainJob,
     resolve,
 )
@@ -51,13 +50,11 @@ from kubetrain.controller.plugins.mpi_children import MpiChildren, config_map
 from kubetrain.controller.plugins.trainjob_progress import ProgressInjection
 from kubetrain.controller.plugins.trainjob_status import CODEC
 from kubetrain.controller.policies import success
-from kubetrain.frameworks import mpi, tensorflow, trainjob
+from kubetrain.frameworks import mpi, trainjob
 from kubetrain.frameworks.addressing import trainjob_pod_name
 from kubetrain.frameworks.mpi_pods import TRAINJOB_LAYOUT, mount
+from kubetrain.frameworks.registry import policy_for
 
-#: The port a node of each framework listens on for its peers (added to its container).
-RANK_PORTS = {"torch": RENDEZVOUS_PORT, "jax": RENDEZVOUS_PORT, "xgboost": RENDEZVOUS_PORT}
-RANK_PORTS["tensorflow"] = tensorflow.DEFAULT_PORT
 #: How long a TrainJob waits for the runtime it names to appear before it fails.
 RUNTIME_WAIT_SECONDS = 30.0
 
@@ -253,10 +250,13 @@ class TrainJobPlugin(MpiChildren, JobPlugin[ResolvedTrainJob]):
         pod_spec["hostname"] = replica.pod_name
         pod_spec["subdomain"] = job.name
         trainer = replica.replica_type == job.spec.trainer_job
+        policy = policy_for(job.spec.framework)
+        # The port a node listens on for its peers (the policy's rank port).
+        rank_port = policy.rank_port if policy is not None and trainer else None
         for container in pod_spec.get("containers") or []:
             if container.get("name") != T.NODE:
                 continue
-            port = RANK_PORTS.get(job.spec.framework or "") if trainer else None
+            port = rank_port
             if port is not None:
                 ports = container.setdefault("ports", [])
                 if not any(p.get("containerPort") == port for p in ports):
