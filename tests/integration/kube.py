@@ -255,3 +255,18 @@ def wait_until_gone(
         what=f"{obj['kind']}/{name} to be deleted",
         timeout=timeout,
     )
+
+
+def remove_applied(dyn: DynamicClient, objects: list[dict[str, Any]]) -> None:
+    """Delete what a fixture applied (last first, as a chart is uninstalled) and wait until
+    it is gone: a Namespace it created, left behind, would stop a later test's chart from
+    installing one of the same name."""
+    for obj in reversed(objects):
+        namespace = obj["metadata"].get("namespace")
+        try:
+            resource_for(dyn, obj).delete(name=obj["metadata"]["name"], namespace=namespace)
+        except ApiException as err:
+            if err.status != 404:
+                raise
+    for obj in objects:
+        wait_until_gone(dyn, obj, obj["metadata"].get("namespace"))

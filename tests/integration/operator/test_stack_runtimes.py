@@ -16,7 +16,7 @@ from kubernetes.dynamic import DynamicClient
 from kubetrain.api import keys as K
 from kubetrain.synth import render_stack
 from tests.conftest import REPO_ROOT
-from tests.integration.kube import apply, wait_for
+from tests.integration.kube import apply, remove_applied, wait_for
 from tests.integration.operator.conftest import RunningOperator
 from tests.integration.operator.jobs import Jobs
 from tests.integration.operator.sdk_users import Sdk, scientist_env
@@ -94,6 +94,7 @@ def stack_runtimes(
         lambda left: not left,
         what="the stack's runtimes deleted",
     )
+    remove_applied(dyn, access)
 
 
 @pytest.fixture

@@ -30,7 +30,7 @@ from kubetrain.constructs.types import Image
 from kubetrain.controller.conditions import format_time
 from kubetrain.controller.config import OperatorConfig
 from tests.conftest import REPO_ROOT
-from tests.integration.kube import apply, wait_for
+from tests.integration.kube import apply, remove_applied, wait_for
 from tests.integration.operator.conftest import RunningOperator
 from tests.integration.operator.jobs import GPU_TOLERATION, Jobs, env_of, train_job
 from tests.integration.operator.sdk_users import Sdk, scientist_env
@@ -55,13 +55,17 @@ def _with_gpu_toleration(runtime: dict[str, Any]) -> dict[str, Any]:
 
 
 @pytest.fixture(scope="module")
-def sdk_access(dyn: DynamicClient, installed_crds: list[dict[str, Any]]) -> None:
-    """The SDK users' roles and public ConfigMap (the construct, as a stack renders it)."""
+def sdk_access(dyn: DynamicClient, installed_crds: list[dict[str, Any]]) -> Iterator[None]:
+    """The SDK users' roles and public ConfigMap (the construct, as a stack renders it);
+    removed after the module."""
     app = App()
     chart = Chart(app, "sdk-access")
     TrainerUserAccess(chart, "Access")
-    for obj in chart.to_json():
+    objects = chart.to_json()
+    for obj in objects:
         apply(dyn, obj)
+    yield
+    remove_applied(dyn, objects)
 
 
 def _namespaced(runtime: dict[str, Any], namespace: str) -> dict[str, Any]:
