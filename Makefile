@@ -27,7 +27,7 @@ export GOFLAGS := -mod=mod
 # jsii (under cdk8s) prints a Node.js end-of-life banner unless told the major version.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := $(shell node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 20)
 
-.PHONY: help venv synth helm lint test test-unit test-schemas openapi schemas cdk8s-cli sdk-venv clean
+.PHONY: help venv synth helm lint test test-setup _test-setup-go _test-setup-rest test-unit test-schemas openapi schemas cdk8s-cli sdk-venv clean
 
 # Component makefiles add their targets and append to TEST_PREREQS (what `make test`
 # must build or install first: the control-plane binaries, torch, the Horovod wheel).
@@ -139,8 +139,24 @@ test-unit: venv
 test-schemas: venv openapi kueue-crds monitoring-crds
 	$(BIN)/python -m tests.schema_bundle --write
 
+# `make test` sets up in two lanes at once: the Go tools (compiling, on every core) beside
+# everything else (the venvs, the downloads, Debian packages, the Horovod wheel and the
+# images: mostly waiting on the network and the disk). Each lane runs its steps in order,
+# so two apt-get or two pip runs never overlap; the Go lane's lines start with [go]. The
+# linters run last in the second lane, while the Go tools still build.
+TEST_SETUP_REST = venv openapi $(filter-out cluster-tools,$(TEST_PREREQS)) lint
+
+test-setup:
+	@$(MAKE) --no-print-directory -j2 _test-setup-go _test-setup-rest
+
+_test-setup-go:
+	@$(MAKE) --no-print-directory cluster-tools 2>&1 | sed -u 's/^/[go] /'
+
+_test-setup-rest:
+	@$(MAKE) --no-print-directory KUBETRAIN_SETUP_FOR_TEST=1 $(TEST_SETUP_REST)
+
 # The 30 slowest tests are listed at the end of the run (where the time goes).
-test: venv openapi $(TEST_PREREQS) lint
+test: test-setup
 	$(BIN)/pytest --durations=30
 
 clean:

@@ -102,6 +102,6 @@ image-tools: $(STAMPS)/image-tools
 # torch, CPython 3.11 and Debian Open MPI); under `make test` it is built first, so no
 # second compile happens inside the image.
 images: $(STAMPS)/venv $(STAMPS)/image-tools \
-	| $(if $(filter test,$(MAKECMDGOALS)),$(HOROVOD_WHEEL_DIR)/.done)
+	| $(if $(or $(filter test,$(MAKECMDGOALS)),$(KUBETRAIN_SETUP_FOR_TEST)),$(HOROVOD_WHEEL_DIR)/.done)
 	@if [ -f $(HOROVOD_WHEEL_DIR)/.done ]; then wheels="--horovod-wheels $(HOROVOD_WHEEL_DIR)"; fi; \
 	  $(BIN)/python -m images.build $${wheels:-}
