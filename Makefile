@@ -142,18 +142,19 @@ test-schemas: venv openapi kueue-crds monitoring-crds
 # `make test` sets up in two lanes at once: the Go tools (compiling, on every core) beside
 # everything else (the venvs, the downloads, Debian packages, the Horovod wheel and the
 # images: mostly waiting on the network and the disk). Each lane runs its steps in order,
-# so two apt-get or two pip runs never overlap; the Go lane's lines start with [go]. The
-# linters run last in the second lane, while the Go tools still build.
+# (-j1: without it a lane inherits the -j2 and runs its own goals at once), so two apt-get
+# or two pip runs never overlap and the linters see the finished venv; the Go lane's lines
+# start with [go]. The linters run last in the second lane, while the Go tools still build.
 TEST_SETUP_REST = venv openapi $(filter-out cluster-tools,$(TEST_PREREQS)) lint
 
 test-setup:
 	@$(MAKE) --no-print-directory -j2 _test-setup-go _test-setup-rest
 
 _test-setup-go:
-	@$(MAKE) --no-print-directory cluster-tools 2>&1 | sed -u 's/^/[go] /'
+	@$(MAKE) --no-print-directory -j1 cluster-tools 2>&1 | sed -u 's/^/[go] /'
 
 _test-setup-rest:
-	@$(MAKE) --no-print-directory KUBETRAIN_SETUP_FOR_TEST=1 $(TEST_SETUP_REST)
+	@$(MAKE) --no-print-directory -j1 KUBETRAIN_SETUP_FOR_TEST=1 $(TEST_SETUP_REST)
 
 # The 30 slowest tests are listed at the end of the run (where the time goes).
 test: test-setup

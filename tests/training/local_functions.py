@@ -26,7 +26,10 @@ def ddp_train(out_dir: str, steps: int = 8) -> None:
     for _ in range(steps):
         x, y = torch.randn(32, 8), torch.randn(32, 2)
         optimizer.zero_grad()
-        torch.nn.functional.mse_loss(model(x), y).backward()  # type: ignore[no-untyped-call]
+        # Tensor.backward is unannotated in torch; without torch installed (make lint on
+        # the bare venv) torch is Any, and the ignore is unused: both are accepted.
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        loss.backward()  # type: ignore[no-untyped-call, unused-ignore]
         optimizer.step()
     blob = b"".join(p.detach().numpy().tobytes() for p in model.parameters())
     report = {
