@@ -20,13 +20,17 @@ PLURALS = {"PyTorchJob": "pytorchjobs", "TFJob": "tfjobs", "MPIJob": "mpijobs"}
 VERSIONS = {"PyTorchJob": "v1", "TFJob": "v1", "MPIJob": "v2beta1"}
 
 
-def template(container: str, *, gpus: int = 1, env: dict[str, str] | None = None) -> dict[str, Any]:
-    """A pod template for fake GPU nodes (a GPU each, tolerating the GPU taint)."""
+def template(
+    container: str, *, gpus: int = 1, env: dict[str, str] | None = None, tolerate: bool = True
+) -> dict[str, Any]:
+    """A pod template for fake GPU nodes: ``gpus`` GPUs, tolerating the GPU taint unless
+    ``tolerate`` is False (under Kueue, the ResourceFlavor brings the toleration)."""
     resources: dict[str, Any] = {"requests": {"cpu": "100m"}}
     spec: dict[str, Any] = {}
     if gpus:
         resources["limits"] = {GPU_RESOURCE: str(gpus)}
-        spec["tolerations"] = [GPU_TOLERATION]
+        if tolerate:
+            spec["tolerations"] = [GPU_TOLERATION]
     main: dict[str, Any] = {
         "name": container,
         "image": "registry.example/trainer:1",
@@ -38,6 +42,22 @@ def template(container: str, *, gpus: int = 1, env: dict[str, str] | None = None
     return {"spec": spec}
 
 
+def replica(
+    container: str,
+    replicas: int,
+    *,
+    gpus: int = 1,
+    tolerate: bool = True,
+    restart_policy: str | None = None,
+) -> dict[str, Any]:
+    """One replica spec of ``replicas`` pods of :func:`template`."""
+    spec: dict[str, Any] = {"replicas": replicas}
+    if restart_policy is not None:
+        spec["restartPolicy"] = restart_policy
+    spec["template"] = template(container, gpus=gpus, tolerate=tolerate)
+    return spec
+
+
 def pytorch_job(
     name: str,
     *,
@@ -47,25 +67,23 @@ def pytorch_job(
     run_policy: dict[str, Any] | None = None,
     annotations: dict[str, str] | None = None,
     gpus: int = 1,
+    tolerate: bool = True,
+    nproc_per_node: str | None = "2",
 ) -> dict[str, Any]:
     specs: dict[str, Any] = {}
-    if master:
-        specs["Master"] = {
-            "replicas": 1,
-            "restartPolicy": restart_policy,
-            "template": template("pytorch", gpus=gpus),
-        }
-    if workers:
-        specs["Worker"] = {
-            "replicas": workers,
-            "restartPolicy": restart_policy,
-            "template": template("pytorch", gpus=gpus),
-        }
+    for rtype, count in (("Master", 1 if master else 0), ("Worker", workers)):
+        if count:
+            specs[rtype] = replica(
+                "pytorch", count, gpus=gpus, tolerate=tolerate, restart_policy=restart_policy
+            )
+    spec: dict[str, Any] = {"pytorchReplicaSpecs": specs}
+    if nproc_per_node is not None:
+        spec = {"nprocPerNode": nproc_per_node, **spec}
     job: dict[str, Any] = {
         "apiVersion": "kubeflow.org/v1",
         "kind": "PyTorchJob",
         "metadata": {"name": name},
-        "spec": {"nprocPerNode": "2", "pytorchReplicaSpecs": specs},
+        "spec": spec,
     }
     if run_policy:
         job["spec"]["runPolicy"] = copy.deepcopy(run_policy)
@@ -74,13 +92,28 @@ def pytorch_job(
     return job
 
 
-def tf_job(name: str, *, workers: int = 2, ps: int = 1, chief: bool = True) -> dict[str, Any]:
+def tf_job(
+    name: str,
+    *,
+    workers: int = 2,
+    ps: int = 1,
+    chief: bool = True,
+    gpus: int = 1,
+    tolerate: bool = True,
+    restart_policy: str | None = None,
+) -> dict[str, Any]:
     specs: dict[str, Any] = {}
     if chief:
-        specs["Chief"] = {"replicas": 1, "template": template("tensorflow")}
+        specs["Chief"] = replica(
+            "tensorflow", 1, gpus=gpus, tolerate=tolerate, restart_policy=restart_policy
+        )
     if ps:
-        specs["PS"] = {"replicas": ps, "template": template("tensorflow", gpus=0)}
-    specs["Worker"] = {"replicas": workers, "template": template("tensorflow")}
+        specs["PS"] = replica(
+            "tensorflow", ps, gpus=0, tolerate=tolerate, restart_policy=restart_policy
+        )
+    specs["Worker"] = replica(
+        "tensorflow", workers, gpus=gpus, tolerate=tolerate, restart_policy=restart_policy
+    )
     return {
         "apiVersion": "kubeflow.org/v1",
         "kind": "TFJob",
@@ -89,7 +122,15 @@ def tf_job(name: str, *, workers: int = 2, ps: int = 1, chief: bool = True) -> d
     }
 
 
-def mpi_job(name: str, *, workers: int = 2, slots: int = 2) -> dict[str, Any]:
+def mpi_job(
+    name: str,
+    *,
+    workers: int = 2,
+    slots: int = 2,
+    gpus: int = 1,
+    tolerate: bool = True,
+    restart_policy: str | None = None,
+) -> dict[str, Any]:
     return {
         "apiVersion": "kubeflow.org/v2beta1",
         "kind": "MPIJob",
@@ -97,8 +138,12 @@ def mpi_job(name: str, *, workers: int = 2, slots: int = 2) -> dict[str, Any]:
         "spec": {
             "slotsPerWorker": slots,
             "mpiReplicaSpecs": {
-                "Launcher": {"replicas": 1, "template": template("launcher", gpus=0)},
-                "Worker": {"replicas": workers, "template": template("worker")},
+                "Launcher": replica(
+                    "launcher", 1, gpus=0, tolerate=tolerate, restart_policy=restart_policy
+                ),
+                "Worker": replica(
+                    "worker", workers, gpus=gpus, tolerate=tolerate, restart_policy=restart_policy
+                ),
             },
         },
     }

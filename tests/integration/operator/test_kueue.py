@@ -36,12 +36,12 @@ from tests.integration.kube import (
     wait_for,
     wait_until_kueue_knows_the_runtime,
 )
+from tests.integration.operator import jobs as builders
 from tests.integration.operator.conftest import RunningOperator
-from tests.integration.operator.jobs import torch_runtime, train_job
+from tests.integration.operator.jobs import GPU_TOLERATION, torch_runtime, train_job
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
-GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
 #: What the flavor makes Kueue write into every admitted pod template.
 FLAVOR_NODE_LABELS = {POOL_LABEL: "gpu"}
 #: A finalizer the tests put on a pod to keep it Terminating (nothing else removes it).
@@ -65,69 +65,22 @@ DONE = {"TrainJob": "Complete"}
 # Jobs without any GPU toleration: Kueue's flavor brings it --------------------------------
 
 
-def _pod_template(container: str, *, gpus: int) -> dict[str, Any]:
-    resources: dict[str, Any] = {"requests": {"cpu": "100m"}}
-    if gpus:
-        resources["limits"] = {GPU_RESOURCE: str(gpus)}
-    return {
-        "spec": {
-            "containers": [
-                {"name": container, "image": "registry.example/trainer:1", "resources": resources}
-            ]
-        }
-    }
-
-
-def _replica(container: str, replicas: int, *, gpus: int) -> dict[str, Any]:
-    return {
-        "replicas": replicas,
-        "restartPolicy": "OnFailure",
-        "template": _pod_template(container, gpus=gpus),
-    }
-
-
 def pytorch_job(name: str, *, workers: int = 1, gpus: int = 4) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "PyTorchJob",
-        "metadata": {"name": name},
-        "spec": {
-            "pytorchReplicaSpecs": {
-                "Master": _replica("pytorch", 1, gpus=gpus),
-                "Worker": _replica("pytorch", workers, gpus=gpus),
-            }
-        },
-    }
+    return builders.pytorch_job(
+        name, workers=workers, gpus=gpus, tolerate=False, nproc_per_node=None
+    )
 
 
 def tf_job(name: str, *, gpus: int = 4) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "TFJob",
-        "metadata": {"name": name},
-        "spec": {
-            "tfReplicaSpecs": {
-                "Chief": _replica("tensorflow", 1, gpus=gpus),
-                "PS": _replica("tensorflow", 1, gpus=0),
-                "Worker": _replica("tensorflow", 1, gpus=gpus),
-            }
-        },
-    }
+    return builders.tf_job(
+        name, workers=1, ps=1, gpus=gpus, tolerate=False, restart_policy="OnFailure"
+    )
 
 
 def mpi_job(name: str, *, workers: int = 2, gpus: int = 4) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubeflow.org/v2beta1",
-        "kind": "MPIJob",
-        "metadata": {"name": name},
-        "spec": {
-            "slotsPerWorker": gpus,
-            "mpiReplicaSpecs": {
-                "Launcher": _replica("launcher", 1, gpus=0),
-                "Worker": _replica("worker", workers, gpus=gpus),
-            },
-        },
-    }
+    return builders.mpi_job(
+        name, workers=workers, slots=gpus, gpus=gpus, tolerate=False, restart_policy="OnFailure"
+    )
 
 
 RUNTIME = "torch-queued"
@@ -135,7 +88,7 @@ RUNTIME = "torch-queued"
 
 def queued_runtime(namespace: str) -> dict[str, Any]:
     """A TrainingRuntime of one replicated job ``node``, without GPU toleration."""
-    return torch_runtime(RUNTIME, namespace, _pod_template("node", gpus=4))
+    return torch_runtime(RUNTIME, namespace, builders.template("node", gpus=4, tolerate=False))
 
 
 def queued_train_job(name: str, *, nodes: int = 2) -> dict[str, Any]:
