@@ -20,16 +20,16 @@ from kubernetes.dynamic import DynamicClient
 
 from kubetrain.api import JobValidationError
 from kubetrain.api.trainer import check_trainer_update, load_trainer_object
-from tests.integration.kube import api_error_message, apply, missing_paths
-from tests.k8s_schema import stored_as_server_defaults
-from tests.unit.api.mutations import OPERATIONS, mutate, node_paths
-from tests.unit.api.trainer_helpers import (
+from tests.builders.trainer import (
     runtime,
     sdk_bodies,
     trainer_examples,
     trainjob,
     upstream_documents,
 )
+from tests.integration.kube import api_error_message, apply, missing_paths
+from tests.k8s_schema import stored_as_server_defaults
+from tests.unit.api.mutations import OPERATIONS, mutate, node_paths
 from tests.unit.api.trainer_rule_cases import (
     ADMITTED_UPDATES,
     CASES,

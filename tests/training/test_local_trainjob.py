@@ -8,14 +8,8 @@ from typing import Any
 
 import yaml
 
+from tests.builders.trainer import UPSTREAM_TRAINER, initializer_rjob, rjob, runtime, trainjob
 from tests.training.helpers import assert_trained, kubetrain
-from tests.unit.api.trainer_helpers import (
-    UPSTREAM_TRAINER,
-    initializer_rjob,
-    rjob,
-    runtime,
-    trainjob,
-)
 
 RUNTIMES = UPSTREAM_TRAINER / "manifests" / "base" / "runtimes"
 TORCH = RUNTIMES / "torch_distributed.yaml"

@@ -11,51 +11,34 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from cluster.fake_pods import exit_patch
-from cluster.topology import GPU_RESOURCE
 from kubetrain.api import keys as K
+from tests.builders import jobs as builders
 from tests.integration.kube import condition, wait_for
 
-GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
 PLURALS = {"PyTorchJob": "pytorchjobs", "TFJob": "tfjobs", "MPIJob": "mpijobs"}
 VERSIONS = {"PyTorchJob": "v1", "TFJob": "v1", "MPIJob": "v2beta1"}
+#: The image of the pods the operator tier makes (kwok runs none of them).
+IMAGE = "registry.example/trainer:1"
 
 
 def template(
     container: str, *, gpus: int = 1, env: dict[str, str] | None = None, tolerate: bool = True
 ) -> dict[str, Any]:
-    """A pod template for fake GPU nodes: ``gpus`` GPUs, tolerating the GPU taint unless
-    ``tolerate`` is False (under Kueue, the ResourceFlavor brings the toleration)."""
-    resources: dict[str, Any] = {"requests": {"cpu": "100m"}}
-    spec: dict[str, Any] = {}
-    if gpus:
-        resources["limits"] = {GPU_RESOURCE: str(gpus)}
-        if tolerate:
-            spec["tolerations"] = [GPU_TOLERATION]
-    main: dict[str, Any] = {
-        "name": container,
-        "image": "registry.example/trainer:1",
-        "resources": resources,
-    }
-    if env:
-        main["env"] = [{"name": k, "value": v} for k, v in env.items()]
-    spec["containers"] = [main]
-    return {"spec": spec}
+    """A pod template for fake GPU nodes: ``gpus`` GPUs (tolerating the GPU taint unless
+    ``tolerate`` is False) and a small CPU request."""
+    return builders.template(
+        container, image=IMAGE, cpu="100m", gpus=gpus, tolerate=tolerate, env=env
+    )
 
 
-def replica(
-    container: str,
-    replicas: int,
-    *,
-    gpus: int = 1,
-    tolerate: bool = True,
-    restart_policy: str | None = None,
-) -> dict[str, Any]:
-    """One replica spec of ``replicas`` pods of :func:`template`."""
-    spec: dict[str, Any] = {"replicas": replicas}
-    if restart_policy is not None:
-        spec["restartPolicy"] = restart_policy
-    spec["template"] = template(container, gpus=gpus, tolerate=tolerate)
-    return spec
+def gpu_pods(gpus: int, tolerate: bool = True) -> builders.Pods:
+    """Pods of :func:`template` with ``gpus`` each, but none for a PS or a launcher."""
+
+    def pods(replica_type: str, container: str) -> dict[str, Any]:
+        wanted = 0 if replica_type in ("PS", "Launcher") else gpus
+        return template(container, gpus=wanted, tolerate=tolerate)
+
+    return pods
 
 
 def pytorch_job(
@@ -70,26 +53,18 @@ def pytorch_job(
     tolerate: bool = True,
     nproc_per_node: str | None = "2",
 ) -> dict[str, Any]:
-    specs: dict[str, Any] = {}
-    for rtype, count in (("Master", 1 if master else 0), ("Worker", workers)):
-        if count:
-            specs[rtype] = replica(
-                "pytorch", count, gpus=gpus, tolerate=tolerate, restart_policy=restart_policy
-            )
-    spec: dict[str, Any] = {"pytorchReplicaSpecs": specs}
-    if nproc_per_node is not None:
-        spec = {"nprocPerNode": nproc_per_node, **spec}
-    job: dict[str, Any] = {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "PyTorchJob",
-        "metadata": {"name": name},
-        "spec": spec,
-    }
+    spec: dict[str, Any] = {} if nproc_per_node is None else {"nprocPerNode": nproc_per_node}
     if run_policy:
-        job["spec"]["runPolicy"] = copy.deepcopy(run_policy)
-    if annotations:
-        job["metadata"]["annotations"] = dict(annotations)
-    return job
+        spec["runPolicy"] = run_policy
+    return builders.pytorch_job(
+        name=name,
+        master=master,
+        workers=workers,
+        restart_policy=restart_policy,
+        pods=gpu_pods(gpus, tolerate),
+        metadata={"annotations": dict(annotations)} if annotations else None,
+        **spec,
+    )
 
 
 def tf_job(
@@ -102,24 +77,14 @@ def tf_job(
     tolerate: bool = True,
     restart_policy: str | None = None,
 ) -> dict[str, Any]:
-    specs: dict[str, Any] = {}
-    if chief:
-        specs["Chief"] = replica(
-            "tensorflow", 1, gpus=gpus, tolerate=tolerate, restart_policy=restart_policy
-        )
-    if ps:
-        specs["PS"] = replica(
-            "tensorflow", ps, gpus=0, tolerate=tolerate, restart_policy=restart_policy
-        )
-    specs["Worker"] = replica(
-        "tensorflow", workers, gpus=gpus, tolerate=tolerate, restart_policy=restart_policy
+    return builders.tf_job(
+        name=name,
+        chief=chief,
+        ps=ps,
+        workers=workers,
+        restart_policy=restart_policy,
+        pods=gpu_pods(gpus, tolerate),
     )
-    return {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "TFJob",
-        "metadata": {"name": name},
-        "spec": {"tfReplicaSpecs": specs},
-    }
 
 
 def mpi_job(
@@ -131,22 +96,13 @@ def mpi_job(
     tolerate: bool = True,
     restart_policy: str | None = None,
 ) -> dict[str, Any]:
-    return {
-        "apiVersion": "kubeflow.org/v2beta1",
-        "kind": "MPIJob",
-        "metadata": {"name": name},
-        "spec": {
-            "slotsPerWorker": slots,
-            "mpiReplicaSpecs": {
-                "Launcher": replica(
-                    "launcher", 1, gpus=0, tolerate=tolerate, restart_policy=restart_policy
-                ),
-                "Worker": replica(
-                    "worker", workers, gpus=gpus, tolerate=tolerate, restart_policy=restart_policy
-                ),
-            },
-        },
-    }
+    return builders.mpi_job(
+        name=name,
+        workers=workers,
+        restart_policy=restart_policy,
+        pods=gpu_pods(gpus, tolerate),
+        slotsPerWorker=slots,
+    )
 
 
 def torch_runtime(name: str, namespace: str, pod_template: dict[str, Any]) -> dict[str, Any]:

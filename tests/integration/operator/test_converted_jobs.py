@@ -24,10 +24,11 @@ from kubernetes.dynamic import DynamicClient
 
 from kubetrain.api import convert, load_job
 from kubetrain.api import keys as K
+from tests.builders.jobs import GPU_TOLERATION
 from tests.conftest import REPO_ROOT
 from tests.integration.kube import apply, condition, wait_for
 from tests.integration.operator.conftest import RunningOperator
-from tests.integration.operator.jobs import GPU_TOLERATION, Jobs, env_of, pytorch_job
+from tests.integration.operator.jobs import Jobs, env_of, pytorch_job
 
 DATA = REPO_ROOT / "tests" / "data" / "convert"
 PAIRS = sorted(p for p in DATA.glob("*.yaml") if not p.name.endswith(".native.yaml"))

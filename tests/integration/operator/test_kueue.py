@@ -27,6 +27,7 @@ from cluster.kueue import QUEUE_NAME_LABEL, Kueue
 from cluster.topology import GPU_RESOURCE, POOL_LABEL
 from kubetrain.api import keys as K
 from kubetrain.controller.config import GangScheduler, OperatorConfig
+from tests.builders.jobs import GPU_TOLERATION
 from tests.integration.conftest import ClusterClients, fresh_namespace
 from tests.integration.kube import (
     apply,
@@ -36,9 +37,9 @@ from tests.integration.kube import (
     wait_for,
     wait_until_kueue_knows_the_runtime,
 )
-from tests.integration.operator import jobs as builders
+from tests.integration.operator import jobs as operator_jobs
 from tests.integration.operator.conftest import RunningOperator
-from tests.integration.operator.jobs import GPU_TOLERATION, torch_runtime, train_job
+from tests.integration.operator.jobs import torch_runtime, train_job
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
@@ -66,19 +67,19 @@ DONE = {"TrainJob": "Complete"}
 
 
 def pytorch_job(name: str, *, workers: int = 1, gpus: int = 4) -> dict[str, Any]:
-    return builders.pytorch_job(
+    return operator_jobs.pytorch_job(
         name, workers=workers, gpus=gpus, tolerate=False, nproc_per_node=None
     )
 
 
 def tf_job(name: str, *, gpus: int = 4) -> dict[str, Any]:
-    return builders.tf_job(
+    return operator_jobs.tf_job(
         name, workers=1, ps=1, gpus=gpus, tolerate=False, restart_policy="OnFailure"
     )
 
 
 def mpi_job(name: str, *, workers: int = 2, gpus: int = 4) -> dict[str, Any]:
-    return builders.mpi_job(
+    return operator_jobs.mpi_job(
         name, workers=workers, slots=gpus, gpus=gpus, tolerate=False, restart_policy="OnFailure"
     )
 
@@ -88,7 +89,7 @@ RUNTIME = "torch-queued"
 
 def queued_runtime(namespace: str) -> dict[str, Any]:
     """A TrainingRuntime of one replicated job ``node``, without GPU toleration."""
-    return torch_runtime(RUNTIME, namespace, builders.template("node", gpus=4, tolerate=False))
+    return torch_runtime(RUNTIME, namespace, operator_jobs.template("node", gpus=4, tolerate=False))
 
 
 def queued_train_job(name: str, *, nodes: int = 2) -> dict[str, Any]:

@@ -14,9 +14,10 @@ import yaml
 
 from kubetrain.api import keys as K
 from kubetrain.controller.config import OperatorConfig
+from tests.builders.jobs import GPU_TOLERATION
 from tests.integration.kube import condition, wait_for
 from tests.integration.operator.conftest import RunningOperator
-from tests.integration.operator.jobs import GPU_TOLERATION, Jobs, mpi_job
+from tests.integration.operator.jobs import Jobs, mpi_job
 
 UPSTREAM = Path(__file__).parents[2] / "data/upstream/mpi-operator-v0.8.0"
 EXAMPLES = sorted(p.relative_to(UPSTREAM).as_posix() for p in UPSTREAM.glob("*/*.yaml"))

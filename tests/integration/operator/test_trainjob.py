@@ -29,10 +29,11 @@ from kubetrain.constructs.trainer_access import TrainerUserAccess
 from kubetrain.constructs.types import Image
 from kubetrain.controller.conditions import format_time
 from kubetrain.controller.config import OperatorConfig
+from tests.builders.jobs import GPU_TOLERATION
 from tests.conftest import REPO_ROOT
 from tests.integration.kube import apply, remove_applied, wait_for
 from tests.integration.operator.conftest import RunningOperator
-from tests.integration.operator.jobs import GPU_TOLERATION, Jobs, env_of, train_job
+from tests.integration.operator.jobs import Jobs, env_of, train_job
 from tests.integration.operator.sdk_users import Sdk, scientist_env
 
 UPSTREAM = REPO_ROOT / "tests/data/upstream/trainer-v2.3.0/manifests/base/runtimes"

@@ -16,10 +16,10 @@ from cluster.local import LocalCluster
 from cluster.topology import POOL_LABEL
 from kubetrain.controller.config import LogLevel
 from kubetrain.gitops.stack import Stack
+from tests.builders.jobs import GPU_TOLERATION
 from tests.integration.conftest import ClusterClients
 from tests.integration.kube import list_objects, read, wait_for
 from tests.integration.operator.jobs import (
-    GPU_TOLERATION,
     mpi_job,
     pytorch_job,
     template,

@@ -9,7 +9,7 @@ from typing import Any
 
 from kubetrain.api.invariants import INVARIANTS
 from kubetrain.api.rules import REPLICA, REPLICA_FIELDS, Invariant
-from tests.unit.api.helpers import mpi_job, pod, pytorch_job, set_path, tf_job
+from tests.builders.jobs import mpi_job, pytorch_job, set_path, template, tf_job
 
 INVARIANTS_BY_NAME = {invariant.name: invariant for invariant in INVARIANTS}
 
@@ -57,7 +57,7 @@ def _every_kind(prefix: str, job: dict[str, Any], field: str, worker: str) -> li
     path = f"{field}.{worker}"
     return [
         InvariantCase(
-            f"{prefix}-replica-types", set_path(job, f"{field}.Sidecar", {"template": pod()})
+            f"{prefix}-replica-types", set_path(job, f"{field}.Sidecar", {"template": template()})
         ),
         InvariantCase(
             f"{prefix}-containers", set_path(job, f"{path}.template.spec.containers", []), worker
@@ -85,13 +85,13 @@ CASES: list[InvariantCase] = [
     ),
     InvariantCase(
         "pytorch-main-container",
-        set_path(pytorch_job(), f"{PT}.Worker.template", pod("trainer")),
+        set_path(pytorch_job(), f"{PT}.Worker.template", template("trainer")),
         "Worker",
     ),
     InvariantCase(
         "pytorch-elastic-needs-worker",
         set_path(
-            pytorch_job(elasticPolicy={"maxReplicas": 2}), PT, {"Master": {"template": pod()}}
+            pytorch_job(elasticPolicy={"maxReplicas": 2}), PT, {"Master": {"template": template()}}
         ),
     ),
     InvariantCase(
@@ -107,34 +107,36 @@ CASES: list[InvariantCase] = [
     # TFJob
     InvariantCase(
         "tf-replica-types-distinct",
-        _tf(worker={"template": pod("tensorflow")}, Worker={"template": pod("tensorflow")}),
+        _tf(
+            worker={"template": template("tensorflow")}, Worker={"template": template("tensorflow")}
+        ),
     ),
     InvariantCase(
-        "tf-main-container", set_path(tf_job(), f"{TF}.Worker.template", pod()), "Worker"
+        "tf-main-container", set_path(tf_job(), f"{TF}.Worker.template", template()), "Worker"
     ),
     # Chief and a lower-case master count together.
     InvariantCase(
         "tf-one-chief",
         _tf(
-            Chief={"template": pod("tensorflow")},
-            master={"template": pod("tensorflow")},
-            Worker={"template": pod("tensorflow")},
+            Chief={"template": template("tensorflow")},
+            master={"template": template("tensorflow")},
+            Worker={"template": template("tensorflow")},
         ),
     ),
     InvariantCase(
         "tf-pods-per-job",
         _tf(
-            PS={"replicas": 1000, "template": pod("tensorflow")},
-            Worker={"replicas": 1000, "template": pod("tensorflow")},
-            Evaluator={"replicas": 1, "template": pod("tensorflow")},
+            PS={"replicas": 1000, "template": template("tensorflow")},
+            Worker={"replicas": 1000, "template": template("tensorflow")},
+            Evaluator={"replicas": 1, "template": template("tensorflow")},
         ),
     ),
     *_every_kind(
-        "tf", set_path(tf_job(), f"{TF}.Worker.template", pod("tensorflow")), TF, "Worker"
+        "tf", set_path(tf_job(), f"{TF}.Worker.template", template("tensorflow")), TF, "Worker"
     ),
     # MPIJob
     InvariantCase("mpi-one-launcher", set_path(mpi_job(), f"{MPI}.Launcher.replicas", 2)),
-    InvariantCase("mpi-needs-worker", _mpi_specs(Launcher={"template": pod("launcher")})),
+    InvariantCase("mpi-needs-worker", _mpi_specs(Launcher={"template": template("launcher")})),
     InvariantCase(
         "mpi-restart-policy",
         set_path(mpi_job(), f"{MPI}.Worker.restartPolicy", "ExitCode"),

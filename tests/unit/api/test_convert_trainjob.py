@@ -20,8 +20,8 @@ from kubetrain.api.trainer import TrainJob, load_trainer_object
 from kubetrain.controller.plugins.registry import build_registry
 from kubetrain.controller.reconciler import Reconciler
 from kubetrain.synth import render_stack
+from tests.builders.observed import NOW, stamp
 from tests.conftest import REPO_ROOT
-from tests.unit.controller.builders import NOW, stamp
 from tests.unit.controller.memory_cluster import MemoryCluster
 
 DATA = REPO_ROOT / "tests" / "data" / "upstream"

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from kubetrain.api import JobValidationError, apply_defaults, convert, load_job
 from kubetrain.api.convert import Conversion, NoteKind
 from kubetrain.api.trainer.loader import load_object
+from tests.builders.jobs import mpi_job, pytorch_job, template, tf_job
 from tests.conftest import REPO_ROOT
-from tests.unit.api.helpers import mpi_job, pod, pytorch_job, tf_job
 
 OLDER = REPO_ROOT / "tests" / "data" / "upstream-older"
 DATA = REPO_ROOT / "tests" / "data" / "convert"
@@ -191,13 +191,13 @@ def test_mpijob_v1_has_no_mpi_distribution() -> None:
 
 
 def _v1alpha1(**spec: Any) -> dict[str, Any]:
-    template = pod("horovod")
-    template["spec"]["containers"][0]["command"] = ["mpirun", "python", "train.py"]
+    pod = template("horovod")
+    pod["spec"]["containers"][0]["command"] = ["mpirun", "python", "train.py"]
     return {
         "apiVersion": "kubeflow.org/v1alpha1",
         "kind": "MPIJob",
         "metadata": {"name": "old"},
-        "spec": {"template": template, **spec},
+        "spec": {"template": pod, **spec},
     }
 
 
@@ -327,7 +327,7 @@ _count = st.integers(0, 10**6)
 
 def _replica_specs(types: list[str], container: str) -> st.SearchStrategy[dict[str, Any]]:
     one = st.fixed_dictionaries(
-        {"replicas": st.integers(1, 16), "template": st.just(pod(container))},
+        {"replicas": st.integers(1, 16), "template": st.just(template(container))},
         optional={"restartPolicy": st.sampled_from(["OnFailure", "Never", "ExitCode"])},
     )
     return st.fixed_dictionaries({t: one for t in types})
@@ -387,18 +387,18 @@ def _mpi(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
 def _mpi_v1alpha1(draw: st.DrawFn) -> tuple[dict[str, Any], dict[str, Any]]:
     """(a served MPIJob of v1alpha1's shape, the same job as v1alpha1)."""
     workers, per_worker = draw(st.integers(1, 16)), draw(st.sampled_from([1, 2, 4, 8]))
-    launcher = pod("horovod")
+    launcher = template("horovod")
     launcher["spec"]["containers"][0]["command"] = ["mpirun", "./app"]
-    worker = pod("horovod")
+    worker = template("horovod")
     worker["spec"]["containers"][0]["resources"] = {"limits": {"nvidia.com/gpu": per_worker}}
     job = mpi_job(slotsPerWorker=per_worker, runPolicy={"cleanPodPolicy": "Running"})
     job["spec"]["mpiReplicaSpecs"] = {
         "Launcher": {"replicas": 1, "template": launcher},
         "Worker": {"replicas": workers, "template": worker},
     }
-    template = copy.deepcopy(worker)
-    template["spec"]["containers"][0]["command"] = ["mpirun", "./app"]
-    spec: dict[str, Any] = {"template": template}
+    pod = copy.deepcopy(worker)
+    pod["spec"]["containers"][0]["command"] = ["mpirun", "./app"]
+    spec: dict[str, Any] = {"template": pod}
     if draw(st.booleans()):
         spec |= {"gpus": workers * per_worker, "gpusPerNode": per_worker}
     else:

@@ -12,7 +12,7 @@ from kubetrain.api import crd_for, crd_schema
 from kubetrain.api.crds import MAX_CRD_BYTES, serialized_size
 from kubetrain.api.kinds import JOB_KINDS
 from kubetrain.manifest import dump
-from tests.unit.api.helpers import example, pytorch_job, set_path
+from tests.builders.jobs import example, pytorch_job, set_path
 
 CRDS = {kind: crd_for(kind) for kind in JOB_KINDS}
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from kubetrain.api import MPIJob, PyTorchJob, TFJob, apply_defaults, load_job
-from tests.unit.api.helpers import mpi_job, pytorch_job, set_path, tf_job
+from tests.builders.jobs import mpi_job, pytorch_job, set_path, tf_job
 
 
 def test_parsing_does_not_default() -> None:

@@ -20,7 +20,7 @@ from kubetrain.api.kinds import JOB_KINDS
 from kubetrain.api.rules import REPLICA, REPLICA_FIELDS
 from kubetrain.constructs import App, Chart
 from kubetrain.constructs.crds import KubeflowCrds, KubeflowCrdsProps
-from tests.unit.api.helpers import mpi_job, pytorch_job, set_path
+from tests.builders.jobs import mpi_job, pytorch_job, set_path
 from tests.unit.api.invariant_cases import CASES, INVARIANTS_BY_NAME, InvariantCase
 
 CRDS = {kind: crd_for(kind) for kind in JOB_KINDS}

@@ -17,7 +17,7 @@ from kubetrain.api.kind_invariants import (
     PYTORCH_ONE_MASTER,
     TF_ONE_CHIEF,
 )
-from tests.unit.api.helpers import mpi_job, pod, pytorch_job, set_path, tf_job
+from tests.builders.jobs import mpi_job, pytorch_job, set_path, template, tf_job
 
 W = "spec.pytorchReplicaSpecs.Worker"
 
@@ -34,7 +34,7 @@ CASES: dict[str, tuple[dict[str, Any], str, str]] = {
         "must be an integer",
     ),
     "unknown-replica-type": (
-        set_path(pytorch_job(), "spec.pytorchReplicaSpecs.Wroker", {"template": pod()}),
+        set_path(pytorch_job(), "spec.pytorchReplicaSpecs.Wroker", {"template": template()}),
         "spec.pytorchReplicaSpecs.Wroker",
         "replica type must be one of: Master, Worker",
     ),
@@ -116,7 +116,7 @@ CASES: dict[str, tuple[dict[str, Any], str, str]] = {
             **pytorch_job(elasticPolicy={"minReplicas": 1}),
             "spec": {
                 "elasticPolicy": {"minReplicas": 1},
-                "pytorchReplicaSpecs": {"Master": {"template": pod()}},
+                "pytorchReplicaSpecs": {"Master": {"template": template()}},
             },
         },
         "spec.pytorchReplicaSpecs",
@@ -134,9 +134,9 @@ CASES: dict[str, tuple[dict[str, Any], str, str]] = {
     ),
     "tf-chief-and-master": (
         set_path(
-            set_path(tf_job(), "spec.tfReplicaSpecs.Chief", {"template": pod("tensorflow")}),
+            set_path(tf_job(), "spec.tfReplicaSpecs.Chief", {"template": template("tensorflow")}),
             "spec.tfReplicaSpecs.Master",
-            {"template": pod("tensorflow")},
+            {"template": template("tensorflow")},
         ),
         "spec.tfReplicaSpecs",
         TF_ONE_CHIEF,
@@ -157,7 +157,7 @@ CASES: dict[str, tuple[dict[str, Any], str, str]] = {
         MPI_NEEDS_WORKER,
     ),
     "mpi-missing-launcher": (
-        {**mpi_job(), "spec": {"mpiReplicaSpecs": {"Worker": {"template": pod("worker")}}}},
+        {**mpi_job(), "spec": {"mpiReplicaSpecs": {"Worker": {"template": template("worker")}}}},
         "spec.mpiReplicaSpecs.Launcher",
         MPI_ONE_LAUNCHER,
     ),

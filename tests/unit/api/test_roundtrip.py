@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kubetrain.api import MPIJob, PyTorchJob, TFJob, load_job
-from tests.unit.api.helpers import example, mpi_job, pod, pytorch_job, tf_job
+from tests.builders.jobs import example, mpi_job, pytorch_job, template, tf_job
 
 EXAMPLES = {
     "pytorch-master-3-workers": ("pytorchjob.yaml", PyTorchJob),
@@ -95,7 +95,7 @@ def _replica(
     container: str, replicas: st.SearchStrategy[int] = _replicas
 ) -> st.SearchStrategy[dict[str, Any]]:
     return st.fixed_dictionaries(
-        {"template": st.just(pod(container))},
+        {"template": st.just(template(container))},
         optional={"replicas": replicas, "restartPolicy": _restart},
     )
 
@@ -133,7 +133,7 @@ def _tf_jobs(draw: st.DrawFn) -> dict[str, Any]:
         for rtype in draw(st.sets(st.sampled_from(["PS", "Worker", "Evaluator"]), min_size=1))
     }
     if draw(st.booleans()):
-        specs["Chief"] = {"replicas": 1, "template": pod("tensorflow")}
+        specs["Chief"] = {"replicas": 1, "template": template("tensorflow")}
     job = tf_job(successPolicy=draw(st.sampled_from(["", "AllWorkers"])))
     job["spec"]["tfReplicaSpecs"] = specs
     return job

@@ -23,9 +23,9 @@ from kubetrain.api.pytorch import PyTorchJob
 from kubetrain.api.stored_defaults import stored_defaults
 from kubetrain.api.tensorflow import TFJob
 from kubetrain.api.trainer import apply_trainer_defaults, load_trainer_object
+from tests.builders.trainer import upstream_documents
 from tests.k8s_schema import server_defaulted
 from tests.unit.api.mutations import SEEDS
-from tests.unit.api.trainer_helpers import upstream_documents
 
 #: What upstream's own CRDs store (manifests/base/crds of training-operator v1.9.0 and
 #: mpi-operator v0.8.0), outside the embedded pod templates.

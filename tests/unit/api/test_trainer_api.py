@@ -23,9 +23,8 @@ from kubetrain.api.trainer import (
 )
 from kubetrain.api.trainer.sdk import runtime_notes, sdk_reads_limits, trainjob_notes
 from kubetrain.api.trainer.trainjob import TrainJobStatus
-from tests.conftest import EXAMPLES
-from tests.unit.api.helpers import example, set_path
-from tests.unit.api.trainer_helpers import (
+from tests.builders.jobs import example, set_path
+from tests.builders.trainer import (
     rjob,
     runtime,
     sdk_bodies,
@@ -33,6 +32,7 @@ from tests.unit.api.trainer_helpers import (
     trainjob,
     upstream_documents,
 )
+from tests.conftest import EXAMPLES
 
 UPSTREAM = upstream_documents()
 SDK = sdk_bodies()

@@ -14,7 +14,7 @@ from kubetrain.api.crds import MAX_CRD_BYTES, crd_for, crd_schema, serialized_si
 from kubetrain.api.k8s_openapi import embedded_schema
 from kubetrain.api.kinds import TRAINER_KINDS
 from kubetrain.manifest import dump
-from tests.unit.api.trainer_helpers import sdk_bodies, trainer_examples, upstream_documents
+from tests.builders.trainer import sdk_bodies, trainer_examples, upstream_documents
 
 CRDS = {kind: crd_for(kind) for kind in TRAINER_KINDS}
 

@@ -9,8 +9,8 @@ import pytest
 
 from kubetrain.api.trainer import load_trainer_object
 from kubetrain.api.trainer.defaults import apply_trainer_defaults
-from tests.unit.api.helpers import set_path
-from tests.unit.api.trainer_helpers import rjob, runtime, sdk_bodies, trainjob, upstream_documents
+from tests.builders.jobs import set_path
+from tests.builders.trainer import rjob, runtime, sdk_bodies, trainjob, upstream_documents
 
 
 def test_trainjob_defaults_are_upstreams() -> None:

@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from kubetrain.api import JobValidationError
 from kubetrain.api.trainer import load_trainer_object
 from kubetrain.commands.validate import describe_trainer
+from tests.builders.trainer import sdk_bodies, trainer_examples, upstream_documents
 from tests.unit.api.mutations import OPERATIONS, mutate, node_paths
 from tests.unit.api.test_fuzz import _check_rejection
-from tests.unit.api.trainer_helpers import sdk_bodies, trainer_examples, upstream_documents
 
 SEEDS = [doc for _, doc in upstream_documents()]
 SEEDS += list(sdk_bodies().values()) + [doc for _, doc in trainer_examples()]

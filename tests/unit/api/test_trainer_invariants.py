@@ -22,8 +22,8 @@ from kubetrain.api.trainer.invariants import (
     rules_for,
     transitions_for,
 )
-from tests.unit.api.helpers import set_path
-from tests.unit.api.trainer_helpers import rjob, runtime, trainjob
+from tests.builders.jobs import set_path
+from tests.builders.trainer import rjob, runtime, trainjob
 from tests.unit.api.trainer_rule_cases import (
     ADMITTED_UPDATES,
     CASES,

@@ -13,7 +13,7 @@ import pytest
 from kubetrain.api import JobValidationError, MPIJob, TFJob, load_job
 from kubetrain.api.limits import MAX_LISTED_ERRORS
 from kubetrain.commands.validate import describe
-from tests.unit.api.helpers import example, mpi_job, pod, pytorch_job, set_path, tf_job
+from tests.builders.jobs import example, mpi_job, pytorch_job, set_path, template, tf_job
 
 W = "spec.pytorchReplicaSpecs.Worker"
 C0 = f"{W}.template.spec.containers[0]"
@@ -246,10 +246,10 @@ def test_tf_replica_types_in_any_case_are_normalised() -> None:
     # Issue 12 item 5: upstream's TFJob defaulter renames them (strings.EqualFold).
     job = tf_job()
     job["spec"]["tfReplicaSpecs"] = {
-        "ps": {"template": pod("tensorflow")},
-        "worker": {"replicas": 2, "template": pod("tensorflow")},
-        "CHIEF": {"template": pod("tensorflow")},
-        "evaluator": {"template": pod("tensorflow")},
+        "ps": {"template": template("tensorflow")},
+        "worker": {"replicas": 2, "template": template("tensorflow")},
+        "CHIEF": {"template": template("tensorflow")},
+        "evaluator": {"template": template("tensorflow")},
     }
     loaded = load_job(job)
     assert isinstance(loaded, TFJob)
@@ -265,12 +265,12 @@ def test_tf_replica_types_in_any_case_are_normalised() -> None:
 
 def test_tf_errors_name_the_replica_type_as_written() -> None:
     job = tf_job()
-    job["spec"]["tfReplicaSpecs"] = {"worker": {"replicas": -1, "template": pod("tensorflow")}}
+    job["spec"]["tfReplicaSpecs"] = {"worker": {"replicas": -1, "template": template("tensorflow")}}
     assert "spec.tfReplicaSpecs.worker.replicas: -1 is invalid: must be >= 0" in _errors(job)
 
 
 def test_pytorch_replica_types_are_case_sensitive_as_upstreams_webhook() -> None:
-    job = set_path(pytorch_job(), "spec.pytorchReplicaSpecs", {"worker": {"template": pod()}})
+    job = set_path(pytorch_job(), "spec.pytorchReplicaSpecs", {"worker": {"template": template()}})
     assert (
         'spec.pytorchReplicaSpecs.worker: "worker" is invalid: replica type must be one of: '
         "Master, Worker" in _errors(job)

@@ -9,8 +9,8 @@ from typing import Any
 
 from kubetrain.api.rules import Transition
 from kubetrain.api.trainer.invariants import RULES, TRANSITIONS, Rule
-from tests.unit.api.helpers import set_path
-from tests.unit.api.trainer_helpers import rjob, runtime, trainjob
+from tests.builders.jobs import set_path
+from tests.builders.trainer import rjob, runtime, trainjob
 
 RULES_BY_NAME = {rule.name: rule for rule in RULES}
 TRANSITIONS_BY_NAME = {rule.name: rule for rule in TRANSITIONS}

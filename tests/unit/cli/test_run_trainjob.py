@@ -11,8 +11,8 @@ import pytest
 import yaml
 
 from kubetrain.cli import main
+from tests.builders.trainer import UPSTREAM_TRAINER, trainjob
 from tests.conftest import REPO_ROOT
-from tests.unit.api.trainer_helpers import UPSTREAM_TRAINER, trainjob
 
 TORCH_RUNTIME = UPSTREAM_TRAINER / "manifests" / "base" / "runtimes" / "torch_distributed.yaml"
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kubetrain.controller import child_events
 from kubetrain.controller.decisions import Event
-from tests.unit.controller.builders import pod
+from tests.builders.observed import pod
 
 
 def child(kind: str, name: str) -> dict[str, object]:

@@ -10,7 +10,7 @@ from kubetrain.api.common import ConditionStatus as S
 from kubetrain.api.common import ConditionType as T
 from kubetrain.api.common import JobCondition
 from kubetrain.controller import conditions as C
-from tests.unit.controller.builders import NOW
+from tests.builders.observed import NOW
 
 LATER = NOW + timedelta(seconds=5)
 

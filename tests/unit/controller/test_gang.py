@@ -21,7 +21,7 @@ from kubetrain.controller.gang import (
 from kubetrain.controller.model import Observed
 from kubetrain.controller.planner import plan
 from kubetrain.controller.plugins.registry import build_registry
-from tests.unit.controller.builders import NOW, mpi_raw, pod, pytorch_raw
+from tests.builders.observed import NOW, mpi_raw, pod, pytorch_raw
 
 SECRET = {"metadata": {"name": "job-mpi-ssh-x", "uid": "s"}}
 

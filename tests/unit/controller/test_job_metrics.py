@@ -17,7 +17,7 @@ from kubetrain.controller.plugins.registry import build_registry
 from kubetrain.controller.reconciler import Reconciler
 from kubetrain.controller.trim import trim_pod
 from kubetrain.controller.workqueue import WorkQueue
-from tests.unit.controller.builders import NOW, pod, pytorch_raw, stamp
+from tests.builders.observed import NOW, pod, pytorch_raw, stamp
 from tests.unit.controller.memory_cluster import MemoryCluster
 
 PLUGINS = build_registry(("PyTorchJob", "TFJob", "MPIJob", "TrainJob"))

@@ -12,7 +12,7 @@ from kubetrain.controller.decisions import Context, Plan
 from kubetrain.controller.model import Observed
 from kubetrain.controller.planner import plan
 from kubetrain.controller.plugins.registry import build_registry
-from tests.unit.controller.builders import NOW, batch_job, mpi_raw, pod, pytorch_raw, service, stamp
+from tests.builders.observed import NOW, batch_job, mpi_raw, pod, pytorch_raw, service, stamp
 
 PLUGINS = build_registry(("PyTorchJob", "TFJob", "MPIJob"))
 

@@ -6,7 +6,7 @@ import pytest
 
 from kubetrain.api import keys as K
 from kubetrain.controller import podstate
-from tests.unit.controller.builders import pod
+from tests.builders.observed import pod
 
 
 @pytest.mark.parametrize(

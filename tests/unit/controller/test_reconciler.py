@@ -13,7 +13,7 @@ from kubetrain.controller.model import WRITE_BATCH
 from kubetrain.controller.plugins.registry import build_registry
 from kubetrain.controller.reconciler import Reconciler
 from kubetrain.controller.sshkeys import ssh_secret_name
-from tests.unit.controller.builders import JOB_UID, NOW, mpi_raw, pod, pytorch_raw, tf_raw
+from tests.builders.observed import JOB_UID, NOW, mpi_raw, pod, pytorch_raw, tf_raw
 from tests.unit.controller.memory_cluster import MemoryCluster
 
 PLUGINS = build_registry(("PyTorchJob", "TFJob", "MPIJob"))

@@ -16,7 +16,8 @@ from kubetrain.controller.plugins.registry import build_registry
 from kubetrain.controller.plugins.trainjob_status import CODEC
 from kubetrain.controller.reconciler import Reconciler
 from kubetrain.controller.runtimes import in_use_patch
-from tests.unit.controller.builders import NOW, pod, stamp, torch_runtime
+from tests.builders.observed import NOW, pod, stamp
+from tests.builders.trainer import torch_runtime
 from tests.unit.controller.memory_cluster import MemoryCluster
 
 PLUGINS = build_registry(("PyTorchJob", "TFJob", "MPIJob", "TrainJob"))

@@ -11,7 +11,7 @@ from kubetrain.controller.plugins.registry import build_registry
 from kubetrain.controller.plugins.trainjob_plugin import TrainJobPlugin
 from kubetrain.controller.plugins.trainjob_progress import ProgressInjection
 from kubetrain.controller.reconciler import Reconciler
-from tests.unit.controller.builders import torch_runtime
+from tests.builders.trainer import torch_runtime
 from tests.unit.controller.memory_cluster import MemoryCluster
 from tests.unit.controller.test_trainjob import RUNTIME_KEY, trainjob
 

@@ -53,7 +53,9 @@ def test_pytorch_master_port_comes_from_the_declared_container_port() -> None:
     spec = {
         "pytorchReplicaSpecs": {
             "Master": {
-                "template": template("pytorch", {"name": "pytorchjob-port", "containerPort": 29500})
+                "template": template(
+                    "pytorch", port={"name": "pytorchjob-port", "containerPort": 29500}
+                )
             },
             "Worker": {"replicas": 1, "template": template("pytorch")},
         }

@@ -12,7 +12,7 @@ import pytest
 
 from kubetrain.api.errors import JobValidationError
 from kubetrain.local import LocalRunError, train
-from tests.unit.api.trainer_helpers import UPSTREAM_TRAINER
+from tests.builders.trainer import UPSTREAM_TRAINER
 
 
 @dataclasses.dataclass

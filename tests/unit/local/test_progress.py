@@ -11,7 +11,7 @@ from pathlib import Path
 from kubetrain.local import plan_trainjob
 from kubetrain.local.execute import execute
 from kubetrain.local.progress import describe
-from tests.unit.api.trainer_helpers import runtime, trainjob
+from tests.builders.trainer import runtime, trainjob
 from tests.unit.local.test_trainjob_plan import load_job, load_runtime
 
 # What upstream's e2e script (test/e2e/testdata/status_update.py) does, plus a report

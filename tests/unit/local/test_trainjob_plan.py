@@ -14,13 +14,7 @@ from kubetrain.api.trainer.runtime import RuntimeBase
 from kubetrain.frameworks import ClusterAddressing
 from kubetrain.frameworks import trainjob as trainjob_rules
 from kubetrain.local import LocalPlan, LocalRunError, plan_trainjob
-from tests.unit.api.trainer_helpers import (
-    UPSTREAM_TRAINER,
-    initializer_rjob,
-    rjob,
-    runtime,
-    trainjob,
-)
+from tests.builders.trainer import UPSTREAM_TRAINER, initializer_rjob, rjob, runtime, trainjob
 
 RUNTIMES = UPSTREAM_TRAINER / "manifests" / "base" / "runtimes"
 SCRATCH = Path("/scratch")

@@ -9,7 +9,7 @@ from kubetrain.api.common import JobBase
 from kubetrain.api.errors import FieldError
 from kubetrain.api.pytorch import PyTorchJob, PyTorchReplicaType
 from kubetrain.controller.plugins.v1 import LoadCache
-from tests.unit.controller.builders import pytorch_raw
+from tests.builders.observed import pytorch_raw
 
 
 def no_problems(job: JobBase) -> list[FieldError]:

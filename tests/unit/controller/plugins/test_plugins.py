@@ -24,15 +24,7 @@ from kubetrain.controller.plugins.registry import build_registry
 from kubetrain.controller.plugins.tensorflow_plugin import TensorFlowPlugin
 from kubetrain.controller.policies import startup
 from kubetrain.controller.sshkeys import SshKeyPair, ssh_secret_name
-from tests.unit.controller.builders import (
-    JOB_UID,
-    mpi_raw,
-    pod,
-    pytorch_raw,
-    service,
-    tf_raw,
-    typed,
-)
+from tests.builders.observed import JOB_UID, mpi_raw, pod, pytorch_raw, service, tf_raw, typed
 
 
 def build(plugin: JobPlugin[Any], job: JobBase, observed: Observed) -> Iterator[dict[str, Any]]:

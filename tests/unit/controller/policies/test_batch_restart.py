@@ -10,7 +10,8 @@ from typing import Any
 from kubetrain.api import keys as K
 from kubetrain.controller.plugins.registry import build_registry
 from kubetrain.controller.reconciler import Reconciler
-from tests.unit.controller.builders import NOW, pod, torch_runtime
+from tests.builders.observed import NOW, pod
+from tests.builders.trainer import torch_runtime
 from tests.unit.controller.memory_cluster import MemoryCluster
 
 PLUGINS = build_registry(("TrainJob",))

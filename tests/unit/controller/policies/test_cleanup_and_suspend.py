@@ -9,7 +9,7 @@ from kubetrain.api.common import CleanPodPolicy, ReplicaStatus
 from kubetrain.controller.decisions import ChildRef
 from kubetrain.controller.model import Observed
 from kubetrain.controller.policies import cleanup, suspend
-from tests.unit.controller.builders import batch_job, pod, service
+from tests.builders.observed import batch_job, pod, service
 
 
 def scene() -> Observed:

@@ -4,7 +4,7 @@ import pytest
 
 from kubetrain.api.common import JobStatus, RunPolicy
 from kubetrain.controller.policies import deadlines
-from tests.unit.controller.builders import NOW, stamp
+from tests.builders.observed import NOW, stamp
 
 
 @pytest.mark.parametrize(

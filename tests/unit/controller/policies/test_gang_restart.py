@@ -12,7 +12,7 @@ from kubetrain.controller.decisions import Context, Plan
 from kubetrain.controller.model import Observed
 from kubetrain.controller.planner import plan
 from kubetrain.controller.plugins.registry import build_registry
-from tests.unit.controller.builders import NOW, pod, pytorch_raw, service, stamp
+from tests.builders.observed import NOW, pod, pytorch_raw, service, stamp
 
 PLUGINS = build_registry(("PyTorchJob",))
 NAMES = ("job-master-0", "job-worker-0", "job-worker-1")

@@ -13,7 +13,7 @@ from kubetrain.controller.decisions import Context, Plan
 from kubetrain.controller.model import Observed
 from kubetrain.controller.planner import plan
 from kubetrain.controller.plugins.registry import build_registry
-from tests.unit.controller.builders import NOW, batch_job, mpi_raw, pod, service
+from tests.builders.observed import NOW, batch_job, mpi_raw, pod, service
 
 PLUGINS = build_registry(("MPIJob",))
 #: What the API server writes on a pod created with scheduling gates.

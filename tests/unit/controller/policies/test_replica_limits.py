@@ -10,7 +10,7 @@ from kubetrain.controller.decisions import Context
 from kubetrain.controller.model import Observed
 from kubetrain.controller.planner import plan
 from kubetrain.controller.plugins.registry import build_registry
-from tests.unit.controller.builders import NOW, pod, pytorch_raw, stamp
+from tests.builders.observed import NOW, pod, pytorch_raw, stamp
 
 PLUGINS = build_registry(("PyTorchJob",))
 

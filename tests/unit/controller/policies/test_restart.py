@@ -17,7 +17,8 @@ from kubetrain.controller.plugins.registry import build_registry
 from kubetrain.controller.podstate import Termination
 from kubetrain.controller.policies import restart
 from kubetrain.controller.reconciler import Reconciler
-from tests.unit.controller.builders import NOW, pod, pytorch_raw, torch_runtime
+from tests.builders.observed import NOW, pod, pytorch_raw
+from tests.builders.trainer import torch_runtime
 from tests.unit.controller.memory_cluster import MemoryCluster
 
 WORKER = Replica("Worker", 0, "job-worker-0", P.EXIT_CODE, "main")

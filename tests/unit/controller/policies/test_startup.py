@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kubetrain.controller.model import Observed, StartupRule
 from kubetrain.controller.policies import startup
-from tests.unit.controller.builders import NOW, pod, service, stamp
+from tests.builders.observed import NOW, pod, service, stamp
 
 RULE = StartupRule(
     waiting=("Worker",),

@@ -14,15 +14,15 @@ from kubetrain.controller.model import Observed
 from kubetrain.controller.policies import success
 from kubetrain.frameworks import framework_for
 from kubetrain.local.plan import job_succeeded
-from tests.unit.controller.builders import batch_job, container_template, mpi_raw, pod, typed
+from tests.builders.jobs import template
+from tests.builders.observed import batch_job, mpi_raw, pod, typed
 
 
 def job(kind: str, *specs: tuple[str, int], **spec: Any) -> Job:
     container = {"PyTorchJob": "pytorch", "TFJob": "tensorflow"}[kind]
     field = {"PyTorchJob": "pytorchReplicaSpecs", "TFJob": "tfReplicaSpecs"}[kind]
     replica_specs = {
-        rtype: {"replicas": count, "template": container_template(container)}
-        for rtype, count in specs
+        rtype: {"replicas": count, "template": template(container)} for rtype, count in specs
     }
     version = "v1"
     return typed(

@@ -1,5 +1,5 @@
-"""Hand-written pods, batch Jobs and jobs for the operator's unit tests (camelCase JSON,
-as the API server serves them, trimmed as the informers keep them)."""
+"""What the operator observes, for its unit tests: pods, Services, batch Jobs and jobs
+(camelCase JSON, as the API server serves them, trimmed as the informers keep them)."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from typing import Any
 from kubetrain.api import apply_defaults, load_job
 from kubetrain.api import keys as K
 from kubetrain.api.loader import Job
+from tests.builders import jobs
 
 NOW = datetime(2026, 1, 2, 12, 0, 0, tzinfo=UTC)
 JOB_UID = "job-uid-1"
@@ -19,8 +20,8 @@ def stamp(seconds_ago: float = 0) -> str:
     return (NOW - timedelta(seconds=seconds_ago)).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def container_template(name: str) -> dict[str, Any]:
-    return {"spec": {"containers": [{"name": name, "image": "example/trainer:1"}]}}
+#: The metadata of the job the informers hold (the owner of the pods below).
+OBSERVED = {"namespace": "ns", "uid": JOB_UID}
 
 
 def pytorch_raw(
@@ -32,29 +33,18 @@ def pytorch_raw(
     status: dict[str, Any] | None = None,
     elastic: bool = False,
 ) -> dict[str, Any]:
-    specs: dict[str, Any] = {}
-    if master:
-        specs["Master"] = {
-            "replicas": 1,
-            "restartPolicy": restart_policy,
-            "template": container_template("pytorch"),
-        }
-    if workers:
-        specs["Worker"] = {
-            "replicas": workers,
-            "restartPolicy": restart_policy,
-            "template": container_template("pytorch"),
-        }
-    raw: dict[str, Any] = {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "PyTorchJob",
-        "metadata": {"name": "job", "namespace": "ns", "uid": JOB_UID, "resourceVersion": "7"},
-        "spec": {"pytorchReplicaSpecs": specs},
-    }
+    spec: dict[str, Any] = {}
     if run_policy:
-        raw["spec"]["runPolicy"] = copy.deepcopy(run_policy)
+        spec["runPolicy"] = run_policy
     if elastic:
-        raw["spec"]["elasticPolicy"] = {"maxReplicas": workers}
+        spec["elasticPolicy"] = {"maxReplicas": workers}
+    raw = jobs.pytorch_job(
+        master=master,
+        workers=workers,
+        restart_policy=restart_policy,
+        metadata={**OBSERVED, "resourceVersion": "7"},
+        **spec,
+    )
     if status:
         raw["status"] = copy.deepcopy(status)
     return raw
@@ -63,38 +53,14 @@ def pytorch_raw(
 def tf_raw(
     *, chief: bool = False, workers: int = 2, ps: int = 0, success_policy: str | None = None
 ) -> dict[str, Any]:
-    specs: dict[str, Any] = {}
-    if chief:
-        specs["Chief"] = {"replicas": 1, "template": container_template("tensorflow")}
-    if ps:
-        specs["PS"] = {"replicas": ps, "template": container_template("tensorflow")}
-    specs["Worker"] = {"replicas": workers, "template": container_template("tensorflow")}
-    raw: dict[str, Any] = {
-        "apiVersion": "kubeflow.org/v1",
-        "kind": "TFJob",
-        "metadata": {"name": "job", "namespace": "ns", "uid": JOB_UID},
-        "spec": {"tfReplicaSpecs": specs},
-    }
-    if success_policy is not None:
-        raw["spec"]["successPolicy"] = success_policy
-    return raw
+    spec: dict[str, Any] = {} if success_policy is None else {"successPolicy": success_policy}
+    return jobs.tf_job(chief=chief, ps=ps, workers=workers, metadata=dict(OBSERVED), **spec)
 
 
 def mpi_raw(*, workers: int = 2, slots: int = 2, **spec: Any) -> dict[str, Any]:
-    raw: dict[str, Any] = {
-        "apiVersion": "kubeflow.org/v2beta1",
-        "kind": "MPIJob",
-        "metadata": {"name": "job", "namespace": "ns", "uid": JOB_UID},
-        "spec": {
-            "slotsPerWorker": slots,
-            "mpiReplicaSpecs": {
-                "Launcher": {"replicas": 1, "template": container_template("launcher")},
-                "Worker": {"replicas": workers, "template": container_template("worker")},
-            },
-        },
-    }
-    raw["spec"].update(spec)
-    return raw
+    return jobs.mpi_job(
+        workers=workers, metadata=dict(OBSERVED), **{"slotsPerWorker": slots, **spec}
+    )
 
 
 def typed(raw: dict[str, Any]) -> Job:
@@ -193,39 +159,4 @@ def batch_job(name: str, condition: str | None = None, **status: Any) -> dict[st
         "kind": "Job",
         "metadata": {"name": name, "namespace": "ns", "uid": f"uid-{name}"},
         "status": body,
-    }
-
-
-def torch_runtime(*, num_nodes: int = 2, backoff_limit: int | None = None) -> dict[str, Any]:
-    """A ClusterTrainingRuntime ``torch`` (one ``node`` replicated job) for TrainJob tests;
-    ``backoff_limit`` sets the node Job template's ``backoffLimit``."""
-    job_spec: dict[str, Any] = {
-        "template": {"spec": {"containers": [{"name": "node", "image": "t:1"}]}}
-    }
-    if backoff_limit is not None:
-        job_spec["backoffLimit"] = backoff_limit
-    return {
-        "apiVersion": "trainer.kubeflow.org/v1alpha1",
-        "kind": "ClusterTrainingRuntime",
-        "metadata": {
-            "name": "torch",
-            "labels": {K.TRAINER_FRAMEWORK_LABEL: "torch"},
-            "uid": "rt",
-        },
-        "spec": {
-            "mlPolicy": {"numNodes": num_nodes, "torch": {}},
-            "template": {
-                "spec": {
-                    "replicatedJobs": [
-                        {
-                            "name": "node",
-                            "template": {
-                                "metadata": {"labels": {K.TRAINER_ANCESTOR_LABEL: "trainer"}},
-                                "spec": job_spec,
-                            },
-                        }
-                    ]
-                }
-            },
-        },
     }

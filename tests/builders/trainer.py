@@ -1,4 +1,4 @@
-"""Builders and data for the Trainer v2 API tests: small TrainJobs and runtimes, upstream
+"""Builders and data for the Trainer v2 tests: small TrainJobs and runtimes, upstream
 v2.3.0's own manifests (tests/data/upstream/trainer-v2.3.0) and the TrainJobs the real
 Kubeflow SDK 0.5.0 posts (tests/data/kubeflow-sdk-0.5.0)."""
 
@@ -35,16 +35,20 @@ def rjob(
     name: str = "node",
     step: str | None = "trainer",
     containers: tuple[str, ...] = ("node",),
+    *,
+    image: str = "trainer:1",
+    backoff_limit: int | None = None,
     **fields: Any,
 ) -> dict[str, Any]:
-    """A replicated job; ``step`` is its ancestor label (none when None)."""
+    """A replicated job; ``step`` is its ancestor label (none when None); its Job template
+    has ``backoff_limit`` if given."""
     template: dict[str, Any] = {
         "spec": {
-            "template": {
-                "spec": {"containers": [{"name": c, "image": "trainer:1"} for c in containers]}
-            }
+            "template": {"spec": {"containers": [{"name": c, "image": image} for c in containers]}}
         }
     }
+    if backoff_limit is not None:
+        template["spec"]["backoffLimit"] = backoff_limit
     if step is not None:
         template["metadata"] = {"labels": {ANCESTOR: step}}
     return {"name": name, "template": template, **fields}
@@ -63,6 +67,8 @@ def runtime(
     kind: str = "ClusterTrainingRuntime",
     name: str = "torch",
     rjobs: list[dict[str, Any]] | None = None,
+    *,
+    uid: str | None = None,
     **spec: Any,
 ) -> dict[str, Any]:
     """A torch runtime with one trainer replicated job (``rjobs`` replaces them)."""
@@ -75,8 +81,19 @@ def runtime(
             "template": {"spec": {"replicatedJobs": rjobs if rjobs is not None else [rjob()]}},
         },
     }
+    if uid is not None:
+        base["metadata"]["uid"] = uid
     base["spec"].update(copy.deepcopy(spec))
     return base
+
+
+def torch_runtime(*, num_nodes: int = 2, backoff_limit: int | None = None) -> dict[str, Any]:
+    """The ClusterTrainingRuntime ``torch`` the operator's unit tests observe (one ``node``
+    replicated job); ``backoff_limit`` sets the node Job template's ``backoffLimit``."""
+    node = rjob(image="t:1", backoff_limit=backoff_limit)
+    return runtime(
+        name="torch", rjobs=[node], uid="rt", mlPolicy={"numNodes": num_nodes, "torch": {}}
+    )
 
 
 def upstream_documents() -> list[tuple[str, dict[str, Any]]]:
