@@ -19,9 +19,7 @@ from kubetrain.api.mpi import MPIJob
 from kubetrain.controller.model import Observed
 from kubetrain.controller.plugins.base import JobPlugin
 from kubetrain.controller.plugins.mpi_plugin import MPIPlugin
-from kubetrain.controller.plugins.pytorch_plugin import PyTorchPlugin
-from kubetrain.controller.plugins.registry import build_registry
-from kubetrain.controller.plugins.tensorflow_plugin import TensorFlowPlugin
+from kubetrain.controller.plugins.registry import build_registry, plugin_for
 from kubetrain.controller.policies import startup
 from kubetrain.controller.sshkeys import SshKeyPair, ssh_secret_name
 from tests.builders.observed import JOB_UID, mpi_raw, pod, pytorch_raw, service, tf_raw, typed
@@ -52,7 +50,7 @@ def test_registry_is_ordered_and_rejects_unknown_kinds() -> None:
 
 
 def test_pytorch_children_before_and_after_the_master_is_ready() -> None:
-    plugin = PyTorchPlugin()
+    plugin = plugin_for("PyTorchJob")
     job = typed(pytorch_raw(workers=2))
     first = by_name(build(plugin, job, Observed()))
     # Workers are gated on the master; every Service is created at once.
@@ -98,7 +96,9 @@ def test_pytorch_children_before_and_after_the_master_is_ready() -> None:
 def test_exit_code_pods_never_restart_in_place() -> None:
     objs = by_name(
         build(
-            PyTorchPlugin(), typed(pytorch_raw(master=False, restart_policy="ExitCode")), Observed()
+            plugin_for("PyTorchJob"),
+            typed(pytorch_raw(master=False, restart_policy="ExitCode")),
+            Observed(),
         )
     )
     assert objs[("Pod", "job-worker-0")]["spec"]["restartPolicy"] == "Never"
@@ -109,12 +109,12 @@ def test_a_variable_the_user_set_is_kept() -> None:
     raw["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]["spec"]["containers"][0]["env"] = [
         {"name": "PET_NPROC_PER_NODE", "value": "4"}
     ]
-    objs = by_name(build(PyTorchPlugin(), typed(raw), Observed()))
+    objs = by_name(build(plugin_for("PyTorchJob"), typed(raw), Observed()))
     assert env(objs[("Pod", "job-worker-0")])["PET_NPROC_PER_NODE"] == "4"
 
 
 def test_tensorflow_children_and_tf_config() -> None:
-    plugin = TensorFlowPlugin()
+    plugin = plugin_for("TFJob")
     job = typed(tf_raw(chief=True, workers=2, ps=1))
     ready = Observed(
         pods={"job-chief-0": pod("job-chief-0")}, services={"job-chief-0": service("job-chief-0")}
@@ -135,7 +135,7 @@ def test_tensorflow_children_and_tf_config() -> None:
 
 
 def test_tensorflow_worker_0_is_the_master_without_a_chief() -> None:
-    objs = by_name(build(TensorFlowPlugin(), typed(tf_raw(workers=2)), Observed()))
+    objs = by_name(build(plugin_for("TFJob"), typed(tf_raw(workers=2)), Observed()))
     assert objs[("Pod", "job-worker-0")]["metadata"]["labels"][K.JOB_ROLE] == "master"
     assert K.JOB_ROLE not in objs[("Pod", "job-worker-1")]["metadata"]["labels"]
 
@@ -344,7 +344,7 @@ def test_pytorch_children_are_unique_owned_and_consistent(
         pods={"job-master-0": pod("job-master-0")},
         services={"job-master-0": service("job-master-0")},
     )
-    objs = list(build(PyTorchPlugin(), job, observed))
+    objs = list(build(plugin_for("PyTorchJob"), job, observed))
     keys = [(o["kind"], o["metadata"]["name"]) for o in objs]
     assert len(keys) == len(set(keys))
     pods = [o for o in objs if o["kind"] == "Pod"]
