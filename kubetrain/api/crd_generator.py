@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubetrain.api.base import DNS1035_PATTERN, CelRule, KubeModel
-from kubetrain.api.kinds import KindInfo
+from kubetrain.api.kind_info import KindInfo
 from kubetrain.api.limits import ReplicaLimits
 from kubetrain.api.schema import model_schema
 

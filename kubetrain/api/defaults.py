@@ -37,11 +37,9 @@ import copy
 from typing import Any, TypeVar
 
 from kubetrain.api.common import JobBase
-from kubetrain.api.kinds import KINDS, MPI, PYTORCH, TENSORFLOW, KindInfo
-from kubetrain.api.mpi import MPIJob
-from kubetrain.api.pytorch import PyTorchJob
+from kubetrain.api.kind_info import KindInfo
+from kubetrain.api.kinds import JOB_KIND_APIS, KINDS
 from kubetrain.api.stored_defaults import fill_stored_defaults
-from kubetrain.api.tensorflow import TFJob
 
 J = TypeVar("J", bound=JobBase)
 
@@ -67,48 +65,21 @@ def _ensure_main_port(specs: dict[str, Any], kind: KindInfo) -> None:
         _ensure_port(rspec["template"], kind.main_container, kind.port_name, kind.default_port)
 
 
-def default_nproc_per_node(spec: dict[str, Any]) -> str | None:
-    """A PyTorchJob's ``nprocPerNode`` default (wire form): ``auto``, unless the deprecated
-    ``elasticPolicy.nProcPerNode`` says it (then none is set). The one place it is decided."""
-    elastic = spec.get("elasticPolicy")
-    if elastic is not None and elastic.get("nProcPerNode") is not None:
-        return None
-    return "auto"
-
-
-_MODELS: dict[str, type[JobBase]] = {
-    PYTORCH.kind: PyTorchJob,
-    TENSORFLOW.kind: TFJob,
-    MPI.kind: MPIJob,
-}
-
-
 def default_wire(obj: dict[str, Any]) -> dict[str, Any]:
     """Defaults applied to a wire-form job (a deep copy is returned)."""
     out = copy.deepcopy(obj)
     kind = out["kind"]
-    model = _MODELS.get(kind)
-    if model is None:
-        raise ValueError(f"kind {kind!r} has no defaults: expected PyTorchJob, TFJob or MPIJob")
+    api = JOB_KIND_APIS.get(kind)
+    if api is None:
+        raise ValueError(f"kind {kind!r} has no defaults: expected one of {', '.join(KINDS)}")
     spec = out["spec"]
     # cleanPodPolicy is not a stored default: the cleanup reads whether the job set it.
     spec.setdefault("runPolicy", {}).setdefault("cleanPodPolicy", "None")
-    fill_stored_defaults(model, out)
-    info = KINDS[kind]
+    fill_stored_defaults(api.model, out)
+    info = api.info
     specs = spec[info.replica_specs_field]
     _default_restart_policies(specs, info)
-    if kind == PYTORCH.kind:
-        nproc = default_nproc_per_node(spec)
-        if nproc is not None:
-            spec.setdefault("nprocPerNode", nproc)
-        elastic = spec.get("elasticPolicy")
-        if elastic is not None:
-            workers = specs.get("Worker", {}).get("replicas", 1)
-            low, high = elastic.get("minReplicas"), elastic.get("maxReplicas")
-            elastic["minReplicas"] = (
-                low if low is not None else (high if high is not None else workers)
-            )
-            elastic["maxReplicas"] = high if high is not None else elastic["minReplicas"]
+    api.defaults(spec)
     if info.main_container is not None:
         _ensure_main_port(specs, info)
     return out

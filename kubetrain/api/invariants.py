@@ -18,30 +18,85 @@ from typing import Any
 
 from kubetrain.api.errors import FieldError
 from kubetrain.api.keys import MANAGED_BY_VALUES
-from kubetrain.api.kind_invariants import (
-    _HAS_CONTAINERS,
-    NEEDS_CONTAINERS,
-    NEEDS_IMAGE,
-    _containers_check,
-    _images_check,
-    _replica_type_invariant,
-    kind_specific,
-)
+from kubetrain.api.kinds import JOB_KIND_APIS, KINDS, REPLICA_FIELDS
 from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, ReplicaLimits
 from kubetrain.api.names import MAX_NAME, name_or_generated
 from kubetrain.api.rules import (
+    HAS_CONTAINERS,
     REPLICA,
-    REPLICA_FIELDS,
     Invariant,
     Transition,
     cel_replicas,
+    containers_of,
     replicas_of,
-    rule_prefix,
     run_checks,
     run_transitions,
     spec_of,
     specs_of,
 )
+
+# --- replica types --------------------------------------------------------------------------
+
+
+def _replica_type_invariant(kind: str) -> Invariant:
+    info = KINDS[kind]
+    field = info.replica_specs_field
+    message = info.replica_type_message()
+    allowed = info.replica_types
+    folded = info.case_insensitive_replica_types
+
+    def check(obj: dict[str, Any]) -> list[FieldError]:
+        wanted = {t.lower() for t in allowed} if folded else set(allowed)
+        return [
+            FieldError(f"spec.{field}.{key}", message, key)
+            for key in specs_of(obj, field)
+            if (str(key).lower() if folded else key) not in wanted
+        ]
+
+    if folded:
+        listed = ", ".join(f"'{t.lower()}'" for t in allowed)
+        rule = f"!has(self.spec.{field}) || self.spec.{field}.all(k, k.lowerAscii() in [{listed}])"
+    else:
+        listed = ", ".join(f"'{t}'" for t in allowed)
+        rule = f"!has(self.spec.{field}) || self.spec.{field}.all(k, k in [{listed}])"
+    return Invariant(f"{info.short}-replica-types", kind, message, rule, f".spec.{field}", check)
+
+
+# --- every kind: pod templates -----------------------------------------------------------
+
+NEEDS_CONTAINERS = "a replica's pod template must have at least one container"
+NEEDS_IMAGE = "every container must have an image"
+
+
+def _containers_check(field: str) -> Callable[[dict[str, Any]], list[FieldError]]:
+    def check(obj: dict[str, Any]) -> list[FieldError]:
+        errors = []
+        for rtype, rspec in specs_of(obj, field).items():
+            template = rspec.get("template") if isinstance(rspec, dict) else None
+            if not isinstance(template, dict):
+                continue  # reported by the schema
+            pod = template.get("spec")
+            # A pod spec without the containers key: the schema reports it as required.
+            if pod is None or (isinstance(pod, dict) and pod.get("containers") == []):
+                path = f"spec.{field}.{rtype}.template.spec.containers"
+                errors.append(FieldError(path, NEEDS_CONTAINERS, kind="required"))
+        return errors
+
+    return check
+
+
+def _images_check(field: str) -> Callable[[dict[str, Any]], list[FieldError]]:
+    def check(obj: dict[str, Any]) -> list[FieldError]:
+        errors = []
+        for rtype, rspec in specs_of(obj, field).items():
+            for index, container in enumerate(containers_of(rspec) or []):
+                if isinstance(container, dict) and container.get("image") in (None, ""):
+                    path = f"spec.{field}.{rtype}.template.spec.containers[{index}].image"
+                    errors.append(FieldError(path, NEEDS_IMAGE, kind="required"))
+        return errors
+
+    return check
+
 
 # --- every kind: runPolicy.managedBy ---------------------------------------------------------
 
@@ -177,14 +232,14 @@ def _name_cel(field: str) -> str:
 
 
 def _every_kind(kind: str, limits: ReplicaLimits) -> list[Invariant]:
-    field, prefix = REPLICA_FIELDS[kind], rule_prefix(kind)
+    field, prefix = REPLICA_FIELDS[kind], KINDS[kind].short
     return [
         _replica_type_invariant(kind),
         Invariant(
             f"{prefix}-containers",
             kind,
             NEEDS_CONTAINERS,
-            f"{_HAS_CONTAINERS} && size(self.template.spec.containers) > 0",
+            f"{HAS_CONTAINERS} && size(self.template.spec.containers) > 0",
             ".template",
             _containers_check(field),
             REPLICA,
@@ -193,7 +248,7 @@ def _every_kind(kind: str, limits: ReplicaLimits) -> list[Invariant]:
             f"{prefix}-images",
             kind,
             NEEDS_IMAGE,
-            f"!({_HAS_CONTAINERS}) || "
+            f"!({HAS_CONTAINERS}) || "
             "self.template.spec.containers.all(c, has(c.image) && size(c.image) > 0)",
             ".template.spec.containers",
             _images_check(field),
@@ -239,15 +294,14 @@ def invariants_for(
     kind: str, limits: ReplicaLimits = DEFAULT_REPLICA_LIMITS
 ) -> tuple[Invariant, ...]:
     """Every invariant of ``kind``, the replica limits being ``limits``."""
-    rules = [*kind_specific(), *_every_kind(kind, limits)]
-    return tuple(rule for rule in rules if rule.kind == kind)
+    return (*JOB_KIND_APIS[kind].invariants, *_every_kind(kind, limits))
 
 
 def transitions_for(kind: str) -> tuple[Transition, ...]:
     """The update rules of ``kind``."""
     return (
         Transition(
-            f"{rule_prefix(kind)}-managed-by-immutable",
+            f"{KINDS[kind].short}-managed-by-immutable",
             kind,
             MANAGED_BY_IMMUTABLE,
             _MANAGED_BY_UNCHANGED_CEL,

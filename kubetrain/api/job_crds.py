@@ -13,15 +13,13 @@ from collections.abc import Callable
 from typing import Any
 
 from kubetrain.api.base import CelRule
-from kubetrain.api.common import JobStatus
+from kubetrain.api.common import JobBase, JobStatus
 from kubetrain.api.crd_generator import VALUES, CrdInfo, PlacedRule, node_at
 from kubetrain.api.invariants import invariants_for, transitions_for
-from kubetrain.api.kinds import MPI, PYTORCH, TENSORFLOW, KindInfo
+from kubetrain.api.kind_info import KindInfo
+from kubetrain.api.kinds import REPLICA_FIELDS, V1_KINDS
 from kubetrain.api.limits import ReplicaLimits
-from kubetrain.api.mpi import MPIJob
-from kubetrain.api.pytorch import PyTorchJob
-from kubetrain.api.rules import REPLICA, REPLICA_FIELDS
-from kubetrain.api.tensorflow import TFJob
+from kubetrain.api.rules import REPLICA
 
 PRINTER_COLUMNS = [
     {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"},
@@ -69,7 +67,7 @@ def _store_restart_policy(kind: KindInfo) -> Callable[[dict[str, Any]], None]:
     return shape
 
 
-def _v1_info(model: type[PyTorchJob | TFJob | MPIJob], kind: KindInfo) -> CrdInfo:
+def _v1_info(model: type[JobBase], kind: KindInfo) -> CrdInfo:
     return CrdInfo(
         model,
         kind,
@@ -82,9 +80,5 @@ def _v1_info(model: type[PyTorchJob | TFJob | MPIJob], kind: KindInfo) -> CrdInf
     )
 
 
-#: The v1 job kinds' rows, in the order kubetrain lists them.
-JOB_CRD_INFOS: tuple[CrdInfo, ...] = (
-    _v1_info(PyTorchJob, PYTORCH),
-    _v1_info(TFJob, TENSORFLOW),
-    _v1_info(MPIJob, MPI),
-)
+#: The v1 job kinds' rows, in the kinds table's order.
+JOB_CRD_INFOS: tuple[CrdInfo, ...] = tuple(_v1_info(k.model, k.info) for k in V1_KINDS)

@@ -1,108 +1,42 @@
-"""The job kinds kubetrain serves, each described once: group, version, plural, the
-``operator-name`` upstream's controllers put on children, the replica types in start
-order, the main container and its port. Every other module (CRD generation, the loader,
-the operator's resources and RBAC, the constructs, the local runner) reads these rows.
+"""The kinds table: the kinds kubetrain serves, each described once by a row
+(:class:`~kubetrain.api.kind_info.KindInfo`: group, version, plural, the ``operator-name``
+upstream's controllers put on children, the replica types in start order, the main
+container and its port). A Kubeflow v1 job kind's row lives in its own module
+(``kubetrain/api/<kind>.py``) with its model, rules and defaults, and is listed here once;
+every other module (CRD generation, the loader, the defaulter, the operator's plugins and
+RBAC, the constructs, the local runner) iterates this table.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
 
+from kubetrain.api.job_kind import JobKind
+from kubetrain.api.kind_info import KindInfo
+from kubetrain.api.mpi import JOB_KIND as MPI_KIND
+from kubetrain.api.pytorch import JOB_KIND as PYTORCH_KIND
+from kubetrain.api.tensorflow import JOB_KIND as TENSORFLOW_KIND
 
-@dataclass(frozen=True, kw_only=True)
-class KindInfo:
-    """One kind's wire identity and the facts its tooling shares."""
+#: The Kubeflow v1 job kinds, each declared by its own module (its row, model, rules and
+#: defaults), in the order kubetrain lists them. Adding a kind is its module and one entry
+#: here.
+V1_KINDS: tuple[JobKind, ...] = (PYTORCH_KIND, TENSORFLOW_KIND, MPI_KIND)
 
-    kind: str
-    #: A short lowercase name (``pytorch``, ``tf``, ``mpi``) for identifiers.
-    short: str
-    group: str
-    version: str
-    plural: str
-    singular: str
-    #: Value of ``training.kubeflow.org/operator-name`` on children (upstream's).
-    operator_name: str
-    #: Wire field of ``spec`` holding the replica specs.
-    replica_specs_field: str
-    #: Replica types in canonical spelling, leaders first (the order pods start in).
-    replica_types: tuple[str, ...]
-    #: The container upstream requires in every replica and injects into, if any.
-    main_container: str | None = None
-    #: Named port of the main container, and its default number.
-    port_name: str | None = None
-    default_port: int | None = None
-    #: (replica type, restart policy when its spec gives none), upstream's defaults.
-    default_restart_policies: tuple[tuple[str, str], ...] = ()
-    #: Replica type exposed through the scale subresource, if any.
-    scale_replica_type: str | None = None
-    #: Whether upstream accepts replica types in any letter case (and normalises them).
-    case_insensitive_replica_types: bool = False
-    namespaced: bool = True
+PYTORCH, TENSORFLOW, MPI = PYTORCH_KIND.info, TENSORFLOW_KIND.info, MPI_KIND.info
 
-    @property
-    def api_version(self) -> str:
-        return f"{self.group}/{self.version}"
-
-    @property
-    def crd_name(self) -> str:
-        return f"{self.plural}.{self.group}"
-
-    def default_restart_policy(self, replica_type: str) -> str:
-        """The restart policy a replica of ``replica_type`` gets when it states none."""
-        return dict(self.default_restart_policies).get(replica_type, "Never")
-
-
-PYTORCH = KindInfo(
-    kind="PyTorchJob",
-    short="pytorch",
-    group="kubeflow.org",
-    version="v1",
-    plural="pytorchjobs",
-    singular="pytorchjob",
-    operator_name="pytorchjob-controller",
-    replica_specs_field="pytorchReplicaSpecs",
-    replica_types=("Master", "Worker"),
-    main_container="pytorch",
-    port_name="pytorchjob-port",
-    default_port=23456,
-    default_restart_policies=(("Master", "OnFailure"), ("Worker", "OnFailure")),
-    scale_replica_type="Worker",
-)
-TENSORFLOW = KindInfo(
-    kind="TFJob",
-    short="tf",
-    group="kubeflow.org",
-    version="v1",
-    plural="tfjobs",
-    singular="tfjob",
-    operator_name="tfjob-controller",
-    replica_specs_field="tfReplicaSpecs",
-    replica_types=("Chief", "Master", "PS", "Worker", "Evaluator"),
-    main_container="tensorflow",
-    port_name="tfjob-port",
-    default_port=2222,
-    default_restart_policies=tuple(
-        (t, "Never") for t in ("Chief", "Master", "PS", "Worker", "Evaluator")
-    ),
-    case_insensitive_replica_types=True,
-)
-MPI = KindInfo(
-    kind="MPIJob",
-    short="mpi",
-    group="kubeflow.org",
-    version="v2beta1",
-    plural="mpijobs",
-    singular="mpijob",
-    operator_name="mpi-operator",
-    replica_specs_field="mpiReplicaSpecs",
-    replica_types=("Launcher", "Worker"),
-    default_restart_policies=(("Launcher", "OnFailure"), ("Worker", "Never")),
-)
-
-#: Every served kind by name, in the order kubetrain lists them.
-KINDS: Mapping[str, KindInfo] = {k.kind: k for k in (PYTORCH, TENSORFLOW, MPI)}
+#: Every served v1 kind by name, in the order kubetrain lists them.
+KINDS: Mapping[str, KindInfo] = {k.info.kind: k.info for k in V1_KINDS}
 JOB_KINDS: tuple[str, ...] = tuple(KINDS)
+#: What each v1 kind's module declares, by kind.
+JOB_KIND_APIS: Mapping[str, JobKind] = {k.info.kind: k for k in V1_KINDS}
+
+#: Replica types of each kind, in their canonical spelling.
+REPLICA_TYPES: Mapping[str, tuple[str, ...]] = {k: i.replica_types for k, i in KINDS.items()}
+#: Kinds whose replica types upstream accepts in any letter case and normalises
+#: (training-operator's TFJob defaulter; its PyTorchJob webhook refuses other spellings).
+CASE_INSENSITIVE_KINDS = frozenset(k for k, i in KINDS.items() if i.case_insensitive_replica_types)
+#: Wire field holding each kind's replica specs.
+REPLICA_FIELDS: Mapping[str, str] = {k: i.replica_specs_field for k, i in KINDS.items()}
 
 
 # -- Kubeflow Trainer v2 (kubetrain.api.trainer) -----------------------------------------------

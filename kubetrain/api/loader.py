@@ -24,19 +24,20 @@ from kubetrain.api.embedded import status_is_ignored, without_status
 from kubetrain.api.errors import FieldError, JobValidationError
 from kubetrain.api.invariants import check_invariants
 from kubetrain.api.job_crds import JOB_CRD_INFOS
-from kubetrain.api.kinds import KINDS
+from kubetrain.api.kinds import (
+    CASE_INSENSITIVE_KINDS,
+    KINDS,
+    REPLICA_FIELDS,
+    REPLICA_TYPES,
+    V1_KINDS,
+)
 from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, MAX_FILE_BYTES, ReplicaLimits
 from kubetrain.api.loading import load_documents, load_typed, read_kind, the_one
-from kubetrain.api.mpi import MPIJob
-from kubetrain.api.pytorch import PyTorchJob
 from kubetrain.api.reading import decode_text
-from kubetrain.api.rules import CASE_INSENSITIVE_KINDS, REPLICA_FIELDS, REPLICA_TYPES
-from kubetrain.api.tensorflow import TFJob
 
-Job = PyTorchJob | TFJob | MPIJob
-JOB_TYPES: dict[str, type[JobBase]] = {
-    str(m.model_fields["kind"].default): m for m in (PyTorchJob, TFJob, MPIJob)
-}
+#: A loaded job of any v1 kind (its model is the kind's, :data:`JOB_TYPES`).
+Job = JobBase
+JOB_TYPES: dict[str, type[JobBase]] = {k.info.kind: k.model for k in V1_KINDS}
 API_VERSIONS = {kind: info.api_version for kind, info in KINDS.items()}
 
 
@@ -66,7 +67,7 @@ def load_job(obj: Any, source: str = "", *, limits: ReplicaLimits = DEFAULT_REPL
         return load_job(without_status(wire), source, limits=limits)
     if errors or job is None:
         raise JobValidationError([_as_written(e, kind, renamed) for e in errors], source)
-    assert isinstance(job, PyTorchJob | TFJob | MPIJob)
+    assert isinstance(job, JOB_TYPES[kind])
     return job
 
 

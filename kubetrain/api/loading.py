@@ -24,10 +24,10 @@ from kubetrain.api.crd_generator import CrdInfo, openapi_schema
 from kubetrain.api.embedded import LIST_TYPE, _list_type, drop_pruned_nulls
 from kubetrain.api.embedded import validator_for as embedded_validator
 from kubetrain.api.errors import FieldError, JobValidationError, join_path
+from kubetrain.api.kinds import KINDS
 from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS
 from kubetrain.api.meta import OBJECT_META_FIELDS, check_object_meta
 from kubetrain.api.reading import read_documents
-from kubetrain.api.rules import replica_type_message
 from kubetrain.api.wire import wire_copy
 
 Loaded = TypeVar("Loaded")
@@ -204,7 +204,7 @@ def from_pydantic(exc: PydanticError, model: type[BaseModel], kind: str) -> list
         if loc and loc[-1] == "[key]":
             # The same error, path and message as the replica-type invariant (and its CEL).
             loc = loc[:-1]
-            out.append(FieldError(join_path(loc), replica_type_message(kind), loc[-1]))
+            out.append(FieldError(join_path(loc), KINDS[kind].replica_type_message(), loc[-1]))
             continue
         path = join_path(loc)
         if error_type == "missing":

@@ -3,16 +3,40 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, StrictBool, StrictStr
 
 from kubetrain.api.base import KubeModel, NonNegInt32, StoredDefault
 from kubetrain.api.common import JobBase, ReplicaSpec, RunPolicy
-from kubetrain.api.kinds import MPI
+from kubetrain.api.errors import FieldError
+from kubetrain.api.job_kind import JobKind
+from kubetrain.api.kind_info import KUBEFLOW_GROUP, KindInfo
+from kubetrain.api.rules import (
+    REPLICA,
+    Invariant,
+    cel_present,
+    cel_replicas,
+    replicas_of,
+    spec_of,
+    specs_of,
+)
 
-KIND = MPI.kind
 DEFAULT_SSH_AUTH_MOUNT_PATH = "/root/.ssh"
+
+
+INFO = KindInfo(
+    kind="MPIJob",
+    short="mpi",
+    group=KUBEFLOW_GROUP,
+    version="v2beta1",
+    plural="mpijobs",
+    singular="mpijob",
+    operator_name="mpi-operator",
+    replica_specs_field="mpiReplicaSpecs",
+    replica_types=("Launcher", "Worker"),
+    default_restart_policies=(("Launcher", "OnFailure"), ("Worker", "Never")),
+)
 
 
 class MPIReplicaType(StrEnum):
@@ -66,3 +90,86 @@ class MPIJob(JobBase):
     api_version: Literal["kubeflow.org/v2beta1"] = "kubeflow.org/v2beta1"
     kind: Literal["MPIJob"] = "MPIJob"
     spec: MPIJobSpec
+
+
+# --- the kind's own rules (beside every kind's, kubetrain.api.invariants) ---------------
+
+_MPI = INFO.replica_specs_field
+MPI_ONE_LAUNCHER = "an MPIJob needs exactly one Launcher replica"
+MPI_NEEDS_WORKER = (
+    "an MPIJob needs a Worker replica spec with at least one replica "
+    "(or no Worker at all with runLauncherAsWorker: true)"
+)
+MPI_RESTART_POLICY = (
+    "an MPIJob's restartPolicy must be Never or OnFailure (as upstream's mpi-operator: "
+    "its launcher is a batch Job, whose pods cannot use Always or ExitCode)"
+)
+
+
+def _check_mpi_launcher(obj: dict[str, Any]) -> list[FieldError]:
+    specs = specs_of(obj, _MPI)
+    if "Launcher" not in specs:
+        return [FieldError(f"spec.{_MPI}.Launcher", MPI_ONE_LAUNCHER, kind="required")]
+    count = replicas_of(specs["Launcher"])
+    if count is not None and count != 1:
+        return [FieldError(f"spec.{_MPI}.Launcher.replicas", MPI_ONE_LAUNCHER, count)]
+    return []
+
+
+def _check_mpi_worker(obj: dict[str, Any]) -> list[FieldError]:
+    specs = specs_of(obj, _MPI)
+    if "Worker" not in specs:
+        if spec_of(obj).get("runLauncherAsWorker") is True:
+            return []
+        return [FieldError(f"spec.{_MPI}.Worker", MPI_NEEDS_WORKER, kind="required")]
+    count = replicas_of(specs["Worker"])
+    if count is not None and count < 1:
+        return [FieldError(f"spec.{_MPI}.Worker.replicas", MPI_NEEDS_WORKER, count)]
+    return []
+
+
+def _check_mpi_restart(obj: dict[str, Any]) -> list[FieldError]:
+    errors = []
+    for rtype, rspec in specs_of(obj, _MPI).items():
+        policy = rspec.get("restartPolicy") if isinstance(rspec, dict) else None
+        if policy is not None and policy not in ("Never", "OnFailure"):
+            errors.append(
+                FieldError(f"spec.{_MPI}.{rtype}.restartPolicy", MPI_RESTART_POLICY, policy)
+            )
+    return errors
+
+
+def _invariants() -> tuple[Invariant, ...]:
+    launcher = cel_replicas(f"self.spec.{_MPI}", "'Launcher'")
+    mpi_worker = cel_replicas(f"self.spec.{_MPI}", "'Worker'")
+    return (
+        Invariant(
+            "mpi-one-launcher",
+            INFO.kind,
+            MPI_ONE_LAUNCHER,
+            f"({cel_present(_MPI, 'Launcher')}) && {launcher} == 1",
+            f".spec.{_MPI}",
+            _check_mpi_launcher,
+        ),
+        Invariant(
+            "mpi-needs-worker",
+            INFO.kind,
+            MPI_NEEDS_WORKER,
+            f"({cel_present(_MPI, 'Worker')}) ? {mpi_worker} >= 1 : "
+            "(has(self.spec.runLauncherAsWorker) && self.spec.runLauncherAsWorker)",
+            f".spec.{_MPI}",
+            _check_mpi_worker,
+        ),
+        Invariant(
+            "mpi-restart-policy",
+            INFO.kind,
+            MPI_RESTART_POLICY,
+            "!has(self.restartPolicy) || self.restartPolicy in ['Never', 'OnFailure']",
+            ".restartPolicy",
+            _check_mpi_restart,
+            REPLICA,
+        ),
+    )
+
+
+JOB_KIND = JobKind(INFO, MPIJob, _invariants())

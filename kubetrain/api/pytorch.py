@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import Annotated, ClassVar, Literal
+from typing import Annotated, Any, ClassVar, Literal
 
 from pydantic import Field, StrictBool, StrictStr
 
@@ -16,10 +16,39 @@ from kubetrain.api.base import (
     StoredDefault,
 )
 from kubetrain.api.common import JobBase, ReplicaSpec, RunPolicy
-from kubetrain.api.kinds import PYTORCH
+from kubetrain.api.errors import FieldError
+from kubetrain.api.job_kind import JobKind
+from kubetrain.api.kind_info import KUBEFLOW_GROUP, KindInfo
+from kubetrain.api.rules import (
+    Invariant,
+    cel_present,
+    cel_replicas,
+    main_container_invariant,
+    replicas_of,
+    spec_of,
+    specs_of,
+)
+from kubetrain.api.wire import as_int
 
-KIND = PYTORCH.kind
 NPROC_PATTERN = r"^(auto|cpu|gpu|[1-9][0-9]*)$"
+
+
+INFO = KindInfo(
+    kind="PyTorchJob",
+    short="pytorch",
+    group=KUBEFLOW_GROUP,
+    version="v1",
+    plural="pytorchjobs",
+    singular="pytorchjob",
+    operator_name="pytorchjob-controller",
+    replica_specs_field="pytorchReplicaSpecs",
+    replica_types=("Master", "Worker"),
+    main_container="pytorch",
+    port_name="pytorchjob-port",
+    default_port=23456,
+    default_restart_policies=(("Master", "OnFailure"), ("Worker", "OnFailure")),
+    scale_replica_type="Worker",
+)
 
 
 class PyTorchReplicaType(StrEnum):
@@ -88,3 +117,147 @@ class PyTorchJob(JobBase):
     api_version: Literal["kubeflow.org/v1"] = "kubeflow.org/v1"
     kind: Literal["PyTorchJob"] = "PyTorchJob"
     spec: PyTorchJobSpec
+
+
+# --- the kind's own rules (beside every kind's, kubetrain.api.invariants) ---------------
+
+_PT = INFO.replica_specs_field
+PYTORCH_ONE_MASTER = (
+    "a PyTorchJob's Master must have exactly 1 replica (leave Master out for Workers only)"
+)
+
+
+def _check_pytorch_master(obj: dict[str, Any]) -> list[FieldError]:
+    specs = specs_of(obj, _PT)
+    count = replicas_of(specs["Master"]) if "Master" in specs else None
+    if count is not None and count != 1:
+        return [FieldError(f"spec.{_PT}.Master.replicas", PYTORCH_ONE_MASTER, count)]
+    return []
+
+
+PYTORCH_WORKER_AT_LEAST_ONE = (
+    "a PyTorchJob's Worker must have at least 1 replica (leave Worker out for a Master only)"
+)
+
+
+def _check_pytorch_worker(obj: dict[str, Any]) -> list[FieldError]:
+    specs = specs_of(obj, _PT)
+    count = replicas_of(specs["Worker"]) if "Worker" in specs else None
+    if count is not None and count < 1:
+        return [FieldError(f"spec.{_PT}.Worker.replicas", PYTORCH_WORKER_AT_LEAST_ONE, count)]
+    return []
+
+
+PYTORCH_ELASTIC_NEEDS_WORKER = "elasticPolicy needs a Worker replica spec"
+
+
+def _check_pytorch_elastic_worker(obj: dict[str, Any]) -> list[FieldError]:
+    has_elastic = spec_of(obj).get("elasticPolicy") is not None
+    if has_elastic and "Worker" not in specs_of(obj, _PT):
+        return [FieldError(f"spec.{_PT}", PYTORCH_ELASTIC_NEEDS_WORKER, kind="required")]
+    return []
+
+
+PYTORCH_ELASTIC_BOUNDS = "elasticPolicy.minReplicas must be <= elasticPolicy.maxReplicas"
+
+
+def _check_pytorch_elastic_bounds(obj: dict[str, Any]) -> list[FieldError]:
+    policy = spec_of(obj).get("elasticPolicy")
+    if isinstance(policy, dict):
+        low, high = as_int(policy.get("minReplicas")), as_int(policy.get("maxReplicas"))
+        if low is not None and high is not None and low > high:
+            return [FieldError("spec.elasticPolicy.minReplicas", PYTORCH_ELASTIC_BOUNDS, low)]
+    return []
+
+
+PYTORCH_NPROC_ONCE = "set spec.nprocPerNode or the deprecated elasticPolicy.nProcPerNode, not both"
+
+
+def _check_pytorch_nproc(obj: dict[str, Any]) -> list[FieldError]:
+    spec = spec_of(obj)
+    policy = spec.get("elasticPolicy")
+    if isinstance(policy, dict) and "nProcPerNode" in policy and "nprocPerNode" in spec:
+        return [
+            FieldError(
+                "spec.elasticPolicy.nProcPerNode", PYTORCH_NPROC_ONCE, policy["nProcPerNode"]
+            )
+        ]
+    return []
+
+
+def _invariants() -> tuple[Invariant, ...]:
+    master = cel_replicas(f"self.spec.{_PT}", "'Master'")
+    worker = cel_replicas(f"self.spec.{_PT}", "'Worker'")
+    return (
+        Invariant(
+            "pytorch-one-master",
+            INFO.kind,
+            PYTORCH_ONE_MASTER,
+            f"!({cel_present(_PT, 'Master')}) || {master} == 1",
+            f".spec.{_PT}",
+            _check_pytorch_master,
+        ),
+        Invariant(
+            "pytorch-worker-at-least-one",
+            INFO.kind,
+            PYTORCH_WORKER_AT_LEAST_ONE,
+            f"!({cel_present(_PT, 'Worker')}) || {worker} >= 1",
+            f".spec.{_PT}",
+            _check_pytorch_worker,
+        ),
+        main_container_invariant(INFO),
+        Invariant(
+            "pytorch-elastic-needs-worker",
+            INFO.kind,
+            PYTORCH_ELASTIC_NEEDS_WORKER,
+            f"!has(self.spec.elasticPolicy) || ({cel_present(_PT, 'Worker')})",
+            f".spec.{_PT}",
+            _check_pytorch_elastic_worker,
+        ),
+        Invariant(
+            "pytorch-elastic-bounds",
+            INFO.kind,
+            PYTORCH_ELASTIC_BOUNDS,
+            "!has(self.spec.elasticPolicy) || !has(self.spec.elasticPolicy.minReplicas) || "
+            "!has(self.spec.elasticPolicy.maxReplicas) || "
+            "self.spec.elasticPolicy.minReplicas <= self.spec.elasticPolicy.maxReplicas",
+            ".spec.elasticPolicy.minReplicas",
+            _check_pytorch_elastic_bounds,
+        ),
+        Invariant(
+            "pytorch-nproc-once",
+            INFO.kind,
+            PYTORCH_NPROC_ONCE,
+            "!has(self.spec.elasticPolicy) || !has(self.spec.elasticPolicy.nProcPerNode) || "
+            "!has(self.spec.nprocPerNode)",
+            ".spec.elasticPolicy.nProcPerNode",
+            _check_pytorch_nproc,
+        ),
+    )
+
+
+# --- the kind's own defaults (beside every kind's, kubetrain.api.defaults) ----------------
+
+
+def default_nproc_per_node(spec: dict[str, Any]) -> str | None:
+    """A PyTorchJob's ``nprocPerNode`` default (wire form): ``auto``, unless the deprecated
+    ``elasticPolicy.nProcPerNode`` says it (then none is set). The one place it is decided."""
+    elastic = spec.get("elasticPolicy")
+    if elastic is not None and elastic.get("nProcPerNode") is not None:
+        return None
+    return "auto"
+
+
+def _defaults(spec: dict[str, Any]) -> None:
+    nproc = default_nproc_per_node(spec)
+    if nproc is not None:
+        spec.setdefault("nprocPerNode", nproc)
+    elastic = spec.get("elasticPolicy")
+    if elastic is not None:
+        workers = spec[INFO.replica_specs_field].get("Worker", {}).get("replicas", 1)
+        low, high = elastic.get("minReplicas"), elastic.get("maxReplicas")
+        elastic["minReplicas"] = low if low is not None else (high if high is not None else workers)
+        elastic["maxReplicas"] = high if high is not None else elastic["minReplicas"]
+
+
+JOB_KIND = JobKind(INFO, PyTorchJob, _invariants(), _defaults)

@@ -10,22 +10,11 @@ from typing import Any
 
 from kubetrain.api.base import CelRule
 from kubetrain.api.errors import FieldError
-from kubetrain.api.kinds import KINDS
+from kubetrain.api.kind_info import KindInfo
 from kubetrain.api.wire import as_dict, as_int, at
 
 #: The Python side of a rule: the errors it finds in a raw wire object.
 Check = Callable[[dict[str, Any]], list[FieldError]]
-
-#: Replica types of each kind, in their canonical spelling (the kinds table's).
-REPLICA_TYPES: dict[str, tuple[str, ...]] = {k: i.replica_types for k, i in KINDS.items()}
-#: Kinds whose replica types upstream accepts in any letter case and normalises
-#: (training-operator's TFJob defaulter; its PyTorchJob webhook refuses other spellings).
-CASE_INSENSITIVE_KINDS = frozenset(k for k, i in KINDS.items() if i.case_insensitive_replica_types)
-#: Wire field holding each kind's replica specs.
-REPLICA_FIELDS = {k: i.replica_specs_field for k, i in KINDS.items()}
-#: The container upstream requires in every replica (and injects its environment into).
-MAIN_CONTAINERS = {k: i.main_container for k, i in KINDS.items() if i.main_container}
-
 
 #: Where an invariant's CEL rule sits: at the CRD root (``self`` is the whole job) or on
 #: each replica spec (``self`` is one entry of the replica specs map).
@@ -80,14 +69,6 @@ def run_transitions(
     return [error for rule in rules for error in rule.check(old, new)]
 
 
-def replica_type_message(kind: str) -> str:
-    """The message for a replica type the kind does not have."""
-    names = ", ".join(REPLICA_TYPES[kind])
-    if kind in CASE_INSENSITIVE_KINDS:
-        return f"replica type must be one of: {names} (in any letter case)"
-    return f"replica type must be one of: {names}"
-
-
 def spec_of(obj: dict[str, Any]) -> dict[str, Any]:
     return as_dict(obj.get("spec"))
 
@@ -123,6 +104,48 @@ def cel_present(field: str, rtype: str) -> str:
     return f"has(self.spec.{field}) && '{rtype}' in self.spec.{field}"
 
 
-def rule_prefix(kind: str) -> str:
-    """The prefix of a kind's rule names (``pytorch``, ``tf``, ``mpi``)."""
-    return KINDS[kind].short
+# --- the main container upstream requires (a kind with one names it in its row) ---------
+
+#: Whether a replica spec (``self``) has a list of containers.
+HAS_CONTAINERS = "has(self.template.spec) && has(self.template.spec.containers)"
+
+
+def main_container_message(info: KindInfo) -> str:
+    # Upstream's own words, so that scripts looking for them still find them.
+    return f"must have at least one container with name {info.main_container}"
+
+
+def _main_container_check(info: KindInfo) -> Check:
+    field, name, message = (
+        info.replica_specs_field,
+        info.main_container,
+        main_container_message(info),
+    )
+
+    def check(obj: dict[str, Any]) -> list[FieldError]:
+        errors = []
+        for rtype, rspec in specs_of(obj, field).items():
+            containers = containers_of(rspec)
+            if not containers:
+                continue  # no containers at all: NEEDS_CONTAINERS or the schema says so
+            names = [c.get("name") for c in containers if isinstance(c, dict)]
+            if name not in names:
+                path = f"spec.{field}.{rtype}.template.spec.containers"
+                errors.append(FieldError(path, message))
+        return errors
+
+    return check
+
+
+def main_container_invariant(info: KindInfo) -> Invariant:
+    """Every replica of ``info``'s kind has its main container (by name)."""
+    return Invariant(
+        f"{info.short}-main-container",
+        info.kind,
+        main_container_message(info),
+        f"{HAS_CONTAINERS} && "
+        f"self.template.spec.containers.exists(c, c.name == '{info.main_container}')",
+        ".template",
+        _main_container_check(info),
+        REPLICA,
+    )

@@ -3,15 +3,41 @@
 from __future__ import annotations
 
 from enum import StrEnum
-from typing import ClassVar, Literal
+from typing import Any, ClassVar, Literal
 
 from pydantic import Field, StrictBool
 
 from kubetrain.api.base import KubeModel
 from kubetrain.api.common import JobBase, ReplicaSpec, RunPolicy
-from kubetrain.api.kinds import TENSORFLOW
+from kubetrain.api.errors import FieldError
+from kubetrain.api.job_kind import JobKind
+from kubetrain.api.kind_info import KUBEFLOW_GROUP, KindInfo
+from kubetrain.api.rules import (
+    Invariant,
+    cel_replicas,
+    main_container_invariant,
+    replicas_of,
+    specs_of,
+)
 
-KIND = TENSORFLOW.kind
+INFO = KindInfo(
+    kind="TFJob",
+    short="tf",
+    group=KUBEFLOW_GROUP,
+    version="v1",
+    plural="tfjobs",
+    singular="tfjob",
+    operator_name="tfjob-controller",
+    replica_specs_field="tfReplicaSpecs",
+    replica_types=("Chief", "Master", "PS", "Worker", "Evaluator"),
+    main_container="tensorflow",
+    port_name="tfjob-port",
+    default_port=2222,
+    default_restart_policies=tuple(
+        (t, "Never") for t in ("Chief", "Master", "PS", "Worker", "Evaluator")
+    ),
+    case_insensitive_replica_types=True,
+)
 
 
 class TFReplicaType(StrEnum):
@@ -51,3 +77,72 @@ class TFJob(JobBase):
     api_version: Literal["kubeflow.org/v1"] = "kubeflow.org/v1"
     kind: Literal["TFJob"] = "TFJob"
     spec: TFJobSpec
+
+
+# --- the kind's own rules (beside every kind's, kubetrain.api.invariants) ---------------
+
+_TF = INFO.replica_specs_field
+TF_REPLICA_TYPES_DISTINCT = (
+    "replica types must differ in more than letter case (not both 'worker' and 'Worker')"
+)
+
+
+def _check_tf_distinct(obj: dict[str, Any]) -> list[FieldError]:
+    seen: dict[str, str] = {}
+    errors = []
+    for key in specs_of(obj, _TF):
+        folded = str(key).lower()
+        if folded in seen:
+            errors.append(FieldError(f"spec.{_TF}.{key}", TF_REPLICA_TYPES_DISTINCT, key))
+        seen.setdefault(folded, key)
+    return errors
+
+
+TF_ONE_CHIEF = "a TFJob has at most one Chief or Master replica in total"
+_CHIEFS = ("chief", "master")
+
+
+def _check_tf_chief(obj: dict[str, Any]) -> list[FieldError]:
+    specs = specs_of(obj, _TF)
+    chiefs = {key: replicas_of(rspec) for key, rspec in specs.items() if key.lower() in _CHIEFS}
+    if sum(count or 0 for count in chiefs.values()) > 1:
+        return [FieldError(f"spec.{_TF}", TF_ONE_CHIEF, chiefs)]
+    return []
+
+
+def _tf_chief_cel() -> str:
+    specs = f"self.spec.{_TF}"
+    is_chief = "k.lowerAscii() in ['chief', 'master']"
+    count = cel_replicas(specs, "k")
+    # The total of Chief and Master replicas is at most one: at most one of them asks for
+    # any, and none asks for more than one.
+    return (
+        f"!has({specs}) || ({specs}.filter(k, {is_chief} && {count} > 0).size() <= 1 && "
+        f"{specs}.all(k, !({is_chief}) || {count} <= 1))"
+    )
+
+
+def _invariants() -> tuple[Invariant, ...]:
+    return (
+        Invariant(
+            "tf-replica-types-distinct",
+            INFO.kind,
+            TF_REPLICA_TYPES_DISTINCT,
+            f"!has(self.spec.{_TF}) || self.spec.{_TF}.all(k, "
+            f"self.spec.{_TF}.filter(j, j.lowerAscii() == k.lowerAscii()).size() == 1)",
+            f".spec.{_TF}",
+            _check_tf_distinct,
+        ),
+        main_container_invariant(INFO),
+        Invariant(
+            "tf-one-chief",
+            INFO.kind,
+            TF_ONE_CHIEF,
+            _tf_chief_cel(),
+            f".spec.{_TF}",
+            _check_tf_chief,
+        ),
+    )
+
+
+JOB_KIND = JobKind(INFO, TFJob, _invariants())

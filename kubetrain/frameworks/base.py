@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kubetrain.api.common import JobBase
-from kubetrain.api.kinds import KindInfo
+from kubetrain.api.kind_info import KindInfo
 from kubetrain.frameworks.addressing import Addressing, EnvVar
 from kubetrain.frameworks.replicas import replicas_of
 

@@ -19,7 +19,8 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 from kubetrain.api.common import JobBase
-from kubetrain.api.kinds import MPI, KindInfo
+from kubetrain.api.kind_info import KindInfo
+from kubetrain.api.kinds import MPI
 from kubetrain.api.mpi import MPIImplementation, MPIJob, MPIReplicaType
 from kubetrain.api.trainer import constants as T
 from kubetrain.api.trainer.resolve import LAUNCHER as TRAINJOB_LAUNCHER

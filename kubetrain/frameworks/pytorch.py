@@ -17,9 +17,9 @@ from collections.abc import Mapping
 from typing import Any
 
 from kubetrain.api.common import JobBase
-from kubetrain.api.defaults import default_nproc_per_node
-from kubetrain.api.kinds import PYTORCH, KindInfo
-from kubetrain.api.pytorch import PyTorchJob, PyTorchReplicaType
+from kubetrain.api.kind_info import KindInfo
+from kubetrain.api.kinds import PYTORCH
+from kubetrain.api.pytorch import PyTorchJob, PyTorchReplicaType, default_nproc_per_node
 from kubetrain.api.trainer import constants as T
 from kubetrain.api.trainer.resolve import ResolvedTrainJob
 from kubetrain.frameworks import trainjob_nodes

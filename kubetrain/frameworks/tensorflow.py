@@ -18,7 +18,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from kubetrain.api.common import JobBase
-from kubetrain.api.kinds import TENSORFLOW, KindInfo
+from kubetrain.api.kind_info import KindInfo
+from kubetrain.api.kinds import TENSORFLOW
 from kubetrain.api.tensorflow import SuccessPolicy, TFJob, TFReplicaType
 from kubetrain.api.trainer.resolve import TENSORFLOW as TENSORFLOW_LABEL
 from kubetrain.api.trainer.resolve import ResolvedTrainJob

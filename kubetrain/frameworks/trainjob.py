@@ -25,7 +25,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from kubetrain.api.common import JobBase
-from kubetrain.api.kinds import TRAINJOB, KindInfo
+from kubetrain.api.kind_info import KindInfo
+from kubetrain.api.kinds import TRAINJOB
 from kubetrain.api.trainer import constants as T
 from kubetrain.api.trainer.resolve import ResolvedTrainJob
 from kubetrain.frameworks.addressing import Addressing, EnvVar, trainjob_pod_name

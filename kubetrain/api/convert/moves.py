@@ -9,7 +9,7 @@ from typing import Any
 
 from kubetrain.api.convert.report import Conversion
 from kubetrain.api.errors import FieldError, JobValidationError
-from kubetrain.api.kinds import KindInfo
+from kubetrain.api.kind_info import KindInfo
 
 #: The fields of a replica spec in every older version (kubeflow/common's ReplicaSpec and
 #: the v1beta1/v1beta2 and v1alpha2 copies of it): unchanged in the served versions.

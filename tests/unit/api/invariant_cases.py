@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubetrain.api.invariants import INVARIANTS
-from kubetrain.api.rules import REPLICA, REPLICA_FIELDS, Invariant
+from kubetrain.api.kinds import REPLICA_FIELDS
+from kubetrain.api.rules import REPLICA, Invariant
 from tests.builders.jobs import mpi_job, pytorch_job, set_path, template, tf_job
 
 INVARIANTS_BY_NAME = {invariant.name: invariant for invariant in INVARIANTS}

@@ -8,7 +8,7 @@ from tests.builders.jobs import mpi_job, pytorch_job, set_path, tf_job
 
 def test_parsing_does_not_default() -> None:
     job = load_job(pytorch_job())
-    assert job.spec.run_policy is None
+    assert job.run_policy is None
     assert job.to_wire() == pytorch_job()
 
 

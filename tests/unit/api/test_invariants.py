@@ -16,8 +16,8 @@ from kubetrain.api.invariants import (
     check_update,
     invariants_for,
 )
-from kubetrain.api.kinds import JOB_KINDS
-from kubetrain.api.rules import REPLICA, REPLICA_FIELDS
+from kubetrain.api.kinds import JOB_KINDS, REPLICA_FIELDS
+from kubetrain.api.rules import REPLICA
 from kubetrain.constructs import App, Chart
 from kubetrain.constructs.crds import KubeflowCrds, KubeflowCrdsProps
 from tests.builders.jobs import mpi_job, pytorch_job, set_path
@@ -97,7 +97,7 @@ def test_managed_by_is_immutable() -> None:
 )
 def test_managed_by_accepts_kubetrain_upstream_and_multikueue(value: str) -> None:
     job = load_job(mpi_job(runPolicy={"managedBy": value}))
-    assert job.spec.run_policy is not None and job.spec.run_policy.managed_by == value
+    assert job.run_policy is not None and job.run_policy.managed_by == value
 
 
 def test_rejects_empty_managed_by_as_upstream_does() -> None:

@@ -8,15 +8,14 @@ import pytest
 
 from kubetrain.api import JobValidationError, load_job
 from kubetrain.api.invariants import NAME_FITS
-from kubetrain.api.kind_invariants import (
-    MPI_NEEDS_WORKER,
-    MPI_ONE_LAUNCHER,
+from kubetrain.api.mpi import MPI_NEEDS_WORKER, MPI_ONE_LAUNCHER
+from kubetrain.api.pytorch import (
     PYTORCH_ELASTIC_BOUNDS,
     PYTORCH_ELASTIC_NEEDS_WORKER,
     PYTORCH_NPROC_ONCE,
     PYTORCH_ONE_MASTER,
-    TF_ONE_CHIEF,
 )
+from kubetrain.api.tensorflow import TF_ONE_CHIEF
 from tests.builders.jobs import mpi_job, pytorch_job, set_path, template, tf_job
 
 W = "spec.pytorchReplicaSpecs.Worker"
