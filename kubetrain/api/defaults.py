@@ -18,7 +18,10 @@ the API server writes it into the stored object; both come from the models'
   ``tensorflow`` container (else the first one);
 - MPIJob: Launcher ``restartPolicy: OnFailure``, Worker ``Never``; ``slotsPerWorker: 1``,
   ``runLauncherAsWorker: false``, ``sshAuthMountPath: /root/.ssh``,
-  ``launcherCreationPolicy: AtStartup``, ``mpiImplementation: OpenMPI`` (all five stored).
+  ``launcherCreationPolicy: AtStartup``, ``mpiImplementation: OpenMPI`` (all five stored);
+- PaddleJob: ``restartPolicy: OnFailure`` (stored); ``elasticPolicy`` min/max as a
+  PyTorchJob's; the ``master`` (36543) container port on the ``paddle`` container (else the
+  first one).
 
 Only this step, not the schema, can give what depends on other fields or on the replica
 type: a restart policy that differs between an MPIJob's Launcher and Worker (one schema
@@ -37,8 +40,9 @@ import copy
 from typing import Any, TypeVar
 
 from kubetrain.api.common import JobBase
-from kubetrain.api.kinds import KINDS, MPI, PYTORCH, TENSORFLOW, KindInfo
+from kubetrain.api.kinds import KINDS, MPI, PADDLE, PYTORCH, TENSORFLOW, KindInfo
 from kubetrain.api.mpi import MPIJob
+from kubetrain.api.paddle import PaddleJob
 from kubetrain.api.pytorch import PyTorchJob
 from kubetrain.api.stored_defaults import fill_stored_defaults
 from kubetrain.api.tensorflow import TFJob
@@ -80,6 +84,7 @@ _MODELS: dict[str, type[JobBase]] = {
     PYTORCH.kind: PyTorchJob,
     TENSORFLOW.kind: TFJob,
     MPI.kind: MPIJob,
+    PADDLE.kind: PaddleJob,
 }
 
 
@@ -89,7 +94,7 @@ def default_wire(obj: dict[str, Any]) -> dict[str, Any]:
     kind = out["kind"]
     model = _MODELS.get(kind)
     if model is None:
-        raise ValueError(f"kind {kind!r} has no defaults: expected PyTorchJob, TFJob or MPIJob")
+        raise ValueError(f"kind {kind!r} has no defaults: expected one of {', '.join(_MODELS)}")
     spec = out["spec"]
     # cleanPodPolicy is not a stored default: the cleanup reads whether the job set it.
     spec.setdefault("runPolicy", {}).setdefault("cleanPodPolicy", "None")
@@ -101,6 +106,7 @@ def default_wire(obj: dict[str, Any]) -> dict[str, Any]:
         nproc = default_nproc_per_node(spec)
         if nproc is not None:
             spec.setdefault("nprocPerNode", nproc)
+    if kind in (PYTORCH.kind, PADDLE.kind):
         elastic = spec.get("elasticPolicy")
         if elastic is not None:
             workers = specs.get("Worker", {}).get("replicas", 1)

@@ -16,9 +16,10 @@ from kubetrain.api.base import CelRule
 from kubetrain.api.common import JobStatus
 from kubetrain.api.crd_generator import VALUES, CrdInfo, PlacedRule, node_at
 from kubetrain.api.invariants import invariants_for, transitions_for
-from kubetrain.api.kinds import MPI, PYTORCH, TENSORFLOW, KindInfo
+from kubetrain.api.kinds import MPI, PADDLE, PYTORCH, TENSORFLOW, KindInfo
 from kubetrain.api.limits import ReplicaLimits
 from kubetrain.api.mpi import MPIJob
+from kubetrain.api.paddle import PaddleJob
 from kubetrain.api.pytorch import PyTorchJob
 from kubetrain.api.rules import REPLICA, REPLICA_FIELDS
 from kubetrain.api.tensorflow import TFJob
@@ -69,7 +70,7 @@ def _store_restart_policy(kind: KindInfo) -> Callable[[dict[str, Any]], None]:
     return shape
 
 
-def _v1_info(model: type[PyTorchJob | TFJob | MPIJob], kind: KindInfo) -> CrdInfo:
+def _v1_info(model: type[PyTorchJob | TFJob | MPIJob | PaddleJob], kind: KindInfo) -> CrdInfo:
     return CrdInfo(
         model,
         kind,
@@ -87,4 +88,5 @@ JOB_CRD_INFOS: tuple[CrdInfo, ...] = (
     _v1_info(PyTorchJob, PYTORCH),
     _v1_info(TFJob, TENSORFLOW),
     _v1_info(MPIJob, MPI),
+    _v1_info(PaddleJob, PADDLE),
 )

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kubetrain.api.errors import FieldError
-from kubetrain.api.kinds import MPI, PYTORCH, TENSORFLOW
+from kubetrain.api.kinds import MPI, PADDLE, PYTORCH, TENSORFLOW
 from kubetrain.api.rules import (
     CASE_INSENSITIVE_KINDS,
     MAIN_CONTAINERS,
@@ -217,8 +217,11 @@ NEEDS_IMAGE = "every container must have an image"
 
 
 def _main_container_message(kind: str) -> str:
-    # Upstream's own words, so that scripts looking for them still find them.
-    return f"must have at least one container with name {MAIN_CONTAINERS[kind]}"
+    # Upstream's own words, so that scripts looking for them still find them (PaddleJob's
+    # webhook quotes the name, the others do not).
+    name = MAIN_CONTAINERS[kind]
+    shown = f'"{name}"' if kind == PADDLE.kind else name
+    return f"must have at least one container with name {shown}"
 
 
 def _containers_check(field: str) -> Callable[[dict[str, Any]], list[FieldError]]:
@@ -383,4 +386,5 @@ def kind_specific() -> list[Invariant]:
             _check_mpi_restart,
             REPLICA,
         ),
+        _main_container_invariant(PADDLE.kind),
     ]

@@ -100,8 +100,24 @@ MPI = KindInfo(
     default_restart_policies=(("Launcher", "OnFailure"), ("Worker", "Never")),
 )
 
+PADDLE = KindInfo(
+    kind="PaddleJob",
+    short="paddle",
+    group="kubeflow.org",
+    version="v1",
+    plural="paddlejobs",
+    singular="paddlejob",
+    operator_name="paddlejob-controller",
+    replica_specs_field="paddleReplicaSpecs",
+    replica_types=("Master", "Worker"),
+    main_container="paddle",
+    port_name="master",
+    default_port=36543,
+    default_restart_policies=(("Master", "OnFailure"), ("Worker", "OnFailure")),
+)
+
 #: Every served kind by name, in the order kubetrain lists them.
-KINDS: Mapping[str, KindInfo] = {k.kind: k for k in (PYTORCH, TENSORFLOW, MPI)}
+KINDS: Mapping[str, KindInfo] = {k.kind: k for k in (PYTORCH, TENSORFLOW, MPI, PADDLE)}
 JOB_KINDS: tuple[str, ...] = tuple(KINDS)
 
 

@@ -28,14 +28,15 @@ from kubetrain.api.kinds import KINDS
 from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, MAX_FILE_BYTES, ReplicaLimits
 from kubetrain.api.loading import load_documents, load_typed, read_kind, the_one
 from kubetrain.api.mpi import MPIJob
+from kubetrain.api.paddle import PaddleJob
 from kubetrain.api.pytorch import PyTorchJob
 from kubetrain.api.reading import decode_text
 from kubetrain.api.rules import CASE_INSENSITIVE_KINDS, REPLICA_FIELDS, REPLICA_TYPES
 from kubetrain.api.tensorflow import TFJob
 
-Job = PyTorchJob | TFJob | MPIJob
+Job = PyTorchJob | TFJob | MPIJob | PaddleJob
 JOB_TYPES: dict[str, type[JobBase]] = {
-    str(m.model_fields["kind"].default): m for m in (PyTorchJob, TFJob, MPIJob)
+    str(m.model_fields["kind"].default): m for m in (PyTorchJob, TFJob, MPIJob, PaddleJob)
 }
 API_VERSIONS = {kind: info.api_version for kind, info in KINDS.items()}
 
@@ -66,7 +67,7 @@ def load_job(obj: Any, source: str = "", *, limits: ReplicaLimits = DEFAULT_REPL
         return load_job(without_status(wire), source, limits=limits)
     if errors or job is None:
         raise JobValidationError([_as_written(e, kind, renamed) for e in errors], source)
-    assert isinstance(job, PyTorchJob | TFJob | MPIJob)
+    assert isinstance(job, PyTorchJob | TFJob | MPIJob | PaddleJob)
     return job
 
 
