@@ -9,7 +9,7 @@ from typing import Any
 
 from kubetrain.api.invariants import INVARIANTS
 from kubetrain.api.rules import REPLICA, REPLICA_FIELDS, Invariant
-from tests.unit.api.helpers import mpi_job, pod, pytorch_job, set_path, tf_job
+from tests.unit.api.helpers import mpi_job, paddle_job, pod, pytorch_job, set_path, tf_job
 
 INVARIANTS_BY_NAME = {invariant.name: invariant for invariant in INVARIANTS}
 
@@ -37,6 +37,7 @@ class InvariantCase:
 PT = "spec.pytorchReplicaSpecs"
 TF = "spec.tfReplicaSpecs"
 MPI = "spec.mpiReplicaSpecs"
+PADDLE = "spec.paddleReplicaSpecs"
 LONG = "a" * 58
 
 
@@ -142,4 +143,21 @@ CASES: list[InvariantCase] = [
     ),
     InvariantCase("mpi-pods-per-job", set_path(mpi_job(), f"{MPI}.Worker.replicas", 2000)),
     *_every_kind("mpi", mpi_job(), MPI, "Worker"),
+    # PaddleJob
+    InvariantCase(
+        "paddle-main-container",
+        set_path(paddle_job(), f"{PADDLE}.Worker.template", pod()),
+        "Worker",
+    ),
+    InvariantCase(
+        "paddle-pods-per-job",
+        set_path(
+            set_path(
+                paddle_job(), f"{PADDLE}.Master", {"replicas": 1000, "template": pod("paddle")}
+            ),
+            f"{PADDLE}.Worker.replicas",
+            1001,
+        ),
+    ),
+    *_every_kind("paddle", paddle_job(), PADDLE, "Worker"),
 ]
