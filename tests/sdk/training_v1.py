@@ -19,7 +19,8 @@ from kubeflow.training import (
     KubeflowOrgV1RunPolicy,
     TrainingClient,
 )
-from kubernetes.client import ApiClient, V1ObjectMeta
+from kubeflow.training.api_client import ApiClient
+from kubernetes.client import V1ObjectMeta
 
 
 def train() -> None:  # shipped to the pods by the SDK, as upstream's e2e test does
@@ -31,7 +32,7 @@ def train() -> None:  # shipped to the pods by the SDK, as upstream's e2e test d
 
 
 class _Json:
-    """What the Kubernetes client's ``deserialize`` reads (a response's ``data``)."""
+    """What the SDK's ``ApiClient.deserialize`` reads (a response's ``data``)."""
 
     def __init__(self, data: Any) -> None:
         self.data = json.dumps(data)
