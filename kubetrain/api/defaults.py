@@ -8,7 +8,9 @@ the API server writes it into the stored object; both come from the models'
 - every kind: ``runPolicy.cleanPodPolicy: None`` (not stored: the operator's cleanup tells
   an unset policy from ``None``, ``kubetrain.controller.policies.cleanup``) and
   ``runPolicy.suspend: false`` (stored when the job has a ``runPolicy``; the step adds
-  one), each replica spec's ``replicas: 1`` (stored);
+  one), each replica spec's ``replicas: 1`` (stored), and the pod template's list-map key
+  defaults (stored by the embedded schema): a container port's ``protocol: TCP``, an image
+  pull secret's ``name: ""``;
 - PyTorchJob: ``restartPolicy: OnFailure`` (stored); ``nprocPerNode: auto`` (unless the
   deprecated ``elasticPolicy.nProcPerNode`` is set); ``elasticPolicy`` min/max mirror each
   other, or both take the Worker replica count, and ``rdzvBackend: c10d`` (stored); the
@@ -58,6 +60,18 @@ def _ensure_port(template: dict[str, Any], container_name: str, port_name: str, 
     ports = target.setdefault("ports", [])
     if not any(p.get("name") == port_name for p in ports):
         ports.append({"name": port_name, "containerPort": port, "protocol": "TCP"})
+
+
+def _default_template_keys(template: dict[str, Any]) -> None:
+    """The defaults the CRD's embedded pod template declares for list-map keys, which the
+    server stores: a port's ``protocol`` (TCP) and an image pull secret's ``name`` ("")."""
+    pod = template.get("spec") or {}
+    for field in ("containers", "initContainers", "ephemeralContainers"):
+        for container in pod.get(field) or []:
+            for port in container.get("ports") or []:
+                port.setdefault("protocol", "TCP")
+    for secret in pod.get("imagePullSecrets") or []:
+        secret.setdefault("name", "")
 
 
 def _default_restart_policies(specs: dict[str, Any], kind: KindInfo) -> None:
@@ -117,6 +131,8 @@ def default_wire(obj: dict[str, Any]) -> dict[str, Any]:
             elastic["maxReplicas"] = high if high is not None else elastic["minReplicas"]
     if info.main_container is not None:
         _ensure_main_port(specs, info)
+    for rspec in specs.values():
+        _default_template_keys(rspec["template"])
     return out
 
 

@@ -66,8 +66,9 @@ def test_defaults_keep_a_declared_master_port_and_restart_policy() -> None:
     wire = yaml.safe_load(EXAMPLES[0].read_text())
     worker = apply_defaults(load_job(wire)).to_wire()["spec"]["paddleReplicaSpecs"]["Worker"]
     assert worker["restartPolicy"] == "OnFailure"
+    # protocol: the CRD's embedded default for the list-map key, which the server stores.
     assert worker["template"]["spec"]["containers"][0]["ports"] == [
-        {"containerPort": 37777, "name": "master"}
+        {"containerPort": 37777, "name": "master", "protocol": "TCP"}
     ]
 
 
