@@ -68,6 +68,7 @@ def test_crds_are_established_with_their_names(
         "PyTorchJob",
         "TFJob",
         "MPIJob",
+        "PaddleJob",
         "TrainJob",
         "TrainingRuntime",
         "ClusterTrainingRuntime",
