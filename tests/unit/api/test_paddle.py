@@ -205,3 +205,8 @@ def test_crd_names_and_stored_restart_policy() -> None:
     assert replica["properties"]["restartPolicy"]["default"] == "OnFailure"
     messages = [r["message"] for r in replica["x-kubernetes-validations"]]
     assert 'must have at least one container with name "paddle"' in messages
+
+
+def test_rejects_a_negative_elastic_count_which_upstreams_crd_takes() -> None:
+    errors = _errors(paddle_job(elasticPolicy={"minReplicas": -1}))
+    assert [p for p, _ in errors] == ["spec.elasticPolicy.minReplicas"]

@@ -203,3 +203,12 @@ def test_success_with_one_master_names_it() -> None:
     one = {**PS_MODE, "Master": {**PS_MODE["Master"], "replicas": 1}}
     job = paddle_job(one)
     assert FRAMEWORK.succeeded(job, lambda t, i: t == "Master") == "pp-master-0 completed"
+
+
+def test_a_master_with_no_replicas_leaves_success_to_the_workers() -> None:
+    none = {**PS_MODE, "Master": {**PS_MODE["Master"], "replicas": 0}}
+    job = paddle_job(none)
+    assert FRAMEWORK.succeeded(job, lambda t, i: False) is None
+    assert FRAMEWORK.succeeded(job, lambda t, i: t == "Worker") == "all 3 workers completed"
+    # Still parameter-server mode for the environment, as upstream decides it by the key.
+    assert env_of(job, "Worker", 0)[-1] == {"name": "PADDLE_TRAINER_NUM", "value": "1"}
