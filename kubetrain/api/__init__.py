@@ -21,6 +21,7 @@ from kubetrain.api.errors import FieldError, JobValidationError
 from kubetrain.api.limits import ReplicaLimits
 from kubetrain.api.loader import Job, load_job, load_job_file, load_jobs_from_yaml
 from kubetrain.api.mpi import MPIImplementation, MPIJob, MPIJobSpec, MPIReplicaType
+from kubetrain.api.paddle import PaddleElasticPolicy, PaddleJob, PaddleJobSpec, PaddleReplicaType
 from kubetrain.api.pytorch import ElasticPolicy, PyTorchJob, PyTorchJobSpec, PyTorchReplicaType
 from kubetrain.api.tensorflow import SuccessPolicy, TFJob, TFJobSpec, TFReplicaType
 
@@ -41,6 +42,10 @@ __all__ = [
     "MPIJobSpec",
     "MPIReplicaType",
     "ObjectMeta",
+    "PaddleElasticPolicy",
+    "PaddleJob",
+    "PaddleJobSpec",
+    "PaddleReplicaType",
     "PyTorchJob",
     "PyTorchJobSpec",
     "PyTorchReplicaType",

@@ -8,7 +8,9 @@ the API server writes it into the stored object; both come from the models'
 - every kind: ``runPolicy.cleanPodPolicy: None`` (not stored: the operator's cleanup tells
   an unset policy from ``None``, ``kubetrain.controller.policies.cleanup``) and
   ``runPolicy.suspend: false`` (stored when the job has a ``runPolicy``; the step adds
-  one), each replica spec's ``replicas: 1`` (stored);
+  one), each replica spec's ``replicas: 1`` (stored), and the pod template's list-map key
+  defaults (stored by the embedded schema): a container port's ``protocol: TCP``, an image
+  pull secret's ``name: ""``;
 - PyTorchJob: ``restartPolicy: OnFailure`` (stored); ``nprocPerNode: auto`` (unless the
   deprecated ``elasticPolicy.nProcPerNode`` is set); ``elasticPolicy`` min/max mirror each
   other, or both take the Worker replica count, and ``rdzvBackend: c10d`` (stored); the
@@ -18,7 +20,13 @@ the API server writes it into the stored object; both come from the models'
   ``tensorflow`` container (else the first one);
 - MPIJob: Launcher ``restartPolicy: OnFailure``, Worker ``Never``; ``slotsPerWorker: 1``,
   ``runLauncherAsWorker: false``, ``sshAuthMountPath: /root/.ssh``,
-  ``launcherCreationPolicy: AtStartup``, ``mpiImplementation: OpenMPI`` (all five stored).
+  ``launcherCreationPolicy: AtStartup``, ``mpiImplementation: OpenMPI`` (all five stored);
+- PaddleJob: ``restartPolicy: OnFailure`` (stored); ``elasticPolicy`` min/max as a
+  PyTorchJob's; the ``master`` (36543) container port on the ``paddle`` container (else the
+  first one).
+
+A kind's own defaults are its module's (``kubetrain/api/<kind>.py``, the ``defaults`` of its
+:class:`~kubetrain.api.job_kind.JobKind`); this step applies every kind's and then those.
 
 Only this step, not the schema, can give what depends on other fields or on the replica
 type: a restart policy that differs between an MPIJob's Launcher and Worker (one schema
@@ -54,6 +62,18 @@ def _ensure_port(template: dict[str, Any], container_name: str, port_name: str, 
         ports.append({"name": port_name, "containerPort": port, "protocol": "TCP"})
 
 
+def _default_template_keys(template: dict[str, Any]) -> None:
+    """The defaults the CRD's embedded pod template declares for list-map keys, which the
+    server stores: a port's ``protocol`` (TCP) and an image pull secret's ``name`` ("")."""
+    pod = template.get("spec") or {}
+    for field in ("containers", "initContainers", "ephemeralContainers"):
+        for container in pod.get(field) or []:
+            for port in container.get("ports") or []:
+                port.setdefault("protocol", "TCP")
+    for secret in pod.get("imagePullSecrets") or []:
+        secret.setdefault("name", "")
+
+
 def _default_restart_policies(specs: dict[str, Any], kind: KindInfo) -> None:
     for rtype, rspec in specs.items():
         rspec.setdefault("restartPolicy", kind.default_restart_policy(rtype))
@@ -82,6 +102,8 @@ def default_wire(obj: dict[str, Any]) -> dict[str, Any]:
     api.defaults(spec)
     if info.main_container is not None:
         _ensure_main_port(specs, info)
+    for rspec in specs.values():
+        _default_template_keys(rspec["template"])
     return out
 
 

@@ -248,16 +248,22 @@ def default_nproc_per_node(spec: dict[str, Any]) -> str | None:
     return "auto"
 
 
+def default_elastic_bounds(spec: dict[str, Any], replica_specs_field: str) -> None:
+    """``elasticPolicy`` min/max mirror each other, or both take the Worker replica count
+    (upstream's PyTorchJob and PaddleJob defaulters)."""
+    elastic = spec.get("elasticPolicy")
+    if elastic is not None:
+        workers = spec[replica_specs_field].get("Worker", {}).get("replicas", 1)
+        low, high = elastic.get("minReplicas"), elastic.get("maxReplicas")
+        elastic["minReplicas"] = low if low is not None else (high if high is not None else workers)
+        elastic["maxReplicas"] = high if high is not None else elastic["minReplicas"]
+
+
 def _defaults(spec: dict[str, Any]) -> None:
     nproc = default_nproc_per_node(spec)
     if nproc is not None:
         spec.setdefault("nprocPerNode", nproc)
-    elastic = spec.get("elasticPolicy")
-    if elastic is not None:
-        workers = spec[INFO.replica_specs_field].get("Worker", {}).get("replicas", 1)
-        low, high = elastic.get("minReplicas"), elastic.get("maxReplicas")
-        elastic["minReplicas"] = low if low is not None else (high if high is not None else workers)
-        elastic["maxReplicas"] = high if high is not None else elastic["minReplicas"]
+    default_elastic_bounds(spec, INFO.replica_specs_field)
 
 
 JOB_KIND = JobKind(INFO, PyTorchJob, _invariants(), _defaults)

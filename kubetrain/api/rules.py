@@ -110,17 +110,15 @@ def cel_present(field: str, rtype: str) -> str:
 HAS_CONTAINERS = "has(self.template.spec) && has(self.template.spec.containers)"
 
 
-def main_container_message(info: KindInfo) -> str:
-    # Upstream's own words, so that scripts looking for them still find them.
-    return f"must have at least one container with name {info.main_container}"
+def main_container_message(info: KindInfo, quoted: bool = False) -> str:
+    # Upstream's own words, so that scripts looking for them still find them (PaddleJob's
+    # webhook quotes the name, the others do not).
+    name = f'"{info.main_container}"' if quoted else info.main_container
+    return f"must have at least one container with name {name}"
 
 
-def _main_container_check(info: KindInfo) -> Check:
-    field, name, message = (
-        info.replica_specs_field,
-        info.main_container,
-        main_container_message(info),
-    )
+def _main_container_check(info: KindInfo, message: str) -> Check:
+    field, name = info.replica_specs_field, info.main_container
 
     def check(obj: dict[str, Any]) -> list[FieldError]:
         errors = []
@@ -137,15 +135,17 @@ def _main_container_check(info: KindInfo) -> Check:
     return check
 
 
-def main_container_invariant(info: KindInfo) -> Invariant:
-    """Every replica of ``info``'s kind has its main container (by name)."""
+def main_container_invariant(info: KindInfo, quoted: bool = False) -> Invariant:
+    """Every replica of ``info``'s kind has its main container (by name); ``quoted``: the
+    message quotes the name, as that kind's upstream webhook does."""
+    message = main_container_message(info, quoted)
     return Invariant(
         f"{info.short}-main-container",
         info.kind,
-        main_container_message(info),
+        message,
         f"{HAS_CONTAINERS} && "
         f"self.template.spec.containers.exists(c, c.name == '{info.main_container}')",
         ".template",
-        _main_container_check(info),
+        _main_container_check(info, message),
         REPLICA,
     )

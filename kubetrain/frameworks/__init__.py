@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from kubetrain.frameworks import mpi, pytorch, tensorflow
+from kubetrain.frameworks import mpi, paddle, pytorch, tensorflow
 from kubetrain.frameworks.addressing import (
     Addressing,
     ClusterAddressing,
@@ -21,7 +21,8 @@ from kubetrain.frameworks.base import Done, Framework, StartAfter
 
 #: Every framework by the kind of its jobs, in registry order.
 FRAMEWORKS: Mapping[str, Framework] = {
-    f.info.kind: f for f in (pytorch.FRAMEWORK, tensorflow.FRAMEWORK, mpi.FRAMEWORK)
+    f.info.kind: f
+    for f in (pytorch.FRAMEWORK, tensorflow.FRAMEWORK, mpi.FRAMEWORK, paddle.FRAMEWORK)
 }
 
 
@@ -48,6 +49,7 @@ __all__ = [
     "env_var",
     "framework_for",
     "mpi",
+    "paddle",
     "pytorch",
     "replica_name",
     "tensorflow",

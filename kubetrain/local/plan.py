@@ -268,7 +268,8 @@ def plan_pods(
                 f"{where}: workingDir {container['workingDir']} is the image's; locally "
                 "the process runs in --workdir"
             )
-        fields = pod_fields(pod.name, namespace, **pod.fields)
+        # Every pod is this machine: its IP (a PaddleJob's rendezvous reads it) is the host.
+        fields = pod_fields(pod.name, namespace, **{"status.podIP": addressing.host, **pod.fields})
         env = manifest_env(kind.prepare(container), where=where, fields=fields)
         injected = framework.container_env(job, rtype, index, container, addressing)
         env.update(manifest_env({"env": injected}, where=where, fields=fields))

@@ -163,6 +163,22 @@ def mpi_job(
     return job("MPIJob", replicas, name=name, metadata=metadata, **spec)
 
 
+def paddle_job(
+    *,
+    master: bool = False,
+    workers: int = 2,
+    restart_policy: str | None = None,
+    pods: Pods = plain_pods,
+    name: str = "job",
+    metadata: dict[str, Any] | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
+    """A PaddleJob: a Master if ``master`` (parameter-server mode) and ``workers`` Workers."""
+    counts = {"Master": (1 if master else 0, "paddle"), "Worker": (workers, "paddle")}
+    replicas = _replicas(counts, pods, restart_policy)
+    return job("PaddleJob", replicas, name=name, metadata=metadata, **spec)
+
+
 def set_path(obj: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
     """Set a dotted path (``spec.x.y``; list indexes as ``[0]``) in a copy of ``obj``."""
     out = copy.deepcopy(obj)

@@ -28,6 +28,7 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from kubetrain.api import JobValidationError, load_job
+from kubetrain.api.kinds import KINDS
 from tests.conftest import EXAMPLES
 from tests.integration.kube import api_error_message
 from tests.unit.api.mutations import mutated_jobs
@@ -35,11 +36,7 @@ from tests.unit.api.mutations import mutated_jobs
 #: (mutations per job, how many jobs): a few hundred, most with one mutation so that a fair
 #: share stays valid and both sides' acceptance is compared, not only their rejections.
 SAMPLE = ((1, 250), (3, 150))
-SERVED = {
-    ("kubeflow.org/v1", "PyTorchJob"): "pytorchjobs",
-    ("kubeflow.org/v1", "TFJob"): "tfjobs",
-    ("kubeflow.org/v2beta1", "MPIJob"): "mpijobs",
-}
+SERVED = {(info.api_version, kind): info.plural for kind, info in KINDS.items()}
 
 
 def fuzzed_jobs() -> list[dict[str, Any]]:

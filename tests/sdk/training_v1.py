@@ -8,9 +8,19 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
-from kubeflow.training import TrainingClient
+import yaml
+from kubeflow.training import (
+    KubeflowOrgV1PaddleJob,
+    KubeflowOrgV1PaddleJobSpec,
+    KubeflowOrgV1ReplicaSpec,
+    KubeflowOrgV1RunPolicy,
+    TrainingClient,
+)
+from kubeflow.training.api_client import ApiClient
+from kubernetes.client import V1ObjectMeta
 
 
 def train() -> None:  # shipped to the pods by the SDK, as upstream's e2e test does
@@ -19,6 +29,36 @@ def train() -> None:  # shipped to the pods by the SDK, as upstream's e2e test d
     for epoch in range(10):
         print(f"Start training for Epoch {epoch}")
         time.sleep(1)
+
+
+class _Json:
+    """What the SDK's ``ApiClient.deserialize`` reads (a response's ``data``)."""
+
+    def __init__(self, data: Any) -> None:
+        self.data = json.dumps(data)
+
+
+def paddlejob_from_file(path: str, namespace: str) -> KubeflowOrgV1PaddleJob:
+    """A manifest's PaddleJob as the SDK's models, built as upstream's e2e test builds one
+    (``run_policy`` is required by the model: ``cleanPodPolicy: None``, upstream's default)."""
+    wire = yaml.safe_load(Path(path).read_text())
+    specs = {
+        rtype: KubeflowOrgV1ReplicaSpec(
+            replicas=spec.get("replicas"),
+            restart_policy=spec.get("restartPolicy"),
+            template=ApiClient().deserialize(_Json(spec["template"]), "V1PodTemplateSpec"),
+        )
+        for rtype, spec in wire["spec"]["paddleReplicaSpecs"].items()
+    }
+    return KubeflowOrgV1PaddleJob(
+        api_version=wire["apiVersion"],
+        kind=wire["kind"],
+        metadata=V1ObjectMeta(name=wire["metadata"]["name"], namespace=namespace),
+        spec=KubeflowOrgV1PaddleJobSpec(
+            run_policy=KubeflowOrgV1RunPolicy(clean_pod_policy="None"),
+            paddle_replica_specs=specs,
+        ),
+    )
 
 
 def main() -> None:
@@ -37,6 +77,10 @@ def main() -> None:
     names.add_argument("--name", required=True)
     names.add_argument("--is-master", action="store_true")
     names.add_argument("--replica-type")
+    from_file = sub.add_parser("create-paddlejob-from-file")
+    from_file.add_argument("--file", required=True)
+    for call in ("get-job", "delete-job"):
+        sub.add_parser(call).add_argument("--name", required=True)
     args = parser.parse_args()
 
     sdk = TrainingClient(
@@ -46,6 +90,21 @@ def main() -> None:
     if args.call == "create-job-from-function":
         sdk.create_job(name=args.name, train_func=train, num_workers=args.num_workers)
         out = {"created": args.name}
+    elif args.call == "create-paddlejob-from-file":
+        job = paddlejob_from_file(args.file, args.namespace)
+        sdk.create_job(job=job)
+        out = {"created": job.metadata.name}
+    elif args.call == "get-job":
+        got = sdk.get_job(args.name)
+        out = {
+            "kind": got.kind,
+            "name": got.metadata.name,
+            "replicas": {t: s.replicas for t, s in got.spec.paddle_replica_specs.items()},
+            "conditions": [c.type for c in sdk.get_job_conditions(job=got)],
+        }
+    elif args.call == "delete-job":
+        sdk.delete_job(args.name)
+        out = {"deleted": args.name}
     elif args.call == "wait-for-job-conditions":
         job = sdk.wait_for_job_conditions(args.name, timeout=args.timeout, polling_interval=1)
         out = {

@@ -10,7 +10,7 @@ from typing import Any
 from kubetrain.api.invariants import INVARIANTS
 from kubetrain.api.kinds import REPLICA_FIELDS
 from kubetrain.api.rules import REPLICA, Invariant
-from tests.builders.jobs import mpi_job, pytorch_job, set_path, template, tf_job
+from tests.builders.jobs import mpi_job, paddle_job, pytorch_job, set_path, template, tf_job
 
 INVARIANTS_BY_NAME = {invariant.name: invariant for invariant in INVARIANTS}
 
@@ -38,6 +38,7 @@ class InvariantCase:
 PT = "spec.pytorchReplicaSpecs"
 TF = "spec.tfReplicaSpecs"
 MPI = "spec.mpiReplicaSpecs"
+PADDLE = "spec.paddleReplicaSpecs"
 LONG = "a" * 58
 
 
@@ -145,4 +146,21 @@ CASES: list[InvariantCase] = [
     ),
     InvariantCase("mpi-pods-per-job", set_path(mpi_job(), f"{MPI}.Worker.replicas", 2000)),
     *_every_kind("mpi", mpi_job(), MPI, "Worker"),
+    # PaddleJob
+    InvariantCase(
+        "paddle-main-container",
+        set_path(paddle_job(), f"{PADDLE}.Worker.template", template()),
+        "Worker",
+    ),
+    InvariantCase(
+        "paddle-pods-per-job",
+        set_path(
+            set_path(
+                paddle_job(), f"{PADDLE}.Master", {"replicas": 1000, "template": template("paddle")}
+            ),
+            f"{PADDLE}.Worker.replicas",
+            1001,
+        ),
+    ),
+    *_every_kind("paddle", paddle_job(), PADDLE, "Worker"),
 ]

@@ -280,7 +280,7 @@ def test_rejects_a_v1alpha1_job_its_operator_refused(
             "kubeflow.org/v1, or an older version kubetrain converts: kubeflow.org/v1beta1",
         ),
         ({**mpi_job(), "apiVersion": "kubeflow.org/v1beta1"}, "apiVersion", "v1alpha1"),
-        ({**tf_job(), "kind": "PaddleJob"}, "kind", "must be one of: PyTorchJob, TFJob"),
+        ({**tf_job(), "kind": "NoSuchJob"}, "kind", "must be one of: PyTorchJob, TFJob"),
         ({**tf_job(), "apiVersion": "kubeflow.org/v1beta1", "spec": "x"}, "spec", "mapping"),
         (["not", "a", "job"], "", "a mapping"),
     ],

@@ -39,6 +39,7 @@ def test_crd_names_and_versions() -> None:
         "PyTorchJob": ("pytorchjobs.kubeflow.org", "v1"),
         "TFJob": ("tfjobs.kubeflow.org", "v1"),
         "MPIJob": ("mpijobs.kubeflow.org", "v2beta1"),
+        "PaddleJob": ("paddlejobs.kubeflow.org", "v1"),
     }
     for kind, crd in CRDS.items():
         assert crd["spec"]["scope"] == "Namespaced"
@@ -222,5 +223,5 @@ def test_rejects_bad_cr_by_crd_schema() -> None:
 
 
 def test_rejects_unknown_kind_for_schema() -> None:
-    with pytest.raises(KeyError, match="PaddleJob"):
-        crd_schema("PaddleJob")
+    with pytest.raises(KeyError, match="NoSuchJob"):
+        crd_schema("NoSuchJob")

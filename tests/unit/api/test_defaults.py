@@ -55,8 +55,9 @@ def test_pytorch_keeps_a_user_port() -> None:
     )
     job = apply_defaults(load_job(wire))
     master = job.replica_specs()["Master"]
+    # protocol: the CRD's embedded default for the list-map key, which the server stores.
     assert master.template["spec"]["containers"][0]["ports"] == [
-        {"name": "pytorchjob-port", "containerPort": 29500}
+        {"name": "pytorchjob-port", "containerPort": 29500, "protocol": "TCP"}
     ]
 
 

@@ -190,7 +190,7 @@ CASES: dict[str, tuple[dict[str, Any], str, str]] = {
         "must be kubeflow.org/v2beta1 for a MPIJob",
     ),
     "unknown-kind": (
-        set_path(pytorch_job(), "kind", "PaddleJob"),
+        set_path(pytorch_job(), "kind", "NoSuchJob"),
         "kind",
         "must be one of: PyTorchJob, TFJob, MPIJob",
     ),

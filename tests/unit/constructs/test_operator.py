@@ -69,11 +69,22 @@ def test_cluster_role_rules_exactly() -> None:
     table = {(tuple(r["apiGroups"]), tuple(r["resources"])): tuple(r["verbs"]) for r in rules}
     watched = ("get", "list", "watch")
     assert table == {
-        (("kubeflow.org",), ("pytorchjobs", "tfjobs", "mpijobs")): (*watched, "delete"),
-        (("kubeflow.org",), ("pytorchjobs/status", "tfjobs/status", "mpijobs/status")): ("patch",),
+        (("kubeflow.org",), ("pytorchjobs", "tfjobs", "mpijobs", "paddlejobs")): (
+            *watched,
+            "delete",
+        ),
         (
             ("kubeflow.org",),
-            ("pytorchjobs/finalizers", "tfjobs/finalizers", "mpijobs/finalizers"),
+            ("pytorchjobs/status", "tfjobs/status", "mpijobs/status", "paddlejobs/status"),
+        ): ("patch",),
+        (
+            ("kubeflow.org",),
+            (
+                "pytorchjobs/finalizers",
+                "tfjobs/finalizers",
+                "mpijobs/finalizers",
+                "paddlejobs/finalizers",
+            ),
         ): ("update",),
         # patch: lifting the startup gate of an MPI launcher's pod (a JSON patch).
         (("",), ("pods",)): ("create", "delete", *watched, "patch"),
@@ -96,7 +107,12 @@ def test_cluster_role_rules_exactly() -> None:
     # Nothing is ever PUT but the owner's finalizers (blockOwnerDeletion needs it).
     updated = [r["resources"] for r in rules if "update" in r["verbs"]]
     assert updated == [
-        ["pytorchjobs/finalizers", "tfjobs/finalizers", "mpijobs/finalizers"],
+        [
+            "pytorchjobs/finalizers",
+            "tfjobs/finalizers",
+            "mpijobs/finalizers",
+            "paddlejobs/finalizers",
+        ],
         ["trainjobs/finalizers"],
     ]
 
@@ -465,7 +481,7 @@ def test_accepts_a_digest() -> None:
 @pytest.mark.parametrize(
     ("config", "message"),
     [
-        ({"kinds": ("PaddleJob",)}, "kinds (PaddleJob) must be a non-empty subset"),
+        ({"kinds": ("NoSuchJob",)}, "kinds (NoSuchJob) must be a non-empty subset"),
         ({"workers": 0}, "workers (0) must be between 1 and 64"),
         ({"metrics_port": 80}, "metrics_port (80) must be between 1024 and 65535"),
         ({"metrics_port": 9000, "health_port": 9000}, "must differ"),

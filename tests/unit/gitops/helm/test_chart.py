@@ -60,7 +60,7 @@ def test_crds_are_plain_files_and_values_yaml_holds_the_stacks_settings(
     local: Stack, files: dict[str, str]
 ) -> None:
     crds = sorted(p for p in files if p.startswith("crds/"))
-    assert len(crds) == 6
+    assert len(crds) == 7
     assert all("{{" not in files[p] for p in crds)
     values = yaml.safe_load(files["values.yaml"])
     assert values == default_values(local.operator)
@@ -126,8 +126,26 @@ BOUNDARY_CASES = [
     ("watchNamespaces", ["kube-system"]),
     ("watchNamespaces", ["Team"]),
     ("watchNamespaces", ["a", "a"]),
-    ("kinds", {"PyTorchJob": False, "TFJob": False, "MPIJob": False, "TrainJob": False}),
-    ("kinds", {"PyTorchJob": False, "TFJob": False, "MPIJob": True, "TrainJob": False}),
+    (
+        "kinds",
+        {
+            "PyTorchJob": False,
+            "TFJob": False,
+            "MPIJob": False,
+            "PaddleJob": False,
+            "TrainJob": False,
+        },
+    ),
+    (
+        "kinds",
+        {
+            "PyTorchJob": False,
+            "TFJob": False,
+            "MPIJob": True,
+            "PaddleJob": False,
+            "TrainJob": False,
+        },
+    ),
     ("image.tag", "latest"),
     ("image.tag", ""),
     ("image.digest", "sha256:" + "ab" * 32),
