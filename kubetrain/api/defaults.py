@@ -16,6 +16,8 @@ the API server writes it into the stored object; both come from the models'
   one);
 - TFJob: ``restartPolicy: Never`` (stored); the ``tfjob-port`` (2222) container port on the
   ``tensorflow`` container (else the first one);
+- JAXJob: ``restartPolicy: Never`` (stored); the ``jaxjob-port`` (6666) container port on the
+  ``jax`` container (else the first one);
 - MPIJob: Launcher ``restartPolicy: OnFailure``, Worker ``Never``; ``slotsPerWorker: 1``,
   ``runLauncherAsWorker: false``, ``sshAuthMountPath: /root/.ssh``,
   ``launcherCreationPolicy: AtStartup``, ``mpiImplementation: OpenMPI`` (all five stored).
@@ -37,7 +39,8 @@ import copy
 from typing import Any, TypeVar
 
 from kubetrain.api.common import JobBase
-from kubetrain.api.kinds import KINDS, MPI, PYTORCH, TENSORFLOW, KindInfo
+from kubetrain.api.jax import JAXJob
+from kubetrain.api.kinds import JAX, KINDS, MPI, PYTORCH, TENSORFLOW, KindInfo
 from kubetrain.api.mpi import MPIJob
 from kubetrain.api.pytorch import PyTorchJob
 from kubetrain.api.stored_defaults import fill_stored_defaults
@@ -80,6 +83,7 @@ _MODELS: dict[str, type[JobBase]] = {
     PYTORCH.kind: PyTorchJob,
     TENSORFLOW.kind: TFJob,
     MPI.kind: MPIJob,
+    JAX.kind: JAXJob,
 }
 
 
@@ -89,7 +93,7 @@ def default_wire(obj: dict[str, Any]) -> dict[str, Any]:
     kind = out["kind"]
     model = _MODELS.get(kind)
     if model is None:
-        raise ValueError(f"kind {kind!r} has no defaults: expected PyTorchJob, TFJob or MPIJob")
+        raise ValueError(f"kind {kind!r} has no defaults: expected one of {', '.join(_MODELS)}")
     spec = out["spec"]
     # cleanPodPolicy is not a stored default: the cleanup reads whether the job set it.
     spec.setdefault("runPolicy", {}).setdefault("cleanPodPolicy", "None")

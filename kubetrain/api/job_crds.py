@@ -1,4 +1,4 @@
-"""What the CRDs of Kubeflow v1's job kinds (PyTorchJob, TFJob, MPIJob) are made of;
+"""What the CRDs of Kubeflow v1's job kinds (PyTorchJob, TFJob, MPIJob, JAXJob) are made of;
 ``kubetrain.api.crds`` generates them with Trainer v2's, through
 ``kubetrain.api.crd_generator``. A job kind's CRD has the status subresource (and the
 scale subresource where the kind names a replica type for it), the invariants of
@@ -16,7 +16,8 @@ from kubetrain.api.base import CelRule
 from kubetrain.api.common import JobStatus
 from kubetrain.api.crd_generator import VALUES, CrdInfo, PlacedRule, node_at
 from kubetrain.api.invariants import invariants_for, transitions_for
-from kubetrain.api.kinds import MPI, PYTORCH, TENSORFLOW, KindInfo
+from kubetrain.api.jax import JAXJob
+from kubetrain.api.kinds import JAX, MPI, PYTORCH, TENSORFLOW, KindInfo
 from kubetrain.api.limits import ReplicaLimits
 from kubetrain.api.mpi import MPIJob
 from kubetrain.api.pytorch import PyTorchJob
@@ -69,7 +70,7 @@ def _store_restart_policy(kind: KindInfo) -> Callable[[dict[str, Any]], None]:
     return shape
 
 
-def _v1_info(model: type[PyTorchJob | TFJob | MPIJob], kind: KindInfo) -> CrdInfo:
+def _v1_info(model: type[PyTorchJob | TFJob | MPIJob | JAXJob], kind: KindInfo) -> CrdInfo:
     return CrdInfo(
         model,
         kind,
@@ -87,4 +88,5 @@ JOB_CRD_INFOS: tuple[CrdInfo, ...] = (
     _v1_info(PyTorchJob, PYTORCH),
     _v1_info(TFJob, TENSORFLOW),
     _v1_info(MPIJob, MPI),
+    _v1_info(JAXJob, JAX),
 )

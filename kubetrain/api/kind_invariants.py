@@ -1,4 +1,4 @@
-"""The invariants of each kind (replica types, PyTorchJob, TFJob, MPIJob) and of every
+"""The invariants of each kind (replica types, PyTorchJob, TFJob, MPIJob, JAXJob) and of every
 replica's pod template (containers, images, the main container upstream requires)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kubetrain.api.errors import FieldError
-from kubetrain.api.kinds import MPI, PYTORCH, TENSORFLOW
+from kubetrain.api.kinds import JAX, MPI, PYTORCH, TENSORFLOW
 from kubetrain.api.rules import (
     CASE_INSENSITIVE_KINDS,
     MAIN_CONTAINERS,
@@ -357,6 +357,7 @@ def kind_specific() -> list[Invariant]:
             f".spec.{_TF}",
             _check_tf_chief,
         ),
+        _main_container_invariant(JAX.kind),
         Invariant(
             "mpi-one-launcher",
             MPI.kind,

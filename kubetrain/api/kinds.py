@@ -87,6 +87,22 @@ TENSORFLOW = KindInfo(
     ),
     case_insensitive_replica_types=True,
 )
+JAX = KindInfo(
+    kind="JAXJob",
+    short="jax",
+    group="kubeflow.org",
+    version="v1",
+    plural="jaxjobs",
+    singular="jaxjob",
+    operator_name="jaxjob-controller",
+    replica_specs_field="jaxReplicaSpecs",
+    replica_types=("Worker",),
+    main_container="jax",
+    port_name="jaxjob-port",
+    default_port=6666,
+    default_restart_policies=(("Worker", "Never"),),
+    scale_replica_type="Worker",
+)
 MPI = KindInfo(
     kind="MPIJob",
     short="mpi",
@@ -101,7 +117,7 @@ MPI = KindInfo(
 )
 
 #: Every served kind by name, in the order kubetrain lists them.
-KINDS: Mapping[str, KindInfo] = {k.kind: k for k in (PYTORCH, TENSORFLOW, MPI)}
+KINDS: Mapping[str, KindInfo] = {k.kind: k for k in (PYTORCH, TENSORFLOW, MPI, JAX)}
 JOB_KINDS: tuple[str, ...] = tuple(KINDS)
 
 

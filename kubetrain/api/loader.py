@@ -23,6 +23,7 @@ from kubetrain.api.convert.table import older_version_hint
 from kubetrain.api.embedded import status_is_ignored, without_status
 from kubetrain.api.errors import FieldError, JobValidationError
 from kubetrain.api.invariants import check_invariants
+from kubetrain.api.jax import JAXJob
 from kubetrain.api.job_crds import JOB_CRD_INFOS
 from kubetrain.api.kinds import KINDS
 from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, MAX_FILE_BYTES, ReplicaLimits
@@ -33,9 +34,9 @@ from kubetrain.api.reading import decode_text
 from kubetrain.api.rules import CASE_INSENSITIVE_KINDS, REPLICA_FIELDS, REPLICA_TYPES
 from kubetrain.api.tensorflow import TFJob
 
-Job = PyTorchJob | TFJob | MPIJob
+Job = PyTorchJob | TFJob | MPIJob | JAXJob
 JOB_TYPES: dict[str, type[JobBase]] = {
-    str(m.model_fields["kind"].default): m for m in (PyTorchJob, TFJob, MPIJob)
+    str(m.model_fields["kind"].default): m for m in (PyTorchJob, TFJob, MPIJob, JAXJob)
 }
 API_VERSIONS = {kind: info.api_version for kind, info in KINDS.items()}
 
@@ -66,7 +67,7 @@ def load_job(obj: Any, source: str = "", *, limits: ReplicaLimits = DEFAULT_REPL
         return load_job(without_status(wire), source, limits=limits)
     if errors or job is None:
         raise JobValidationError([_as_written(e, kind, renamed) for e in errors], source)
-    assert isinstance(job, PyTorchJob | TFJob | MPIJob)
+    assert isinstance(job, PyTorchJob | TFJob | MPIJob | JAXJob)
     return job
 
 

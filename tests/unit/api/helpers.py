@@ -46,6 +46,17 @@ def tf_job(**spec: Any) -> dict[str, Any]:
     return base
 
 
+def jax_job(**spec: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "JAXJob",
+        "metadata": {"name": "job"},
+        "spec": {"jaxReplicaSpecs": {"Worker": {"replicas": 2, "template": pod("jax")}}},
+    }
+    base["spec"].update(copy.deepcopy(spec))
+    return base
+
+
 def mpi_job(**spec: Any) -> dict[str, Any]:
     base: dict[str, Any] = {
         "apiVersion": "kubeflow.org/v2beta1",

@@ -9,7 +9,7 @@ from typing import Any
 
 from kubetrain.api.invariants import INVARIANTS
 from kubetrain.api.rules import REPLICA, REPLICA_FIELDS, Invariant
-from tests.unit.api.helpers import mpi_job, pod, pytorch_job, set_path, tf_job
+from tests.unit.api.helpers import jax_job, mpi_job, pod, pytorch_job, set_path, tf_job
 
 INVARIANTS_BY_NAME = {invariant.name: invariant for invariant in INVARIANTS}
 
@@ -37,6 +37,7 @@ class InvariantCase:
 PT = "spec.pytorchReplicaSpecs"
 TF = "spec.tfReplicaSpecs"
 MPI = "spec.mpiReplicaSpecs"
+JAX = "spec.jaxReplicaSpecs"
 LONG = "a" * 58
 
 
@@ -142,4 +143,11 @@ CASES: list[InvariantCase] = [
     ),
     InvariantCase("mpi-pods-per-job", set_path(mpi_job(), f"{MPI}.Worker.replicas", 2000)),
     *_every_kind("mpi", mpi_job(), MPI, "Worker"),
+    # JAXJob
+    InvariantCase(
+        "jax-main-container", set_path(jax_job(), f"{JAX}.Worker.template", pod()), "Worker"
+    ),
+    # One replica type: 2,001 Workers are over both limits.
+    InvariantCase("jax-pods-per-job", set_path(jax_job(), f"{JAX}.Worker.replicas", 2001)),
+    *_every_kind("jax", jax_job(), JAX, "Worker"),
 ]
