@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from kubetrain.frameworks import mpi, pytorch, tensorflow
+from kubetrain.frameworks import jax, mpi, pytorch, tensorflow
 from kubetrain.frameworks.addressing import (
     Addressing,
     ClusterAddressing,
@@ -21,7 +21,7 @@ from kubetrain.frameworks.base import Done, Framework, StartAfter
 
 #: Every framework by the kind of its jobs, in registry order.
 FRAMEWORKS: Mapping[str, Framework] = {
-    f.info.kind: f for f in (pytorch.FRAMEWORK, tensorflow.FRAMEWORK, mpi.FRAMEWORK)
+    f.info.kind: f for f in (pytorch.FRAMEWORK, tensorflow.FRAMEWORK, mpi.FRAMEWORK, jax.FRAMEWORK)
 }
 
 
@@ -47,6 +47,7 @@ __all__ = [
     "StartAfter",
     "env_var",
     "framework_for",
+    "jax",
     "mpi",
     "pytorch",
     "replica_name",
