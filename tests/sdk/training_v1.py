@@ -10,7 +10,21 @@ import argparse
 import json
 from typing import Any
 
-from kubeflow.training import TrainingClient
+from kubeflow.training import (
+    KubeflowOrgV1JAXJob,
+    KubeflowOrgV1JAXJobSpec,
+    KubeflowOrgV1ReplicaSpec,
+    KubeflowOrgV1RunPolicy,
+    TrainingClient,
+)
+from kubeflow.training.constants import constants
+from kubernetes.client import (
+    V1Container,
+    V1ObjectMeta,
+    V1PodSpec,
+    V1PodTemplateSpec,
+    V1ResourceRequirements,
+)
 
 
 def train() -> None:  # shipped to the pods by the SDK, as upstream's e2e test does
@@ -19,6 +33,32 @@ def train() -> None:  # shipped to the pods by the SDK, as upstream's e2e test d
     for epoch in range(10):
         print(f"Start training for Epoch {epoch}")
         time.sleep(1)
+
+
+def jaxjob(name: str, namespace: str) -> KubeflowOrgV1JAXJob:
+    """The JAXJob upstream's SDK e2e test builds (sdk/python/test/e2e/test_e2e_jaxjob.py)."""
+    container = V1Container(
+        name="jax",
+        image="docker.io/kubeflow/jaxjob-dist-spmd-mnist:latest",
+        resources=V1ResourceRequirements(limits={"memory": "3Gi", "cpu": "1.2"}),
+    )
+    worker = KubeflowOrgV1ReplicaSpec(
+        replicas=2,
+        restart_policy="OnFailure",
+        template=V1PodTemplateSpec(
+            metadata=V1ObjectMeta(annotations={constants.ISTIO_SIDECAR_INJECTION: "false"}),
+            spec=V1PodSpec(containers=[container]),
+        ),
+    )
+    return KubeflowOrgV1JAXJob(
+        api_version=constants.API_VERSION,
+        kind=constants.JAXJOB_KIND,
+        metadata=V1ObjectMeta(name=name, namespace=namespace),
+        spec=KubeflowOrgV1JAXJobSpec(
+            run_policy=KubeflowOrgV1RunPolicy(clean_pod_policy="None"),
+            jax_replica_specs={"Worker": worker},
+        ),
+    )
 
 
 def main() -> None:
@@ -37,6 +77,12 @@ def main() -> None:
     names.add_argument("--name", required=True)
     names.add_argument("--is-master", action="store_true")
     names.add_argument("--replica-type")
+    create_jax = sub.add_parser("create-jaxjob")
+    create_jax.add_argument("--name", required=True)
+    get = sub.add_parser("get-job")
+    get.add_argument("--name", required=True)
+    delete = sub.add_parser("delete-job")
+    delete.add_argument("--name", required=True)
     args = parser.parse_args()
 
     sdk = TrainingClient(
@@ -56,6 +102,20 @@ def main() -> None:
             "succeeded": sdk.is_job_succeeded(job=job),
             "failed": sdk.is_job_failed(job=job),
         }
+    elif args.call == "create-jaxjob":
+        sdk.create_job(job=jaxjob(args.name, args.namespace), namespace=args.namespace)
+        out = {"created": args.name}
+    elif args.call == "get-job":
+        job = sdk.get_job(args.name)
+        out = {
+            "model": type(job).__name__,
+            "kind": job.kind,
+            "name": job.metadata.name,
+            "conditions": [c.type for c in (job.status.conditions or [])] if job.status else [],
+        }
+    elif args.call == "delete-job":
+        sdk.delete_job(args.name)
+        out = {"deleted": args.name}
     else:
         out = sdk.get_job_pod_names(
             name=args.name, is_master=args.is_master, replica_type=args.replica_type

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kubetrain.api.kinds import MPI, PYTORCH, TENSORFLOW, TRAINJOB
+from kubetrain.api.kinds import JAX, MPI, PYTORCH, TENSORFLOW, TRAINJOB
 from kubetrain.controller.gang import GangConfig
 from kubetrain.controller.plugins.base import JobPlugin
+from kubetrain.controller.plugins.jax_plugin import JaxPlugin
 from kubetrain.controller.plugins.mpi_plugin import MPIPlugin
 from kubetrain.controller.plugins.pytorch_plugin import PyTorchPlugin
 from kubetrain.controller.plugins.tensorflow_plugin import TensorFlowPlugin
@@ -20,6 +21,7 @@ FACTORIES: tuple[tuple[str, Callable[[ClusterAddressing], JobPlugin[Any]]], ...]
     (PYTORCH.kind, lambda a: PyTorchPlugin(a)),
     (TENSORFLOW.kind, lambda a: TensorFlowPlugin(a)),
     (MPI.kind, lambda a: MPIPlugin(a)),
+    (JAX.kind, lambda a: JaxPlugin(a)),
     (TRAINJOB.kind, lambda a: TrainJobPlugin(a)),
 )
 

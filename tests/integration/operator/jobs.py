@@ -13,11 +13,12 @@ from kubernetes.client.exceptions import ApiException
 from cluster.fake_pods import exit_patch
 from cluster.topology import GPU_RESOURCE
 from kubetrain.api import keys as K
+from kubetrain.api.kinds import KINDS
 from tests.integration.kube import condition, wait_for
 
 GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
-PLURALS = {"PyTorchJob": "pytorchjobs", "TFJob": "tfjobs", "MPIJob": "mpijobs"}
-VERSIONS = {"PyTorchJob": "v1", "TFJob": "v1", "MPIJob": "v2beta1"}
+PLURALS = {kind: info.plural for kind, info in KINDS.items()}
+VERSIONS = {kind: info.version for kind, info in KINDS.items()}
 
 
 def template(container: str, *, gpus: int = 1, env: dict[str, str] | None = None) -> dict[str, Any]:
