@@ -21,6 +21,7 @@ from kubernetes.dynamic import DynamicClient
 
 from kubetrain.api import JobValidationError, apply_defaults, load_job
 from kubetrain.api.invariants import INVARIANTS, MANAGED_BY_IMMUTABLE, check_update
+from kubetrain.api.kinds import KINDS
 from kubetrain.synth import load_stacks, render_stack
 from tests.integration.kube import (
     api_error_message,
@@ -282,7 +283,7 @@ def strict_create(api_client: client.ApiClient, job: dict[str, Any], namespace: 
     )
 
 
-PLURALS = {"PyTorchJob": "pytorchjobs", "TFJob": "tfjobs", "MPIJob": "mpijobs"}
+PLURALS = {kind: info.plural for kind, info in KINDS.items()}
 
 
 @dataclass(frozen=True)
