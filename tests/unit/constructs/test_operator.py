@@ -69,11 +69,19 @@ def test_cluster_role_rules_exactly() -> None:
     table = {(tuple(r["apiGroups"]), tuple(r["resources"])): tuple(r["verbs"]) for r in rules}
     watched = ("get", "list", "watch")
     assert table == {
-        (("kubeflow.org",), ("pytorchjobs", "tfjobs", "mpijobs")): (*watched, "delete"),
-        (("kubeflow.org",), ("pytorchjobs/status", "tfjobs/status", "mpijobs/status")): ("patch",),
+        (("kubeflow.org",), ("pytorchjobs", "tfjobs", "mpijobs", "jaxjobs")): (*watched, "delete"),
         (
             ("kubeflow.org",),
-            ("pytorchjobs/finalizers", "tfjobs/finalizers", "mpijobs/finalizers"),
+            ("pytorchjobs/status", "tfjobs/status", "mpijobs/status", "jaxjobs/status"),
+        ): ("patch",),
+        (
+            ("kubeflow.org",),
+            (
+                "pytorchjobs/finalizers",
+                "tfjobs/finalizers",
+                "mpijobs/finalizers",
+                "jaxjobs/finalizers",
+            ),
         ): ("update",),
         # patch: lifting the startup gate of an MPI launcher's pod (a JSON patch).
         (("",), ("pods",)): ("create", "delete", *watched, "patch"),
@@ -96,7 +104,7 @@ def test_cluster_role_rules_exactly() -> None:
     # Nothing is ever PUT but the owner's finalizers (blockOwnerDeletion needs it).
     updated = [r["resources"] for r in rules if "update" in r["verbs"]]
     assert updated == [
-        ["pytorchjobs/finalizers", "tfjobs/finalizers", "mpijobs/finalizers"],
+        ["pytorchjobs/finalizers", "tfjobs/finalizers", "mpijobs/finalizers", "jaxjobs/finalizers"],
         ["trainjobs/finalizers"],
     ]
 
