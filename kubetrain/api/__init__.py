@@ -18,6 +18,7 @@ from kubetrain.api.convert import Conversion, convert
 from kubetrain.api.crds import all_crds, crd_for, crd_schema
 from kubetrain.api.defaults import apply_defaults
 from kubetrain.api.errors import FieldError, JobValidationError
+from kubetrain.api.jax import JAXJob, JAXJobSpec, JAXReplicaType
 from kubetrain.api.limits import ReplicaLimits
 from kubetrain.api.loader import Job, load_job, load_job_file, load_jobs_from_yaml
 from kubetrain.api.mpi import MPIImplementation, MPIJob, MPIJobSpec, MPIReplicaType
@@ -32,6 +33,9 @@ __all__ = [
     "Conversion",
     "ElasticPolicy",
     "FieldError",
+    "JAXJob",
+    "JAXJobSpec",
+    "JAXReplicaType",
     "Job",
     "JobBase",
     "JobCondition",

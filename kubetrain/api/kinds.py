@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from kubetrain.api.jax import JOB_KIND as JAX_KIND
 from kubetrain.api.job_kind import JobKind
 from kubetrain.api.kind_info import KindInfo
 from kubetrain.api.mpi import JOB_KIND as MPI_KIND
@@ -21,7 +22,7 @@ from kubetrain.api.tensorflow import JOB_KIND as TENSORFLOW_KIND
 #: The Kubeflow v1 job kinds, each declared by its own module (its row, model, rules and
 #: defaults), in the order kubetrain lists them. Adding a kind is its module and one entry
 #: here.
-V1_KINDS: tuple[JobKind, ...] = (PYTORCH_KIND, TENSORFLOW_KIND, MPI_KIND, PADDLE_KIND)
+V1_KINDS: tuple[JobKind, ...] = (PYTORCH_KIND, TENSORFLOW_KIND, MPI_KIND, PADDLE_KIND, JAX_KIND)
 
 PYTORCH, TENSORFLOW, MPI = PYTORCH_KIND.info, TENSORFLOW_KIND.info, MPI_KIND.info
 

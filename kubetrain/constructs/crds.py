@@ -1,5 +1,5 @@
 """``KubeflowCrds``: the CRDs generated from ``kubetrain.api``: Kubeflow v1's PyTorchJob,
-TFJob and MPIJob, and Trainer v2's TrainJob, TrainingRuntime and ClusterTrainingRuntime."""
+TFJob, MPIJob and JAXJob, and Trainer v2's TrainJob, TrainingRuntime and ClusterTrainingRuntime."""
 
 from __future__ import annotations
 
@@ -20,7 +20,7 @@ class KubeflowCrdsProps:
     """Props of :class:`KubeflowCrds`."""
 
     kinds: tuple[str, ...] = _KINDS
-    """Kinds whose CRD is emitted. Default: PyTorchJob, TFJob, MPIJob, TrainJob,
+    """Kinds whose CRD is emitted. Default: PyTorchJob, TFJob, MPIJob, JAXJob, TrainJob,
     TrainingRuntime and ClusterTrainingRuntime (a TrainJob needs both runtime kinds)."""
     annotations: dict[str, str] = field(default_factory=dict)
     """Annotations on every CRD (e.g. Argo CD sync options). Default: none."""

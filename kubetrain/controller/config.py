@@ -48,8 +48,8 @@ class OperatorConfig:
     """
 
     kinds: tuple[str, ...] = JOB_KINDS
-    """Job kinds to reconcile (and to request RBAC for): PyTorchJob, TFJob, MPIJob,
-    PaddleJob, TrainJob. Default: all five."""
+    """Job kinds to reconcile (and to request RBAC for): the v1 job kinds and TrainJob,
+    every kind of the kinds table. Default: all of them."""
     namespaces: tuple[str, ...] = ()
     """Namespaces to watch. Default: empty, meaning every namespace (ClusterRole)."""
     exclude_namespaces: tuple[str, ...] = SYSTEM_NAMESPACES

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from kubetrain.frameworks import mpi, paddle, pytorch, tensorflow
+from kubetrain.frameworks import jax, mpi, paddle, pytorch, tensorflow
 from kubetrain.frameworks.addressing import (
     Addressing,
     ClusterAddressing,
@@ -22,7 +22,13 @@ from kubetrain.frameworks.base import Done, Framework, StartAfter
 #: Every framework by the kind of its jobs, in registry order.
 FRAMEWORKS: Mapping[str, Framework] = {
     f.info.kind: f
-    for f in (pytorch.FRAMEWORK, tensorflow.FRAMEWORK, mpi.FRAMEWORK, paddle.FRAMEWORK)
+    for f in (
+        pytorch.FRAMEWORK,
+        tensorflow.FRAMEWORK,
+        mpi.FRAMEWORK,
+        paddle.FRAMEWORK,
+        jax.FRAMEWORK,
+    )
 }
 
 
@@ -48,6 +54,7 @@ __all__ = [
     "StartAfter",
     "env_var",
     "framework_for",
+    "jax",
     "mpi",
     "paddle",
     "pytorch",

@@ -179,6 +179,20 @@ def paddle_job(
     return job("PaddleJob", replicas, name=name, metadata=metadata, **spec)
 
 
+def jax_job(
+    *,
+    workers: int = 2,
+    restart_policy: str | None = None,
+    pods: Pods = plain_pods,
+    name: str = "job",
+    metadata: dict[str, Any] | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
+    """A JAXJob of ``workers`` Workers (Worker 0 coordinates)."""
+    replicas = _replicas({"Worker": (workers, "jax")}, pods, restart_policy)
+    return job("JAXJob", replicas, name=name, metadata=metadata, **spec)
+
+
 def set_path(obj: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
     """Set a dotted path (``spec.x.y``; list indexes as ``[0]``) in a copy of ``obj``."""
     out = copy.deepcopy(obj)

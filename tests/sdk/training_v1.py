@@ -13,6 +13,8 @@ from typing import Any
 
 import yaml
 from kubeflow.training import (
+    KubeflowOrgV1JAXJob,
+    KubeflowOrgV1JAXJobSpec,
     KubeflowOrgV1PaddleJob,
     KubeflowOrgV1PaddleJobSpec,
     KubeflowOrgV1ReplicaSpec,
@@ -20,7 +22,14 @@ from kubeflow.training import (
     TrainingClient,
 )
 from kubeflow.training.api_client import ApiClient
-from kubernetes.client import V1ObjectMeta
+from kubeflow.training.constants import constants
+from kubernetes.client import (
+    V1Container,
+    V1ObjectMeta,
+    V1PodSpec,
+    V1PodTemplateSpec,
+    V1ResourceRequirements,
+)
 
 
 def train() -> None:  # shipped to the pods by the SDK, as upstream's e2e test does
@@ -61,6 +70,32 @@ def paddlejob_from_file(path: str, namespace: str) -> KubeflowOrgV1PaddleJob:
     )
 
 
+def jaxjob(name: str, namespace: str) -> KubeflowOrgV1JAXJob:
+    """The JAXJob upstream's SDK e2e test builds (sdk/python/test/e2e/test_e2e_jaxjob.py)."""
+    container = V1Container(
+        name="jax",
+        image="docker.io/kubeflow/jaxjob-dist-spmd-mnist:latest",
+        resources=V1ResourceRequirements(limits={"memory": "3Gi", "cpu": "1.2"}),
+    )
+    worker = KubeflowOrgV1ReplicaSpec(
+        replicas=2,
+        restart_policy="OnFailure",
+        template=V1PodTemplateSpec(
+            metadata=V1ObjectMeta(annotations={constants.ISTIO_SIDECAR_INJECTION: "false"}),
+            spec=V1PodSpec(containers=[container]),
+        ),
+    )
+    return KubeflowOrgV1JAXJob(
+        api_version=constants.API_VERSION,
+        kind=constants.JAXJOB_KIND,
+        metadata=V1ObjectMeta(name=name, namespace=namespace),
+        spec=KubeflowOrgV1JAXJobSpec(
+            run_policy=KubeflowOrgV1RunPolicy(clean_pod_policy="None"),
+            jax_replica_specs={"Worker": worker},
+        ),
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--kubeconfig", required=True)
@@ -79,6 +114,7 @@ def main() -> None:
     names.add_argument("--replica-type")
     from_file = sub.add_parser("create-paddlejob-from-file")
     from_file.add_argument("--file", required=True)
+    sub.add_parser("create-jaxjob").add_argument("--name", required=True)
     for call in ("get-job", "delete-job"):
         sub.add_parser(call).add_argument("--name", required=True)
     args = parser.parse_args()
@@ -96,10 +132,14 @@ def main() -> None:
         out = {"created": job.metadata.name}
     elif args.call == "get-job":
         got = sdk.get_job(args.name)
+        # The kind's replica specs (``paddle_replica_specs``, ``jax_replica_specs``, ...).
+        (field,) = [f for f in got.spec.openapi_types if f.endswith("_replica_specs")]
+        specs = getattr(got.spec, field)
         out = {
+            "model": type(got).__name__,
             "kind": got.kind,
             "name": got.metadata.name,
-            "replicas": {t: s.replicas for t, s in got.spec.paddle_replica_specs.items()},
+            "replicas": {t: s.replicas for t, s in specs.items()},
             "conditions": [c.type for c in sdk.get_job_conditions(job=got)],
         }
     elif args.call == "delete-job":
@@ -115,6 +155,9 @@ def main() -> None:
             "succeeded": sdk.is_job_succeeded(job=job),
             "failed": sdk.is_job_failed(job=job),
         }
+    elif args.call == "create-jaxjob":
+        sdk.create_job(job=jaxjob(args.name, args.namespace), namespace=args.namespace)
+        out = {"created": args.name}
     else:
         out = sdk.get_job_pod_names(
             name=args.name, is_master=args.is_master, replica_type=args.replica_type

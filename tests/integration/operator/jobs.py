@@ -12,11 +12,12 @@ from kubernetes.client.exceptions import ApiException
 
 from cluster.fake_pods import exit_patch
 from kubetrain.api import keys as K
+from kubetrain.api.kinds import KINDS
 from tests.builders import jobs as builders
 from tests.integration.kube import condition, wait_for
 
-PLURALS = {"PyTorchJob": "pytorchjobs", "TFJob": "tfjobs", "MPIJob": "mpijobs"}
-VERSIONS = {"PyTorchJob": "v1", "TFJob": "v1", "MPIJob": "v2beta1"}
+PLURALS = {kind: info.plural for kind, info in KINDS.items()}
+VERSIONS = {kind: info.version for kind, info in KINDS.items()}
 #: The image of the pods the operator tier makes (kwok runs none of them).
 IMAGE = "registry.example/trainer:1"
 

@@ -10,7 +10,15 @@ from typing import Any
 from kubetrain.api.invariants import INVARIANTS
 from kubetrain.api.kinds import REPLICA_FIELDS
 from kubetrain.api.rules import REPLICA, Invariant
-from tests.builders.jobs import mpi_job, paddle_job, pytorch_job, set_path, template, tf_job
+from tests.builders.jobs import (
+    jax_job,
+    mpi_job,
+    paddle_job,
+    pytorch_job,
+    set_path,
+    template,
+    tf_job,
+)
 
 INVARIANTS_BY_NAME = {invariant.name: invariant for invariant in INVARIANTS}
 
@@ -39,6 +47,7 @@ PT = "spec.pytorchReplicaSpecs"
 TF = "spec.tfReplicaSpecs"
 MPI = "spec.mpiReplicaSpecs"
 PADDLE = "spec.paddleReplicaSpecs"
+JAX = "spec.jaxReplicaSpecs"
 LONG = "a" * 58
 
 
@@ -163,4 +172,11 @@ CASES: list[InvariantCase] = [
         ),
     ),
     *_every_kind("paddle", paddle_job(), PADDLE, "Worker"),
+    # JAXJob
+    InvariantCase(
+        "jax-main-container", set_path(jax_job(), f"{JAX}.Worker.template", template()), "Worker"
+    ),
+    # One replica type: 2,001 Workers are over both limits.
+    InvariantCase("jax-pods-per-job", set_path(jax_job(), f"{JAX}.Worker.replicas", 2001)),
+    *_every_kind("jax", jax_job(), JAX, "Worker"),
 ]

@@ -40,6 +40,7 @@ def test_crd_names_and_versions() -> None:
         "TFJob": ("tfjobs.kubeflow.org", "v1"),
         "MPIJob": ("mpijobs.kubeflow.org", "v2beta1"),
         "PaddleJob": ("paddlejobs.kubeflow.org", "v1"),
+        "JAXJob": ("jaxjobs.kubeflow.org", "v1"),
     }
     for kind, crd in CRDS.items():
         assert crd["spec"]["scope"] == "Namespaced"

@@ -18,6 +18,7 @@ import pytest
 
 from kubetrain.api import crd_schema
 from kubetrain.api.defaults import default_wire
+from kubetrain.api.jax import JAXJob
 from kubetrain.api.mpi import MPIJob
 from kubetrain.api.pytorch import PyTorchJob
 from kubetrain.api.stored_defaults import stored_defaults
@@ -32,6 +33,7 @@ from tests.unit.api.mutations import SEEDS
 UPSTREAM_STORED: dict[str, dict[str, Any]] = {
     "PyTorchJob": {".spec.runPolicy.suspend": False},
     "TFJob": {".spec.runPolicy.suspend": False},
+    "JAXJob": {".spec.runPolicy.suspend": False},
     "MPIJob": {
         ".spec.launcherCreationPolicy": "AtStartup",
         ".spec.mpiImplementation": "OpenMPI",
@@ -53,9 +55,13 @@ KUBETRAIN_ALSO_STORES: dict[str, dict[str, Any]] = {
         ".spec.tfReplicaSpecs{}.replicas": 1,
         ".spec.tfReplicaSpecs{}.restartPolicy": "Never",
     },
+    "JAXJob": {
+        ".spec.jaxReplicaSpecs{}.replicas": 1,
+        ".spec.jaxReplicaSpecs{}.restartPolicy": "Never",
+    },
     "MPIJob": {".spec.mpiReplicaSpecs{}.replicas": 1},
 }
-MODELS = {"PyTorchJob": PyTorchJob, "TFJob": TFJob, "MPIJob": MPIJob}
+MODELS = {"PyTorchJob": PyTorchJob, "TFJob": TFJob, "MPIJob": MPIJob, "JAXJob": JAXJob}
 
 
 def schema_defaults(schema: dict[str, Any], path: str = "") -> dict[str, Any]:

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 from pydantic import ValidationError as PydanticValidationError
 
 from kubetrain.api import JobValidationError, PyTorchJob, TFJob
+from kubetrain.api.kinds import JOB_KINDS, TRAINER_KINDS
 from kubetrain.api.trainer import (
     ClusterTrainingRuntime,
     TrainingRuntime,
@@ -378,10 +379,7 @@ def test_load_object_names_every_kind_when_the_kind_is_wrong(kind: Any) -> None:
         load_object(obj)
     assert "kind" in str(caught.value)
     if kind != 3:
-        assert (
-            "PyTorchJob, TFJob, MPIJob, PaddleJob, TrainJob, TrainingRuntime, "
-            "ClusterTrainingRuntime" in str(caught.value)
-        )
+        assert ", ".join([*JOB_KINDS, *TRAINER_KINDS]) in str(caught.value)
 
 
 def test_yaml_stream_mixes_kinds_and_reports_each_document() -> None:

@@ -75,6 +75,7 @@ def test_crds_command_prints_every_crd(capsys: pytest.CaptureFixture[str]) -> No
         "tfjobs.kubeflow.org",
         "mpijobs.kubeflow.org",
         "paddlejobs.kubeflow.org",
+        "jaxjobs.kubeflow.org",
         "trainjobs.trainer.kubeflow.org",
         "trainingruntimes.trainer.kubeflow.org",
         "clustertrainingruntimes.trainer.kubeflow.org",

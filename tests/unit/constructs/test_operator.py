@@ -64,28 +64,22 @@ def test_namespace_is_pod_security_restricted() -> None:
         assert labels[f"pod-security.kubernetes.io/{mode}"] == "restricted"
 
 
+#: The v1 job kinds' plurals, in the kinds table's order (written out: the test states the
+#: exact rules).
+JOBS = ("pytorchjobs", "tfjobs", "mpijobs", "paddlejobs", "jaxjobs")
+
+
 def test_cluster_role_rules_exactly() -> None:
     rules = one(synth(), "ClusterRole")["rules"]
     table = {(tuple(r["apiGroups"]), tuple(r["resources"])): tuple(r["verbs"]) for r in rules}
     watched = ("get", "list", "watch")
     assert table == {
-        (("kubeflow.org",), ("pytorchjobs", "tfjobs", "mpijobs", "paddlejobs")): (
-            *watched,
-            "delete",
-        ),
+        (("kubeflow.org",), JOBS): (*watched, "delete"),
         (
             ("kubeflow.org",),
-            ("pytorchjobs/status", "tfjobs/status", "mpijobs/status", "paddlejobs/status"),
+            tuple(f"{plural}/status" for plural in JOBS),
         ): ("patch",),
-        (
-            ("kubeflow.org",),
-            (
-                "pytorchjobs/finalizers",
-                "tfjobs/finalizers",
-                "mpijobs/finalizers",
-                "paddlejobs/finalizers",
-            ),
-        ): ("update",),
+        (("kubeflow.org",), tuple(f"{plural}/finalizers" for plural in JOBS)): ("update",),
         # patch: lifting the startup gate of an MPI launcher's pod (a JSON patch).
         (("",), ("pods",)): ("create", "delete", *watched, "patch"),
         (("",), ("services",)): ("create", "delete", *watched, "patch"),
@@ -107,12 +101,7 @@ def test_cluster_role_rules_exactly() -> None:
     # Nothing is ever PUT but the owner's finalizers (blockOwnerDeletion needs it).
     updated = [r["resources"] for r in rules if "update" in r["verbs"]]
     assert updated == [
-        [
-            "pytorchjobs/finalizers",
-            "tfjobs/finalizers",
-            "mpijobs/finalizers",
-            "paddlejobs/finalizers",
-        ],
+        [f"{plural}/finalizers" for plural in JOBS],
         ["trainjobs/finalizers"],
     ]
 

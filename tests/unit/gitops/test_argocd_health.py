@@ -91,6 +91,7 @@ def test_every_job_kind_has_the_check() -> None:
     assert sorted(checks) == [
         "resource.customizations.health.apiextensions.k8s.io_CustomResourceDefinition",
         "resource.customizations.health.argoproj.io_Application",
+        "resource.customizations.health.kubeflow.org_JAXJob",
         "resource.customizations.health.kubeflow.org_MPIJob",
         "resource.customizations.health.kubeflow.org_PaddleJob",
         "resource.customizations.health.kubeflow.org_PyTorchJob",
