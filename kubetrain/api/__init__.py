@@ -23,6 +23,7 @@ from kubetrain.api.loader import Job, load_job, load_job_file, load_jobs_from_ya
 from kubetrain.api.mpi import MPIImplementation, MPIJob, MPIJobSpec, MPIReplicaType
 from kubetrain.api.pytorch import ElasticPolicy, PyTorchJob, PyTorchJobSpec, PyTorchReplicaType
 from kubetrain.api.tensorflow import SuccessPolicy, TFJob, TFJobSpec, TFReplicaType
+from kubetrain.api.xgboost import XGBoostJob, XGBoostJobSpec, XGBoostReplicaType
 
 __all__ = [
     "CleanPodPolicy",
@@ -54,6 +55,9 @@ __all__ = [
     "TFJob",
     "TFJobSpec",
     "TFReplicaType",
+    "XGBoostJob",
+    "XGBoostJobSpec",
+    "XGBoostReplicaType",
     "all_crds",
     "apply_defaults",
     "convert",

@@ -8,7 +8,8 @@ the API server writes it into the stored object; both come from the models'
 - every kind: ``runPolicy.cleanPodPolicy: None`` (not stored: the operator's cleanup tells
   an unset policy from ``None``, ``kubetrain.controller.policies.cleanup``) and
   ``runPolicy.suspend: false`` (stored when the job has a ``runPolicy``; the step adds
-  one), each replica spec's ``replicas: 1`` (stored);
+  one), each replica spec's ``replicas: 1`` (stored), ``protocol: TCP`` on every declared
+  container port (stored: the schema's default for that list-map key);
 - PyTorchJob: ``restartPolicy: OnFailure`` (stored); ``nprocPerNode: auto`` (unless the
   deprecated ``elasticPolicy.nProcPerNode`` is set); ``elasticPolicy`` min/max mirror each
   other, or both take the Worker replica count, and ``rdzvBackend: c10d`` (stored); the
@@ -16,6 +17,8 @@ the API server writes it into the stored object; both come from the models'
   one);
 - TFJob: ``restartPolicy: Never`` (stored); the ``tfjob-port`` (2222) container port on the
   ``tensorflow`` container (else the first one);
+- XGBoostJob: ``restartPolicy: Never`` (stored); the ``xgboostjob-port`` (9999) container
+  port on the ``xgboost`` container (else the first one);
 - MPIJob: Launcher ``restartPolicy: OnFailure``, Worker ``Never``; ``slotsPerWorker: 1``,
   ``runLauncherAsWorker: false``, ``sshAuthMountPath: /root/.ssh``,
   ``launcherCreationPolicy: AtStartup``, ``mpiImplementation: OpenMPI`` (all five stored).
@@ -37,11 +40,12 @@ import copy
 from typing import Any, TypeVar
 
 from kubetrain.api.common import JobBase
-from kubetrain.api.kinds import KINDS, MPI, PYTORCH, TENSORFLOW, KindInfo
+from kubetrain.api.kinds import KINDS, MPI, PYTORCH, TENSORFLOW, XGBOOST, KindInfo
 from kubetrain.api.mpi import MPIJob
 from kubetrain.api.pytorch import PyTorchJob
 from kubetrain.api.stored_defaults import fill_stored_defaults
 from kubetrain.api.tensorflow import TFJob
+from kubetrain.api.xgboost import XGBoostJob
 
 J = TypeVar("J", bound=JobBase)
 
@@ -54,6 +58,17 @@ def _ensure_port(template: dict[str, Any], container_name: str, port_name: str, 
     ports = target.setdefault("ports", [])
     if not any(p.get("name") == port_name for p in ports):
         ports.append({"name": port_name, "containerPort": port, "protocol": "TCP"})
+
+
+def _default_port_protocols(template: dict[str, Any]) -> None:
+    # The API server stores protocol TCP on every declared port (a list-map key, defaulted
+    # by the schema); the operator's copy says the same (upstream's XGBoost examples
+    # declare xgboostjob-port without one).
+    pod = template.get("spec") or {}
+    for key in ("initContainers", "containers", "ephemeralContainers"):
+        for container in pod.get(key) or []:
+            for port in container.get("ports") or []:
+                port.setdefault("protocol", "TCP")
 
 
 def _default_restart_policies(specs: dict[str, Any], kind: KindInfo) -> None:
@@ -80,6 +95,7 @@ _MODELS: dict[str, type[JobBase]] = {
     PYTORCH.kind: PyTorchJob,
     TENSORFLOW.kind: TFJob,
     MPI.kind: MPIJob,
+    XGBOOST.kind: XGBoostJob,
 }
 
 
@@ -89,7 +105,7 @@ def default_wire(obj: dict[str, Any]) -> dict[str, Any]:
     kind = out["kind"]
     model = _MODELS.get(kind)
     if model is None:
-        raise ValueError(f"kind {kind!r} has no defaults: expected PyTorchJob, TFJob or MPIJob")
+        raise ValueError(f"kind {kind!r} has no defaults: expected one of {', '.join(_MODELS)}")
     spec = out["spec"]
     # cleanPodPolicy is not a stored default: the cleanup reads whether the job set it.
     spec.setdefault("runPolicy", {}).setdefault("cleanPodPolicy", "None")
@@ -97,6 +113,8 @@ def default_wire(obj: dict[str, Any]) -> dict[str, Any]:
     info = KINDS[kind]
     specs = spec[info.replica_specs_field]
     _default_restart_policies(specs, info)
+    for rspec in specs.values():
+        _default_port_protocols(rspec["template"])
     if kind == PYTORCH.kind:
         nproc = default_nproc_per_node(spec)
         if nproc is not None:

@@ -1,4 +1,4 @@
-"""What the CRDs of Kubeflow v1's job kinds (PyTorchJob, TFJob, MPIJob) are made of;
+"""What the CRDs of Kubeflow v1's job kinds (PyTorchJob, TFJob, MPIJob, XGBoostJob) are made of;
 ``kubetrain.api.crds`` generates them with Trainer v2's, through
 ``kubetrain.api.crd_generator``. A job kind's CRD has the status subresource (and the
 scale subresource where the kind names a replica type for it), the invariants of
@@ -16,12 +16,13 @@ from kubetrain.api.base import CelRule
 from kubetrain.api.common import JobStatus
 from kubetrain.api.crd_generator import VALUES, CrdInfo, PlacedRule, node_at
 from kubetrain.api.invariants import invariants_for, transitions_for
-from kubetrain.api.kinds import MPI, PYTORCH, TENSORFLOW, KindInfo
+from kubetrain.api.kinds import MPI, PYTORCH, TENSORFLOW, XGBOOST, KindInfo
 from kubetrain.api.limits import ReplicaLimits
 from kubetrain.api.mpi import MPIJob
 from kubetrain.api.pytorch import PyTorchJob
 from kubetrain.api.rules import REPLICA, REPLICA_FIELDS
 from kubetrain.api.tensorflow import TFJob
+from kubetrain.api.xgboost import XGBoostJob
 
 PRINTER_COLUMNS = [
     {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"},
@@ -69,7 +70,7 @@ def _store_restart_policy(kind: KindInfo) -> Callable[[dict[str, Any]], None]:
     return shape
 
 
-def _v1_info(model: type[PyTorchJob | TFJob | MPIJob], kind: KindInfo) -> CrdInfo:
+def _v1_info(model: type[PyTorchJob | TFJob | MPIJob | XGBoostJob], kind: KindInfo) -> CrdInfo:
     return CrdInfo(
         model,
         kind,
@@ -87,4 +88,5 @@ JOB_CRD_INFOS: tuple[CrdInfo, ...] = (
     _v1_info(PyTorchJob, PYTORCH),
     _v1_info(TFJob, TENSORFLOW),
     _v1_info(MPIJob, MPI),
+    _v1_info(XGBoostJob, XGBOOST),
 )

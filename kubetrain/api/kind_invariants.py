@@ -1,4 +1,4 @@
-"""The invariants of each kind (replica types, PyTorchJob, TFJob, MPIJob) and of every
+"""The invariants of each kind (replica types, PyTorchJob, TFJob, MPIJob, XGBoostJob) and of every
 replica's pod template (containers, images, the main container upstream requires)."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from kubetrain.api.errors import FieldError
-from kubetrain.api.kinds import MPI, PYTORCH, TENSORFLOW
+from kubetrain.api.kinds import MPI, PYTORCH, TENSORFLOW, XGBOOST
 from kubetrain.api.rules import (
     CASE_INSENSITIVE_KINDS,
     MAIN_CONTAINERS,
@@ -210,6 +210,28 @@ def _check_mpi_restart(obj: dict[str, Any]) -> list[FieldError]:
     return errors
 
 
+# --- XGBoostJob --------------------------------------------------------------------------
+
+_XGB = "xgbReplicaSpecs"
+# Upstream's webhook words ("must be present", "must be 1"), in a sentence of their own.
+XGB_NEEDS_MASTER = "an XGBoostJob's Master replica spec must be present (it runs the tracker)"
+XGB_ONE_MASTER = "an XGBoostJob's Master replicas must be 1"
+
+
+def _check_xgb_has_master(obj: dict[str, Any]) -> list[FieldError]:
+    if "Master" not in specs_of(obj, _XGB):
+        return [FieldError(f"spec.{_XGB}.Master", XGB_NEEDS_MASTER, kind="required")]
+    return []
+
+
+def _check_xgb_one_master(obj: dict[str, Any]) -> list[FieldError]:
+    specs = specs_of(obj, _XGB)
+    count = replicas_of(specs["Master"]) if "Master" in specs else None
+    if count is not None and count != 1:
+        return [FieldError(f"spec.{_XGB}.Master.replicas", XGB_ONE_MASTER, count)]
+    return []
+
+
 # --- every kind: pod templates -----------------------------------------------------------
 
 NEEDS_CONTAINERS = "a replica's pod template must have at least one container"
@@ -294,6 +316,7 @@ def kind_specific() -> list[Invariant]:
     worker = cel_replicas(f"self.spec.{_PT}", "'Worker'")
     launcher = cel_replicas(f"self.spec.{_MPI}", "'Launcher'")
     mpi_worker = cel_replicas(f"self.spec.{_MPI}", "'Worker'")
+    xgb_master = cel_replicas(f"self.spec.{_XGB}", "'Master'")
     return [
         Invariant(
             "pytorch-one-master",
@@ -357,6 +380,23 @@ def kind_specific() -> list[Invariant]:
             f".spec.{_TF}",
             _check_tf_chief,
         ),
+        Invariant(
+            "xgboost-needs-master",
+            XGBOOST.kind,
+            XGB_NEEDS_MASTER,
+            cel_present(_XGB, "Master"),
+            f".spec.{_XGB}",
+            _check_xgb_has_master,
+        ),
+        Invariant(
+            "xgboost-one-master",
+            XGBOOST.kind,
+            XGB_ONE_MASTER,
+            f"!({cel_present(_XGB, 'Master')}) || {xgb_master} == 1",
+            f".spec.{_XGB}",
+            _check_xgb_one_master,
+        ),
+        _main_container_invariant(XGBOOST.kind),
         Invariant(
             "mpi-one-launcher",
             MPI.kind,

@@ -87,6 +87,21 @@ TENSORFLOW = KindInfo(
     ),
     case_insensitive_replica_types=True,
 )
+XGBOOST = KindInfo(
+    kind="XGBoostJob",
+    short="xgboost",
+    group="kubeflow.org",
+    version="v1",
+    plural="xgboostjobs",
+    singular="xgboostjob",
+    operator_name="xgboostjob-controller",
+    replica_specs_field="xgbReplicaSpecs",
+    replica_types=("Master", "Worker"),
+    main_container="xgboost",
+    port_name="xgboostjob-port",
+    default_port=9999,
+    default_restart_policies=(("Master", "Never"), ("Worker", "Never")),
+)
 MPI = KindInfo(
     kind="MPIJob",
     short="mpi",
@@ -101,7 +116,7 @@ MPI = KindInfo(
 )
 
 #: Every served kind by name, in the order kubetrain lists them.
-KINDS: Mapping[str, KindInfo] = {k.kind: k for k in (PYTORCH, TENSORFLOW, MPI)}
+KINDS: Mapping[str, KindInfo] = {k.kind: k for k in (PYTORCH, TENSORFLOW, MPI, XGBOOST)}
 JOB_KINDS: tuple[str, ...] = tuple(KINDS)
 
 

@@ -32,10 +32,11 @@ from kubetrain.api.pytorch import PyTorchJob
 from kubetrain.api.reading import decode_text
 from kubetrain.api.rules import CASE_INSENSITIVE_KINDS, REPLICA_FIELDS, REPLICA_TYPES
 from kubetrain.api.tensorflow import TFJob
+from kubetrain.api.xgboost import XGBoostJob
 
-Job = PyTorchJob | TFJob | MPIJob
+Job = PyTorchJob | TFJob | MPIJob | XGBoostJob
 JOB_TYPES: dict[str, type[JobBase]] = {
-    str(m.model_fields["kind"].default): m for m in (PyTorchJob, TFJob, MPIJob)
+    str(m.model_fields["kind"].default): m for m in (PyTorchJob, TFJob, MPIJob, XGBoostJob)
 }
 API_VERSIONS = {kind: info.api_version for kind, info in KINDS.items()}
 
@@ -66,7 +67,7 @@ def load_job(obj: Any, source: str = "", *, limits: ReplicaLimits = DEFAULT_REPL
         return load_job(without_status(wire), source, limits=limits)
     if errors or job is None:
         raise JobValidationError([_as_written(e, kind, renamed) for e in errors], source)
-    assert isinstance(job, PyTorchJob | TFJob | MPIJob)
+    assert isinstance(job, PyTorchJob | TFJob | MPIJob | XGBoostJob)
     return job
 
 

@@ -62,6 +62,22 @@ def mpi_job(**spec: Any) -> dict[str, Any]:
     return base
 
 
+def xgboost_job(**spec: Any) -> dict[str, Any]:
+    base: dict[str, Any] = {
+        "apiVersion": "kubeflow.org/v1",
+        "kind": "XGBoostJob",
+        "metadata": {"name": "job"},
+        "spec": {
+            "xgbReplicaSpecs": {
+                "Master": {"replicas": 1, "template": pod("xgboost")},
+                "Worker": {"replicas": 2, "template": pod("xgboost")},
+            }
+        },
+    }
+    base["spec"].update(copy.deepcopy(spec))
+    return base
+
+
 def set_path(obj: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
     """Set a dotted path (``spec.x.y``; list indexes as ``[0]``) in a copy of ``obj``."""
     out = copy.deepcopy(obj)

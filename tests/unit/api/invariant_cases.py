@@ -9,7 +9,7 @@ from typing import Any
 
 from kubetrain.api.invariants import INVARIANTS
 from kubetrain.api.rules import REPLICA, REPLICA_FIELDS, Invariant
-from tests.unit.api.helpers import mpi_job, pod, pytorch_job, set_path, tf_job
+from tests.unit.api.helpers import mpi_job, pod, pytorch_job, set_path, tf_job, xgboost_job
 
 INVARIANTS_BY_NAME = {invariant.name: invariant for invariant in INVARIANTS}
 
@@ -37,6 +37,7 @@ class InvariantCase:
 PT = "spec.pytorchReplicaSpecs"
 TF = "spec.tfReplicaSpecs"
 MPI = "spec.mpiReplicaSpecs"
+XGB = "spec.xgbReplicaSpecs"
 LONG = "a" * 58
 
 
@@ -142,4 +143,15 @@ CASES: list[InvariantCase] = [
     ),
     InvariantCase("mpi-pods-per-job", set_path(mpi_job(), f"{MPI}.Worker.replicas", 2000)),
     *_every_kind("mpi", mpi_job(), MPI, "Worker"),
+    # XGBoostJob
+    InvariantCase(
+        "xgboost-needs-master",
+        set_path(xgboost_job(), XGB, {"Worker": {"template": pod("xgboost")}}),
+    ),
+    InvariantCase("xgboost-one-master", set_path(xgboost_job(), f"{XGB}.Master.replicas", 2)),
+    InvariantCase(
+        "xgboost-main-container", set_path(xgboost_job(), f"{XGB}.Worker.template", pod()), "Worker"
+    ),
+    InvariantCase("xgboost-pods-per-job", set_path(xgboost_job(), f"{XGB}.Worker.replicas", 2000)),
+    *_every_kind("xgboost", xgboost_job(), XGB, "Worker"),
 ]

@@ -55,8 +55,9 @@ def test_pytorch_keeps_a_user_port() -> None:
     )
     job = apply_defaults(load_job(wire))
     master = job.replica_specs()["Master"]
+    # Kept, with the protocol the API server stores on every port.
     assert master.template["spec"]["containers"][0]["ports"] == [
-        {"name": "pytorchjob-port", "containerPort": 29500}
+        {"name": "pytorchjob-port", "containerPort": 29500, "protocol": "TCP"}
     ]
 
 

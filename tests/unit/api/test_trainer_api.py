@@ -379,8 +379,8 @@ def test_load_object_names_every_kind_when_the_kind_is_wrong(kind: Any) -> None:
     assert "kind" in str(caught.value)
     if kind != 3:
         assert (
-            "PyTorchJob, TFJob, MPIJob, TrainJob, TrainingRuntime, ClusterTrainingRuntime"
-            in str(caught.value)
+            "PyTorchJob, TFJob, MPIJob, XGBoostJob, TrainJob, TrainingRuntime, "
+            "ClusterTrainingRuntime" in str(caught.value)
         )
 
 
