@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from kubetrain.frameworks import mpi, pytorch, tensorflow
+from kubetrain.frameworks import mpi, pytorch, tensorflow, xgboost
 from kubetrain.frameworks.addressing import (
     Addressing,
     ClusterAddressing,
@@ -21,7 +21,8 @@ from kubetrain.frameworks.base import Done, Framework, StartAfter
 
 #: Every framework by the kind of its jobs, in registry order.
 FRAMEWORKS: Mapping[str, Framework] = {
-    f.info.kind: f for f in (pytorch.FRAMEWORK, tensorflow.FRAMEWORK, mpi.FRAMEWORK)
+    f.info.kind: f
+    for f in (pytorch.FRAMEWORK, tensorflow.FRAMEWORK, mpi.FRAMEWORK, xgboost.FRAMEWORK)
 }
 
 
@@ -51,4 +52,5 @@ __all__ = [
     "pytorch",
     "replica_name",
     "tensorflow",
+    "xgboost",
 ]
