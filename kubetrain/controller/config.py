@@ -49,7 +49,7 @@ class OperatorConfig:
 
     kinds: tuple[str, ...] = JOB_KINDS
     """Job kinds to reconcile (and to request RBAC for): PyTorchJob, TFJob, MPIJob,
-    TrainJob. Default: all four."""
+    XGBoostJob, TrainJob. Default: all of them."""
     namespaces: tuple[str, ...] = ()
     """Namespaces to watch. Default: empty, meaning every namespace (ClusterRole)."""
     exclude_namespaces: tuple[str, ...] = SYSTEM_NAMESPACES

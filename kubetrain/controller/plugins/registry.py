@@ -5,13 +5,14 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from kubetrain.api.kinds import MPI, PYTORCH, TENSORFLOW, TRAINJOB
+from kubetrain.api.kinds import MPI, PYTORCH, TENSORFLOW, TRAINJOB, XGBOOST
 from kubetrain.controller.gang import GangConfig
 from kubetrain.controller.plugins.base import JobPlugin
 from kubetrain.controller.plugins.mpi_plugin import MPIPlugin
 from kubetrain.controller.plugins.pytorch_plugin import PyTorchPlugin
 from kubetrain.controller.plugins.tensorflow_plugin import TensorFlowPlugin
 from kubetrain.controller.plugins.trainjob_plugin import TrainJobPlugin
+from kubetrain.controller.plugins.xgboost_plugin import XGBoostPlugin
 from kubetrain.frameworks import ClusterAddressing
 
 #: Kind -> plugin factory, in the order the operator registers them. Each plugin has its
@@ -20,6 +21,7 @@ FACTORIES: tuple[tuple[str, Callable[[ClusterAddressing], JobPlugin[Any]]], ...]
     (PYTORCH.kind, lambda a: PyTorchPlugin(a)),
     (TENSORFLOW.kind, lambda a: TensorFlowPlugin(a)),
     (MPI.kind, lambda a: MPIPlugin(a)),
+    (XGBOOST.kind, lambda a: XGBoostPlugin(a)),
     (TRAINJOB.kind, lambda a: TrainJobPlugin(a)),
 )
 

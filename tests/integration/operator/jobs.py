@@ -16,8 +16,13 @@ from kubetrain.api import keys as K
 from tests.integration.kube import condition, wait_for
 
 GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
-PLURALS = {"PyTorchJob": "pytorchjobs", "TFJob": "tfjobs", "MPIJob": "mpijobs"}
-VERSIONS = {"PyTorchJob": "v1", "TFJob": "v1", "MPIJob": "v2beta1"}
+PLURALS = {
+    "PyTorchJob": "pytorchjobs",
+    "TFJob": "tfjobs",
+    "MPIJob": "mpijobs",
+    "XGBoostJob": "xgboostjobs",
+}
+VERSIONS = {"PyTorchJob": "v1", "TFJob": "v1", "MPIJob": "v2beta1", "XGBoostJob": "v1"}
 
 
 def template(container: str, *, gpus: int = 1, env: dict[str, str] | None = None) -> dict[str, Any]:
