@@ -40,9 +40,10 @@ def test_synth_writes_the_crds_chart_first(tmp_path: Path) -> None:
         "0000-customresourcedefinition-pytorchjobs.kubeflow.org.yaml",
         "0001-customresourcedefinition-tfjobs.kubeflow.org.yaml",
         "0002-customresourcedefinition-mpijobs.kubeflow.org.yaml",
-        "0003-customresourcedefinition-trainjobs.trainer.kubeflow.org.yaml",
-        "0004-customresourcedefinition-trainingruntimes.trainer.kubeflow.org.yaml",
-        "0005-customresourcedefinition-clustertrainingruntimes.trainer.kubeflow.org.yaml",
+        "0003-customresourcedefinition-xgboostjobs.kubeflow.org.yaml",
+        "0004-customresourcedefinition-trainjobs.trainer.kubeflow.org.yaml",
+        "0005-customresourcedefinition-trainingruntimes.trainer.kubeflow.org.yaml",
+        "0006-customresourcedefinition-clustertrainingruntimes.trainer.kubeflow.org.yaml",
         "kustomization.yaml",
     ]
     first = yaml.safe_load((chart_dir / files[0]).read_text())

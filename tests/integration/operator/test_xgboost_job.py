@@ -37,37 +37,34 @@ def _example(name: str) -> dict[str, Any]:
 def local_claim(core_v1: client.CoreV1Api, namespace: str) -> Iterator[None]:
     """A bound claim ``xgboostlocal`` (a hostPath volume, as upstream's README sets up)."""
     volume = f"{namespace}-{LOCAL_CLAIM}"
+    size = {"storage": "1Gi"}
     core_v1.create_persistent_volume(
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolume",
-            "metadata": {"name": volume},
-            "spec": {
-                "capacity": {"storage": "1Gi"},
-                "accessModes": ["ReadWriteMany"],
-                "hostPath": {"path": "/tmp/xgboost_model"},
-                "storageClassName": "",
-                "claimRef": {"namespace": namespace, "name": LOCAL_CLAIM},
-            },
-        }
+        client.V1PersistentVolume(
+            metadata=client.V1ObjectMeta(name=volume),
+            spec=client.V1PersistentVolumeSpec(
+                capacity=size,
+                access_modes=["ReadWriteMany"],
+                host_path=client.V1HostPathVolumeSource(path="/tmp/xgboost_model"),
+                storage_class_name="",
+                claim_ref=client.V1ObjectReference(namespace=namespace, name=LOCAL_CLAIM),
+            ),
+        )
     )
     core_v1.create_namespaced_persistent_volume_claim(
         namespace,
-        {
-            "apiVersion": "v1",
-            "kind": "PersistentVolumeClaim",
-            "metadata": {"name": LOCAL_CLAIM},
-            "spec": {
-                "accessModes": ["ReadWriteMany"],
-                "resources": {"requests": {"storage": "1Gi"}},
-                "storageClassName": "",
-                "volumeName": volume,
-            },
-        },
+        client.V1PersistentVolumeClaim(
+            metadata=client.V1ObjectMeta(name=LOCAL_CLAIM),
+            spec=client.V1PersistentVolumeClaimSpec(
+                access_modes=["ReadWriteMany"],
+                resources=client.V1VolumeResourceRequirements(requests=size),
+                storage_class_name="",
+                volume_name=volume,
+            ),
+        ),
     )
     wait_for(
-        lambda: core_v1.read_namespaced_persistent_volume_claim(LOCAL_CLAIM, namespace),
-        lambda claim: claim.status.phase == "Bound",
+        lambda: core_v1.read_namespaced_persistent_volume_claim(LOCAL_CLAIM, namespace).status,
+        lambda status: status is not None and status.phase == "Bound",
         what=f"claim {LOCAL_CLAIM} to be Bound",
     )
     try:

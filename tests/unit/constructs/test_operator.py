@@ -69,11 +69,22 @@ def test_cluster_role_rules_exactly() -> None:
     table = {(tuple(r["apiGroups"]), tuple(r["resources"])): tuple(r["verbs"]) for r in rules}
     watched = ("get", "list", "watch")
     assert table == {
-        (("kubeflow.org",), ("pytorchjobs", "tfjobs", "mpijobs")): (*watched, "delete"),
-        (("kubeflow.org",), ("pytorchjobs/status", "tfjobs/status", "mpijobs/status")): ("patch",),
+        (("kubeflow.org",), ("pytorchjobs", "tfjobs", "mpijobs", "xgboostjobs")): (
+            *watched,
+            "delete",
+        ),
         (
             ("kubeflow.org",),
-            ("pytorchjobs/finalizers", "tfjobs/finalizers", "mpijobs/finalizers"),
+            ("pytorchjobs/status", "tfjobs/status", "mpijobs/status", "xgboostjobs/status"),
+        ): ("patch",),
+        (
+            ("kubeflow.org",),
+            (
+                "pytorchjobs/finalizers",
+                "tfjobs/finalizers",
+                "mpijobs/finalizers",
+                "xgboostjobs/finalizers",
+            ),
         ): ("update",),
         # patch: lifting the startup gate of an MPI launcher's pod (a JSON patch).
         (("",), ("pods",)): ("create", "delete", *watched, "patch"),
@@ -96,7 +107,12 @@ def test_cluster_role_rules_exactly() -> None:
     # Nothing is ever PUT but the owner's finalizers (blockOwnerDeletion needs it).
     updated = [r["resources"] for r in rules if "update" in r["verbs"]]
     assert updated == [
-        ["pytorchjobs/finalizers", "tfjobs/finalizers", "mpijobs/finalizers"],
+        [
+            "pytorchjobs/finalizers",
+            "tfjobs/finalizers",
+            "mpijobs/finalizers",
+            "xgboostjobs/finalizers",
+        ],
         ["trainjobs/finalizers"],
     ]
 

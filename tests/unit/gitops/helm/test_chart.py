@@ -15,6 +15,8 @@ import pytest
 import yaml
 
 from kubetrain import __version__
+from kubetrain.api import all_crds
+from kubetrain.controller.config import JOB_KINDS
 from kubetrain.gitops.helm import (
     CHART_NAME,
     chart_files,
@@ -60,7 +62,7 @@ def test_crds_are_plain_files_and_values_yaml_holds_the_stacks_settings(
     local: Stack, files: dict[str, str]
 ) -> None:
     crds = sorted(p for p in files if p.startswith("crds/"))
-    assert len(crds) == 6
+    assert len(crds) == len(all_crds())
     assert all("{{" not in files[p] for p in crds)
     values = yaml.safe_load(files["values.yaml"])
     assert values == default_values(local.operator)
@@ -126,8 +128,8 @@ BOUNDARY_CASES = [
     ("watchNamespaces", ["kube-system"]),
     ("watchNamespaces", ["Team"]),
     ("watchNamespaces", ["a", "a"]),
-    ("kinds", {"PyTorchJob": False, "TFJob": False, "MPIJob": False, "TrainJob": False}),
-    ("kinds", {"PyTorchJob": False, "TFJob": False, "MPIJob": True, "TrainJob": False}),
+    ("kinds", {k: False for k in JOB_KINDS}),
+    ("kinds", {k: k == "MPIJob" for k in JOB_KINDS}),
     ("image.tag", "latest"),
     ("image.tag", ""),
     ("image.digest", "sha256:" + "ab" * 32),
