@@ -39,6 +39,7 @@ SERVED = {
     ("kubeflow.org/v1", "PyTorchJob"): "pytorchjobs",
     ("kubeflow.org/v1", "TFJob"): "tfjobs",
     ("kubeflow.org/v2beta1", "MPIJob"): "mpijobs",
+    ("kubeflow.org/v1", "XGBoostJob"): "xgboostjobs",
 }
 
 

@@ -67,6 +67,7 @@ def test_crds_are_established_with_their_names(
         "PyTorchJob",
         "TFJob",
         "MPIJob",
+        "XGBoostJob",
         "TrainJob",
         "TrainingRuntime",
         "ClusterTrainingRuntime",
@@ -282,7 +283,12 @@ def strict_create(api_client: client.ApiClient, job: dict[str, Any], namespace: 
     )
 
 
-PLURALS = {"PyTorchJob": "pytorchjobs", "TFJob": "tfjobs", "MPIJob": "mpijobs"}
+PLURALS = {
+    "PyTorchJob": "pytorchjobs",
+    "TFJob": "tfjobs",
+    "MPIJob": "mpijobs",
+    "XGBoostJob": "xgboostjobs",
+}
 
 
 @dataclass(frozen=True)
