@@ -1,5 +1,5 @@
 """CustomResourceDefinitions generated from the typed models: every kind of both groups,
-Kubeflow v1's (PyTorchJob, TFJob, MPIJob; their rows are in ``kubetrain.api.job_crds``)
+Kubeflow v1's (PyTorchJob, TFJob, MPIJob, XGBoostJob; their rows are in ``kubetrain.api.job_crds``)
 and Trainer v2's (TrainJob, TrainingRuntime, ClusterTrainingRuntime; in
 ``kubetrain.api.trainer.crds``), through one generator (``kubetrain.api.crd_generator``).
 
@@ -38,8 +38,8 @@ def crd_info(kind: str) -> CrdInfo:
 
 
 def all_crds(limits: ReplicaLimits = DEFAULT_REPLICA_LIMITS) -> list[dict[str, Any]]:
-    """Every CRD kubetrain serves, in a stable order: PyTorchJob, TFJob, MPIJob, TrainJob,
-    TrainingRuntime, ClusterTrainingRuntime; ``limits`` bound replica and node counts."""
+    """Every CRD kubetrain serves, in a stable order: PyTorchJob, TFJob, MPIJob, XGBoostJob,
+    TrainJob, TrainingRuntime, ClusterTrainingRuntime; ``limits`` bound replica and node counts."""
     return [generate_crd(info, limits) for info in CRD_INFOS]
 
 

@@ -40,7 +40,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "manifest",
         metavar="JOB.yaml",
-        help="a PyTorchJob, TFJob, MPIJob, or a TrainJob (its runtime may follow in the same file)",
+        help=(
+            "a PyTorchJob, TFJob, MPIJob, XGBoostJob, or a TrainJob (its runtime may follow "
+            "in the same file)"
+        ),
     )
     parser.add_argument(
         "--local",
@@ -144,8 +147,8 @@ def _load(path: str) -> tuple[Job | TrainJob, list[RuntimeBase]]:
             [
                 FieldError(
                     "",
-                    "exactly one job document (PyTorchJob, TFJob, MPIJob or TrainJob, which "
-                    f"runtimes may accompany), found {len(jobs)}",
+                    "exactly one job document (PyTorchJob, TFJob, MPIJob, XGBoostJob or "
+                    f"TrainJob, which runtimes may accompany), found {len(jobs)}",
                 )
             ],
             path,

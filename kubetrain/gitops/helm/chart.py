@@ -122,7 +122,8 @@ def _chart_yaml(stack: Stack) -> dict[str, Any]:
         "apiVersion": "v2",
         "name": CHART_NAME,
         "description": (
-            "Kubeflow-compatible training operator (PyTorchJob, TFJob, MPIJob, TrainJob), "
+            "Kubeflow-compatible training operator (PyTorchJob, TFJob, MPIJob, XGBoostJob, "
+            "TrainJob), "
             f"its CRDs and runtimes: the {stack.name} stack of kubetrain"
         ),
         "type": "application",
