@@ -25,6 +25,7 @@ from kubetrain.api.mpi import MPIImplementation, MPIJob, MPIJobSpec, MPIReplicaT
 from kubetrain.api.paddle import PaddleElasticPolicy, PaddleJob, PaddleJobSpec, PaddleReplicaType
 from kubetrain.api.pytorch import ElasticPolicy, PyTorchJob, PyTorchJobSpec, PyTorchReplicaType
 from kubetrain.api.tensorflow import SuccessPolicy, TFJob, TFJobSpec, TFReplicaType
+from kubetrain.api.xgboost import XGBoostJob, XGBoostJobSpec, XGBoostReplicaType
 
 __all__ = [
     "CleanPodPolicy",
@@ -63,6 +64,9 @@ __all__ = [
     "TFJob",
     "TFJobSpec",
     "TFReplicaType",
+    "XGBoostJob",
+    "XGBoostJobSpec",
+    "XGBoostReplicaType",
     "all_crds",
     "apply_defaults",
     "convert",

@@ -1,7 +1,8 @@
 """CustomResourceDefinitions generated from the typed models: every kind of both groups,
-Kubeflow v1's (PyTorchJob, TFJob, MPIJob, JAXJob; their rows are in
-``kubetrain.api.job_crds``) and Trainer v2's (TrainJob, TrainingRuntime, ClusterTrainingRuntime; in
-``kubetrain.api.trainer.crds``), through one generator (``kubetrain.api.crd_generator``).
+Kubeflow v1's (every kind of ``kubetrain.api.kinds.V1_KINDS``; their rows are in
+``kubetrain.api.job_crds``) and Trainer v2's (TrainJob, TrainingRuntime,
+ClusterTrainingRuntime; in ``kubetrain.api.trainer.crds``), through one generator
+(``kubetrain.api.crd_generator``).
 
 Each CRD is ``apiextensions.k8s.io/v1`` with one served and stored version, a structural
 schema (the pinned Kubernetes types embedded, descriptions trimmed), printer columns, CEL
@@ -38,8 +39,9 @@ def crd_info(kind: str) -> CrdInfo:
 
 
 def all_crds(limits: ReplicaLimits = DEFAULT_REPLICA_LIMITS) -> list[dict[str, Any]]:
-    """Every CRD kubetrain serves, in a stable order: PyTorchJob, TFJob, MPIJob, JAXJob,
-    TrainJob, TrainingRuntime, ClusterTrainingRuntime; ``limits`` bound replica and node counts."""
+    """Every CRD kubetrain serves, in a stable order: the v1 job kinds (the kinds table's
+    order), TrainJob, TrainingRuntime, ClusterTrainingRuntime; ``limits`` bound replica and
+    node counts."""
     return [generate_crd(info, limits) for info in CRD_INFOS]
 
 

@@ -18,11 +18,19 @@ from kubetrain.api.mpi import JOB_KIND as MPI_KIND
 from kubetrain.api.paddle import JOB_KIND as PADDLE_KIND
 from kubetrain.api.pytorch import JOB_KIND as PYTORCH_KIND
 from kubetrain.api.tensorflow import JOB_KIND as TENSORFLOW_KIND
+from kubetrain.api.xgboost import JOB_KIND as XGBOOST_KIND
 
 #: The Kubeflow v1 job kinds, each declared by its own module (its row, model, rules and
 #: defaults), in the order kubetrain lists them. Adding a kind is its module and one entry
 #: here.
-V1_KINDS: tuple[JobKind, ...] = (PYTORCH_KIND, TENSORFLOW_KIND, MPI_KIND, PADDLE_KIND, JAX_KIND)
+V1_KINDS: tuple[JobKind, ...] = (
+    PYTORCH_KIND,
+    TENSORFLOW_KIND,
+    MPI_KIND,
+    PADDLE_KIND,
+    JAX_KIND,
+    XGBOOST_KIND,
+)
 
 PYTORCH, TENSORFLOW, MPI = PYTORCH_KIND.info, TENSORFLOW_KIND.info, MPI_KIND.info
 

@@ -20,6 +20,7 @@ from typing import TextIO
 
 from kubetrain.api import JobValidationError
 from kubetrain.api.errors import FieldError
+from kubetrain.api.kinds import JOB_KINDS
 from kubetrain.api.loader import Job, read_manifest
 from kubetrain.api.trainer import TrainJob, load_objects_from_yaml
 from kubetrain.api.trainer.resolve import ResolvedTrainJob
@@ -40,10 +41,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "manifest",
         metavar="JOB.yaml",
-        help=(
-            "a PyTorchJob, TFJob, MPIJob, JAXJob, or a TrainJob (its runtime may follow in the "
-            "same file)"
-        ),
+        help=(f"a {', '.join(JOB_KINDS)} or TrainJob (its runtime may follow in the same file)"),
     )
     parser.add_argument(
         "--local",
@@ -147,8 +145,8 @@ def _load(path: str) -> tuple[Job | TrainJob, list[RuntimeBase]]:
             [
                 FieldError(
                     "",
-                    "exactly one job document (PyTorchJob, TFJob, MPIJob, JAXJob or TrainJob, "
-                    f"which runtimes may accompany), found {len(jobs)}",
+                    f"exactly one job document ({', '.join(JOB_KINDS)} or TrainJob, which "
+                    f"runtimes may accompany), found {len(jobs)}",
                 )
             ],
             path,

@@ -20,7 +20,7 @@ class KubeflowCrdsProps:
     """Props of :class:`KubeflowCrds`."""
 
     kinds: tuple[str, ...] = _KINDS
-    """Kinds whose CRD is emitted. Default: PyTorchJob, TFJob, MPIJob, JAXJob, TrainJob,
+    """Kinds whose CRD is emitted. Default: every v1 job kind, TrainJob,
     TrainingRuntime and ClusterTrainingRuntime (a TrainJob needs both runtime kinds)."""
     annotations: dict[str, str] = field(default_factory=dict)
     """Annotations on every CRD (e.g. Argo CD sync options). Default: none."""

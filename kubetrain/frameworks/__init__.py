@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from kubetrain.frameworks import jax, mpi, paddle, pytorch, tensorflow
+from kubetrain.frameworks import jax, mpi, paddle, pytorch, tensorflow, xgboost
 from kubetrain.frameworks.addressing import (
     Addressing,
     ClusterAddressing,
@@ -28,6 +28,7 @@ FRAMEWORKS: Mapping[str, Framework] = {
         mpi.FRAMEWORK,
         paddle.FRAMEWORK,
         jax.FRAMEWORK,
+        xgboost.FRAMEWORK,
     )
 }
 
@@ -60,4 +61,5 @@ __all__ = [
     "pytorch",
     "replica_name",
     "tensorflow",
+    "xgboost",
 ]

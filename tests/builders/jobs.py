@@ -193,6 +193,21 @@ def jax_job(
     return job("JAXJob", replicas, name=name, metadata=metadata, **spec)
 
 
+def xgboost_job(
+    *,
+    workers: int = 2,
+    restart_policy: str | None = None,
+    pods: Pods = plain_pods,
+    name: str = "job",
+    metadata: dict[str, Any] | None = None,
+    **spec: Any,
+) -> dict[str, Any]:
+    """An XGBoostJob: a Master (the tracker) and ``workers`` Workers."""
+    counts = {"Master": (1, "xgboost"), "Worker": (workers, "xgboost")}
+    replicas = _replicas(counts, pods, restart_policy)
+    return job("XGBoostJob", replicas, name=name, metadata=metadata, **spec)
+
+
 def set_path(obj: dict[str, Any], path: str, value: Any) -> dict[str, Any]:
     """Set a dotted path (``spec.x.y``; list indexes as ``[0]``) in a copy of ``obj``."""
     out = copy.deepcopy(obj)

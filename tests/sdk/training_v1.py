@@ -19,6 +19,8 @@ from kubeflow.training import (
     KubeflowOrgV1PaddleJobSpec,
     KubeflowOrgV1ReplicaSpec,
     KubeflowOrgV1RunPolicy,
+    KubeflowOrgV1XGBoostJob,
+    KubeflowOrgV1XGBoostJobSpec,
     TrainingClient,
 )
 from kubeflow.training.api_client import ApiClient
@@ -96,6 +98,36 @@ def jaxjob(name: str, namespace: str) -> KubeflowOrgV1JAXJob:
     )
 
 
+def xgboost_job(name: str, namespace: str, image: str) -> KubeflowOrgV1XGBoostJob:
+    """An XGBoostJob built as upstream's SDK e2e test builds it (``test_e2e_xgboostjob.py``:
+    one Master and one Worker, ``OnFailure``, the istio sidecar annotation off)."""
+    container = V1Container(
+        name="xgboost",
+        image=image,
+        args=["--job_type=Train", "--xgboost_parameter=objective:multi:softprob,num_class:3"],
+    )
+
+    def replica() -> KubeflowOrgV1ReplicaSpec:
+        return KubeflowOrgV1ReplicaSpec(
+            replicas=1,
+            restart_policy="OnFailure",
+            template=V1PodTemplateSpec(
+                metadata=V1ObjectMeta(annotations={constants.ISTIO_SIDECAR_INJECTION: "false"}),
+                spec=V1PodSpec(containers=[container]),
+            ),
+        )
+
+    return KubeflowOrgV1XGBoostJob(
+        api_version=constants.API_VERSION,
+        kind=constants.XGBOOSTJOB_KIND,
+        metadata=V1ObjectMeta(name=name, namespace=namespace),
+        spec=KubeflowOrgV1XGBoostJobSpec(
+            run_policy=KubeflowOrgV1RunPolicy(clean_pod_policy="None"),
+            xgb_replica_specs={"Master": replica(), "Worker": replica()},
+        ),
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--kubeconfig", required=True)
@@ -115,6 +147,9 @@ def main() -> None:
     from_file = sub.add_parser("create-paddlejob-from-file")
     from_file.add_argument("--file", required=True)
     sub.add_parser("create-jaxjob").add_argument("--name", required=True)
+    xgboost = sub.add_parser("create-xgboost-job")
+    xgboost.add_argument("--name", required=True)
+    xgboost.add_argument("--image", required=True)
     for call in ("get-job", "delete-job"):
         sub.add_parser(call).add_argument("--name", required=True)
     args = parser.parse_args()
@@ -140,6 +175,7 @@ def main() -> None:
             "kind": got.kind,
             "name": got.metadata.name,
             "replicas": {t: s.replicas for t, s in specs.items()},
+            "replica_types": sorted(specs),
             "conditions": [c.type for c in sdk.get_job_conditions(job=got)],
         }
     elif args.call == "delete-job":
@@ -155,6 +191,9 @@ def main() -> None:
             "succeeded": sdk.is_job_succeeded(job=job),
             "failed": sdk.is_job_failed(job=job),
         }
+    elif args.call == "create-xgboost-job":
+        sdk.create_job(job=xgboost_job(args.name, args.namespace, args.image))
+        out = {"created": args.name}
     elif args.call == "create-jaxjob":
         sdk.create_job(job=jaxjob(args.name, args.namespace), namespace=args.namespace)
         out = {"created": args.name}

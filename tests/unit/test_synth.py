@@ -41,10 +41,11 @@ def test_synth_writes_the_crds_chart_first(tmp_path: Path) -> None:
         "0001-customresourcedefinition-tfjobs.kubeflow.org.yaml",
         "0002-customresourcedefinition-mpijobs.kubeflow.org.yaml",
         "0003-customresourcedefinition-paddlejobs.kubeflow.org.yaml",
-        "0003-customresourcedefinition-jaxjobs.kubeflow.org.yaml",
-        "0004-customresourcedefinition-trainjobs.trainer.kubeflow.org.yaml",
-        "0005-customresourcedefinition-trainingruntimes.trainer.kubeflow.org.yaml",
-        "0006-customresourcedefinition-clustertrainingruntimes.trainer.kubeflow.org.yaml",
+        "0004-customresourcedefinition-jaxjobs.kubeflow.org.yaml",
+        "0005-customresourcedefinition-xgboostjobs.kubeflow.org.yaml",
+        "0006-customresourcedefinition-trainjobs.trainer.kubeflow.org.yaml",
+        "0007-customresourcedefinition-trainingruntimes.trainer.kubeflow.org.yaml",
+        "0008-customresourcedefinition-clustertrainingruntimes.trainer.kubeflow.org.yaml",
         "kustomization.yaml",
     ]
     first = yaml.safe_load((chart_dir / files[0]).read_text())

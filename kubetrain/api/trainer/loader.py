@@ -74,7 +74,7 @@ def load_trainer_object(
 def load_object(
     obj: Any, source: str = "", *, limits: ReplicaLimits = DEFAULT_REPLICA_LIMITS
 ) -> KubetrainObject:
-    """Parse any kind kubetrain serves (PyTorchJob, TFJob, MPIJob, JAXJob, TrainJob,
+    """Parse any kind kubetrain serves (the v1 job kinds, TrainJob,
     TrainingRuntime, ClusterTrainingRuntime); raise :class:`JobValidationError`."""
     kind = obj.get("kind") if isinstance(obj, dict) else None
     if isinstance(kind, str) and kind in TRAINER_TYPES:

@@ -30,6 +30,7 @@ from typing import Any
 import yaml
 
 from kubetrain import __version__
+from kubetrain.api.kinds import JOB_KINDS, TRAINJOB
 from kubetrain.constructs.monitoring import MonitoringProps
 from kubetrain.gitops.helm.emit import documents
 from kubetrain.gitops.helm.nodes import Expr, Range, Switch
@@ -122,8 +123,8 @@ def _chart_yaml(stack: Stack) -> dict[str, Any]:
         "apiVersion": "v2",
         "name": CHART_NAME,
         "description": (
-            "Kubeflow-compatible training operator (PyTorchJob, TFJob, MPIJob, JAXJob, "
-            f"TrainJob), its CRDs and runtimes: the {stack.name} stack of kubetrain"
+            f"Kubeflow-compatible training operator ({', '.join([*JOB_KINDS, TRAINJOB.kind])}), "
+            f"its CRDs and runtimes: the {stack.name} stack of kubetrain"
         ),
         "type": "application",
         "version": stack.version,

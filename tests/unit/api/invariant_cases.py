@@ -18,6 +18,7 @@ from tests.builders.jobs import (
     set_path,
     template,
     tf_job,
+    xgboost_job,
 )
 
 INVARIANTS_BY_NAME = {invariant.name: invariant for invariant in INVARIANTS}
@@ -48,6 +49,7 @@ TF = "spec.tfReplicaSpecs"
 MPI = "spec.mpiReplicaSpecs"
 PADDLE = "spec.paddleReplicaSpecs"
 JAX = "spec.jaxReplicaSpecs"
+XGB = "spec.xgbReplicaSpecs"
 LONG = "a" * 58
 
 
@@ -179,4 +181,17 @@ CASES: list[InvariantCase] = [
     # One replica type: 2,001 Workers are over both limits.
     InvariantCase("jax-pods-per-job", set_path(jax_job(), f"{JAX}.Worker.replicas", 2001)),
     *_every_kind("jax", jax_job(), JAX, "Worker"),
+    # XGBoostJob
+    InvariantCase(
+        "xgboost-needs-master",
+        set_path(xgboost_job(), XGB, {"Worker": {"template": template("xgboost")}}),
+    ),
+    InvariantCase("xgboost-one-master", set_path(xgboost_job(), f"{XGB}.Master.replicas", 2)),
+    InvariantCase(
+        "xgboost-main-container",
+        set_path(xgboost_job(), f"{XGB}.Worker.template", template()),
+        "Worker",
+    ),
+    InvariantCase("xgboost-pods-per-job", set_path(xgboost_job(), f"{XGB}.Worker.replicas", 2000)),
+    *_every_kind("xgboost", xgboost_job(), XGB, "Worker"),
 ]

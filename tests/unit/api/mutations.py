@@ -20,7 +20,7 @@ from hypothesis import strategies as st
 from tests.conftest import EXAMPLES, REPO_ROOT
 
 UPSTREAM = REPO_ROOT / "tests" / "data" / "upstream"
-JOB_KINDS = ("PyTorchJob", "TFJob", "MPIJob", "JAXJob")
+JOB_KINDS = ("PyTorchJob", "TFJob", "MPIJob", "JAXJob", "XGBoostJob")
 Path_ = tuple[str | int, ...]
 
 

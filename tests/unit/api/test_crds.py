@@ -41,6 +41,7 @@ def test_crd_names_and_versions() -> None:
         "MPIJob": ("mpijobs.kubeflow.org", "v2beta1"),
         "PaddleJob": ("paddlejobs.kubeflow.org", "v1"),
         "JAXJob": ("jaxjobs.kubeflow.org", "v1"),
+        "XGBoostJob": ("xgboostjobs.kubeflow.org", "v1"),
     }
     for kind, crd in CRDS.items():
         assert crd["spec"]["scope"] == "Namespaced"
@@ -178,6 +179,7 @@ def test_pytorch_scale_subresource_and_printer_columns() -> None:
             "MPIJob",
             ["exactly one Launcher", "Worker replica spec with at least one", "job name too long"],
         ),
+        ("XGBoostJob", ["Master replica spec must be present", "Master replicas must be 1"]),
     ],
 )
 def test_crd_carries_cel_rules_for_webhook_invariants(kind: str, expected: list[str]) -> None:

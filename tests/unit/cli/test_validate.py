@@ -76,6 +76,7 @@ def test_crds_command_prints_every_crd(capsys: pytest.CaptureFixture[str]) -> No
         "mpijobs.kubeflow.org",
         "paddlejobs.kubeflow.org",
         "jaxjobs.kubeflow.org",
+        "xgboostjobs.kubeflow.org",
         "trainjobs.trainer.kubeflow.org",
         "trainingruntimes.trainer.kubeflow.org",
         "clustertrainingruntimes.trainer.kubeflow.org",

@@ -66,7 +66,7 @@ def test_namespace_is_pod_security_restricted() -> None:
 
 #: The v1 job kinds' plurals, in the kinds table's order (written out: the test states the
 #: exact rules).
-JOBS = ("pytorchjobs", "tfjobs", "mpijobs", "paddlejobs", "jaxjobs")
+JOBS = ("pytorchjobs", "tfjobs", "mpijobs", "paddlejobs", "jaxjobs", "xgboostjobs")
 
 
 def test_cluster_role_rules_exactly() -> None:

@@ -96,6 +96,7 @@ def test_every_job_kind_has_the_check() -> None:
         "resource.customizations.health.kubeflow.org_PaddleJob",
         "resource.customizations.health.kubeflow.org_PyTorchJob",
         "resource.customizations.health.kubeflow.org_TFJob",
+        "resource.customizations.health.kubeflow.org_XGBoostJob",
         "resource.customizations.health.trainer.kubeflow.org_TrainJob",
     ]
     assert checks["resource.customizations.health.trainer.kubeflow.org_TrainJob"] == (

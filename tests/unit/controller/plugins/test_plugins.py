@@ -45,8 +45,9 @@ def env(obj: dict[str, Any], container: int = 0) -> dict[str, str]:
 
 def test_registry_is_ordered_and_rejects_unknown_kinds() -> None:
     assert list(build_registry(("MPIJob", "PyTorchJob"))) == ["PyTorchJob", "MPIJob"]
+    assert list(build_registry(("XGBoostJob", "TFJob"))) == ["TFJob", "XGBoostJob"]
     with pytest.raises(ValueError, match="no plugin for kinds"):
-        build_registry(("XGBoostJob",))
+        build_registry(("CaffeJob",))
 
 
 def test_pytorch_children_before_and_after_the_master_is_ready() -> None:
