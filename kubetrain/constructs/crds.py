@@ -1,5 +1,5 @@
-"""``KubeflowCrds``: the CRDs generated from ``kubetrain.api``: Kubeflow v1's PyTorchJob,
-TFJob, MPIJob and JAXJob, and Trainer v2's TrainJob, TrainingRuntime and ClusterTrainingRuntime."""
+"""``KubeflowCrds``: the CRDs generated from ``kubetrain.api``: Kubeflow v1's job kinds (the
+kinds table's) and Trainer v2's TrainJob, TrainingRuntime and ClusterTrainingRuntime."""
 
 from __future__ import annotations
 

@@ -70,7 +70,7 @@ def test_synth_summary_and_lock(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     assert "end-of-life" not in result.stdout + result.stderr
     assert result.stdout.strip() == (
-        "local 0.1.0: 40 objects (crds 7, operator 23, runtimes 7, samples 3) -> "
+        "local 0.1.0: 42 objects (crds 9, operator 23, runtimes 7, samples 3) -> "
         f"{tmp_path}/local/0.1.0 [written]"
     )
     lock = json.loads((tmp_path / "local" / "0.1.0" / "manifest.lock.json").read_text())
