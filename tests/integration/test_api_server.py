@@ -69,6 +69,7 @@ def test_crds_are_established_with_their_names(
         "TFJob",
         "MPIJob",
         "PaddleJob",
+        "JAXJob",
         "XGBoostJob",
         "TrainJob",
         "TrainingRuntime",

@@ -112,13 +112,18 @@ def test_default_values_render_what_synth_renders(helm: Any, local: Stack) -> No
     assert with_monitoring == _by_key([*expected, *monitoring.objects])
 
 
+def only(*kinds: str) -> dict[str, bool]:
+    """The ``kinds`` value turning on ``kinds`` and every other kind off."""
+    return {kind: kind in kinds for kind in JOB_KINDS}
+
+
 VALUE_CASES: list[tuple[str, dict[str, Any]]] = [
     ("watch-two-namespaces", {"watchNamespaces": ["team-a", "team-b"]}),
     (
         "watch-one-namespace-pytorch-only",
         {
             "watchNamespaces": ["ml"],
-            "kinds": {"PyTorchJob": True, "TFJob": False, "MPIJob": False, "TrainJob": False},
+            "kinds": only("PyTorchJob"),
         },
     ),
     ("three-replicas", {"replicas": 3}),
@@ -126,7 +131,7 @@ VALUE_CASES: list[tuple[str, dict[str, Any]]] = [
     (
         "mpi-and-trainjob",
         {
-            "kinds": {"PyTorchJob": False, "TFJob": False, "MPIJob": True, "TrainJob": True},
+            "kinds": only("MPIJob", "TrainJob"),
         },
     ),
     (
@@ -191,7 +196,7 @@ VALUE_CASES: list[tuple[str, dict[str, Any]]] = [
             "logLevel": "warning",
             "metricsPort": 9200,
             "nodeSelector": {"pool": "system"},
-            "kinds": {"PyTorchJob": True, "TFJob": True, "MPIJob": False, "TrainJob": False},
+            "kinds": only("PyTorchJob", "TFJob"),
         },
     ),
 ]
@@ -249,10 +254,7 @@ def test_every_shape_of_rbac_and_flags_renders_what_the_construct_renders(
         ({"metricsPort": 80}, "/metricsPort"),
         ({"logLevel": "verbose"}, "/logLevel"),
         ({"watchNamespaces": ["Not_A_Name"]}, "/watchNamespaces/0"),
-        (
-            {"kinds": {"PyTorchJob": False, "TFJob": False, "MPIJob": False, "TrainJob": False}},
-            "/kinds",
-        ),
+        ({"kinds": only()}, "/kinds"),
         ({"image": {"repository": "ghcr.io/x", "tag": "latest", "digest": ""}}, "/image"),
         ({"replicaCount": 2}, "replicaCount"),
     ],
