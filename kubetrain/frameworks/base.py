@@ -21,7 +21,7 @@ from typing import Any, Protocol
 
 from kubetrain.api.common import JobBase
 from kubetrain.api.kind_info import KindInfo
-from kubetrain.frameworks.addressing import Addressing, EnvVar
+from kubetrain.frameworks.addressing import Addressing, EnvVar, replica_name
 from kubetrain.frameworks.replicas import replicas_of
 
 #: ``done(replica type, index)``: whether that replica finished successfully.
@@ -88,6 +88,25 @@ def present(job: JobBase, types: tuple[str, ...]) -> tuple[str, ...]:
     """The types of ``types`` the job has, with at least one replica, in that order."""
     specs = job.replica_specs()
     return tuple(t for t in types if t in specs and replicas_of(specs[t]) > 0)
+
+
+def after_leader(
+    job: JobBase, leaders: tuple[str, ...], waiting_types: tuple[str, ...]
+) -> list[StartAfter]:
+    """The workers (the replicas of ``waiting_types`` the job has) start once replica 0 of
+    its first leader (of ``leaders``) is Ready; nothing waits without either."""
+    leader = leader_first(job, leaders)
+    waiting = present(job, waiting_types)
+    if leader is None or not waiting:
+        return []
+    return [
+        StartAfter(
+            waiting=waiting,
+            needed=((leader, 0),),
+            waiting_label="the workers",
+            needed_label=f"the {leader.lower()} ({replica_name(job.name, leader, 0)})",
+        )
+    ]
 
 
 def replica_counts(job: JobBase) -> Mapping[str, int]:

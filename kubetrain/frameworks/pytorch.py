@@ -30,7 +30,7 @@ from kubetrain.frameworks.addressing import (
     env_var,
     replica_name,
 )
-from kubetrain.frameworks.base import Done, StartAfter
+from kubetrain.frameworks.base import Done, StartAfter, after_leader
 from kubetrain.frameworks.policy import RENDEZVOUS_PORT, TrainJobPolicy, trainer_node
 from kubetrain.frameworks.replicas import declared_port, replicas_of
 
@@ -184,17 +184,7 @@ class PyTorch:
         return CONTAINER
 
     def start_order(self, job: JobBase) -> list[StartAfter]:
-        specs = _typed(job).replica_specs()
-        if not replicas_of(specs.get(MASTER)) or not replicas_of(specs.get(WORKER)):
-            return []
-        return [
-            StartAfter(
-                waiting=(WORKER,),
-                needed=((MASTER, 0),),
-                waiting_label="the workers",
-                needed_label=f"the master ({replica_name(job.name, MASTER, 0)})",
-            )
-        ]
+        return after_leader(job, (MASTER,), (WORKER,))
 
     def succeeded(self, job: JobBase, done: Done) -> str | None:
         typed = _typed(job)

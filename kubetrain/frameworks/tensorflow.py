@@ -30,7 +30,7 @@ from kubetrain.frameworks.addressing import (
     env_var,
     replica_name,
 )
-from kubetrain.frameworks.base import Done, StartAfter, leader_first, present
+from kubetrain.frameworks.base import Done, StartAfter, after_leader, leader_first
 from kubetrain.frameworks.policy import TrainJobPolicy
 from kubetrain.frameworks.replicas import declared_port, main_container, replicas_of
 
@@ -167,18 +167,7 @@ class TensorFlow:
         return CONTAINER
 
     def start_order(self, job: JobBase) -> list[StartAfter]:
-        leader = leader_first(job, LEADERS)
-        waiting = present(job, (WORKER, EVALUATOR))
-        if leader is None or not waiting:
-            return []
-        return [
-            StartAfter(
-                waiting=waiting,
-                needed=((leader, 0),),
-                waiting_label="the workers",
-                needed_label=f"the {leader.lower()} ({replica_name(job.name, leader, 0)})",
-            )
-        ]
+        return after_leader(job, LEADERS, (WORKER, EVALUATOR))
 
     def succeeded(self, job: JobBase, done: Done) -> str | None:
         typed = _typed(job)
