@@ -114,10 +114,21 @@ return hs
 # sync operation runs: then the next wave starts after the previous one is really up. A
 # child whose last sync failed (its retries used up) and is not Synced is Degraded: the
 # parent's sync then fails too, instead of waiting for that wave for ever, and a fix
-# committed afterwards (a revert) is synced.
+# committed afterwards (a revert) is synced. A status compared to another source than the
+# spec's (the parent has just changed the child's path) is stale: Progressing, until the
+# child has compared its new source; else a large chart's slow compare lets the next wave
+# start on the old status.
 APPLICATION_HEALTH_LUA = """\
 local hs = {status = "Progressing", message = "Waiting for the Application to sync"}
 if obj.status == nil then
+  return hs
+end
+local compared = (obj.status.sync or {}).comparedTo or {}
+local source = (obj.spec or {}).source
+if source ~= nil and compared.source ~= nil and (compared.source.path ~= source.path
+    or compared.source.repoURL ~= source.repoURL
+    or compared.source.targetRevision ~= source.targetRevision) then
+  hs.message = "Waiting for the Application to compare its new source"
   return hs
 end
 local health = obj.status.health or {}

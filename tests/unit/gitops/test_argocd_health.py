@@ -170,6 +170,14 @@ def application(sync: str | None, health: str | None, phase: str | None = None) 
     return obj
 
 
+def moved(app: dict[str, Any], compared: str, wanted: str) -> dict[str, Any]:
+    """``app`` with spec source path ``wanted`` and its status compared to ``compared``."""
+    source = {"repoURL": "file:///git", "targetRevision": "HEAD"}
+    app["spec"] = {"source": {**source, "path": wanted}}
+    app["status"]["sync"]["comparedTo"] = {"source": {**source, "path": compared}}
+    return app
+
+
 APPLICATION_CASES: dict[str, tuple[dict[str, Any], tuple[str, str]]] = {
     "just-created": (
         {"kind": "Application", "metadata": {"name": "x"}},
@@ -212,6 +220,20 @@ APPLICATION_CASES: dict[str, tuple[dict[str, Any], tuple[str, str]]] = {
     # A failed operation does not matter once the app is Synced again.
     "failed-then-synced": (
         application("Synced", "Healthy", "Failed"),
+        ("Healthy", "Healthy message"),
+    ),
+    # The parent has just moved the child to a new version's folder: its status still
+    # says Synced and Healthy, compared to the old folder. Not Healthy until compared anew.
+    "stale-status-after-a-new-source": (
+        moved(
+            application("Synced", "Healthy", "Succeeded"), "dist/local/0.1.1", "dist/local/0.1.2"
+        ),
+        ("Progressing", "Waiting for the Application to compare its new source"),
+    ),
+    "compared-to-its-source": (
+        moved(
+            application("Synced", "Healthy", "Succeeded"), "dist/local/0.1.2", "dist/local/0.1.2"
+        ),
         ("Healthy", "Healthy message"),
     ),
 }
