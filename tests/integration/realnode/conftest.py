@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 import shutil
 import threading
 from collections.abc import Iterator
@@ -68,10 +69,13 @@ def peak_memory(request: pytest.FixtureRequest, real_node_cluster: LocalCluster)
 def _tree_bytes(root: Path) -> int:
     """Bytes the files under ``root`` take (``du``; files come and go meanwhile)."""
     total = 0
-    for path in root.rglob("*"):
-        with contextlib.suppress(OSError):
-            if path.is_file() and not path.is_symlink():
-                total += path.stat().st_blocks * 512
+    # os.walk skips a directory that vanishes while it walks (rglob raises on it).
+    for folder, _, files in os.walk(root):
+        for name in files:
+            path = Path(folder) / name
+            with contextlib.suppress(OSError):
+                if path.is_file() and not path.is_symlink():
+                    total += path.stat().st_blocks * 512
     return total
 
 
