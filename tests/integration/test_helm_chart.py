@@ -9,7 +9,6 @@ Deployment's flags and ServiceAccount driving a sample job to Succeeded."""
 from __future__ import annotations
 
 import dataclasses
-import itertools
 import os
 import subprocess
 import tarfile
@@ -218,17 +217,32 @@ def test_values_render_what_the_construct_renders_for_the_same_props(
     assert _template(helm, values) == _construct_renders(local, values)
 
 
-# Every choice that adds or drops RBAC rules, objects and flags: each non-empty set of
-# kinds, cluster-wide or one namespace, each gang scheduler. The template writes each
-# such item once behind a condition found from the renders; the real helm evaluates
-# those conditions here on every combination.
+# Every choice that adds or drops RBAC rules, objects and flags: the sets of kinds, cluster-
+# wide or one namespace, each gang scheduler. The template writes each such item once
+# behind a condition found from renders of every combination; the real helm evaluates
+# those conditions here. The sets of kinds are each kind alone, all but one, and all: every
+# kind is seen on with the others off and off with the others on, which flips each
+# literal of a condition (``if or $.Values.kinds.MPIJob $.Values.kinds.TrainJob``, ``and``
+# with ``not $.Values.watchNamespaces``) both ways, in 15 sets where every subset of seven
+# kinds would be 127.
+KIND_SETS = [
+    *((kind,) for kind in JOB_KINDS),
+    *(tuple(k for k in JOB_KINDS if k != left_out) for left_out in JOB_KINDS),
+    tuple(JOB_KINDS),
+]
 SHAPES = [
     (kinds, namespaces, gang)
-    for size in range(1, len(JOB_KINDS) + 1)
-    for kinds in itertools.combinations(JOB_KINDS, size)
+    for kinds in KIND_SETS
     for namespaces in ((), ("ml",))
     for gang in ("none", "scheduler-plugins", "volcano")
 ]
+
+
+def test_the_kind_sets_turn_each_kind_on_alone_and_off_alone() -> None:
+    assert len(set(KIND_SETS)) == 2 * len(JOB_KINDS) + 1
+    for kind in JOB_KINDS:
+        assert (kind,) in KIND_SETS
+        assert tuple(k for k in JOB_KINDS if k != kind) in KIND_SETS
 
 
 @pytest.mark.parametrize(
@@ -243,6 +257,43 @@ def test_every_shape_of_rbac_and_flags_renders_what_the_construct_renders(
         "kinds": {kind: kind in kinds for kind in JOB_KINDS},
         "watchNamespaces": list(namespaces),
         "gangScheduler": gang,
+    }
+    assert _template(helm, values) == _construct_renders(local, values)
+
+
+# Replicas and leader election are their own group in the generator (rendered with the
+# others at their defaults): crossed here with the namespaces and the progress server,
+# the template must still give what the constructs give.
+LEADER_SHAPES = [
+    (replicas, elect, namespaces, progress)
+    for replicas in (1, 3)
+    for elect in (False, True)
+    for namespaces in ((), ("ml",))
+    for progress in (False, True)
+]
+
+
+@pytest.mark.parametrize(
+    ("replicas", "elect", "namespaces", "progress"),
+    LEADER_SHAPES,
+    ids=[
+        f"r{r}-{'elect' if e else 'single'}-{'ns' if n else 'cluster'}-{'progress' if p else 'plain'}"
+        for r, e, n, p in LEADER_SHAPES
+    ],
+)
+def test_leader_election_crossed_with_the_rbac_choices_renders_what_the_construct_renders(
+    helm: Any,
+    local: Stack,
+    replicas: int,
+    elect: bool,
+    namespaces: tuple[str, ...],
+    progress: bool,
+) -> None:
+    values = {
+        "replicas": replicas,
+        "leaderElect": elect,
+        "watchNamespaces": list(namespaces),
+        "progressServer": progress,
     }
     assert _template(helm, values) == _construct_renders(local, values)
 

@@ -358,6 +358,11 @@ def dimensions() -> tuple[dict[str, Any], list[tuple[str, list[Axis]]], list[Pro
         )
         for k in JOB_KINDS
     ]
+    # Kinds, namespaces, the gang scheduler and the progress server add and drop the same
+    # RBAC rules and objects (the ClusterRole is there when any of them needs it), so they
+    # are one group, rendered in every combination. Replicas and leader election touch
+    # only the leader-election Role and its flag: a group of their own (the merge raises
+    # if a change ever makes them meet), which keeps the renders at 2^kinds x 12 + 4.
     rbac = [
         *kinds,
         Axis(
@@ -368,14 +373,6 @@ def dimensions() -> tuple[dict[str, Any], list[tuple[str, list[Axis]]], list[Pro
             ),
         ),
         Axis(
-            "replicas",
-            (
-                Option({"replicas": 1}, "le (int $.Values.replicas) 1"),
-                Option({"replicas": REPLICAS_PROBE}, None),
-            ),
-        ),
-        _switch("leaderElect"),
-        Axis(
             "gangScheduler",
             tuple(
                 Option({"gangScheduler": m}, f'eq $.Values.gangScheduler "{m}"')
@@ -384,9 +381,20 @@ def dimensions() -> tuple[dict[str, Any], list[tuple[str, list[Axis]]], list[Pro
         ),
         _switch("progressServer"),
     ]
+    leader = [
+        Axis(
+            "replicas",
+            (
+                Option({"replicas": 1}, "le (int $.Values.replicas) 1"),
+                Option({"replicas": REPLICAS_PROBE}, None),
+            ),
+        ),
+        _switch("leaderElect"),
+    ]
     levels = typing.get_type_hints(OperatorConfig)["log_level"]
     groups: list[tuple[str, list[Axis]]] = [
-        ("kinds, watchNamespaces, replicas, leaderElect, gangScheduler, progressServer", rbac),
+        ("kinds, watchNamespaces, gangScheduler, progressServer", rbac),
+        ("replicas, leaderElect", leader),
         (
             "image",
             [
