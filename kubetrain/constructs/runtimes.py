@@ -39,6 +39,8 @@ from kubetrain.constructs.job_common import JobProps, Placement, pod_template
 from kubetrain.constructs.objects import api_object
 from kubetrain.constructs.runtime_queue import RuntimeQueuePolicy, RuntimeQueuePolicyProps
 from kubetrain.constructs.types import Resources
+from kubetrain.frameworks import jax, mpi, pytorch, tensorflow, xgboost
+from kubetrain.frameworks.policy import TrainJobPolicy
 
 API_VERSION = TRAINING_RUNTIME.api_version
 NODE = K.TRAINER_NODE_CONTAINER
@@ -164,11 +166,19 @@ def _known_device(limits: dict[str, Any]) -> bool:
 class RuntimeConstruct(constructs.Construct):
     """What every runtime construct does (see the module docs)."""
 
-    framework: RuntimeFramework
+    #: The framework's ML policy (its entry of :mod:`kubetrain.frameworks.registry`): the
+    #: runtime's ``mlPolicy`` entry, framework label and node port are read from it.
+    policy: TrainJobPolicy
 
     def __init__(self, scope: constructs.Construct, id: str, props: RuntimeProps) -> None:
+        if not hasattr(type(self), "policy"):
+            raise TypeError(
+                f"{type(self).__name__} is not a runtime of one framework: use TorchRuntime, "
+                "MpiRuntime, JaxRuntime, XGBoostRuntime or TensorFlowRuntime"
+            )
         super().__init__(scope, id)
         self.props = props
+        self.framework = self.framework_label()
         self.name = props.name or id.lower()
         #: What the construct changed so the Kubeflow SDK can read its jobs (also warned).
         self.sdk_notes: list[str] = []
@@ -204,21 +214,23 @@ class RuntimeConstruct(constructs.Construct):
 
     # -- what each framework says ---------------------------------------------------------
 
+    def framework_label(self) -> RuntimeFramework:
+        """The ``trainer.kubeflow.org/framework`` label: by default its policy's name."""
+        return RuntimeFramework(self.policy.name)
+
     def ml_policy(self) -> dict[str, Any]:
-        """The framework's ``mlPolicy`` entry (besides ``numNodes``); every framework's
-        construct states its own, so the base class alone makes no runtime."""
-        raise NotImplementedError(
-            f"{type(self).__name__} is not a runtime of one framework: use TorchRuntime, "
-            "MpiRuntime, JaxRuntime, XGBoostRuntime or TensorFlowRuntime"
-        )
+        """The framework's ``mlPolicy`` entry (besides ``numNodes``): by default its policy's
+        source field, empty (``torch: {}``)."""
+        return {self.policy.name: {}} if self.policy.ml_policy_source else {}
 
     def replicated_jobs(self) -> list[dict[str, Any]]:
         """The JobSet's replicated jobs: by default one ``node`` job, the trainer."""
         return [self._job(NODE, self._node_template(), trainer=True)]
 
     def node_port(self) -> int | None:
-        """The port a node listens on for its peers (declared on the container)."""
-        return None
+        """The port a node listens on for its peers (declared on the container): its
+        policy's rank port."""
+        return self.policy.rank_port
 
     # -- building blocks -------------------------------------------------------------------
 
@@ -337,37 +349,19 @@ class TorchRuntime(RuntimeConstruct):
     ``PET_NPROC_PER_NODE`` (``auto`` on GPU nodes, the node's CPUs otherwise),
     ``PET_NODE_RANK``, ``PET_MASTER_ADDR`` and ``PET_MASTER_PORT``."""
 
-    framework = RuntimeFramework.TORCH
-
-    def ml_policy(self) -> dict[str, Any]:
-        return {"torch": {}}
-
-    def node_port(self) -> int | None:
-        return 29500
+    policy = pytorch.POLICY
 
 
 class JaxRuntime(RuntimeConstruct):
     """JAX: ``JAX_NUM_PROCESSES``, ``JAX_PROCESS_ID``, ``JAX_COORDINATOR_ADDRESS``."""
 
-    framework = RuntimeFramework.JAX
-
-    def ml_policy(self) -> dict[str, Any]:
-        return {"jax": {}}
-
-    def node_port(self) -> int | None:
-        return 29500
+    policy = jax.POLICY
 
 
 class XGBoostRuntime(RuntimeConstruct):
     """XGBoost: the DMLC tracker on node 0 (``DMLC_TRACKER_URI``, ``DMLC_TASK_ID``, ...)."""
 
-    framework = RuntimeFramework.XGBOOST
-
-    def ml_policy(self) -> dict[str, Any]:
-        return {"xgboost": {}}
-
-    def node_port(self) -> int | None:
-        return 29500
+    policy = xgboost.POLICY
 
 
 class TensorFlowRuntime(RuntimeConstruct):
@@ -375,13 +369,7 @@ class TensorFlowRuntime(RuntimeConstruct):
     none and is labelled ``tensorflow``; kubetrain's operator gives each node
     ``TF_CONFIG`` (every node a worker on port 2222)."""
 
-    framework = RuntimeFramework.TENSORFLOW
-
-    def ml_policy(self) -> dict[str, Any]:
-        return {}
-
-    def node_port(self) -> int | None:
-        return 2222
+    policy = tensorflow.POLICY
 
 
 class MpiRuntime(RuntimeConstruct):
@@ -390,15 +378,18 @@ class MpiRuntime(RuntimeConstruct):
     with the hostfile at ``/etc/mpi/hostfile``."""
 
     props: MpiRuntimeProps
+    policy = mpi.POLICY
 
     def __init__(self, scope: constructs.Construct, id: str, props: MpiRuntimeProps) -> None:
-        self.framework = props.flavor
         super().__init__(scope, id, props)
+
+    def framework_label(self) -> RuntimeFramework:
+        return self.props.flavor
 
     def ml_policy(self) -> dict[str, Any]:
         props = self.props
         return {
-            "mpi": {
+            self.policy.name: {
                 "numProcPerNode": props.slots_per_node,
                 "mpiImplementation": "OpenMPI",
                 "sshAuthMountPath": props.ssh_auth_mount_path,

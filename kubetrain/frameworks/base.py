@@ -17,12 +17,14 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Generic, Protocol, TypeVar
 
 from kubetrain.api.common import JobBase
 from kubetrain.api.kind_info import KindInfo
 from kubetrain.frameworks.addressing import Addressing, EnvVar, replica_name
 from kubetrain.frameworks.replicas import replicas_of
+
+J = TypeVar("J", bound=JobBase)
 
 #: ``done(replica type, index)``: whether that replica finished successfully.
 Done = Callable[[str, int], bool]
@@ -112,3 +114,52 @@ def after_leader(
 def replica_counts(job: JobBase) -> Mapping[str, int]:
     """Replicas per type after defaulting."""
     return {t: replicas_of(s) for t, s in job.replica_specs().items()}
+
+
+def typed_as(job: JobBase, model: type[J], framework: str) -> J:
+    """``job`` as ``model`` (the kind ``framework`` serves); TypeError for another kind."""
+    if not isinstance(job, model):
+        raise TypeError(f"the {framework} framework takes only {model.__name__}s (got {job.kind})")
+    return job
+
+
+#: ``env(job, replica type, index, addressing)``: the variables of that replica.
+ReplicaEnv = Callable[[J, str, int, Addressing], list[EnvVar]]
+
+
+class WholeEnvFramework(Generic[J]):
+    """The frame of the frameworks whose upstream controller gives every container of a
+    replica the whole environment and runs the program in the kind's main container
+    (PyTorch's and most others'): a subclass names its kind (``info``, ``model``,
+    ``name``) and its environment (``replica_env``), and says ``role`` and ``succeeded``;
+    nothing waits for anything unless it overrides ``start_order``."""
+
+    info: KindInfo
+    model: type[J]
+    #: The framework's name in messages (``PyTorch``).
+    name: str
+
+    def typed(self, job: JobBase) -> J:
+        return typed_as(job, self.model, self.name)
+
+    def replica_env(
+        self, job: J, replica_type: str, index: int, addressing: Addressing
+    ) -> list[EnvVar]:
+        raise NotImplementedError
+
+    def container_env(
+        self,
+        job: JobBase,
+        replica_type: str,
+        index: int,
+        container: Mapping[str, Any],
+        addressing: Addressing,
+    ) -> list[EnvVar]:
+        """Every container of the replica gets the whole environment."""
+        return self.replica_env(self.typed(job), replica_type, index, addressing)
+
+    def run_container(self, job: JobBase, replica_type: str) -> str | None:
+        return self.info.main_container
+
+    def start_order(self, job: JobBase) -> list[StartAfter]:
+        return []

@@ -23,16 +23,13 @@ environment upstream injects into the trainer's ``node`` container:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from kubetrain.api.common import JobBase
 from kubetrain.api.jax import INFO as JAX
 from kubetrain.api.jax import JAXJob, JAXReplicaType
 from kubetrain.api.kind_info import KindInfo
 from kubetrain.api.trainer.resolve import ResolvedTrainJob
 from kubetrain.frameworks.addressing import Addressing, EnvVar, ReplicaRef, env_var
-from kubetrain.frameworks.base import Done, StartAfter
+from kubetrain.frameworks.base import Done, StartAfter, WholeEnvFramework, typed_as
 from kubetrain.frameworks.policy import RENDEZVOUS_PORT, TrainJobPolicy
 from kubetrain.frameworks.replicas import declared_port, replicas_of
 from kubetrain.frameworks.trainjob_nodes import index_env, rank_zero, rank_zero_port
@@ -50,9 +47,7 @@ PROCESS_ID = "PROCESS_ID"
 
 
 def _typed(job: JobBase) -> JAXJob:
-    if not isinstance(job, JAXJob):
-        raise TypeError(f"the JAX framework got a {job.kind}, expected a JAXJob")
-    return job
+    return typed_as(job, JAXJob, "JAX")
 
 
 def num_processes(job: JAXJob) -> int:
@@ -87,29 +82,18 @@ def replica_env(job: JAXJob, replica_type: str, index: int, addressing: Addressi
     ]
 
 
-class Jax:
+class Jax(WholeEnvFramework[JAXJob]):
     """The JAX framework of JAXJobs (see the module docs)."""
 
     info: KindInfo = JAX
+    model = JAXJob
+    name = "JAX"
+    replica_env = staticmethod(replica_env)
 
     def role(self, job: JobBase, replica_type: str, index: int) -> str | None:
         """``master`` for Worker 0, the coordinator (as upstream labels it)."""
         _typed(job)
         return "master" if replica_type == WORKER and index == 0 else None
-
-    def container_env(
-        self,
-        job: JobBase,
-        replica_type: str,
-        index: int,
-        container: Mapping[str, Any],
-        addressing: Addressing,
-    ) -> list[EnvVar]:
-        """Every container of a JAX replica gets the whole environment (as upstream)."""
-        return replica_env(_typed(job), replica_type, index, addressing)
-
-    def run_container(self, job: JobBase, replica_type: str) -> str | None:
-        return CONTAINER
 
     def start_order(self, job: JobBase) -> list[StartAfter]:
         """None: upstream starts every Worker at once (``jax.distributed.initialize``

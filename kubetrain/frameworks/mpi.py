@@ -33,7 +33,7 @@ from kubetrain.frameworks.addressing import (
     replica_name,
     trainjob_pod_name,
 )
-from kubetrain.frameworks.base import Done, StartAfter
+from kubetrain.frameworks.base import Done, StartAfter, typed_as
 from kubetrain.frameworks.policy import TrainJobPolicy
 from kubetrain.frameworks.replicas import replicas_of
 from kubetrain.frameworks.trainjob_nodes import gpus_per_node
@@ -119,9 +119,7 @@ def sshd_replica_types(job: JobBase) -> tuple[str, ...]:
 
 
 def _typed(job: JobBase) -> MPIJob:
-    if not isinstance(job, MPIJob):
-        raise TypeError(f"the MPI framework got a {job.kind}, expected an MPIJob")
-    return job
+    return typed_as(job, MPIJob, "MPI")
 
 
 def launcher_env(job: MPIJob, hostfile_path: str = HOSTFILE_PATH) -> list[EnvVar]:

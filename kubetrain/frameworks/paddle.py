@@ -23,9 +23,6 @@ Upstream's contract (training-operator v1.9, ``pkg/controller.v1/paddlepaddle``)
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from kubetrain.api.common import JobBase
 from kubetrain.api.kind_info import KindInfo
 from kubetrain.api.paddle import INFO as PADDLE
@@ -37,7 +34,7 @@ from kubetrain.frameworks.addressing import (
     env_var,
     replica_name,
 )
-from kubetrain.frameworks.base import Done, StartAfter
+from kubetrain.frameworks.base import Done, WholeEnvFramework, typed_as
 from kubetrain.frameworks.replicas import declared_port, replicas_of
 
 CONTAINER = str(PADDLE.main_container)
@@ -57,9 +54,7 @@ ENV_POD_IP = "POD_IP_DUMMY"
 
 
 def _typed(job: JobBase) -> PaddleJob:
-    if not isinstance(job, PaddleJob):
-        raise TypeError(f"the PaddlePaddle framework got a {job.kind}, expected a PaddleJob")
-    return job
+    return typed_as(job, PaddleJob, "PaddlePaddle")
 
 
 def has_master(job: PaddleJob) -> bool:
@@ -120,30 +115,16 @@ def replica_env(
     return env
 
 
-class Paddle:
+class Paddle(WholeEnvFramework[PaddleJob]):
     """The PaddlePaddle framework (see the module docs)."""
 
     info: KindInfo = PADDLE
+    model = PaddleJob
+    name = "PaddlePaddle"
+    replica_env = staticmethod(replica_env)
 
     def role(self, job: JobBase, replica_type: str, index: int) -> str | None:
         return "master" if replica_type == MASTER else None
-
-    def container_env(
-        self,
-        job: JobBase,
-        replica_type: str,
-        index: int,
-        container: Mapping[str, Any],
-        addressing: Addressing,
-    ) -> list[EnvVar]:
-        """Every container of a Paddle replica gets the whole environment."""
-        return replica_env(_typed(job), replica_type, index, addressing)
-
-    def run_container(self, job: JobBase, replica_type: str) -> str | None:
-        return CONTAINER
-
-    def start_order(self, job: JobBase) -> list[StartAfter]:
-        return []
 
     def succeeded(self, job: JobBase, done: Done) -> str | None:
         specs = _typed(job).replica_specs()

@@ -46,6 +46,11 @@ class TrainJobPolicy:
     #: from :mod:`kubetrain.api.trainer.constants`, whose ``ALL_RESERVED_ENV`` the CRD
     #: refuses. Default: none.
     reserved_env: tuple[str, ...] = ()
+    #: Whether a runtime of this policy names it in ``mlPolicy`` (upstream's source field,
+    #: ``torch: {}``: what a runtime construct writes by default). False where upstream
+    #: has no such field and the runtime says its framework by label alone (kubetrain's
+    #: TensorFlow). Default: it does.
+    ml_policy_source: bool = True
 
     def container_env(
         self,

@@ -13,9 +13,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from kubetrain.api.common import JobBase
 from kubetrain.api.kind_info import KindInfo
 from kubetrain.api.kinds import PYTORCH
@@ -30,7 +27,7 @@ from kubetrain.frameworks.addressing import (
     env_var,
     replica_name,
 )
-from kubetrain.frameworks.base import Done, StartAfter, after_leader
+from kubetrain.frameworks.base import Done, StartAfter, WholeEnvFramework, after_leader, typed_as
 from kubetrain.frameworks.policy import RENDEZVOUS_PORT, TrainJobPolicy, trainer_node
 from kubetrain.frameworks.replicas import declared_port, replicas_of
 
@@ -42,9 +39,7 @@ WORKER = PyTorchReplicaType.WORKER.value
 
 
 def _typed(job: JobBase) -> PyTorchJob:
-    if not isinstance(job, PyTorchJob):
-        raise TypeError(f"the PyTorch framework got a {job.kind}, expected a PyTorchJob")
-    return job
+    return typed_as(job, PyTorchJob, "PyTorch")
 
 
 def nproc_per_node(job: PyTorchJob) -> str:
@@ -156,10 +151,13 @@ def replica_env(
     return env
 
 
-class PyTorch:
+class PyTorch(WholeEnvFramework[PyTorchJob]):
     """The PyTorch framework (see the module docs)."""
 
     info: KindInfo = PYTORCH
+    model = PyTorchJob
+    name = "PyTorch"
+    replica_env = staticmethod(replica_env)
 
     def role(self, job: JobBase, replica_type: str, index: int) -> str | None:
         """``master`` for the Master, or for Worker 0 when there is no Master (as upstream
@@ -168,20 +166,6 @@ class PyTorch:
             return "master"
         has_master = bool(replicas_of(_typed(job).replica_specs().get(MASTER)))
         return "master" if not has_master and replica_type == WORKER and index == 0 else None
-
-    def container_env(
-        self,
-        job: JobBase,
-        replica_type: str,
-        index: int,
-        container: Mapping[str, Any],
-        addressing: Addressing,
-    ) -> list[EnvVar]:
-        """Every container of a PyTorch replica gets the whole environment."""
-        return replica_env(_typed(job), replica_type, index, addressing)
-
-    def run_container(self, job: JobBase, replica_type: str) -> str | None:
-        return CONTAINER
 
     def start_order(self, job: JobBase) -> list[StartAfter]:
         return after_leader(job, (MASTER,), (WORKER,))

@@ -30,7 +30,7 @@ from kubetrain.frameworks.addressing import (
     env_var,
     replica_name,
 )
-from kubetrain.frameworks.base import Done, StartAfter, after_leader, leader_first
+from kubetrain.frameworks.base import Done, StartAfter, after_leader, leader_first, typed_as
 from kubetrain.frameworks.policy import TrainJobPolicy
 from kubetrain.frameworks.replicas import declared_port, main_container, replicas_of
 
@@ -47,9 +47,7 @@ LEADERS = (CHIEF, MASTER)
 
 
 def _typed(job: JobBase) -> TFJob:
-    if not isinstance(job, TFJob):
-        raise TypeError(f"the TensorFlow framework got a {job.kind}, expected a TFJob")
-    return job
+    return typed_as(job, TFJob, "TensorFlow")
 
 
 def cluster_spec(job: TFJob, addressing: Addressing) -> dict[str, list[str]]:
@@ -132,7 +130,9 @@ def trainjob_env(job: ResolvedTrainJob, index: int, addressing: Addressing) -> l
 
 #: kubetrain's TensorFlow policy: ``TF_CONFIG`` in the trainer's ``node`` container, each
 #: node serving port 2222.
-POLICY = TrainJobPolicy(name=TENSORFLOW_LABEL, env=trainjob_env, rank_port=DEFAULT_PORT)
+POLICY = TrainJobPolicy(
+    name=TENSORFLOW_LABEL, env=trainjob_env, rank_port=DEFAULT_PORT, ml_policy_source=False
+)
 
 
 class TensorFlow:

@@ -23,9 +23,6 @@ injects into the trainer's ``node`` container:
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from typing import Any
-
 from kubetrain.api.common import JobBase
 from kubetrain.api.kind_info import KindInfo
 from kubetrain.api.trainer import constants as T
@@ -39,7 +36,7 @@ from kubetrain.frameworks.addressing import (
     env_var,
     replica_name,
 )
-from kubetrain.frameworks.base import Done, StartAfter, after_leader
+from kubetrain.frameworks.base import Done, StartAfter, WholeEnvFramework, after_leader, typed_as
 from kubetrain.frameworks.policy import RENDEZVOUS_PORT, TrainJobPolicy
 from kubetrain.frameworks.replicas import declared_port, replicas_of
 from kubetrain.frameworks.trainjob_nodes import gpus_per_node, index_env, rank_zero, rank_zero_port
@@ -52,9 +49,7 @@ WORKER = XGBoostReplicaType.WORKER.value
 
 
 def _typed(job: JobBase) -> XGBoostJob:
-    if not isinstance(job, XGBoostJob):
-        raise TypeError(f"the XGBoost framework got a {job.kind}, expected an XGBoostJob")
-    return job
+    return typed_as(job, XGBoostJob, "XGBoost")
 
 
 def replica_port(job: XGBoostJob, replica_type: str) -> int:
@@ -111,27 +106,16 @@ def replica_env(
     return env
 
 
-class XGBoost:
+class XGBoost(WholeEnvFramework[XGBoostJob]):
     """The XGBoost framework of ``XGBoostJob`` (see the module docs)."""
 
     info: KindInfo = XGBOOST
+    model = XGBoostJob
+    name = "XGBoost"
+    replica_env = staticmethod(replica_env)
 
     def role(self, job: JobBase, replica_type: str, index: int) -> str | None:
         return "master" if replica_type == MASTER else None
-
-    def container_env(
-        self,
-        job: JobBase,
-        replica_type: str,
-        index: int,
-        container: Mapping[str, Any],
-        addressing: Addressing,
-    ) -> list[EnvVar]:
-        """Every container of an XGBoost replica gets the whole environment (upstream's)."""
-        return replica_env(_typed(job), replica_type, index, addressing)
-
-    def run_container(self, job: JobBase, replica_type: str) -> str | None:
-        return CONTAINER
 
     def start_order(self, job: JobBase) -> list[StartAfter]:
         return after_leader(job, (MASTER,), (WORKER,))

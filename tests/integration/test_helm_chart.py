@@ -277,7 +277,9 @@ LEADER_SHAPES = [
     ("replicas", "elect", "namespaces", "progress"),
     LEADER_SHAPES,
     ids=[
-        f"r{r}-{'elect' if e else 'single'}-{'ns' if n else 'cluster'}-{'progress' if p else 'plain'}"
+        "-".join(
+            (f"r{r}", "elect" if e else "single", "ns" if n else "cluster", "pro" if p else "no")
+        )
         for r, e, n, p in LEADER_SHAPES
     ],
 )

@@ -5,8 +5,9 @@ One module per role:
 
 - :mod:`.chart`: the chart's files (Chart.yaml, values.yaml and its schema, crds/,
   templates/), writing them, the staleness check and the values table of the docs;
-- :mod:`.values`: the values (defaults from the stack, the schema from the typed props),
-  the props they mean, and the axes and probes the operator's renders vary;
+- :mod:`.values`: the values (defaults from the stack, the schema from the typed props)
+  and the props they mean;
+- :mod:`.dimensions`: the axes and probes the operator's renders vary;
 - :mod:`.template`: renders of the constructs merged into one templated object tree;
 - :mod:`.probes`: values rendered as distinctive texts, found again in the output and
   replaced by the expressions that read them;

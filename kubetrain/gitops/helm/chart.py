@@ -32,16 +32,11 @@ import yaml
 from kubetrain import __version__
 from kubetrain.api.kinds import JOB_KINDS, TRAINJOB
 from kubetrain.constructs.monitoring import MonitoringProps
+from kubetrain.gitops.helm.dimensions import check_probes_distinct, dimensions
 from kubetrain.gitops.helm.emit import documents
 from kubetrain.gitops.helm.nodes import Expr, Range, Switch
 from kubetrain.gitops.helm.template import compile_templates, keyed, with_values
-from kubetrain.gitops.helm.values import (
-    check_probes_distinct,
-    default_values,
-    dimensions,
-    operator_props,
-    values_schema,
-)
+from kubetrain.gitops.helm.values import default_values, operator_props, values_schema
 from kubetrain.gitops.render import RenderedChart, render_charts
 from kubetrain.gitops.stack import Queues, Samples, Stack
 from kubetrain.manifest import dump

@@ -4,6 +4,7 @@ limits), placement across one TrainJob's pods, and props checked when made."""
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import cdk8s
@@ -27,6 +28,7 @@ from kubetrain.constructs.runtimes import (
     XGBoostRuntime,
 )
 from kubetrain.constructs.types import Image, Quantity, Resources
+from kubetrain.frameworks import pytorch, registry
 from tests.k8s_schema import assert_valid
 from tests.unit.constructs.jobs_helpers import TRAINER, synth
 
@@ -75,6 +77,34 @@ def test_single_job_runtimes_carry_what_the_sdk_reads(
     assert container["ports"] == [{"containerPort": port, "protocol": "TCP"}]
     assert spec["restartPolicy"] == "OnFailure"
     assert spec["automountServiceAccountToken"] is False
+
+
+def test_every_registered_policy_has_a_runtime_construct_reading_it() -> None:
+    constructs_by_policy = {
+        c.policy.name: c
+        for c in (TorchRuntime, JaxRuntime, XGBoostRuntime, TensorFlowRuntime, MpiRuntime)
+    }
+    assert set(constructs_by_policy) == {p.name for p in registry.POLICIES}
+    for name, construct in constructs_by_policy.items():
+        assert construct.policy is registry.BY_NAME[name]
+
+
+def test_a_policys_construct_is_its_policy_alone() -> None:
+    # A framework added to the registry gets its runtime construct from one line: the
+    # mlPolicy entry, the framework label and the node port are the policy's.
+    class Torch2Runtime(RuntimeConstruct):
+        policy = dataclasses.replace(pytorch.POLICY, rank_port=23456)
+
+    runtime = one(synth(lambda s: Torch2Runtime(s, "Rt", RuntimeProps(image=TRAINER))))
+    assert runtime["spec"]["mlPolicy"] == {"numNodes": 1, "torch": {}}
+    assert runtime["metadata"]["labels"] == {K.TRAINER_FRAMEWORK_LABEL: "torch"}
+    (node,) = jobs(runtime).values()
+    assert pod(node)["containers"][0]["ports"] == [{"containerPort": 23456, "protocol": "TCP"}]
+
+
+def test_the_base_class_alone_is_no_runtime() -> None:
+    with pytest.raises(TypeError, match="RuntimeConstruct is not a runtime of one framework"):
+        synth(lambda s: RuntimeConstruct(s, "Rt", RuntimeProps(image=TRAINER)))
 
 
 def test_a_namespaced_runtime() -> None:

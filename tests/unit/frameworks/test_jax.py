@@ -119,7 +119,7 @@ def test_rejects_another_kind() -> None:
             },
         }
     )
-    with pytest.raises(TypeError, match="expected a JAXJob"):
+    with pytest.raises(TypeError, match=r"takes only JAXJobs \(got PyTorchJob\)"):
         jax.FRAMEWORK.succeeded(pytorch, lambda _t, _i: True)
 
 

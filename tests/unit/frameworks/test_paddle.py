@@ -149,7 +149,7 @@ def test_rejects_another_kind() -> None:
             },
         }
     )
-    with pytest.raises(TypeError, match="expected a PaddleJob"):
+    with pytest.raises(TypeError, match=r"takes only PaddleJobs \(got TFJob\)"):
         FRAMEWORK.succeeded(tf, lambda t, i: True)
 
 

@@ -156,5 +156,5 @@ def test_rejects_an_unknown_replica_type_and_another_kind() -> None:
             "spec": {"tfReplicaSpecs": {"Worker": {"template": TF_POD}}},
         }
     )
-    with pytest.raises(TypeError, match="expected an XGBoostJob"):
+    with pytest.raises(TypeError, match=r"takes only XGBoostJobs \(got TFJob\)"):
         xgboost.FRAMEWORK.succeeded(tf, lambda rtype, i: True)
