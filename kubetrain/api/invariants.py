@@ -23,13 +23,13 @@ from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, ReplicaLimits
 from kubetrain.api.names import MAX_NAME, name_or_generated
 from kubetrain.api.rules import (
     HAS_CONTAINERS,
-    REPLICA,
-    Invariant,
+    ROOT,
+    Rule,
     Transition,
     cel_replicas,
     containers_of,
+    replica_node,
     replicas_of,
-    run_checks,
     run_transitions,
     spec_of,
     specs_of,
@@ -38,7 +38,7 @@ from kubetrain.api.rules import (
 # --- replica types --------------------------------------------------------------------------
 
 
-def _replica_type_invariant(kind: str) -> Invariant:
+def _replica_type_invariant(kind: str) -> Rule:
     info = KINDS[kind]
     field = info.replica_specs_field
     message = info.replica_type_message()
@@ -59,7 +59,9 @@ def _replica_type_invariant(kind: str) -> Invariant:
     else:
         listed = ", ".join(f"'{t}'" for t in allowed)
         rule = f"!has(self.spec.{field}) || self.spec.{field}.all(k, k in [{listed}])"
-    return Invariant(f"{info.short}-replica-types", kind, message, rule, f".spec.{field}", check)
+    return Rule(
+        f"{info.short}-replica-types", (kind,), message, rule, ROOT, check, f".spec.{field}"
+    )
 
 
 # --- every kind: pod templates -----------------------------------------------------------
@@ -231,74 +233,77 @@ def _name_cel(field: str) -> str:
 # --- the tables ----------------------------------------------------------------------------
 
 
-def _every_kind(kind: str, limits: ReplicaLimits) -> list[Invariant]:
-    field, prefix = REPLICA_FIELDS[kind], KINDS[kind].short
+def _every_kind(kind: str, limits: ReplicaLimits) -> list[Rule]:
+    info = KINDS[kind]
+    field, prefix, replica = info.replica_specs_field, info.short, replica_node(info)
     return [
         _replica_type_invariant(kind),
-        Invariant(
+        Rule(
             f"{prefix}-containers",
-            kind,
+            (kind,),
             NEEDS_CONTAINERS,
             f"{HAS_CONTAINERS} && size(self.template.spec.containers) > 0",
-            ".template",
+            replica,
             _containers_check(field),
-            REPLICA,
+            ".template",
         ),
-        Invariant(
+        Rule(
             f"{prefix}-images",
-            kind,
+            (kind,),
             NEEDS_IMAGE,
             f"!({HAS_CONTAINERS}) || "
             "self.template.spec.containers.all(c, has(c.image) && size(c.image) > 0)",
-            ".template.spec.containers",
+            replica,
             _images_check(field),
-            REPLICA,
+            ".template.spec.containers",
         ),
-        Invariant(
+        Rule(
             f"{prefix}-managed-by",
-            kind,
+            (kind,),
             MANAGED_BY,
             _MANAGED_BY_CEL,
-            ".spec.runPolicy.managedBy",
+            ROOT,
             _check_managed_by,
+            ".spec.runPolicy.managedBy",
         ),
-        Invariant(
+        Rule(
             f"{prefix}-replicas-per-type",
-            kind,
+            (kind,),
             limits.per_type_message(),
             f"!has(self.replicas) || self.replicas <= {limits.max_replicas_per_type}",
-            ".replicas",
+            replica,
             _per_type_check(field, limits),
-            REPLICA,
+            ".replicas",
         ),
-        Invariant(
+        Rule(
             f"{prefix}-pods-per-job",
-            kind,
+            (kind,),
             limits.per_job_message(),
             _per_job_cel(field, limits),
-            f".spec.{field}",
+            ROOT,
             _per_job_check(field, limits),
+            f".spec.{field}",
         ),
-        Invariant(
+        Rule(
             f"{prefix}-name-fits",
-            kind,
+            (kind,),
             NAME_FITS,
             _name_cel(field),
-            ".metadata.name",
+            ROOT,
             _name_check(field),
+            ".metadata.name",
         ),
     ]
 
 
-def invariants_for(
-    kind: str, limits: ReplicaLimits = DEFAULT_REPLICA_LIMITS
-) -> tuple[Invariant, ...]:
-    """Every invariant of ``kind``, the replica limits being ``limits``."""
+def invariants_for(kind: str, limits: ReplicaLimits = DEFAULT_REPLICA_LIMITS) -> tuple[Rule, ...]:
+    """Every rule of the v1 kind ``kind``, the replica limits being ``limits``: its own
+    (its ``JobKind``) and those every v1 kind gets."""
     return (*JOB_KIND_APIS[kind].invariants, *_every_kind(kind, limits))
 
 
 def transitions_for(kind: str) -> tuple[Transition, ...]:
-    """The update rules of ``kind``."""
+    """The update rules of the v1 kind ``kind``."""
     return (
         Transition(
             f"{KINDS[kind].short}-managed-by-immutable",
@@ -311,21 +316,14 @@ def transitions_for(kind: str) -> tuple[Transition, ...]:
     )
 
 
-#: Every invariant of every kind, with the default replica limits.
-INVARIANTS: tuple[Invariant, ...] = tuple(
+#: Every rule of every v1 kind, with the default replica limits.
+INVARIANTS: tuple[Rule, ...] = tuple(
     rule for kind in REPLICA_FIELDS for rule in invariants_for(kind)
 )
-#: Every update rule of every kind.
+#: Every update rule of every v1 kind.
 TRANSITIONS: tuple[Transition, ...] = tuple(
     rule for kind in REPLICA_FIELDS for rule in transitions_for(kind)
 )
-
-
-def check_invariants(
-    kind: str, obj: dict[str, Any], limits: ReplicaLimits = DEFAULT_REPLICA_LIMITS
-) -> list[FieldError]:
-    """Run the Python side of every invariant of ``kind`` on a raw wire object."""
-    return run_checks((i.check for i in invariants_for(kind, limits)), obj)
 
 
 def check_update(kind: str, old: dict[str, Any], new: dict[str, Any]) -> list[FieldError]:

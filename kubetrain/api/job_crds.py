@@ -12,14 +12,12 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from kubetrain.api.base import CelRule
 from kubetrain.api.common import JobBase, JobStatus
-from kubetrain.api.crd_generator import VALUES, CrdInfo, PlacedRule, node_at
+from kubetrain.api.crd_generator import CrdInfo, node_at
 from kubetrain.api.invariants import invariants_for, transitions_for
 from kubetrain.api.kind_info import KindInfo
-from kubetrain.api.kinds import REPLICA_FIELDS, V1_KINDS
-from kubetrain.api.limits import ReplicaLimits
-from kubetrain.api.rules import REPLICA
+from kubetrain.api.kinds import V1_KINDS
+from kubetrain.api.rules import cel_transitions, placed_rules, replica_node
 
 PRINTER_COLUMNS = [
     {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"},
@@ -33,29 +31,9 @@ def uniform_restart_policy(kind: KindInfo) -> str | None:
     return policies.pop() if len(policies) == 1 else None
 
 
-def _replica_node(kind: str) -> tuple[str, ...]:
-    return ("spec", REPLICA_FIELDS[kind], VALUES)
-
-
-def _rules(kind: str) -> Callable[[ReplicaLimits], list[PlacedRule]]:
-    def rules(limits: ReplicaLimits) -> list[PlacedRule]:
-        # Rules over one replica sit on each replica spec: their cost is estimated per
-        # replica spec, and the API server's message then names the replica type.
-        return [
-            (_replica_node(kind) if i.scope == REPLICA else (), i.cel_rule())
-            for i in invariants_for(kind, limits)
-        ]
-
-    return rules
-
-
-def _transitions(kind: str) -> Callable[[], list[CelRule]]:
-    return lambda: [t.cel_rule() for t in transitions_for(kind)]
-
-
 def _store_restart_policy(kind: KindInfo) -> Callable[[dict[str, Any]], None]:
     def shape(root: dict[str, Any]) -> None:
-        replica_spec = node_at(root, _replica_node(kind.kind))
+        replica_spec = node_at(root, replica_node(kind))
         replica_spec.setdefault("x-kubernetes-validations", [])
         restart_policy = uniform_restart_policy(kind)
         if restart_policy is not None:
@@ -72,8 +50,8 @@ def _v1_info(model: type[JobBase], kind: KindInfo) -> CrdInfo:
         model,
         kind,
         tuple(PRINTER_COLUMNS),
-        _rules(kind.kind),
-        _transitions(kind.kind),
+        placed_rules(invariants_for, kind.kind),
+        cel_transitions(transitions_for, kind.kind),
         status=JobStatus,
         scale_replica_type=kind.scale_replica_type,
         shape=_store_restart_policy(kind),

@@ -9,7 +9,7 @@ from typing import Any
 
 from kubetrain.api.common import JobBase
 from kubetrain.api.kind_info import KindInfo
-from kubetrain.api.rules import Invariant
+from kubetrain.api.rules import Rule
 
 #: A kind's own defaults, applied to the wire ``spec`` of a job (after the defaults every
 #: kind gets: stored defaults, restart policies; before the main container's port).
@@ -28,5 +28,5 @@ class JobKind:
 
     info: KindInfo
     model: type[JobBase]
-    invariants: tuple[Invariant, ...] = ()
+    invariants: tuple[Rule, ...] = ()
     defaults: KindDefaults = no_defaults

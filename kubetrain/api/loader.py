@@ -22,7 +22,7 @@ from kubetrain.api.common import JobBase
 from kubetrain.api.convert.table import older_version_hint
 from kubetrain.api.embedded import status_is_ignored, without_status
 from kubetrain.api.errors import FieldError, JobValidationError
-from kubetrain.api.invariants import check_invariants
+from kubetrain.api.invariants import invariants_for
 from kubetrain.api.job_crds import JOB_CRD_INFOS
 from kubetrain.api.kinds import (
     CASE_INSENSITIVE_KINDS,
@@ -34,6 +34,7 @@ from kubetrain.api.kinds import (
 from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, MAX_FILE_BYTES, ReplicaLimits
 from kubetrain.api.loading import load_documents, load_typed, read_kind, the_one
 from kubetrain.api.reading import decode_text
+from kubetrain.api.rules import run_rules
 
 #: A loaded job of any v1 kind (its model is the kind's, :data:`JOB_TYPES`).
 Job = JobBase
@@ -62,7 +63,7 @@ def load_job(obj: Any, source: str = "", *, limits: ReplicaLimits = DEFAULT_REPL
     wire, renamed = normalise_replica_types(kind, wire)
     job, typed_errors = load_typed(model, kind, wire)
     errors.extend(typed_errors)
-    errors.extend(check_invariants(kind, wire, limits))
+    errors.extend(run_rules(invariants_for(kind, limits), wire))
     if status_is_ignored(wire, errors):
         return load_job(without_status(wire), source, limits=limits)
     if errors or job is None:

@@ -13,10 +13,11 @@ from kubetrain.api.errors import FieldError
 from kubetrain.api.job_kind import JobKind
 from kubetrain.api.kind_info import KUBEFLOW_GROUP, KindInfo
 from kubetrain.api.rules import (
-    REPLICA,
-    Invariant,
+    ROOT,
+    Rule,
     cel_present,
     cel_replicas,
+    replica_node,
     replicas_of,
     spec_of,
     specs_of,
@@ -139,35 +140,37 @@ def _check_mpi_restart(obj: dict[str, Any]) -> list[FieldError]:
     return errors
 
 
-def _invariants() -> tuple[Invariant, ...]:
+def _invariants() -> tuple[Rule, ...]:
     launcher = cel_replicas(f"self.spec.{_MPI}", "'Launcher'")
     mpi_worker = cel_replicas(f"self.spec.{_MPI}", "'Worker'")
     return (
-        Invariant(
+        Rule(
             "mpi-one-launcher",
-            INFO.kind,
+            (INFO.kind,),
             MPI_ONE_LAUNCHER,
             f"({cel_present(_MPI, 'Launcher')}) && {launcher} == 1",
-            f".spec.{_MPI}",
+            ROOT,
             _check_mpi_launcher,
+            f".spec.{_MPI}",
         ),
-        Invariant(
+        Rule(
             "mpi-needs-worker",
-            INFO.kind,
+            (INFO.kind,),
             MPI_NEEDS_WORKER,
             f"({cel_present(_MPI, 'Worker')}) ? {mpi_worker} >= 1 : "
             "(has(self.spec.runLauncherAsWorker) && self.spec.runLauncherAsWorker)",
-            f".spec.{_MPI}",
+            ROOT,
             _check_mpi_worker,
+            f".spec.{_MPI}",
         ),
-        Invariant(
+        Rule(
             "mpi-restart-policy",
-            INFO.kind,
+            (INFO.kind,),
             MPI_RESTART_POLICY,
             "!has(self.restartPolicy) || self.restartPolicy in ['Never', 'OnFailure']",
-            ".restartPolicy",
+            replica_node(INFO),
             _check_mpi_restart,
-            REPLICA,
+            ".restartPolicy",
         ),
     )
 

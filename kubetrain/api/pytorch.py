@@ -20,7 +20,8 @@ from kubetrain.api.errors import FieldError
 from kubetrain.api.job_kind import JobKind
 from kubetrain.api.kind_info import KUBEFLOW_GROUP, KindInfo
 from kubetrain.api.rules import (
-    Invariant,
+    ROOT,
+    Rule,
     cel_present,
     cel_replicas,
     main_container_invariant,
@@ -185,53 +186,58 @@ def _check_pytorch_nproc(obj: dict[str, Any]) -> list[FieldError]:
     return []
 
 
-def _invariants() -> tuple[Invariant, ...]:
+def _invariants() -> tuple[Rule, ...]:
     master = cel_replicas(f"self.spec.{_PT}", "'Master'")
     worker = cel_replicas(f"self.spec.{_PT}", "'Worker'")
     return (
-        Invariant(
+        Rule(
             "pytorch-one-master",
-            INFO.kind,
+            (INFO.kind,),
             PYTORCH_ONE_MASTER,
             f"!({cel_present(_PT, 'Master')}) || {master} == 1",
-            f".spec.{_PT}",
+            ROOT,
             _check_pytorch_master,
+            f".spec.{_PT}",
         ),
-        Invariant(
+        Rule(
             "pytorch-worker-at-least-one",
-            INFO.kind,
+            (INFO.kind,),
             PYTORCH_WORKER_AT_LEAST_ONE,
             f"!({cel_present(_PT, 'Worker')}) || {worker} >= 1",
-            f".spec.{_PT}",
+            ROOT,
             _check_pytorch_worker,
+            f".spec.{_PT}",
         ),
         main_container_invariant(INFO),
-        Invariant(
+        Rule(
             "pytorch-elastic-needs-worker",
-            INFO.kind,
+            (INFO.kind,),
             PYTORCH_ELASTIC_NEEDS_WORKER,
             f"!has(self.spec.elasticPolicy) || ({cel_present(_PT, 'Worker')})",
-            f".spec.{_PT}",
+            ROOT,
             _check_pytorch_elastic_worker,
+            f".spec.{_PT}",
         ),
-        Invariant(
+        Rule(
             "pytorch-elastic-bounds",
-            INFO.kind,
+            (INFO.kind,),
             PYTORCH_ELASTIC_BOUNDS,
             "!has(self.spec.elasticPolicy) || !has(self.spec.elasticPolicy.minReplicas) || "
             "!has(self.spec.elasticPolicy.maxReplicas) || "
             "self.spec.elasticPolicy.minReplicas <= self.spec.elasticPolicy.maxReplicas",
-            ".spec.elasticPolicy.minReplicas",
+            ROOT,
             _check_pytorch_elastic_bounds,
+            ".spec.elasticPolicy.minReplicas",
         ),
-        Invariant(
+        Rule(
             "pytorch-nproc-once",
-            INFO.kind,
+            (INFO.kind,),
             PYTORCH_NPROC_ONCE,
             "!has(self.spec.elasticPolicy) || !has(self.spec.elasticPolicy.nProcPerNode) || "
             "!has(self.spec.nprocPerNode)",
-            ".spec.elasticPolicy.nProcPerNode",
+            ROOT,
             _check_pytorch_nproc,
+            ".spec.elasticPolicy.nProcPerNode",
         ),
     )
 

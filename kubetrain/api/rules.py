@@ -1,6 +1,6 @@
-"""What an invariant is (a CEL rule the API server enforces and a Python check ``kubetrain
-validate`` runs, with one shared message), the tables they read, and the helpers both
-sides use to read a raw wire job."""
+"""What a rule is, for both API groups (a CEL rule the API server enforces and a Python
+check ``kubetrain validate`` runs, with one shared message; :class:`Rule` for the object,
+:class:`Transition` for updates), and the helpers both sides use to read a raw wire job."""
 
 from __future__ import annotations
 
@@ -9,36 +9,71 @@ from dataclasses import dataclass
 from typing import Any
 
 from kubetrain.api.base import CelRule
+from kubetrain.api.crd_generator import VALUES, PlacedRule
 from kubetrain.api.errors import FieldError
 from kubetrain.api.kind_info import KindInfo
+from kubetrain.api.limits import ReplicaLimits
 from kubetrain.api.wire import as_dict, as_int, at
 
 #: The Python side of a rule: the errors it finds in a raw wire object.
 Check = Callable[[dict[str, Any]], list[FieldError]]
 
-#: Where an invariant's CEL rule sits: at the CRD root (``self`` is the whole job) or on
-#: each replica spec (``self`` is one entry of the replica specs map).
-ROOT = "root"
-REPLICA = "replica"
+#: Where a rule's CEL sits when ``self`` is the whole object: the CRD's root.
+ROOT: tuple[str, ...] = ()
+
+
+def replica_node(info: KindInfo) -> tuple[str, ...]:
+    """Where a rule over one replica of a v1 kind sits: on each replica spec (``self`` is
+    one entry of the replica specs map). Its cost is then estimated per replica spec, and
+    the API server's message names the replica type."""
+    return ("spec", info.replica_specs_field, VALUES)
 
 
 @dataclass(frozen=True)
-class Invariant:
-    """One rule: ``cel`` is evaluated at the CRD root (``self`` is the whole object), or
-    on each replica spec when ``scope`` is ``REPLICA`` (rules over a replica's containers
-    sit there: their cost is estimated per replica spec, and the API server's message
-    then names the replica type). ``check`` is the Python side, on the whole job."""
+class Rule:
+    """One rule of the ``kinds`` whose CRD carries it, of either API group, stated twice
+    with one message: ``cel`` placed on a node of the CRD schema (``node``: the path of
+    property names from the root, :data:`~kubetrain.api.crd_generator.ITEMS` for a list's
+    items and :data:`~kubetrain.api.crd_generator.VALUES` for a map's values; ``self`` is
+    that node's value, so the API server's message names the offending field) and
+    ``check``, the Python side ``kubetrain validate`` runs on the whole wire object.
+    ``field_path`` is the CEL rule's ``fieldPath``, where the node alone does not say."""
 
     name: str
-    kind: str
+    kinds: tuple[str, ...]
     message: str
     cel: str
-    field_path: str
+    node: tuple[str, ...]
     check: Check
-    scope: str = ROOT
+    field_path: str | None = None
 
     def cel_rule(self) -> CelRule:
         return CelRule(rule=self.cel, message=self.message, field_path=self.field_path)
+
+    def placed(self) -> PlacedRule:
+        """The CEL rule and where the CRD generator puts it."""
+        return (self.node, self.cel_rule())
+
+
+def placed_rules(
+    table: Callable[[str, ReplicaLimits], Iterable[Rule]], kind: str
+) -> Callable[[ReplicaLimits], list[PlacedRule]]:
+    """``kind``'s CEL rules from its group's ``table``, and where they sit: its row of the
+    CRD generator."""
+    return lambda limits: [rule.placed() for rule in table(kind, limits)]
+
+
+def cel_transitions(
+    table: Callable[[str], Iterable[Transition]], kind: str
+) -> Callable[[], list[CelRule]]:
+    """``kind``'s update rules from its group's ``table``, as CEL: its row of the CRD
+    generator."""
+    return lambda: [transition.cel_rule() for transition in table(kind)]
+
+
+def run_rules(rules: Iterable[Rule], obj: dict[str, Any]) -> list[FieldError]:
+    """Run the Python side of ``rules`` on a raw wire object."""
+    return run_checks((rule.check for rule in rules), obj)
 
 
 @dataclass(frozen=True)
@@ -135,17 +170,17 @@ def _main_container_check(info: KindInfo, message: str) -> Check:
     return check
 
 
-def main_container_invariant(info: KindInfo, quoted: bool = False) -> Invariant:
+def main_container_invariant(info: KindInfo, quoted: bool = False) -> Rule:
     """Every replica of ``info``'s kind has its main container (by name); ``quoted``: the
     message quotes the name, as that kind's upstream webhook does."""
     message = main_container_message(info, quoted)
-    return Invariant(
+    return Rule(
         f"{info.short}-main-container",
-        info.kind,
+        (info.kind,),
         message,
         f"{HAS_CONTAINERS} && "
         f"self.template.spec.containers.exists(c, c.name == '{info.main_container}')",
-        ".template",
+        replica_node(info),
         _main_container_check(info, message),
-        REPLICA,
+        ".template",
     )

@@ -13,7 +13,8 @@ from kubetrain.api.errors import FieldError
 from kubetrain.api.job_kind import JobKind
 from kubetrain.api.kind_info import KUBEFLOW_GROUP, KindInfo
 from kubetrain.api.rules import (
-    Invariant,
+    ROOT,
+    Rule,
     cel_replicas,
     main_container_invariant,
     replicas_of,
@@ -122,25 +123,27 @@ def _tf_chief_cel() -> str:
     )
 
 
-def _invariants() -> tuple[Invariant, ...]:
+def _invariants() -> tuple[Rule, ...]:
     return (
-        Invariant(
+        Rule(
             "tf-replica-types-distinct",
-            INFO.kind,
+            (INFO.kind,),
             TF_REPLICA_TYPES_DISTINCT,
             f"!has(self.spec.{_TF}) || self.spec.{_TF}.all(k, "
             f"self.spec.{_TF}.filter(j, j.lowerAscii() == k.lowerAscii()).size() == 1)",
-            f".spec.{_TF}",
+            ROOT,
             _check_tf_distinct,
+            f".spec.{_TF}",
         ),
         main_container_invariant(INFO),
-        Invariant(
+        Rule(
             "tf-one-chief",
-            INFO.kind,
+            (INFO.kind,),
             TF_ONE_CHIEF,
             _tf_chief_cel(),
-            f".spec.{_TF}",
+            ROOT,
             _check_tf_chief,
+            f".spec.{_TF}",
         ),
     )
 

@@ -14,7 +14,8 @@ from kubetrain.api.errors import FieldError
 from kubetrain.api.job_kind import JobKind
 from kubetrain.api.kind_info import KUBEFLOW_GROUP, KindInfo
 from kubetrain.api.rules import (
-    Invariant,
+    ROOT,
+    Rule,
     cel_present,
     cel_replicas,
     main_container_invariant,
@@ -84,24 +85,26 @@ def _check_xgb_one_master(obj: dict[str, Any]) -> list[FieldError]:
     return []
 
 
-def _invariants() -> tuple[Invariant, ...]:
+def _invariants() -> tuple[Rule, ...]:
     master = cel_replicas(f"self.spec.{_XGB}", "'Master'")
     return (
-        Invariant(
+        Rule(
             "xgboost-needs-master",
-            INFO.kind,
+            (INFO.kind,),
             XGB_NEEDS_MASTER,
             cel_present(_XGB, "Master"),
-            f".spec.{_XGB}",
+            ROOT,
             _check_xgb_has_master,
+            f".spec.{_XGB}",
         ),
-        Invariant(
+        Rule(
             "xgboost-one-master",
-            INFO.kind,
+            (INFO.kind,),
             XGB_ONE_MASTER,
             f"!({cel_present(_XGB, 'Master')}) || {master} == 1",
-            f".spec.{_XGB}",
+            ROOT,
             _check_xgb_one_master,
+            f".spec.{_XGB}",
         ),
         main_container_invariant(INFO),
     )

@@ -15,13 +15,10 @@ fill them in, and refuses one without them ("unsupported runtime").
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
-from kubetrain.api.base import CelRule
-from kubetrain.api.crd_generator import CrdInfo, PlacedRule
+from kubetrain.api.crd_generator import CrdInfo
 from kubetrain.api.kinds import CLUSTER_TRAINING_RUNTIME, TRAINING_RUNTIME, TRAINJOB
-from kubetrain.api.limits import ReplicaLimits
 from kubetrain.api.names import DNS1123_SUBDOMAIN_PATTERN, MAX_SUBDOMAIN
+from kubetrain.api.rules import cel_transitions, placed_rules
 from kubetrain.api.trainer.constants import FRAMEWORK_LABEL
 from kubetrain.api.trainer.invariants import rules_for, transitions_for
 from kubetrain.api.trainer.runtime import ClusterTrainingRuntime, TrainingRuntime
@@ -79,22 +76,14 @@ RUNTIME_COLUMNS = [
 ]
 
 
-def _rules(kind: str) -> Callable[[ReplicaLimits], list[PlacedRule]]:
-    return lambda limits: [(rule.node, rule.cel_rule()) for rule in rules_for(kind, limits)]
-
-
-def _transitions(kind: str) -> Callable[[], list[CelRule]]:
-    return lambda: [t.cel_rule() for t in transitions_for(kind)]
-
-
 #: The Trainer kinds' rows: TrainJob, TrainingRuntime and ClusterTrainingRuntime.
 TRAINER_CRD_INFOS: tuple[CrdInfo, ...] = (
     CrdInfo(
         TrainJob,
         TRAINJOB,
         tuple(TRAINJOB_COLUMNS),
-        _rules(TRAINJOB.kind),
-        _transitions(TRAINJOB.kind),
+        placed_rules(rules_for, TRAINJOB.kind),
+        cel_transitions(transitions_for, TRAINJOB.kind),
         status=TrainJobStatus,
     ),
     *(
@@ -102,8 +91,8 @@ TRAINER_CRD_INFOS: tuple[CrdInfo, ...] = (
             model,
             kind,
             tuple(RUNTIME_COLUMNS),
-            _rules(kind.kind),
-            _transitions(kind.kind),
+            placed_rules(rules_for, kind.kind),
+            cel_transitions(transitions_for, kind.kind),
             name_pattern=DNS1123_SUBDOMAIN_PATTERN,
             name_max=MAX_SUBDOMAIN,
         )

@@ -16,9 +16,9 @@ from typing import Any
 from kubetrain.api.crd_generator import ITEMS
 from kubetrain.api.errors import FieldError
 from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, ReplicaLimits
-from kubetrain.api.rules import Transition, run_checks, run_transitions
+from kubetrain.api.rules import Rule, Transition, run_transitions
 from kubetrain.api.trainer.constants import CLUSTER_TRAINING_RUNTIME, TRAINING_RUNTIME, TRAINJOB
-from kubetrain.api.trainer.rules import Rule, node_path, nodes_message
+from kubetrain.api.trainer.rules import node_path, nodes_message
 from kubetrain.api.trainer.runtime_rules import runtime_rules
 from kubetrain.api.trainer.trainjob_rules import trainjob_rules
 from kubetrain.api.trainer.trainjob_updates import trainjob_transitions
@@ -47,13 +47,6 @@ RULES: tuple[Rule, ...] = (
 TRANSITIONS: tuple[Transition, ...] = transitions_for(TRAINJOB)
 
 
-def check_rules(
-    kind: str, obj: dict[str, Any], limits: ReplicaLimits = DEFAULT_REPLICA_LIMITS
-) -> list[FieldError]:
-    """Run the Python side of every rule of ``kind`` on a raw wire object."""
-    return run_checks((rule.check for rule in rules_for(kind, limits)), obj)
-
-
 def check_trainer_update(kind: str, old: dict[str, Any], new: dict[str, Any]) -> list[FieldError]:
     """Run the Python side of every update rule of ``kind`` (``old`` is the stored object)."""
     return run_transitions(transitions_for(kind), old, new)
@@ -65,7 +58,6 @@ __all__ = [
     "RULES",
     "TRANSITIONS",
     "Rule",
-    "check_rules",
     "check_trainer_update",
     "node_path",
     "nodes_message",

@@ -24,9 +24,10 @@ from kubetrain.api.errors import FieldError, JobValidationError
 from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, ReplicaLimits
 from kubetrain.api.loader import JOB_TYPES, Job, load_job, read_manifest
 from kubetrain.api.loading import kind_error, load_documents, load_typed, read_kind, the_one
+from kubetrain.api.rules import run_rules
 from kubetrain.api.trainer.constants import API_VERSION
 from kubetrain.api.trainer.crds import TRAINER_CRD_INFOS
-from kubetrain.api.trainer.invariants import check_rules
+from kubetrain.api.trainer.invariants import rules_for
 from kubetrain.api.trainer.runtime import ClusterTrainingRuntime, TrainingRuntime
 from kubetrain.api.trainer.trainjob import TrainJob
 
@@ -58,7 +59,7 @@ def load_trainer_object(
         errors.append(FieldError("apiVersion", f"must be {API_VERSION} for a {kind}", api_version))
     loaded, typed_errors = load_typed(model, kind, wire)
     errors.extend(typed_errors)
-    errors.extend(check_rules(kind, wire, limits))
+    errors.extend(run_rules(rules_for(kind, limits), wire))
     # Only a kind with a status (TrainJob: the status subresource) has one to ignore.
     if "status" in model.model_fields and status_is_ignored(wire, errors):
         return load_trainer_object(without_status(wire), source, limits=limits)

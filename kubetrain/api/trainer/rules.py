@@ -1,19 +1,14 @@
 """The building blocks of the Trainer v2 kinds' rules (``kubetrain.api.trainer.invariants``
-holds the tables): a :class:`Rule` states one invariant twice with one message, as a CEL
-rule placed on a node of the CRD schema (``node``: the path of property names from the
-root, ``[]`` for a list's items; ``self`` is that node's value, so the API server's
-message names the offending field) and as a Python check on the whole wire object that
-reports the same message at that field. The helpers read a wire object whatever its
-shape: the checks run on input the typed models may also refuse.
+holds the tables; a rule is :class:`kubetrain.api.rules.Rule`, the model both API groups
+share). The helpers read a wire object whatever its shape: the checks run on input the
+typed models may also refuse.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from typing import Any
 
-from kubetrain.api.base import CelRule
 from kubetrain.api.crd_generator import ITEMS
 from kubetrain.api.errors import FieldError, join_path
 from kubetrain.api.limits import ReplicaLimits
@@ -22,23 +17,6 @@ from kubetrain.api.trainer.constants import CLUSTER_TRAINING_RUNTIME, TRAINING_R
 from kubetrain.api.wire import as_int, at
 
 RUNTIMES = (TRAINING_RUNTIME, CLUSTER_TRAINING_RUNTIME)
-
-
-@dataclass(frozen=True)
-class Rule:
-    """One rule of the ``kinds`` whose CRD carries it: ``cel`` at the schema ``node``
-    (``self`` is the node's value), ``check`` on the whole wire object."""
-
-    name: str
-    kinds: tuple[str, ...]
-    message: str
-    cel: str
-    node: tuple[str, ...]
-    check: Check
-    field_path: str | None = None
-
-    def cel_rule(self) -> CelRule:
-        return CelRule(rule=self.cel, message=self.message, field_path=self.field_path)
 
 
 def full_match(pattern: str, value: str) -> bool:

@@ -9,10 +9,10 @@ from typing import Any
 from kubetrain.api.crd_generator import ITEMS
 from kubetrain.api.errors import FieldError
 from kubetrain.api.limits import ReplicaLimits
+from kubetrain.api.rules import Rule
 from kubetrain.api.trainer.constants import ANCESTOR_LABEL, ANCESTOR_TRAINER, STEP_CONTAINERS
 from kubetrain.api.trainer.rules import (
     RUNTIMES,
-    Rule,
     nodes_check,
     nodes_message,
 )

@@ -11,7 +11,7 @@ from kubetrain.api.crd_generator import ITEMS
 from kubetrain.api.errors import FieldError
 from kubetrain.api.limits import ReplicaLimits
 from kubetrain.api.names import GENERATED_SUFFIX, MAX_NAME, name_or_generated
-from kubetrain.api.rules import Check
+from kubetrain.api.rules import Check, Rule
 from kubetrain.api.trainer.constants import (
     ALL_RESERVED_ENV,
     DEFAULT_RUNTIME_KIND,
@@ -22,7 +22,6 @@ from kubetrain.api.trainer.constants import (
     TRAINJOB,
 )
 from kubetrain.api.trainer.rules import (
-    Rule,
     full_match,
     nodes_check,
     nodes_message,

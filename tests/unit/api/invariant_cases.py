@@ -9,7 +9,7 @@ from typing import Any
 
 from kubetrain.api.invariants import INVARIANTS
 from kubetrain.api.kinds import REPLICA_FIELDS
-from kubetrain.api.rules import REPLICA, Invariant
+from kubetrain.api.rules import ROOT, Rule
 from tests.builders.jobs import (
     jax_job,
     mpi_job,
@@ -33,14 +33,16 @@ class InvariantCase:
     replica: str | None = None
 
     @property
-    def rule(self) -> Invariant:
+    def rule(self) -> Rule:
         return INVARIANTS_BY_NAME[self.invariant]
 
     def server_field(self) -> str:
         """Where the API server reports the rule's failure."""
         rule = self.rule
-        if rule.scope == REPLICA:
-            return f"spec.{REPLICA_FIELDS[rule.kind]}[{self.replica}]{rule.field_path}"
+        (kind,) = rule.kinds
+        assert rule.field_path is not None, rule.name
+        if rule.node != ROOT:
+            return f"spec.{REPLICA_FIELDS[kind]}[{self.replica}]{rule.field_path}"
         return rule.field_path.lstrip(".")
 
 

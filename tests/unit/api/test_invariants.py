@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from kubetrain.api import JobValidationError, ReplicaLimits, crd_for, load_job
+from kubetrain.api.crd_generator import VALUES
 from kubetrain.api.invariants import (
     INVARIANTS,
     MANAGED_BY_IMMUTABLE,
@@ -16,8 +17,8 @@ from kubetrain.api.invariants import (
     check_update,
     invariants_for,
 )
-from kubetrain.api.kinds import JOB_KINDS, REPLICA_FIELDS
-from kubetrain.api.rules import REPLICA
+from kubetrain.api.kinds import JOB_KINDS, KINDS, REPLICA_FIELDS
+from kubetrain.api.rules import ROOT, replica_node
 from kubetrain.constructs import App, Chart
 from kubetrain.constructs.crds import KubeflowCrds, KubeflowCrdsProps
 from tests.builders.jobs import mpi_job, pytorch_job, set_path
@@ -32,15 +33,20 @@ def _errors(job: dict[str, Any], limits: ReplicaLimits | None = None) -> list[st
     return [str(e) for e in caught.value.errors]
 
 
-def _cel_rules(crd: dict[str, Any], scope: str) -> list[dict[str, str]]:
-    root = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
-    if scope == REPLICA:
-        kind = crd["spec"]["names"]["kind"]
-        specs = root["properties"]["spec"]["properties"][REPLICA_FIELDS[kind]]
-        rules: list[dict[str, str]] = specs["additionalProperties"]["x-kubernetes-validations"]
-        return rules
-    rules = root["x-kubernetes-validations"]
+def _cel_rules(crd: dict[str, Any], node: tuple[str, ...]) -> list[dict[str, str]]:
+    """The CEL rules at ``node`` of the CRD's schema (a path of property names, VALUES for a
+    map's values)."""
+    schema = crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
+    for step in node:
+        schema = schema["additionalProperties"] if step == VALUES else schema["properties"][step]
+    rules: list[dict[str, str]] = schema["x-kubernetes-validations"]
     return rules
+
+
+def _both_nodes(crd: dict[str, Any]) -> list[dict[str, str]]:
+    """The rules at the root and on each replica spec: where a v1 kind's rules sit."""
+    kind = crd["spec"]["names"]["kind"]
+    return _cel_rules(crd, ROOT) + _cel_rules(crd, ("spec", REPLICA_FIELDS[kind], VALUES))
 
 
 def test_every_invariant_has_a_case() -> None:
@@ -55,17 +61,19 @@ def test_rejects_with_the_message_of_the_cel_rule(case: InvariantCase) -> None:
 
 
 @pytest.mark.parametrize("invariant", INVARIANTS, ids=[i.name for i in INVARIANTS])
-def test_crd_carries_each_invariant_where_its_scope_says(invariant: Any) -> None:
-    rules = _cel_rules(CRDS[invariant.kind], invariant.scope)
+def test_crd_carries_each_invariant_where_its_node_says(invariant: Any) -> None:
+    (kind,) = invariant.kinds
+    assert invariant.node in (ROOT, replica_node(KINDS[kind]))
+    rules = _cel_rules(CRDS[kind], invariant.node)
     assert invariant.cel_rule().to_schema() in rules
 
 
 def test_crd_rules_are_exactly_the_invariants_and_transitions() -> None:
     for kind, crd in CRDS.items():
-        expected = {i.message for i in INVARIANTS if i.kind == kind} | {
+        expected = {i.message for i in INVARIANTS if kind in i.kinds} | {
             t.message for t in TRANSITIONS if t.kind == kind
         }
-        found = {r["message"] for scope in ("root", REPLICA) for r in _cel_rules(crd, scope)}
+        found = {r["message"] for r in _both_nodes(crd)}
         assert found == expected, kind
 
 
@@ -137,7 +145,7 @@ def test_custom_limits_reach_validate_and_the_crds_with_one_message() -> None:
     )
     crds = {o["spec"]["names"]["kind"]: o for o in chart.to_json()}
     for kind, crd in crds.items():
-        rules = _cel_rules(crd, "root") + _cel_rules(crd, REPLICA)
+        rules = _both_nodes(crd)
         by_message = {r["message"]: r["rule"] for r in rules}
         assert by_message[SMALL.per_type_message()].endswith("self.replicas <= 4"), kind
         assert by_message[SMALL.per_job_message()].endswith(".sum() <= 6"), kind
