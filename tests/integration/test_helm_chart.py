@@ -334,6 +334,23 @@ def test_helm_package_writes_the_versions_archive(helm: Any, local: Stack, tmp_p
     assert f"{CHART_NAME}/crds/pytorchjobs.kubeflow.org.yaml" in names
 
 
+def test_a_gpu_stacks_chart_renders_its_runtimes_and_leaves_the_queues_out(
+    helm: Any, tmp_path: Path
+) -> None:
+    # The chart renders the operator from the stack without its node pools; the queues
+    # name those pools, so they go too (Kueue's objects need Kueue installed).
+    stack = load_stacks(root=ROOT)["h100-infiniband"]
+    charts = {c.name: c.objects for c in render_charts(stack)}
+    assert charts["queues"], "the stack has queues: the test would prove nothing"
+    chart = write_chart(stack, tmp_path / "charts")
+    done = helm("template", "rel", str(chart), "--include-crds")
+    assert done.returncode == 0, done.stderr
+    rendered = _by_key([strip_helm_labels(o) for o in yaml.safe_load_all(done.stdout) if o])
+    assert _by_key(charts["runtimes"]).items() <= rendered.items()
+    assert _by_key(charts["gpu-nodes"]).items() <= rendered.items()
+    assert not [k for k, o in rendered.items() if o["apiVersion"].startswith("kueue.x-k8s.io")]
+
+
 # --- install, upgrade, uninstall --------------------------------------------------------
 
 

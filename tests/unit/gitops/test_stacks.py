@@ -203,16 +203,6 @@ def test_rejects_bad_stack(props: dict[str, Any], message: str) -> None:
     assert message in str(caught.value)
 
 
-def test_helm_export_of_a_gpu_stack_leaves_the_queues_out() -> None:
-    # The Helm chart renders the operator from the stack without its node pools; the
-    # queues name those pools, so they go too (Kueue's objects need Kueue installed).
-    from kubetrain.gitops.helm import chart_files
-
-    files = chart_files(STACKS["h100-infiniband"])
-    assert "templates/runtimes.yaml" in files
-    assert not any("kueue.x-k8s.io/v1beta2" in text for text in files.values())
-
-
 def test_a_monitored_stack_ships_its_rules_and_dashboard_as_plain_files(tmp_path: Path) -> None:
     stack = load_stacks()["p5-efa"]
     assert stack.monitoring is not None
