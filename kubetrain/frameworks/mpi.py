@@ -25,7 +25,8 @@ from kubetrain.api.mpi import MPIImplementation, MPIJob, MPIReplicaType
 from kubetrain.api.trainer import constants as T
 from kubetrain.api.trainer.resolve import LAUNCHER as TRAINJOB_LAUNCHER
 from kubetrain.api.trainer.resolve import NODE_JOB as TRAINJOB_NODE
-from kubetrain.api.trainer.resolve import ResolvedTrainJob
+from kubetrain.api.trainer.resolve import NodeLayout, ResolvedTrainJob
+from kubetrain.api.trainer.runtime import MLPolicy
 from kubetrain.frameworks.addressing import (
     Addressing,
     EnvVar,
@@ -215,10 +216,31 @@ def _trainjob_targets(job: ResolvedTrainJob, replicated_job: str, container: str
     return replicated_job == TRAINJOB_LAUNCHER and container == T.NODE
 
 
+def node_layout(policy: MLPolicy, names: list[str], nodes: int) -> NodeLayout:
+    """Upstream's MPI layout: the launcher runs one pod and ``node`` the nodes (``nodes -
+    1`` with ``runLauncherAsNode``, when the launcher is a node and gets the trainer's
+    ``resourcesPerNode`` in the ``node`` job too); the launcher's success is the
+    TrainJob's (the nodes serve sshd and never end). The runtime needs both jobs (``node``
+    only for more than one node)."""
+    as_node = bool(policy.mpi and policy.mpi.run_launcher_as_node)
+    problem = None
+    if TRAINJOB_LAUNCHER not in names or (TRAINJOB_NODE not in names and nodes > 1):
+        problem = (
+            f"an MPI runtime with a {TRAINJOB_LAUNCHER} replicated job and a {TRAINJOB_NODE} one"
+        )
+    return NodeLayout(
+        pods={TRAINJOB_LAUNCHER: 1, TRAINJOB_NODE: nodes - 1 if as_node else nodes},
+        trainer_resources=(TRAINJOB_NODE,) if as_node else (),
+        success_targets=(TRAINJOB_LAUNCHER,) if TRAINJOB_LAUNCHER in names else None,
+        problem=problem,
+    )
+
+
 POLICY = TrainJobPolicy(
     name="mpi",
     env=_trainjob_env,
     targets=_trainjob_targets,
+    layout=node_layout,
     reserved_env=(
         T.OMPI_HOSTFILE,
         T.OMPI_RSH_ARGS,

@@ -9,7 +9,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from kubetrain.api.trainer import constants as T
-from kubetrain.api.trainer.resolve import ResolvedTrainJob
+from kubetrain.api.trainer.resolve import Layout, ResolvedTrainJob
 from kubetrain.frameworks.addressing import Addressing, EnvVar
 
 #: The port of rank 0 (torch's master, the coordinator or tracker of the others) in
@@ -51,6 +51,10 @@ class TrainJobPolicy:
     #: has no such field and the runtime says its framework by label alone (kubetrain's
     #: TensorFlow). Default: it does.
     ml_policy_source: bool = True
+    #: Where the policy puts a TrainJob's nodes when the trainer job should not run them
+    #: all (MPI's launcher and nodes), for :func:`~kubetrain.api.trainer.resolve.resolve`.
+    #: Default: none (the trainer job runs every node).
+    layout: Layout | None = None
 
     def container_env(
         self,

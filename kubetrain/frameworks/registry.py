@@ -8,6 +8,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
+from kubetrain.api.errors import FieldError, JobValidationError
+from kubetrain.api.trainer.resolve import ResolvedTrainJob, resolve
+from kubetrain.api.trainer.runtime import RuntimeBase
+from kubetrain.api.trainer.trainjob import TrainJob
 from kubetrain.frameworks import jax, mpi, pytorch, tensorflow, xgboost
 from kubetrain.frameworks.policy import TrainJobPolicy
 
@@ -27,3 +31,25 @@ def policy_for(name: str | None) -> TrainJobPolicy | None:
     """The policy named ``name`` (a resolved TrainJob's ``spec.framework``), or None for a
     plain runtime or a policy kubetrain does not implement."""
     return BY_NAME.get(name or "")
+
+
+def resolve_trainjob(trainjob: TrainJob, runtime: RuntimeBase) -> ResolvedTrainJob:
+    """``trainjob`` resolved against ``runtime`` with its policy's node layout (what the
+    operator and ``kubetrain run --local`` run). A runtime whose ``mlPolicy`` names a
+    policy kubetrain does not implement is refused: its pods would run their command
+    without what that policy sets up (upstream's Flux policy installs Flux into the node
+    pods with an init container and starts the command under a Flux broker)."""
+    ml_policy = runtime.spec.ml_policy
+    source = ml_policy.framework() if ml_policy is not None else None
+    if source is not None and source not in BY_NAME:
+        where = f"{runtime.kind} {runtime.name}"
+        message = (
+            f"a runtime kubetrain can run: {where} has mlPolicy.{source}, and kubetrain has "
+            f"no {source.capitalize()} policy (it implements {', '.join(BY_NAME)}); run such "
+            "TrainJobs with upstream Trainer"
+        )
+        raise JobValidationError(
+            [FieldError("spec.runtimeRef", message, trainjob.spec.runtime_ref.name)]
+        )
+    policy = policy_for(source)
+    return resolve(trainjob, runtime, policy.layout if policy is not None else None)

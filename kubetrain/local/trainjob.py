@@ -1,6 +1,6 @@
 """Planning a TrainJob's local run: the TrainJob resolved against its runtime by the
-operator's own code (:func:`kubetrain.api.trainer.resolve.resolve`), then one process per
-pod the operator would create, each running its main container's command with the
+operator's own code (:func:`kubetrain.frameworks.registry.resolve_trainjob`), then one
+process per pod the operator would create, each running its main container's command with the
 environment the operator injects (:mod:`kubetrain.frameworks.trainjob` with a
 :class:`~kubetrain.frameworks.LocalAddressing`: every pod on ``127.0.0.1``, node 0's
 rendezvous on a free port).
@@ -37,9 +37,10 @@ from kubetrain.api.keys import (
 )
 from kubetrain.api.trainer import TrainJob, apply_trainer_defaults
 from kubetrain.api.trainer import constants as T
-from kubetrain.api.trainer.resolve import ResolvedTrainJob, resolve
+from kubetrain.api.trainer.resolve import ResolvedTrainJob
 from kubetrain.api.trainer.runtime import RuntimeBase
 from kubetrain.frameworks import mpi, pytorch, trainjob
+from kubetrain.frameworks.registry import resolve_trainjob
 from kubetrain.frameworks.trainjob_nodes import gpus_per_node
 from kubetrain.local.plan import (
     Launcher,
@@ -144,7 +145,7 @@ def plan_trainjob(
             f"TrainJob/{job.name} names {ref.kind or T.DEFAULT_RUNTIME_KIND} {ref.name}, "
             f"not {runtime.kind} {runtime.name}{_namespace_of(runtime)}"
         )
-    resolved = resolve(apply_trainer_defaults(job), apply_trainer_defaults(runtime))
+    resolved = resolve_trainjob(apply_trainer_defaults(job), apply_trainer_defaults(runtime))
     if resolved.spec.run_policy.suspend:
         raise LocalRunError(
             f"TrainJob/{job.name} has spec.suspend: true, so it would not run on a cluster "

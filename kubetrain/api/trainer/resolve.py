@@ -5,9 +5,10 @@ follows. Pure: the operator and ``kubetrain run --local`` both call :func:`resol
 
 - Pods per replicated job: the trainer's (the one labelled
   ``trainer.kubeflow.org/trainjob-ancestor-step: trainer``) runs ``numNodes`` pods (the
-  TrainJob's, else the runtime's ``mlPolicy.numNodes``, else 1). Under an MPI policy the
-  launcher runs one and ``node`` the rest (``numNodes - 1`` with ``runLauncherAsNode``).
-  Every other replicated job runs ``replicas x parallelism`` pods (1 by default).
+  TrainJob's, else the runtime's ``mlPolicy.numNodes``, else 1), unless the policy's
+  :class:`NodeLayout` places them otherwise (the MPI policy's, in
+  ``kubetrain.frameworks.mpi``: the launcher runs one and ``node`` the rest). Every other
+  replicated job runs ``replicas x parallelism`` pods (1 by default).
 - ``spec.trainer``: ``image``, ``command`` and ``args`` replace the trainer's ``node``
   container's; ``env`` is upserted by name; ``resourcesPerNode`` replaces the resources it
   names (in the ``node`` job too under ``runLauncherAsNode``).
@@ -22,16 +23,20 @@ follows. Pure: the operator and ``kubetrain run --local`` both call :func:`resol
   trainer's Job template (6 when unset, batch/v1's default); ``cleanPodPolicy`` unset
   (kubetrain's default). Pods restart as their template says (``OnFailure`` by default,
   as JobSet defaults it).
-- Success: JobSet's success policy; without one, every replicated job's pods succeeded,
-  except under an MPI policy, where the launcher's success is the job's (its nodes serve
-  ``sshd`` and never end).
+- Success: JobSet's success policy; without one, the layout's targets (MPI: the
+  launcher, its nodes serve ``sshd`` and never end), else every replicated job's pods
+  succeeded.
+
+The policies live above this layer (``kubetrain.frameworks``): their callers pass the
+layout in (``kubetrain.frameworks.registry.resolve_trainjob``).
 """
 
 from __future__ import annotations
 
 import copy
 import itertools
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from pydantic import Field
@@ -54,11 +59,26 @@ from kubetrain.api.trainer.trainjob import TrainJob
 DEFAULT_BACKOFF_LIMIT = 6
 LAUNCHER = "launcher"
 NODE_JOB = "node"
-#: The ML policy kubetrain does not implement (TrainJobs on such a runtime are refused).
-FLUX = "flux"
 #: The framework label value under which kubetrain gives a policy-less runtime's nodes
 #: ``TF_CONFIG`` (upstream Trainer has no TensorFlow policy).
 TENSORFLOW = "tensorflow"
+
+
+@dataclass(frozen=True)
+class NodeLayout:
+    """Where a policy puts a TrainJob's nodes when the trainer job should not run them all:
+    the pods of each replicated job it places, the other jobs that get ``spec.trainer``'s
+    ``resourcesPerNode`` too, the jobs whose success is the TrainJob's when the runtime
+    names none, and what the runtime lacks for the policy (None: nothing)."""
+
+    pods: Mapping[str, int] = field(default_factory=dict)
+    trainer_resources: tuple[str, ...] = ()
+    success_targets: tuple[str, ...] | None = None
+    problem: str | None = None
+
+
+#: ``layout(ml_policy, replicated job names, nodes)``: a policy's :class:`NodeLayout`.
+Layout = Callable[["MLPolicy", list[str], int], NodeLayout]
 
 
 class Dependency(KubeModel):
@@ -248,9 +268,12 @@ def _node_count(trainjob: TrainJob, policy: MLPolicy | None) -> int:
     return 1
 
 
-def resolve(trainjob: TrainJob, runtime: RuntimeBase) -> ResolvedTrainJob:
-    """``trainjob`` merged into ``runtime`` (see the module docs); JobValidationError
-    naming what the pair lacks (a trainer job, a launcher, a container, ...)."""
+def resolve(
+    trainjob: TrainJob, runtime: RuntimeBase, layout: Layout | None = None
+) -> ResolvedTrainJob:
+    """``trainjob`` merged into ``runtime`` (see the module docs), its nodes where the
+    policy's ``layout`` puts them; JobValidationError naming what the pair lacks (a
+    trainer job, a launcher, a container, ...)."""
     errors: list[FieldError] = []
     where = f"{runtime.kind} {runtime.name}"
     policy = runtime.spec.ml_policy
@@ -270,29 +293,17 @@ def resolve(trainjob: TrainJob, runtime: RuntimeBase) -> ResolvedTrainJob:
         )
         raise JobValidationError(errors)
     errors += pair_errors(trainjob, runtime)
-    if framework == FLUX:
-        # Running its pods as they are would run the command without Flux: refused.
-        errors.append(
-            FieldError(
-                "spec.runtimeRef",
-                f"a runtime kubetrain can run: {where} has mlPolicy.flux, and kubetrain has "
-                "no Flux policy (upstream Trainer's installs Flux into the node pods with an "
-                "init container and starts the command under a Flux broker); run Flux "
-                "TrainJobs with upstream Trainer",
-                trainjob.spec.runtime_ref.name,
-            )
-        )
     jobset = runtime.spec.template.spec
     nodes = _node_count(trainjob, policy)
-    mpi = policy.mpi if policy is not None else None
-    launcher_as_node = bool(mpi and mpi.run_launcher_as_node)
     names = [r.name for r in runtime.replicated_jobs()]
-    if mpi is not None and (LAUNCHER not in names or (NODE_JOB not in names and nodes > 1)):
+    placed = NodeLayout()
+    if layout is not None and policy is not None:
+        placed = layout(policy, names, nodes)
+    if placed.problem is not None:
         errors.append(
             FieldError(
                 "spec.runtimeRef",
-                f"an MPI runtime with a {LAUNCHER} replicated job and a {NODE_JOB} one "
-                f"({where} has {', '.join(names)})",
+                f"{placed.problem} ({where} has {', '.join(names)})",
                 trainjob.spec.runtime_ref.name,
             )
         )
@@ -327,16 +338,14 @@ def resolve(trainjob: TrainJob, runtime: RuntimeBase) -> ResolvedTrainJob:
         if rjob.name == trainer_job:
             _apply_trainer(template, trainjob, resources_only=False)
             backoff = backoff_limits[rjob.name]
-        elif launcher_as_node and rjob.name == NODE_JOB:
+        elif rjob.name in placed.trainer_resources:
             _apply_trainer(template, trainjob, resources_only=True)
         for step in T.STEP_CONTAINERS.keys() - {T.ANCESTOR_TRAINER}:
             source_key = "dataset" if step.startswith("dataset") else "model"
             if rjob.name == step and initializer.get(source_key):
                 _apply_initializer(template, step, initializer[source_key])
-        if mpi is not None and rjob.name == LAUNCHER:
-            count = 1
-        elif mpi is not None and rjob.name == NODE_JOB:
-            count = nodes - 1 if launcher_as_node else nodes
+        if rjob.name in placed.pods:
+            count = placed.pods[rjob.name]
         elif rjob.name == trainer_job:
             count = nodes
         else:
@@ -359,9 +368,7 @@ def resolve(trainjob: TrainJob, runtime: RuntimeBase) -> ResolvedTrainJob:
     if errors:
         raise JobValidationError(errors)
     success = jobset.success_policy
-    # An MPI runtime's nodes serve sshd and never end: the launcher's success is the
-    # job's unless the runtime says otherwise.
-    default_targets = [LAUNCHER] if mpi is not None and LAUNCHER in names else names
+    default_targets = list(placed.success_targets or names)
     targets = list((success.target_replicated_jobs if success else None) or default_targets)
     network = jobset.network
     publish = network.publish_not_ready_addresses if network is not None else None
@@ -381,7 +388,7 @@ def resolve(trainjob: TrainJob, runtime: RuntimeBase) -> ResolvedTrainJob:
             num_nodes=nodes,
             num_proc_per_node=trainer.num_proc_per_node if trainer is not None else None,
             torch=policy.torch if policy is not None else None,
-            mpi=mpi,
+            mpi=policy.mpi if policy is not None else None,
             trainer_job=trainer_job,
             depends_on=depends_on,
             backoff_limits=backoff_limits,

@@ -36,7 +36,6 @@ from kubetrain.api.trainer.resolve import (
     LAUNCHER,
     NODE_JOB,
     ResolvedTrainJob,
-    resolve,
 )
 from kubetrain.api.trainer.runtime import RuntimeBase
 from kubetrain.api.trainer.trainjob import TrainJob
@@ -53,7 +52,7 @@ from kubetrain.controller.policies import success
 from kubetrain.frameworks import mpi, trainjob
 from kubetrain.frameworks.addressing import trainjob_pod_name
 from kubetrain.frameworks.mpi_pods import TRAINJOB_LAYOUT, mount
-from kubetrain.frameworks.registry import policy_for
+from kubetrain.frameworks.registry import policy_for, resolve_trainjob
 
 #: How long a TrainJob waits for the runtime it names to appear before it fails.
 RUNTIME_WAIT_SECONDS = 30.0
@@ -124,7 +123,7 @@ class TrainJobPlugin(MpiChildren, JobPlugin[ResolvedTrainJob]):
             runtime = load_trainer_object(v1.body_of(source))
             if not isinstance(runtime, RuntimeBase):
                 raise JobValidationError([FieldError("kind", "a runtime", runtime.kind)])
-            resolved = resolve(job, apply_trainer_defaults(runtime))
+            resolved = resolve_trainjob(job, apply_trainer_defaults(runtime))
         except JobValidationError as err:
             return Loaded(None, errors=list(err.errors))
         mismatch = G.check_backend(resolved, self.gang)

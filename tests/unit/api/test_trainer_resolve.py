@@ -12,9 +12,10 @@ from kubetrain.api.common import RestartPolicy
 from kubetrain.api.errors import JobValidationError
 from kubetrain.api.trainer.defaults import apply_trainer_defaults
 from kubetrain.api.trainer.loader import load_trainer_object
-from kubetrain.api.trainer.resolve import ResolvedTrainJob, resolve
+from kubetrain.api.trainer.resolve import ResolvedTrainJob
 from kubetrain.api.trainer.runtime import RuntimeBase
 from kubetrain.api.trainer.trainjob import TrainJob
+from kubetrain.frameworks.registry import resolve_trainjob
 from tests.conftest import REPO_ROOT
 
 ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
@@ -66,7 +67,7 @@ TORCH = {"numNodes": 2, "torch": {}}
 
 def test_the_trainer_overrides_the_node_container_and_node_count() -> None:
     rt = runtime(TORCH, [rjob("node", trainer=True)])
-    job = resolve(
+    job = resolve_trainjob(
         trainjob(
             trainer={
                 "numNodes": 4,
@@ -90,7 +91,7 @@ def test_the_trainer_overrides_the_node_container_and_node_count() -> None:
 
 
 def test_the_runtime_node_count_is_the_default() -> None:
-    job = resolve(trainjob(), runtime(TORCH, [rjob("node", trainer=True)]))
+    job = resolve_trainjob(trainjob(), runtime(TORCH, [rjob("node", trainer=True)]))
     assert job.pods_of("node") == 2
 
 
@@ -134,7 +135,7 @@ def test_runtime_patches_merge_into_the_pods() -> None:
             }
         },
     }
-    job = resolve(trainjob(runtimePatches=[patch]), runtime(TORCH, [base]))
+    job = resolve_trainjob(trainjob(runtimePatches=[patch]), runtime(TORCH, [base]))
     pod = job.spec.replicated_jobs["node"].template
     assert pod["metadata"]["labels"]["pool"] == "h100"
     assert pod["spec"]["nodeSelector"] == {"gpu": "h100"}
@@ -161,7 +162,7 @@ def test_pod_template_overrides_of_trainer_v2_1_merge_into_their_target_jobs() -
         },
         {"targetJobs": [{"name": "dataset-initializer"}], "spec": {"nodeSelector": {"x": "y"}}},
     ]
-    job = resolve(
+    job = resolve_trainjob(
         trainjob(podTemplateOverrides=overrides),
         runtime(TORCH, [rjob("dataset-initializer", "dataset-initializer"), base]),
     )
@@ -194,7 +195,7 @@ def test_initializers_get_storage_uri_env_and_secret() -> None:
             ),
         ],
     )
-    job = resolve(
+    job = resolve_trainjob(
         trainjob(
             initializer={
                 "dataset": {
@@ -227,7 +228,7 @@ def test_mpi_with_the_launcher_as_a_node() -> None:
         ],
         successPolicy={"operator": "All", "targetReplicatedJobs": ["launcher"]},
     )
-    job = resolve(trainjob(trainer={"resourcesPerNode": {"limits": {"cpu": "4"}}}), rt)
+    job = resolve_trainjob(trainjob(trainer={"resourcesPerNode": {"limits": {"cpu": "4"}}}), rt)
     assert (job.pods_of("launcher"), job.pods_of("node")) == (1, 2)
     assert job.spec.success_targets == ["launcher"]
     # resourcesPerNode reaches the node job too when the launcher is a node.
@@ -237,19 +238,19 @@ def test_mpi_with_the_launcher_as_a_node() -> None:
 
 def test_an_mpi_runtime_without_a_success_policy_succeeds_with_its_launcher() -> None:
     rt = runtime({"numNodes": 2, "mpi": {}}, [rjob("node"), rjob("launcher", trainer=True)])
-    assert resolve(trainjob(), rt).spec.success_targets == ["launcher"]
+    assert resolve_trainjob(trainjob(), rt).spec.success_targets == ["launcher"]
 
 
 def test_run_policy_from_the_trainjob_and_the_runtime() -> None:
     job_template = rjob("node", trainer=True)
     job_template["template"]["spec"]["backoffLimit"] = 2
     rt = runtime(TORCH, [job_template], ttlSecondsAfterFinished=60)
-    job = resolve(trainjob(suspend=True, activeDeadlineSeconds=300), rt)
+    job = resolve_trainjob(trainjob(suspend=True, activeDeadlineSeconds=300), rt)
     policy = job.spec.run_policy
     assert (policy.suspend, policy.active_deadline_seconds) == (True, 300)
     assert (policy.ttl_seconds_after_finished, policy.backoff_limit) == (60, 2)
     assert policy.clean_pod_policy is None
-    default = resolve(trainjob(), runtime(TORCH, [rjob("node", trainer=True)]))
+    default = resolve_trainjob(trainjob(), runtime(TORCH, [rjob("node", trainer=True)]))
     assert default.spec.run_policy.backoff_limit == 6  # batch/v1's default
 
 
@@ -259,7 +260,7 @@ def test_in_order_startup_waits_for_each_job_ready() -> None:
         [rjob("a", "a"), rjob("b", "b"), rjob("node", trainer=True)],
         startupPolicy={"startupPolicyOrder": "InOrder"},
     )
-    job = resolve(trainjob(), rt)
+    job = resolve_trainjob(trainjob(), rt)
     assert {k: [(d.name, d.status) for d in v] for k, v in job.spec.depends_on.items()} == {
         "b": [("a", "Ready")],
         "node": [("b", "Ready")],
@@ -284,7 +285,7 @@ def test_runtimes_a_trainjob_cannot_use_are_explained(
     policy: dict[str, Any], jobs: list[dict[str, Any]], fragment: str
 ) -> None:
     with pytest.raises(JobValidationError) as err:
-        resolve(trainjob(), runtime(policy, copy.deepcopy(jobs)))
+        resolve_trainjob(trainjob(), runtime(policy, copy.deepcopy(jobs)))
     assert fragment in str(err.value) and "ClusterTrainingRuntime rt" in str(err.value)
 
 
@@ -316,7 +317,7 @@ def test_an_initializer_the_runtime_cannot_run_is_refused_in_upstreams_words(
     jobs: list[dict[str, Any]], problem: str
 ) -> None:
     with pytest.raises(JobValidationError) as caught:
-        resolve(trainjob(initializer=DATASET), runtime(TORCH, jobs))
+        resolve_trainjob(trainjob(initializer=DATASET), runtime(TORCH, jobs))
     (error,) = caught.value.errors
     assert (error.path, error.expected) == ("spec.runtimeRef", problem)
 
@@ -350,7 +351,9 @@ def test_a_runtime_patch_must_name_the_runtimes_jobs_and_containers() -> None:
         }
     ]
     with pytest.raises(JobValidationError) as caught:
-        resolve(trainjob(runtimePatches=patches), runtime(TORCH, [rjob("node", trainer=True)]))
+        resolve_trainjob(
+            trainjob(runtimePatches=patches), runtime(TORCH, [rjob("node", trainer=True)])
+        )
     assert sorted((e.path, e.expected, e.value) for e in caught.value.errors) == [
         (
             "spec.runtimePatches[0]",
@@ -379,7 +382,7 @@ def test_upstreams_multi_step_example_is_refused_as_upstreams_webhook_refuses_it
     loaded_runtime, loaded_job = load_trainer_object(runtime_doc), load_trainer_object(job_doc)
     assert isinstance(loaded_runtime, RuntimeBase) and isinstance(loaded_job, TrainJob)
     with pytest.raises(JobValidationError) as caught:
-        resolve(apply_trainer_defaults(loaded_job), apply_trainer_defaults(loaded_runtime))
+        resolve_trainjob(apply_trainer_defaults(loaded_job), apply_trainer_defaults(loaded_runtime))
     (error,) = caught.value.errors
     assert error.expected == (
         "must have volumeMount with name - initializer in container dataset-initializer of "

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kubetrain.api.trainer import constants as T
-from kubetrain.api.trainer.resolve import FLUX, TENSORFLOW, ResolvedTrainJob
+from kubetrain.api.trainer.resolve import TENSORFLOW, ResolvedTrainJob
 from kubetrain.api.trainer.runtime import ML_POLICY_SOURCES
 from kubetrain.frameworks import ClusterAddressing, registry
 from kubetrain.frameworks.policy import TrainJobPolicy
@@ -41,8 +41,11 @@ def test_names_are_unique() -> None:
     assert len(names) == len(set(names)) and set(names) == set(registry.BY_NAME)
 
 
+FLUX = "flux"
+
+
 def test_every_policy_source_but_flux_is_registered() -> None:
-    """kubetrain implements every ``mlPolicy`` source but Flux (resolve refuses it) and
+    """kubetrain implements every ``mlPolicy`` source but Flux (resolve_trainjob refuses it) and
     adds TensorFlow, read from the runtime's framework label."""
     names = {policy.name for policy in registry.POLICIES}
     assert set(ML_POLICY_SOURCES) - names == {FLUX}

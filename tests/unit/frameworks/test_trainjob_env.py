@@ -8,8 +8,9 @@ from typing import Any
 
 import pytest
 
-from kubetrain.api.trainer.resolve import ResolvedTrainJob, resolve
+from kubetrain.api.trainer.resolve import ResolvedTrainJob
 from kubetrain.frameworks import ClusterAddressing, LocalAddressing, mpi, trainjob
+from kubetrain.frameworks.registry import resolve_trainjob
 from kubetrain.frameworks.trainjob_nodes import COMPLETION_INDEX_FIELD
 from tests.unit.api.test_trainer_resolve import rjob, runtime
 from tests.unit.api.test_trainer_resolve import trainjob as make_trainjob
@@ -24,7 +25,7 @@ def job(
     if resources is not None:
         base["template"]["spec"]["template"]["spec"]["containers"][0]["resources"] = resources
     spec = {"trainer": trainer} if trainer else {}
-    return resolve(make_trainjob(**spec), runtime(policy, [base]))
+    return resolve_trainjob(make_trainjob(**spec), runtime(policy, [base]))
 
 
 def env(
@@ -106,7 +107,7 @@ def test_torch_env_injection_targets_get_the_same_variables() -> None:
     policy = {
         "torch": {"envInjection": {"targets": [{"jobName": "node", "containerNames": ["sidecar"]}]}}
     }
-    resolved = resolve(make_trainjob(), runtime(policy, [base]))
+    resolved = resolve_trainjob(make_trainjob(), runtime(policy, [base]))
     assert env(resolved, 0, "sidecar")["PET_NODE_RANK"] == "0"
     assert env(resolved, 0, "other") == {}
 
@@ -144,7 +145,7 @@ def mpi_job(policy: dict[str, Any], *, gpus: int | None = None, **trainer: Any) 
             "limits": {"nvidia.com/gpu": gpus}
         }
     spec = {"trainer": trainer} if trainer else {}
-    return resolve(make_trainjob(**spec), runtime(policy, [node, launcher]))
+    return resolve_trainjob(make_trainjob(**spec), runtime(policy, [node, launcher]))
 
 
 def test_mpi_hostfile_and_launcher_env() -> None:
@@ -207,7 +208,7 @@ def test_tensorflow_runtimes_get_tf_config() -> None:
             )
         }
     )
-    resolved = resolve(make_trainjob(), labelled)
+    resolved = resolve_trainjob(make_trainjob(), labelled)
     config = json.loads(env(resolved, 1)["TF_CONFIG"])
     assert config == {
         "cluster": {"worker": ["tj-node-0-0.tj:2222", "tj-node-0-1.tj:2222"]},
@@ -215,4 +216,4 @@ def test_tensorflow_runtimes_get_tf_config() -> None:
         "environment": "cloud",
     }
     # Without the label, a policy-less runtime is plain: nothing injected.
-    assert env(resolve(make_trainjob(), rt), 1) == {}
+    assert env(resolve_trainjob(make_trainjob(), rt), 1) == {}
