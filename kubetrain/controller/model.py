@@ -20,6 +20,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any, Generic, TypeVar
 
+from pydantic import BaseModel, ValidationError
+
 from kubetrain.api import keys as K
 from kubetrain.api.common import CleanPodPolicy, ConditionType, JobBase, RestartPolicy
 from kubetrain.api.errors import FieldError
@@ -207,3 +209,15 @@ class RestartVerdict:
     counted: Mapping[str, frozenset[str]] = field(default_factory=dict)
     #: The in-place restart counts looked at now, by pod uid (what to remember).
     restart_counts: Mapping[str, int] = field(default_factory=dict)
+
+
+S = TypeVar("S", bound=BaseModel)
+
+
+def status_or_empty(model: type[S], raw_status: Any) -> S:
+    """A job's ``status`` read as ``model``; an empty one when it does not parse (a status
+    another controller or a person wrote in another shape is rewritten, not fatal)."""
+    try:
+        return model.model_validate(raw_status or {})
+    except ValidationError:
+        return model()

@@ -25,8 +25,6 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import ValidationError
-
 from kubetrain.api import keys as K
 from kubetrain.api.common import (
     ConditionStatus,
@@ -41,7 +39,7 @@ from kubetrain.api.trainer.trainjob import Bookkeeping, Condition, TrainJobStatu
 from kubetrain.api.trainer.trainjob import JobStatus as ReplicatedJobStatus
 from kubetrain.controller import podstate
 from kubetrain.controller import reasons as R
-from kubetrain.controller.model import Observed
+from kubetrain.controller.model import Observed, status_or_empty
 from kubetrain.frameworks.addressing import trainjob_pod_name
 
 #: The SDK's names for the final conditions.
@@ -187,10 +185,7 @@ class TrainJobStatusCodec:
     """Reads and writes a TrainJob's status (see the module docs)."""
 
     def _parse(self, raw_status: Any) -> TrainJobStatus:
-        try:
-            return TrainJobStatus.model_validate(raw_status or {})
-        except ValidationError:
-            return TrainJobStatus()
+        return status_or_empty(TrainJobStatus, raw_status)
 
     def read(self, raw_status: Any) -> JobStatus:
         status = self._parse(raw_status)

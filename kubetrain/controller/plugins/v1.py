@@ -9,13 +9,11 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from pydantic import ValidationError
-
 from kubetrain.api.common import JobBase, JobStatus
 from kubetrain.api.defaults import apply_defaults
 from kubetrain.api.errors import FieldError, JobValidationError
 from kubetrain.api.loader import load_job
-from kubetrain.controller.model import J, Loaded, Observed
+from kubetrain.controller.model import J, Loaded, Observed, status_or_empty
 
 
 def body_of(raw: Mapping[str, Any]) -> dict[str, Any]:
@@ -131,10 +129,7 @@ class V1StatusCodec:
     """``status`` is the v1 JobStatus (conditions, replicaStatuses, times)."""
 
     def read(self, raw_status: Any) -> JobStatus:
-        try:
-            return JobStatus.model_validate(raw_status or {})
-        except ValidationError:
-            return JobStatus()
+        return status_or_empty(JobStatus, raw_status)
 
     def write(self, job: JobBase | None, status: JobStatus, observed: Observed) -> dict[str, Any]:
         return status.to_wire()
