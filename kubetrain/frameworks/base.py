@@ -15,6 +15,7 @@ A framework knows, for a (defaulted) job of its kind:
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
@@ -123,11 +124,7 @@ def typed_as(job: JobBase, model: type[J], framework: str) -> J:
     return job
 
 
-#: ``env(job, replica type, index, addressing)``: the variables of that replica.
-ReplicaEnv = Callable[[J, str, int, Addressing], list[EnvVar]]
-
-
-class WholeEnvFramework(Generic[J]):
+class WholeEnvFramework(ABC, Generic[J]):
     """The frame of the frameworks whose upstream controller gives every container of a
     replica the whole environment and runs the program in the kind's main container
     (PyTorch's and most others'): a subclass names its kind (``info``, ``model``,
@@ -142,10 +139,12 @@ class WholeEnvFramework(Generic[J]):
     def typed(self, job: JobBase) -> J:
         return typed_as(job, self.model, self.name)
 
+    @abstractmethod
     def replica_env(
         self, job: J, replica_type: str, index: int, addressing: Addressing
     ) -> list[EnvVar]:
-        raise NotImplementedError
+        """The variables of replica ``replica_type``-``index`` (every container gets them):
+        each subclass states its kind's (a framework without it cannot be made)."""
 
     def container_env(
         self,
