@@ -188,6 +188,10 @@ GANG_WAITING = "WaitingForGang"
 """Condition reason: the gang scheduler has not placed the whole gang yet."""
 MANAGED_ELSEWHERE = "ManagedByOtherController"
 """Event: ``runPolicy.managedBy`` names another controller."""
+SCALED_UP = "ScaledUp"
+"""Event: the job's scaled replicas grew (its HPA, ``kubectl scale`` or an edit)."""
+SCALED_DOWN = "ScaledDown"
+"""Event: the job's scaled replicas shrank."""
 
 
 # -- selectors ----------------------------------------------------------------------------

@@ -32,6 +32,7 @@ from kubetrain.controller.plugins import runtime_snapshot
 from kubetrain.controller.plugins.trainjob_plugin import runtime_ref
 from kubetrain.controller.runtimes import RuntimeCache, RuntimeKey, SnapshotData
 from kubetrain.controller.trim import (
+    trim_autoscaler,
     trim_batch_job,
     trim_metadata_only,
     trim_pod,
@@ -48,6 +49,7 @@ _TRANSFORMS: Mapping[str, Callable[[Mapping[str, Any]], dict[str, Any]]] = {
     "ConfigMap": trim_metadata_only,
     "Job": trim_batch_job,
     "PodGroup": trim_pod_group,
+    "HorizontalPodAutoscaler": trim_autoscaler,
 }
 
 
@@ -304,6 +306,7 @@ class KubeCluster:
             config_maps=found.get("ConfigMap", {}),
             batch_jobs=found.get("Job", {}),
             pod_groups=found.get("PodGroup", {}),
+            autoscalers=found.get("HorizontalPodAutoscaler", {}),
             now=now,
             runtime=self.runtimes.for_trainjob(raw) if raw and self.runtimes else None,
             runtime_snapshot=self._snapshots.data(snapshot) if raw and snapshot else None,

@@ -66,6 +66,8 @@ class Context:
     success_grace_seconds: int = 60
     #: In-place restart counts by pod uid, as last seen.
     seen_restart_counts: Mapping[str, int] = field(default_factory=dict)
+    #: The scaled replica type's count, as last reconciled (``policies/scaling``).
+    seen_scale: Mapping[str, int] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,8 @@ class Decision:
     awaiting: frozenset[tuple[str, str]] | None = None
     #: What the reconciler remembers: the in-place restart counts seen.
     seen_restart_counts: dict[str, int] = field(default_factory=dict)
+    #: ... and the scaled replica count reconciled (``policies/scaling``).
+    seen_scale: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -138,6 +142,7 @@ class Plan:
     requeue_after: float | None = None
     delete_job: bool = False
     seen_restart_counts: dict[str, int] = field(default_factory=dict)
+    seen_scale: dict[str, int] = field(default_factory=dict)
     #: Metric events: created, succeeded, failed, restarted.
     metrics: list[str] = field(default_factory=list)
     #: Children (kind, name) the startup gate waits for: events about them wake the job.

@@ -26,6 +26,7 @@ from kubetrain.controller import podstate
 from kubetrain.controller.decisions import NAMED_IN_STATUS, ChildRef, Decision, ref
 from kubetrain.controller.model import WRITE_BATCH
 from kubetrain.controller.plugins import children
+from kubetrain.controller.plugins.autoscaler import KIND as HPA
 from kubetrain.controller.policies import gang_restart
 
 if TYPE_CHECKING:
@@ -138,10 +139,12 @@ def _with_attempt(
 
 def _surplus(draft: Draft) -> list[ChildRef]:
     """Per-replica pods and Services no replica needs any more (scaled down or a replica
-    type removed)."""
+    type removed), and an HPA the job no longer asks for."""
     assert draft.job is not None
     wanted = {r.pod_name for r in draft.plugin.replicas(draft.job)}
     out: list[ChildRef] = []
+    if draft.plugin.autoscaling(draft.job) is None:
+        out += [r for o in draft.observed.autoscalers.values() if not (r := ref(HPA, o)).deleting]
     for kind in ("Pod", "Service"):
         for name, obj in sorted(draft.observed.by_kind(kind).items()):
             obj_labels = (obj.get("metadata") or {}).get("labels") or {}

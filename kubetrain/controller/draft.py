@@ -107,6 +107,7 @@ class Draft:
             name=self.name,
             job=self.job,
             seen_restart_counts=dict(ctx.seen_restart_counts),
+            seen_scale=dict(ctx.seen_scale),
         )
         #: Set by the policies for the ones after them.
         self.replica_statuses: dict[str, ReplicaStatus] = {}
@@ -163,6 +164,7 @@ class Draft:
         self.plan.apply.extend(decision.apply)
         self.plan.ungate.extend(decision.ungate)
         self.plan.seen_restart_counts.update(decision.seen_restart_counts)
+        self.plan.seen_scale.update(decision.seen_scale)
         if decision.awaiting is not None:
             self.plan.awaiting = decision.awaiting
         if decision.replica_statuses is not None:

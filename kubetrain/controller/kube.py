@@ -4,9 +4,8 @@ A thin JSON client on the official ``kubernetes`` package's configuration and co
 pool: list, watch, get, server-side apply (field manager ``kubetrain``), create, delete
 and update, on plain dicts. It skips the generated model classes on purpose: the operator
 reads camelCase JSON and keeps only the fields it needs, which keeps CPU and memory low.
-Requests are client-side rate limited (``--kube-api-qps`` / ``--kube-api-burst``; Events
-by a limiter of their own, ``--event-qps``); watches are not. While ``draining`` is set
-(the operator stops), a request on the client's own limiter fails instead of waiting.
+Requests (not watches) are rate limited here (``--kube-api-qps``/``--kube-api-burst``;
+Events: ``--event-qps``); while ``draining`` (the operator stops), they fail, not wait.
 
 Credentials come only from the official client's loaders (``load_incluster_config``,
 ``load_kube_config``): client certificates are in the pool's TLS settings, and each
@@ -80,6 +79,7 @@ SECRETS = Resource("", "v1", "secrets", "Secret")
 EVENTS = Resource("", "v1", "events", "Event")
 BATCH_JOBS = Resource("batch", "v1", "jobs", "Job")
 LEASES = Resource("coordination.k8s.io", "v1", "leases", "Lease")
+AUTOSCALERS = Resource("autoscaling", "v2", "horizontalpodautoscalers", "HorizontalPodAutoscaler")
 JOB_RESOURCES: Mapping[str, Resource] = {
     kind: Resource(info.group, info.version, info.plural, kind)
     for kind, info in OPERATOR_KINDS.items()
@@ -89,7 +89,7 @@ RUNTIME_RESOURCES: Mapping[str, Resource] = {
     info.kind: Resource(info.group, info.version, info.plural, info.kind, info.namespaced)
     for info in (TRAINING_RUNTIME, CLUSTER_TRAINING_RUNTIME)
 }
-_CHILDREN = (PODS, SERVICES, CONFIG_MAPS, SECRETS, BATCH_JOBS)
+_CHILDREN = (PODS, SERVICES, CONFIG_MAPS, SECRETS, BATCH_JOBS, AUTOSCALERS)
 CHILD_RESOURCES: Mapping[str, Resource] = {r.kind: r for r in _CHILDREN}
 #: The gang schedulers' PodGroups (one kind name, two API groups), by apiVersion.
 POD_GROUP_RESOURCES: Mapping[str, Resource] = {

@@ -58,6 +58,8 @@ class Observed:
     batch_jobs: Mapping[str, Obj] = field(default_factory=dict)
     #: The job's PodGroup (gang scheduling), by name.
     pod_groups: Mapping[str, Obj] = field(default_factory=dict)
+    #: The job's HorizontalPodAutoscaler (elastic jobs with metrics), by name.
+    autoscalers: Mapping[str, Obj] = field(default_factory=dict)
     now: datetime = field(default_factory=_epoch)
     #: A TrainJob's runtime (TrainingRuntime or ClusterTrainingRuntime), when it exists.
     runtime: Obj | None = None
@@ -74,6 +76,7 @@ class Observed:
             "Secret": self.secrets,
             "Job": self.batch_jobs,
             "PodGroup": self.pod_groups,
+            "HorizontalPodAutoscaler": self.autoscalers,
         }[kind]
 
 

@@ -19,6 +19,7 @@ from kubetrain.api.kinds import (
 )
 from kubetrain.controller.config import GangScheduler, OperatorConfig
 from kubetrain.controller.gang import BACKENDS
+from kubetrain.frameworks.elastic import AUTOSCALED_KINDS
 
 # Children are created with POST, changed only by server-side apply or a JSON patch (both
 # PATCH), deleted with a uid precondition; nothing is ever PUT, so no child gets
@@ -96,8 +97,16 @@ def operator_rules(config: OperatorConfig) -> list[PolicyRule]:
         # The gang scheduler's PodGroups only (one per job, applied when the gang changes).
         group = BACKENDS[config.gang_scheduler].group
         rules.append(PolicyRule((group,), ("podgroups",), ("create", "delete", *_WATCHED, "patch")))
-    # No HorizontalPodAutoscaler rights: the operator creates none (elastic metrics are
-    # not implemented), and unused rights are exactly what least privilege forbids.
+    if any(kind in config.kinds for kind in AUTOSCALED_KINDS):
+        # An elastic job's HPA (plugins/autoscaler): applied when its bounds or metrics
+        # change, deleted when the job stops asking for one, is suspended or ends.
+        rules.append(
+            PolicyRule(
+                ("autoscaling",),
+                ("horizontalpodautoscalers",),
+                ("create", "delete", *_WATCHED, "patch"),
+            )
+        )
     return rules
 
 

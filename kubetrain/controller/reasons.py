@@ -36,6 +36,12 @@ from kubetrain.api.keys import (
     RUNTIME_NOT_FOUND as RUNTIME_NOT_FOUND,
 )
 from kubetrain.api.keys import (
+    SCALED_DOWN as SCALED_DOWN,
+)
+from kubetrain.api.keys import (
+    SCALED_UP as SCALED_UP,
+)
+from kubetrain.api.keys import (
     STARTUP_TIMEOUT as STARTUP_TIMEOUT,
 )
 from kubetrain.api.keys import (

@@ -2,9 +2,8 @@
 ``planner``, then apply and create children, write the status (once, only when it
 changed), delete children, and emit Events after the status write.
 
-The reconciler talks to the cluster only through two small interfaces, ``JobCache``
-and ``ClusterWriter``, so it runs the same against the informer-backed ``KubeCluster``
-and against the in-memory cluster of the unit tests.
+It talks to the cluster only through ``JobCache`` and ``ClusterWriter``: the same code
+runs against the informer-backed ``KubeCluster`` and the unit tests' in-memory cluster.
 """
 
 from __future__ import annotations
@@ -48,14 +47,15 @@ log = logging.getLogger("kubetrain.reconciler")
 
 @dataclass
 class JobMemory:
-    """What the operator remembers about a job between reconciles (lost on restart,
-    which only costs repeated Events: the counts that matter, and the failures already
-    counted, are in the status)."""
+    """What the operator remembers about a job between reconciles (lost on restart, which
+    costs repeated Events only: the counts that matter are in the status)."""
 
     uid: str = ""
     #: Consecutive reconciles whose child writes the API server refused.
     refusals: int = 0
+    #: In-place restart counts, and the scaled replica count, as last reconciled.
     seen_restart_counts: dict[str, int] = field(default_factory=dict)
+    seen_scale: dict[str, int] = field(default_factory=dict)
     emitted: OrderedDict[str, None] = field(default_factory=OrderedDict)
     #: uids of the job's ended pods whose exit was recorded.
     exited: frozenset[str] = frozenset()
@@ -188,6 +188,7 @@ class Reconciler:
             startup_timeout_seconds=self.startup_timeout_seconds,
             success_grace_seconds=self.success_grace_seconds,
             seen_restart_counts=dict(memory.seen_restart_counts),
+            seen_scale=dict(memory.seen_scale),
         )
         plan = planner.plan(raw, plugin, observed, ctx)
         try:
@@ -368,6 +369,7 @@ class Reconciler:
                 raise
             self._observe_transition(kind, raw, plan.status)
         memory.seen_restart_counts = plan.seen_restart_counts
+        memory.seen_scale = plan.seen_scale
         for ref in plan.delete:
             self.writer.delete(namespace, ref)
         if plan.delete_job:
@@ -443,7 +445,5 @@ def _error_rank(error: Exception) -> int:
 
 
 def _state(status: Mapping[str, Any] | None) -> str | None:
-    if not status:
-        return None
-    conditions = status.get("conditions") or []
+    conditions = (status or {}).get("conditions") or []
     return str(conditions[-1].get("type")) if conditions else None

@@ -144,6 +144,20 @@ def trim_pod_group(obj: Mapping[str, Any]) -> Obj:
     }
 
 
+def trim_autoscaler(obj: Mapping[str, Any]) -> Obj:
+    """HorizontalPodAutoscalers: identity, the spec-hash annotation, the metrics they
+    target and what they measured and decided (a scale Event quotes them)."""
+    spec = obj.get("spec") or {}
+    status = obj.get("status") or {}
+    keep = ("currentMetrics", "currentReplicas", "desiredReplicas", "lastScaleTime")
+    return {
+        "kind": "HorizontalPodAutoscaler",
+        "metadata": _trim_meta(obj.get("metadata") or {}, KEPT_ANNOTATIONS),
+        "spec": {"metrics": spec["metrics"]} if spec.get("metrics") else {},
+        "status": {k: status[k] for k in keep if k in status},
+    }
+
+
 def trim_training_job(obj: Mapping[str, Any]) -> Obj:
     """Jobs are kept whole (their spec builds the children) but for managedFields."""
     out = dict(obj)

@@ -9,6 +9,9 @@
   layout, and an ``elasticPolicy`` adds the rendezvous settings.
 - Start order: the Workers start once the Master is Ready.
 - Success: the Master succeeded; without one, every Worker (elastic jobs: any Worker).
+- Autoscaling (upstream's ``hpa.go``): an ``elasticPolicy`` with ``metrics`` gets a
+  HorizontalPodAutoscaler over the Worker replicas, from ``minReplicas`` to
+  ``maxReplicas`` (both defaulted at admission), its metrics verbatim.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ from kubetrain.frameworks.addressing import (
     replica_name,
 )
 from kubetrain.frameworks.base import Done, StartAfter, WholeEnvFramework, after_leader, typed_as
+from kubetrain.frameworks.elastic import Autoscaling
 from kubetrain.frameworks.policy import RENDEZVOUS_PORT, TrainJobPolicy, trainer_node
 from kubetrain.frameworks.replicas import declared_port, replicas_of
 
@@ -90,6 +94,16 @@ def replica_port(job: PyTorchJob, replica_type: str) -> int:
     return declared_port(spec.template, CONTAINER, PORT_NAME, DEFAULT_PORT)
 
 
+def elastic_bounds(job: PyTorchJob) -> tuple[int, int]:
+    """``(min, max)`` nodes of an elastic job: each bound from the other when one is
+    unset, both the Worker count when neither is (admission stores the same)."""
+    elastic = job.spec.elastic_policy
+    workers = replicas_of(job.spec.pytorch_replica_specs.get(PyTorchReplicaType.WORKER))
+    low = (elastic and (elastic.min_replicas or elastic.max_replicas)) or workers
+    high = (elastic and elastic.max_replicas) or low
+    return low, high
+
+
 def replica_env(
     job: PyTorchJob, replica_type: str, index: int, addressing: Addressing
 ) -> list[EnvVar]:
@@ -127,9 +141,7 @@ def replica_env(
         env.append(env_var("PET_NNODES", nodes))
         return env
 
-    workers = replicas_of(specs.get(PyTorchReplicaType.WORKER))
-    low = elastic.min_replicas or elastic.max_replicas or workers
-    high = elastic.max_replicas or low
+    low, high = elastic_bounds(job)
     worker0 = ReplicaRef(job_name=job.name, namespace=namespace, replica_type=WORKER, index=0)
     rdzv_host = elastic.rdzv_host or addressing.replica_host(worker0, qualified=False)
     rdzv_port = elastic.rdzv_port or addressing.replica_port(worker0, replica_port(job, WORKER))
@@ -151,6 +163,21 @@ def replica_env(
     return env
 
 
+def autoscaling(job: JobBase) -> Autoscaling | None:
+    """The HPA an elastic job with ``metrics`` owns (None: no metrics, no HPA)."""
+    elastic = _typed(job).spec.elastic_policy
+    if elastic is None or not elastic.metrics:
+        return None
+    low, high = elastic_bounds(_typed(job))
+    return Autoscaling(
+        replica_type=WORKER,
+        unit="workers",
+        min_replicas=low,
+        max_replicas=high,
+        metrics=tuple(elastic.metrics),
+    )
+
+
 class PyTorch(WholeEnvFramework[PyTorchJob]):
     """The PyTorch framework (see the module docs)."""
 
@@ -158,6 +185,7 @@ class PyTorch(WholeEnvFramework[PyTorchJob]):
     model = PyTorchJob
     name = "PyTorch"
     replica_env = staticmethod(replica_env)
+    autoscaling = staticmethod(autoscaling)
 
     def role(self, job: JobBase, replica_type: str, index: int) -> str | None:
         """``master`` for the Master, or for Worker 0 when there is no Master (as upstream

@@ -36,6 +36,7 @@ from kubetrain.api.errors import FieldError
 from kubetrain.controller import gang as G
 from kubetrain.controller.model import Gate, J, Loaded, Observed, Outcome, Replica, StartupRule
 from kubetrain.controller.plugins import v1
+from kubetrain.frameworks.elastic import Autoscaling
 
 
 class StatusCodec(Protocol):
@@ -125,6 +126,11 @@ class JobPlugin(Protocol[J]):
     def tolerates_failure(self, job: J, replica: Replica) -> bool:
         """True when a failed pod of ``replica`` is ignored (TF dynamic workers)."""
         return False
+
+    def autoscaling(self, job: J) -> Autoscaling | None:
+        """The HorizontalPodAutoscaler the job owns (``plugins/autoscaler``); None: none,
+        and one it owned is deleted."""
+        return None
 
     def backoff_limits(self, job: J) -> Mapping[str, int] | None:
         """Per replica type, its own backoffLimit counted as the Job controller counts

@@ -23,10 +23,11 @@ from kubetrain.controller.model import (
     Replica,
     StartupRule,
 )
-from kubetrain.controller.plugins import children, v1
+from kubetrain.controller.plugins import autoscaler, children, v1
 from kubetrain.controller.plugins.base import JobPlugin
 from kubetrain.controller.policies import success
 from kubetrain.frameworks import ClusterAddressing, Framework, replica_name
+from kubetrain.frameworks.elastic import Autoscaling
 from kubetrain.frameworks.replicas import replicas_of
 
 
@@ -45,6 +46,8 @@ class ReplicatedPlugin(JobPlugin[J]):
         self.job_type = job_type
         self.kind = framework.info.kind
         self.addressing = addressing or ClusterAddressing()
+        if hasattr(framework, "autoscaling"):
+            self.child_kinds = (*self.child_kinds, autoscaler.KIND)
 
     def load(self, raw: Mapping[str, Any], observed: Observed) -> Loaded[J]:
         return v1.load(raw, self.validate, self.job_type)
@@ -69,6 +72,11 @@ class ReplicatedPlugin(JobPlugin[J]):
                     )
                 )
         return out
+
+    def autoscaling(self, job: J) -> Autoscaling | None:
+        """The framework's autoscaler for ``job`` (PyTorch's ``elasticPolicy.metrics``)."""
+        scaling = getattr(self.framework, "autoscaling", None)
+        return scaling(job) if scaling is not None else None
 
     def tolerates_failure(self, job: J, replica: Replica) -> bool:
         tolerates = getattr(self.framework, "tolerates_failure", None)
@@ -122,6 +130,9 @@ class ReplicatedPlugin(JobPlugin[J]):
                 ports=children.service_ports(template["spec"], replica.main_container),
             )
             yield children.with_hash(service)
+        scaling = self.autoscaling(job)
+        if scaling is not None:
+            yield autoscaler.hpa(job, scaling)
 
     def status(self, job: J, observed: Observed) -> JobStatus:
         """A JobStatus holding only the replica counts."""

@@ -130,8 +130,10 @@ def at_end(
     """What to delete now that the job has ended at ``completion_time`` (or this
     reconcile of a job that had), and when to look again for ranks still in their grace
     period."""
-    # The PodGroup goes whatever the policy: nothing is left to place together.
+    # The PodGroup goes whatever the policy: nothing is left to place together; and the
+    # HPA: nothing is left to scale.
     groups = [ref("PodGroup", g) for g in draft.observed.pod_groups.values()]
+    groups += [ref("HorizontalPodAutoscaler", a) for a in draft.observed.autoscalers.values()]
     groups = [g for g in groups if not g.deleting]
     declared = declared_policy(draft)
     if declared is not None:

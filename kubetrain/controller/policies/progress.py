@@ -12,6 +12,7 @@ from kubetrain.controller import podstate
 from kubetrain.controller import reasons as R
 from kubetrain.controller.decisions import ConditionChange, Decision, Event
 from kubetrain.controller.model import WRITE_BATCH, Observed
+from kubetrain.controller.policies import scaling
 
 if TYPE_CHECKING:
     from kubetrain.controller.draft import Draft
@@ -55,7 +56,9 @@ def decide(draft: Draft) -> Decision:
                 ConditionType.RUNNING,
                 ConditionStatus.TRUE,
                 R.lifecycle(kind, R.Verb.RUNNING),
-                f"{R.running(kind, name)} {problem_text}".strip(),
+                " ".join(
+                    t for t in (R.running(kind, name), scaling.note(draft), problem_text) if t
+                ),
             )
         )
         return decision

@@ -32,8 +32,9 @@ if TYPE_CHECKING:
     from kubetrain.controller.draft import Draft
 
 #: Kinds of children deleted while a job is suspended (the PodGroup too, as upstream:
-#: a resumed job's gang is formed again from its current spec).
-SUSPENDED_KINDS = ("Pod", "Service", "Job", "PodGroup")
+#: a resumed job's gang is formed again from its current spec; the HPA too, as upstream's
+#: hpa.go: nothing is to be scaled while nothing runs).
+SUSPENDED_KINDS = ("Pod", "Service", "Job", "PodGroup", "HorizontalPodAutoscaler")
 
 
 def is_suspended(run_policy: RunPolicy | None) -> bool:

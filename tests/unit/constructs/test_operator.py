@@ -88,6 +88,8 @@ def test_cluster_role_rules_exactly() -> None:
         # Secrets: create only. No read of any kind, no update, no delete (GC does it).
         (("",), ("secrets",)): ("create",),
         (("batch",), ("jobs",)): ("create", "delete", *watched),
+        # An elastic PyTorchJob's HPA: made, applied, deleted when not wanted any more.
+        (("autoscaling",), ("horizontalpodautoscalers",)): ("create", "delete", *watched, "patch"),
         # Kubeflow Trainer v2: TrainJobs as the v1 kinds, and their runtimes read and kept
         # (the in-use finalizer is a JSON patch).
         (("trainer.kubeflow.org",), ("trainjobs",)): (*watched, "delete", "patch"),
@@ -133,6 +135,17 @@ def test_pytorch_only_needs_no_mpi_rights() -> None:
     assert not resources & {"mpijobs", "tfjobs", "secrets", "configmaps", "jobs"}
     pods = next(r for r in rules if r["resources"] == ["pods"])
     assert "patch" not in pods["verbs"]  # only MPI launchers are ever ungated
+
+
+def test_hpa_rights_come_only_with_a_kind_that_autoscales() -> None:
+    def hpa_rules(kinds: tuple[str, ...]) -> list[dict[str, Any]]:
+        rules = one(synth(config=OperatorConfig(kinds=kinds)), "ClusterRole")["rules"]
+        return [r for r in rules if "horizontalpodautoscalers" in r["resources"]]
+
+    assert hpa_rules(("TFJob", "MPIJob")) == []
+    (rule,) = hpa_rules(("PyTorchJob",))
+    assert rule["apiGroups"] == ["autoscaling"]
+    assert "update" not in rule["verbs"]  # applied (server-side), never PUT
 
 
 def test_namespaced_mode_uses_a_role_per_namespace() -> None:
