@@ -149,7 +149,8 @@ def _check_pytorch_worker(obj: dict[str, Any]) -> list[FieldError]:
     return []
 
 
-PYTORCH_ELASTIC_NEEDS_WORKER = "elasticPolicy needs a Worker replica spec"
+#: Upstream's webhook messages (pytorchjob_webhook.go, v1.9), on the same fields.
+PYTORCH_ELASTIC_NEEDS_WORKER = "[Worker] must be configured if elastic policy is used"
 
 
 def _check_pytorch_elastic_worker(obj: dict[str, Any]) -> list[FieldError]:
@@ -171,7 +172,7 @@ def _check_pytorch_elastic_bounds(obj: dict[str, Any]) -> list[FieldError]:
     return []
 
 
-PYTORCH_NPROC_ONCE = "set spec.nprocPerNode or the deprecated elasticPolicy.nProcPerNode, not both"
+PYTORCH_NPROC_ONCE = "must not be used with spec.nprocPerNode"
 
 
 def _check_pytorch_nproc(obj: dict[str, Any]) -> list[FieldError]:

@@ -168,9 +168,9 @@ def test_pytorch_scale_subresource_and_printer_columns() -> None:
             "PyTorchJob",
             [
                 "Master must have exactly 1 replica",
-                "elasticPolicy needs a Worker",
+                "[Worker] must be configured if elastic policy is used",
                 "minReplicas must be <=",
-                "nProcPerNode, not both",
+                "must not be used with spec.nprocPerNode",
                 "job name too long",
             ],
         ),
