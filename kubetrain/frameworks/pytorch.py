@@ -90,6 +90,17 @@ def replica_port(job: PyTorchJob, replica_type: str) -> int:
     return declared_port(spec.template, CONTAINER, PORT_NAME, DEFAULT_PORT)
 
 
+def elastic_bounds(job: PyTorchJob) -> tuple[int, int] | None:
+    """``(min, max)`` nodes of an elastic job (``elasticPolicy`` min/max replicas, each
+    the other when one is unset, else the Worker replicas); None when it is not elastic."""
+    elastic = job.spec.elastic_policy
+    if elastic is None:
+        return None
+    workers = replicas_of(job.spec.pytorch_replica_specs.get(PyTorchReplicaType.WORKER))
+    low = elastic.min_replicas or elastic.max_replicas or workers
+    return low, elastic.max_replicas or low
+
+
 def replica_env(
     job: PyTorchJob, replica_type: str, index: int, addressing: Addressing
 ) -> list[EnvVar]:
@@ -127,9 +138,7 @@ def replica_env(
         env.append(env_var("PET_NNODES", nodes))
         return env
 
-    workers = replicas_of(specs.get(PyTorchReplicaType.WORKER))
-    low = elastic.min_replicas or elastic.max_replicas or workers
-    high = elastic.max_replicas or low
+    low, high = elastic_bounds(job) or (nodes, nodes)
     worker0 = ReplicaRef(job_name=job.name, namespace=namespace, replica_type=WORKER, index=0)
     rdzv_host = elastic.rdzv_host or addressing.replica_host(worker0, qualified=False)
     rdzv_port = elastic.rdzv_port or addressing.replica_port(worker0, replica_port(job, WORKER))
@@ -210,6 +219,19 @@ def trainjob_env(job: ResolvedTrainJob, index: int, addressing: Addressing) -> l
         env_var(T.PET_MASTER_ADDR, trainjob_nodes.rank_zero(job, addressing)),
         env_var(T.PET_MASTER_PORT, trainjob_nodes.rank_zero_port(job, addressing, RENDEZVOUS_PORT)),
     ]
+
+
+def trainjob_elastic_bounds(job: ResolvedTrainJob) -> tuple[int, int] | None:
+    """``(min, max)`` nodes of an elastic torch TrainJob, None when it is not elastic.
+
+    Always None for now: the runtime's torch policy has no ``elasticPolicy`` yet (KEP-2903:
+    ``elasticPolicy: {minNodes, maxNodes, metrics}``, ``spec.trainer.numNodes`` the current
+    count). Once it has, this returns ``(minNodes, maxNodes)`` and ``trainjob_env`` sets
+    ``PET_NNODES=min:max`` and a c10d rendezvous at node 0; ``kubetrain run --local``
+    (:mod:`kubetrain.local.elastic`) then scales the TrainJob's nodes as it scales a
+    PyTorchJob's Workers.
+    """
+    return None
 
 
 def is_injection_target(job: ResolvedTrainJob, replicated_job: str, container: str) -> bool:
