@@ -47,6 +47,9 @@ LOCAL_HOSTS = ("127.0.0.1", "localhost")
 #: a group re-formed after a scale-up reads the previous group's gloo addresses there and
 #: fails to connect. With this set, rank 0 of each group hosts a new store on a free port.
 UNSHARED_STORE = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
+#: Where the sample trainers checkpoint and resume (``images/common/trainkit.py``): a
+#: re-formed group resumes from it, so a local elastic run gets one in its run directory.
+CHECKPOINT_DIR = "CHECKPOINT_DIR"
 
 _SCALE = re.compile(r"^(?P<nodes>\d+)@(?:step=(?P<step>\d+)|(?P<seconds>\d+(?:\.\d+)?)s?)$")
 # The samples' lines (images/common/trainkit.py), also behind torchrun's "[rankN]:" prefix.
@@ -71,16 +74,19 @@ class ElasticGroup:
     """The group's replicas for ``n`` nodes, planned as the operator plans the scaled job."""
 
 
-def local_rendezvous(replicas: Sequence[LocalReplica], replica_type: str) -> list[LocalReplica]:
+def local_rendezvous(
+    replicas: Sequence[LocalReplica], replica_type: str, checkpoints: Path
+) -> list[LocalReplica]:
     """``replicas`` with node 0 of ``replica_type`` hosting the rendezvous store and the
-    others joining it (unless ``PET_RDZV_CONF`` already says ``is_host``), and each group's
-    workers on a store of their own (:data:`UNSHARED_STORE`, unless set)."""
+    others joining it (unless ``PET_RDZV_CONF`` already says ``is_host``), each group's
+    workers on a store of their own (:data:`UNSHARED_STORE`) and the samples'
+    ``CHECKPOINT_DIR`` in ``checkpoints`` (both unless set)."""
     out = []
     for replica in replicas:
         if replica.replica_type != replica_type:
             out.append(replica)
             continue
-        env = {UNSHARED_STORE: "1", **replica.env}
+        env = {UNSHARED_STORE: "1", CHECKPOINT_DIR: str(checkpoints), **replica.env}
         conf = env.get(RDZV_CONF, "")
         if "is_host" not in {item.partition("=")[0].strip() for item in conf.split(",")}:
             host = f"is_host={1 if replica.index == 0 else 0}"
@@ -224,7 +230,8 @@ class Scaler:
             pending = self.rescales[-1]
             if (world := _WORLD.search(line)) is not None:
                 pending._world_seen = pending.world_size in (None, int(world.group("world")))
-            elif (resume := _RESUME.search(line)) is not None and pending._world_seen:
+            elif (resume := _RESUME.search(line)) is not None:
+                # Rank 0 prints it as it starts again, before its training line.
                 pending.resumed_step = int(resume.group("step"))
             elif step is not None and pending._world_seen:
                 pending.reformed_after = now - self._started - pending.decided

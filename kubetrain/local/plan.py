@@ -368,20 +368,24 @@ def plan_local_run(
             max_restarts=policy.max_restarts if policy is not None else None,
             rescale=rescale,
         ),
+        scratch,
     )
 
 
-def elastic_plan(plan: LocalPlan, group: ElasticGroup) -> LocalPlan:
-    """``plan`` with its elastic ``group``: node 0 hosts the rendezvous store (see
-    :func:`~kubetrain.local.elastic.local_rendezvous`), each node's torchrun checked
-    to be able to rendezvous here."""
+def elastic_plan(plan: LocalPlan, group: ElasticGroup, scratch: Path) -> LocalPlan:
+    """``plan`` with its elastic ``group``: node 0 hosts the rendezvous store, checkpoints
+    go to ``scratch`` (see :func:`~kubetrain.local.elastic.local_rendezvous`), each node's
+    torchrun checked to be able to rendezvous here."""
     for replica in plan.replicas:
         if replica.replica_type == group.replica_type:
             where = f"{plan.job.kind}/{plan.job.name} {replica.label}"
             check_elastic_env(where, replica, group.low, group.high)
     rescale, rtype = group.rescale, group.replica_type
-    group = replace(group, rescale=lambda nodes: local_rendezvous(rescale(nodes), rtype))
-    replicas = local_rendezvous(plan.replicas, group.replica_type)
+    checkpoints = scratch / "checkpoints"
+    group = replace(
+        group, rescale=lambda nodes: local_rendezvous(rescale(nodes), rtype, checkpoints)
+    )
+    replicas = local_rendezvous(plan.replicas, rtype, checkpoints)
     return replace(plan, replicas=replicas, elastic=group)
 
 
