@@ -16,8 +16,10 @@ from __future__ import annotations
 
 import argparse
 import os
+import time
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import torch
 import torch.distributed as dist
@@ -41,8 +43,17 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
         "--threads", type=int, default=1, help="intra-op CPU threads per process (0: default)"
     )
     parser.add_argument("--dist-timeout", type=int, default=300, help="seconds to wait for peers")
+    parser.add_argument(
+        "--step-delay",
+        type=float,
+        default=0.0,
+        help="seconds to sleep after each step: the pace of a larger model at this one's "
+        "cost (to watch or test an elastic job scale while it trains)",
+    )
     args = parser.parse_args(argv)
     trainkit.validate_common_arguments(args)
+    if args.step_delay < 0:
+        raise SystemExit(f"--step-delay ({args.step_delay}) must be >= 0")
     return args
 
 
@@ -89,6 +100,18 @@ def global_mean(value: torch.Tensor, world_size: int) -> float:
     return float(value.item())
 
 
+def load_shared_checkpoint(directory: Path, rank: int, world_size: int) -> dict[str, Any] | None:
+    """The checkpoint rank 0 reads, sent to every rank: all resume from the same step even
+    where only rank 0 sees the directory (a node that joined an elastic job later, without
+    shared storage)."""
+    state = torchkit.load_checkpoint(directory) if rank == 0 else None
+    if world_size > 1:
+        box: list[dict[str, Any] | None] = [state]
+        dist.broadcast_object_list(box, src=0)
+        state = box[0]
+    return state
+
+
 def train(args: argparse.Namespace) -> int:
     """Train, checkpointing and resuming as configured; return the process exit code."""
     torchkit.configure_cpu_threads(args.threads)
@@ -101,12 +124,20 @@ def train(args: argparse.Namespace) -> int:
     checkpoint_dir = Path(args.checkpoint_dir) if args.checkpoint_dir else None
     start_step = 0
     if checkpoint_dir is not None:
-        state = torchkit.load_checkpoint(checkpoint_dir)
+        state = load_shared_checkpoint(checkpoint_dir, rank, world_size)
         if state is not None:
             model.load_state_dict(state["model"])
             optimizer.load_state_dict(state["optimizer"])
             start_step = state["step"]
             trainkit.log(f"rank {rank}: resumed from {checkpoint_dir} at step {start_step}")
+            if rank == 0:
+                # After an elastic re-rendezvous: where training continues, in which group,
+                # and the rate the linear scaling rule gives that group.
+                restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+                trainkit.log(
+                    f"resume step={start_step} world_size={world_size} "
+                    f"peak_lr={schedule.peak_lr:.6f} restart={restart}"
+                )
 
     ddp: nn.Module = (
         DistributedDataParallel(model, device_ids=[device.index] if device.type == "cuda" else None)
@@ -133,6 +164,8 @@ def train(args: argparse.Namespace) -> int:
         if rank == 0:
             samples_per_sec = meter.samples_per_sec(schedule.global_batch_size)
             trainkit.log_step(step, mean_loss, lr, samples_per_sec)
+        if args.step_delay:
+            time.sleep(args.step_delay)
         if checkpoint_dir is not None and (step % args.checkpoint_every == 0 or step == args.steps):
             if rank == 0:
                 path = torchkit.save_checkpoint(

@@ -27,6 +27,7 @@ from kubetrain.api.trainer.resolve import ResolvedTrainJob
 from kubetrain.api.trainer.runtime import RuntimeBase
 from kubetrain.commands.runtime_lookup import find_runtime
 from kubetrain.frameworks import pytorch
+from kubetrain.local.elastic import check_scale_plan, parse_scale
 from kubetrain.local.execute import EXIT_FAILED, execute
 from kubetrain.local.plan import LocalPlan, LocalRunError, plan_local_run
 from kubetrain.local.trainjob import plan_trainjob, visible_gpus
@@ -88,6 +89,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--dist",
         default="dist",
         help="where kubetrain synth writes the stacks (default: dist)",
+    )
+    parser.add_argument(
+        "--scale",
+        action="append",
+        default=[],
+        metavar="NODES@WHEN",
+        help="scale an elastic job while it trains (repeatable, in order): NODES@step=STEP "
+        "once the job logs that step, NODES@SECONDS after the start; e.g. --scale 3@step=20 "
+        "--scale 2@step=40",
     )
     parser.add_argument(
         "--dry-run",
@@ -243,6 +253,12 @@ def run(args: argparse.Namespace) -> int:
         except LocalRunError as error:
             print(f"kubetrain run: {error}", file=sys.stderr)
             return EXIT_USAGE
+        try:
+            scale = [parse_scale(text) for text in args.scale]
+            check_scale_plan(scale, plan.elastic, f"{plan.job.kind}/{plan.job.name}")
+        except LocalRunError as error:
+            print(f"kubetrain run: {error}", file=sys.stderr)
+            return EXIT_USAGE
         for note in plan.notes:
             out.write(f"kubetrain: note: {note}\n")
         if args.dry_run:
@@ -253,13 +269,23 @@ def run(args: argparse.Namespace) -> int:
         if deadline is None and run_policy is not None:
             deadline = run_policy.active_deadline_seconds
         try:
-            outcome = execute(plan, workdir=workdir, out=out, deadline_seconds=deadline)
+            outcome = execute(
+                plan, workdir=workdir, out=out, deadline_seconds=deadline, scale=scale
+            )
         except LocalRunError as error:
             print(f"kubetrain run: {error}", file=sys.stderr)
             return EXIT_FAILED
+    for rescale in outcome.rescales:
+        if rescale.reformed_after is None:
+            out.write(
+                f"kubetrain: elastic: {rescale.from_nodes} -> {rescale.to_nodes} nodes: no "
+                f"step at world_size={rescale.world_size} was seen after it\n"
+            )
     replicas = ", ".join(
         f"{label} not started"
         if label in outcome.not_started
+        else f"{label} removed"
+        if label in outcome.removed
         else f"{label} {'running' if code is None else f'exit {code}'}"
         for label, code in outcome.exit_codes.items()
     )

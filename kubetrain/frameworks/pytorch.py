@@ -94,14 +94,15 @@ def replica_port(job: PyTorchJob, replica_type: str) -> int:
     return declared_port(spec.template, CONTAINER, PORT_NAME, DEFAULT_PORT)
 
 
-def elastic_bounds(job: PyTorchJob) -> tuple[int, int]:
-    """``(min, max)`` nodes of an elastic job: each bound from the other when one is
-    unset, both the Worker count when neither is (admission stores the same)."""
+def elastic_bounds(job: PyTorchJob) -> tuple[int, int] | None:
+    """``(min, max)`` nodes of an elastic job (``elasticPolicy`` min/max replicas, each
+    the other when one is unset, else the Worker replicas); None when it is not elastic."""
     elastic = job.spec.elastic_policy
+    if elastic is None:
+        return None
     workers = replicas_of(job.spec.pytorch_replica_specs.get(PyTorchReplicaType.WORKER))
-    low = (elastic and (elastic.min_replicas or elastic.max_replicas)) or workers
-    high = (elastic and elastic.max_replicas) or low
-    return low, high
+    low = elastic.min_replicas or elastic.max_replicas or workers
+    return low, elastic.max_replicas or low
 
 
 def replica_env(
@@ -141,7 +142,7 @@ def replica_env(
         env.append(env_var("PET_NNODES", nodes))
         return env
 
-    low, high = elastic_bounds(job)
+    low, high = elastic_bounds(job) or (nodes, nodes)
     worker0 = ReplicaRef(job_name=job.name, namespace=namespace, replica_type=WORKER, index=0)
     rdzv_host = elastic.rdzv_host or addressing.replica_host(worker0, qualified=False)
     rdzv_port = elastic.rdzv_port or addressing.replica_port(worker0, replica_port(job, WORKER))
@@ -166,9 +167,10 @@ def replica_env(
 def autoscaling(job: JobBase) -> Autoscaling | None:
     """The HPA an elastic job with ``metrics`` owns (None: no metrics, no HPA)."""
     elastic = _typed(job).spec.elastic_policy
-    if elastic is None or not elastic.metrics:
+    bounds = elastic_bounds(_typed(job))
+    if elastic is None or not elastic.metrics or bounds is None:
         return None
-    low, high = elastic_bounds(_typed(job))
+    low, high = bounds
     return Autoscaling(
         replica_type=WORKER,
         unit="workers",
@@ -238,6 +240,19 @@ def trainjob_env(job: ResolvedTrainJob, index: int, addressing: Addressing) -> l
         env_var(T.PET_MASTER_ADDR, trainjob_nodes.rank_zero(job, addressing)),
         env_var(T.PET_MASTER_PORT, trainjob_nodes.rank_zero_port(job, addressing, RENDEZVOUS_PORT)),
     ]
+
+
+def trainjob_elastic_bounds(job: ResolvedTrainJob) -> tuple[int, int] | None:
+    """``(min, max)`` nodes of an elastic torch TrainJob, None when it is not elastic.
+
+    Always None for now: the runtime's torch policy has no ``elasticPolicy`` yet (KEP-2903:
+    ``elasticPolicy: {minNodes, maxNodes, metrics}``, ``spec.trainer.numNodes`` the current
+    count). Once it has, this returns ``(minNodes, maxNodes)`` and ``trainjob_env`` sets
+    ``PET_NNODES=min:max`` and a c10d rendezvous at node 0; ``kubetrain run --local``
+    (:mod:`kubetrain.local.elastic`) then scales the TrainJob's nodes as it scales a
+    PyTorchJob's Workers.
+    """
+    return None
 
 
 def is_injection_target(job: ResolvedTrainJob, replicated_job: str, container: str) -> bool:

@@ -18,7 +18,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -27,6 +27,7 @@ from typing import IO, Any, TextIO
 
 from kubetrain.api.trainer.resolve import ResolvedTrainJob
 from kubetrain.frameworks import StartAfter
+from kubetrain.local.elastic import Rescale, ScaleAt, Scaler, describe, lose_node
 from kubetrain.local.plan import LocalPlan, LocalReplica, LocalRunError
 from kubetrain.local.progress import local_progress
 
@@ -60,6 +61,10 @@ class Outcome:
     initializer)."""
     progress: dict[str, Any] | None = None
     """A TrainJob's last progress report (``status.trainerStatus``), if it sent one."""
+    rescales: list[Rescale] = field(default_factory=list)
+    """An elastic job's scale decisions, in order, with how long each took to re-form."""
+    removed: tuple[str, ...] = ()
+    """Nodes a scale plan removed (their exit does not fail the job)."""
 
 
 class _NoProgress:
@@ -81,8 +86,10 @@ class _Replica:
         out: TextIO,
         lock: threading.Lock,
         log: IO[str] | None = None,
+        on_line: Callable[[str], None] | None = None,
     ) -> None:
         self.spec = spec
+        self._on_line = on_line
         self.process = process
         self.exit_code: int | None = None
         self._log = log
@@ -103,6 +110,8 @@ class _Replica:
                 with lock:
                     out.write(prefix + line + "\n")
                     out.flush()
+                if self._on_line is not None:
+                    self._on_line(line)
         finally:
             if self._log is not None:
                 self._log.close()
@@ -218,13 +227,15 @@ def execute(
     grace_seconds: float = GRACE_SECONDS,
     settle_seconds: float = SETTLE_SECONDS,
     log_dir: Path | None = None,
+    scale: Sequence[ScaleAt] = (),
 ) -> Outcome:
     """Start every replica of ``plan`` in its start order, stream their logs to ``out``
     (and to ``log_dir``, when given) and decide the job.
 
     Once the job has succeeded, replicas still running get ``settle_seconds`` to exit by
     themselves; then (and at once when it failed) they get SIGTERM and, after
-    ``grace_seconds``, SIGKILL.
+    ``grace_seconds``, SIGKILL. ``scale`` is an elastic job's scale plan
+    (:mod:`kubetrain.local.elastic`; checked beforehand with ``check_scale_plan``).
     """
     for path, text in plan.files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -249,6 +260,41 @@ def execute(
             out.write(f"kubetrain: {message}\n")
             out.flush()
 
+    scaler: Scaler | None = None
+    removed: set[tuple[str, int]] = set()
+    gone: list[_Replica] = []
+    if scale and plan.elastic is not None:
+        nproc = plan.replicas[0].env.get("PET_NPROC_PER_NODE", "") if plan.replicas else ""
+        scaler = Scaler(plan.elastic, scale, nproc, started)
+
+    def on_line(line: str) -> None:
+        assert scaler is not None
+        reformed = scaler.observe(line, time.monotonic())
+        if reformed is not None:
+            say(describe(reformed))
+
+    def rescale(entry: ScaleAt, before: int) -> None:
+        """Start the nodes a scale-up adds; lose those a scale-down removes (highest first,
+        as a smaller replica count removes the highest indexes)."""
+        assert plan.elastic is not None
+        rtype = plan.elastic.replica_type
+        say(f"elastic: scaling {before} -> {entry.nodes} nodes ({entry})")
+        if entry.nodes > before:
+            for spec in plan.elastic.rescale(entry.nodes)[before:]:
+                key = (spec.replica_type, spec.index)
+                if key in replicas:  # removed earlier, now back: a new process
+                    gone.append(replicas.pop(key))
+                removed.discard(key)
+                pending.append(spec)
+            return
+        for index in range(before - 1, entry.nodes - 1, -1):
+            key = (rtype, index)
+            removed.add(key)
+            pending[:] = [s for s in pending if (s.replica_type, s.index) != key]
+            if key in replicas:
+                say(f"elastic: {replicas[key].spec.label} leaves: its torchrun is killed")
+                lose_node(replicas[key].process.pid)
+
     # A TrainJob's trainer reports progress as it would to the operator (local/progress.py).
     trainers: tuple[str, ...] = ()
     progress_run: AbstractContextManager[Any] = nullcontext(_NO_PROGRESS)
@@ -260,6 +306,11 @@ def execute(
         try:
             phase, reason, code, failed_label = "", "", 0, None
             while not phase:
+                if scaler is not None:
+                    before = scaler.nodes
+                    entry = scaler.due(time.monotonic())
+                    if entry is not None:
+                        rescale(entry, before)
                 for spec in list(pending):
                     holding = _waits_for(spec, orders, plan, replicas)
                     if holding is not None:
@@ -281,11 +332,11 @@ def execute(
                     if log_path is not None:
                         logs[spec.label] = log_path
                     replicas[(spec.replica_type, spec.index)] = _Replica(
-                        spec, process, out, lock, log
+                        spec, process, out, lock, log, on_line if scaler is not None else None
                     )
                     pending.remove(spec)
-                running = list(replicas.values())
-                exit_codes = {key: r.poll() for key, r in replicas.items()}
+                running = [r for key, r in replicas.items() if key not in removed]
+                exit_codes = {key: r.poll() for key, r in replicas.items() if key not in removed}
                 failed = [r for r in running if r.exit_code not in (None, 0)]
                 success = plan.succeeded(exit_codes)
                 if success is not None:
@@ -325,8 +376,8 @@ def execute(
                 ):
                     time.sleep(0.05)
         finally:
-            _stop(list(replicas.values()), grace_seconds)
-            for replica in replicas.values():
+            _stop([*replicas.values(), *gone], grace_seconds)
+            for replica in [*replicas.values(), *gone]:
                 replica.finish_logs(timeout=5)
     codes: dict[str, int | None] = {spec.label: None for spec in plan.replicas}
     for replica in replicas.values():
@@ -343,4 +394,6 @@ def execute(
         logs=logs,
         not_started=tuple(spec.label for spec in pending),
         progress=progress.last,
+        rescales=list(scaler.rescales) if scaler is not None else [],
+        removed=tuple(replicas[key].spec.label for key in sorted(removed) if key in replicas),
     )

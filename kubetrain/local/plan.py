@@ -11,38 +11,27 @@ from __future__ import annotations
 import re
 import socket
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from kubetrain.api import MPIJob, apply_defaults
+from kubetrain.api import MPIJob, PyTorchJob, apply_defaults
 from kubetrain.api.common import JobBase
-from kubetrain.api.loader import Job
-from kubetrain.frameworks import Framework, LocalAddressing, framework_for, mpi, replica_name
+from kubetrain.api.loader import Job, load_job
+from kubetrain.frameworks import (
+    Framework,
+    LocalAddressing,
+    framework_for,
+    mpi,
+    pytorch,
+    replica_name,
+)
 from kubetrain.frameworks.replicas import main_container, replicas_of
+from kubetrain.local.elastic import ElasticGroup, check_elastic_env, local_rendezvous
+from kubetrain.local.replica import LocalReplica as LocalReplica
+from kubetrain.local.replica import LocalRunError as LocalRunError
 
 _VAR_REF = re.compile(r"\$\$|\$\(([A-Za-z_][A-Za-z0-9_.-]*)\)")
-
-
-class LocalRunError(Exception):
-    """The manifest cannot be run locally; the message says why and what to change."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class LocalReplica:
-    """One process to start: a replica's main container."""
-
-    replica_type: str
-    index: int
-    container: str
-    argv: list[str]
-    env: dict[str, str]
-    """Variables set for this replica: the manifest's, then the injected ones."""
-
-    @property
-    def label(self) -> str:
-        """``<type>-<index>``, as in the replica's pod name."""
-        return f"{self.replica_type.lower()}-{self.index}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,6 +51,8 @@ class LocalPlan:
     sshd to the launcher): counted as Ready and done by the start order and success rule."""
     success_phase: str = "Succeeded"
     """What the kind calls success (``Succeeded``; a TrainJob's condition is ``Complete``)."""
+    elastic: ElasticGroup | None = None
+    """The nodes a scale plan may change, when the job is elastic."""
 
     def succeeded(self, exit_codes: Mapping[tuple[str, int], int | None]) -> str | None:
         """Why the job has succeeded given the replicas' exit codes, by the framework's
@@ -299,6 +290,18 @@ def plan_pods(
     )
 
 
+def _pods_of(job: Job) -> list[LocalPod]:
+    """The job's pods, leaders first (a Master before the Workers)."""
+    specs = job.replica_specs()
+    leaders = framework_for(job.kind).info.replica_types
+    order = sorted(specs, key=lambda t: leaders.index(t) if t in leaders else len(leaders))
+    return [
+        LocalPod(replica_type=rtype, index=index, name=replica_name(job.name, rtype, index))
+        for rtype in order
+        for index in range(replicas_of(specs[rtype]))
+    ]
+
+
 def plan_local_run(
     job: Job,
     *,
@@ -314,14 +317,7 @@ def plan_local_run(
     """
     job = apply_defaults(job)
     framework = framework_for(job.kind)
-    specs = job.replica_specs()
-    leaders = framework.info.replica_types
-    order = sorted(specs, key=lambda t: leaders.index(t) if t in leaders else len(leaders))
-    pods = [
-        LocalPod(replica_type=rtype, index=index, name=replica_name(job.name, rtype, index))
-        for rtype in order
-        for index in range(replicas_of(specs[rtype]))
-    ]
+    pods = _pods_of(job)
     addressing = local_addressing(pods, ports, scratch)
     launcher = None
     if isinstance(job, MPIJob):
@@ -332,7 +328,7 @@ def plan_local_run(
             f"the launcher's mpirun starts the ranks on this machine from "
             f"{addressing.mpi_hostfile}",
         )
-    return plan_pods(
+    plan = plan_pods(
         job,
         framework,
         pods,
@@ -341,6 +337,56 @@ def plan_local_run(
         extra_env=extra_env,
         launcher=launcher,
     )
+    bounds = pytorch.elastic_bounds(job) if isinstance(job, PyTorchJob) else None
+    if bounds is None:
+        return plan
+    assert isinstance(job, PyTorchJob)
+    policy = job.spec.elastic_policy
+    chosen = dict(addressing.ports)
+
+    def rescale(nodes: int) -> list[LocalReplica]:
+        # What the scale subresource changes on a cluster: the Worker replicas; the
+        # operator then plans the new pods. Nodes that run keep their ports.
+        wire = job.model_dump(mode="json", by_alias=True, exclude_none=True)
+        wire["spec"]["pytorchReplicaSpecs"][pytorch.WORKER]["replicas"] = nodes
+        scaled = load_job(wire)
+        pods = _pods_of(scaled)
+        extra = iter(free_ports(len(pods)))
+        ports = [chosen.get((p.replica_type, p.index)) or next(extra) for p in pods]
+        again = plan_local_run(
+            scaled, scratch=scratch, entrypoint=entrypoint, extra_env=extra_env, ports=ports
+        )
+        return [r for r in again.replicas if r.replica_type == pytorch.WORKER]
+
+    return elastic_plan(
+        plan,
+        ElasticGroup(
+            replica_type=pytorch.WORKER,
+            low=bounds[0],
+            high=bounds[1],
+            nodes=sum(1 for r in plan.replicas if r.replica_type == pytorch.WORKER),
+            max_restarts=policy.max_restarts if policy is not None else None,
+            rescale=rescale,
+        ),
+        scratch,
+    )
+
+
+def elastic_plan(plan: LocalPlan, group: ElasticGroup, scratch: Path) -> LocalPlan:
+    """``plan`` with its elastic ``group``: node 0 hosts the rendezvous store, checkpoints
+    go to ``scratch`` (see :func:`~kubetrain.local.elastic.local_rendezvous`), each node's
+    torchrun checked to be able to rendezvous here."""
+    for replica in plan.replicas:
+        if replica.replica_type == group.replica_type:
+            where = f"{plan.job.kind}/{plan.job.name} {replica.label}"
+            check_elastic_env(where, replica, group.low, group.high)
+    rescale, rtype = group.rescale, group.replica_type
+    checkpoints = scratch / "checkpoints"
+    group = replace(
+        group, rescale=lambda nodes: local_rendezvous(rescale(nodes), rtype, checkpoints)
+    )
+    replicas = local_rendezvous(plan.replicas, rtype, checkpoints)
+    return replace(plan, replicas=replicas, elastic=group)
 
 
 def job_succeeded(job: Job, exit_codes: Mapping[tuple[str, int], int | None]) -> bool:

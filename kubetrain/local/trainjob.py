@@ -39,15 +39,20 @@ from kubetrain.api.trainer import TrainJob, apply_trainer_defaults
 from kubetrain.api.trainer import constants as T
 from kubetrain.api.trainer.resolve import ResolvedTrainJob
 from kubetrain.api.trainer.runtime import RuntimeBase
+from kubetrain.api.trainer.trainjob import Trainer
 from kubetrain.frameworks import mpi, pytorch, trainjob
 from kubetrain.frameworks.registry import resolve_trainjob
 from kubetrain.frameworks.trainjob_nodes import gpus_per_node
+from kubetrain.local.elastic import ElasticGroup
 from kubetrain.local.plan import (
     Launcher,
     LocalKind,
     LocalPlan,
     LocalPod,
+    LocalReplica,
     LocalRunError,
+    elastic_plan,
+    free_ports,
     local_addressing,
     plan_pods,
 )
@@ -180,7 +185,7 @@ def plan_trainjob(
             f"{', '.join(sshd)} pods only serve sshd to the launcher, so they are not started; "
             f"the launcher's mpirun starts every rank here from {addressing.mpi_hostfile}",
         )
-    return plan_pods(
+    plan = plan_pods(
         resolved,
         trainjob.FRAMEWORK,
         pods,
@@ -190,6 +195,54 @@ def plan_trainjob(
         notes=notes,
         launcher=launcher,
         kind=TRAINJOB_RULES,
+    )
+    bounds = pytorch.trainjob_elastic_bounds(resolved)
+    if bounds is None:
+        return plan
+    chosen = dict(addressing.ports)
+    trainer_job = resolved.spec.trainer_job
+
+    def rescale(nodes: int) -> list[LocalReplica]:
+        # A scaled elastic TrainJob is the same TrainJob with spec.trainer.numNodes changed.
+        trainer = job.spec.trainer or Trainer()
+        scaled = job.model_copy(
+            update={
+                "spec": job.spec.model_copy(
+                    update={"trainer": trainer.model_copy(update={"num_nodes": nodes})}
+                )
+            }
+        )
+        # Pods in trainjob.pod_names' order, those that run keeping their ports.
+        pods = [
+            (name, index)
+            for name in resolved.spec.replicated_jobs
+            for index in range(nodes if name == trainer_job else resolved.pods_of(name))
+        ]
+        extra = iter(free_ports(len(pods)))
+        again = plan_trainjob(
+            scaled,
+            runtime,
+            scratch=scratch,
+            entrypoint=entrypoint,
+            extra_env=extra_env,
+            ports=[chosen.get(pod) or next(extra) for pod in pods],
+            gpus=gpus,
+            rank_prefixes=rank_prefixes,
+        )
+        return [r for r in again.replicas if r.replica_type == trainer_job]
+
+    policy_restarts = plan.replicas[0].env.get("PET_MAX_RESTARTS") if plan.replicas else None
+    return elastic_plan(
+        plan,
+        ElasticGroup(
+            replica_type=trainer_job,
+            low=bounds[0],
+            high=bounds[1],
+            nodes=resolved.pods_of(trainer_job),
+            max_restarts=int(policy_restarts) if policy_restarts else None,
+            rescale=rescale,
+        ),
+        scratch,
     )
 
 
