@@ -8,7 +8,7 @@ first one that ends the job (or the reconcile) has the last word (a decision tha
 the job is followed by ``policies/finish``, its consequences):
 
     invalid > finished > (created, pinned children) > suspended > deadline > gang restart
-    > failure/restart > success > startup > children > progress
+    > failure/restart > success > startup > scale > children > progress
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from kubetrain.controller.policies import (
     gang_restart,
     progress,
     restart,
+    scale,
     startup,
     success,
     suspend,
@@ -52,6 +53,7 @@ PRECEDENCE: tuple[Policy, ...] = (
     success.decide,
     startup.decide,
     restart.decide_recreate,
+    scale.decide,
     desired.decide,
     progress.decide,
 )

@@ -308,3 +308,13 @@ def truncate(message: str, limit: int = MAX_EVENT_MESSAGE) -> str:
     if len(message) <= limit:
         return message
     return message[: limit - 3] + "..."
+
+
+#: An elastic job's size changed (``kubectl scale``, an HPA).
+SCALED_UP = "ScaledUp"
+SCALED_DOWN = "ScaledDown"
+
+
+def scaled(before: int, after: int, noun: str) -> str:
+    """``2 -> 3 nodes``: an elastic job's size change."""
+    return f"{before} -> {after} {noun}s"

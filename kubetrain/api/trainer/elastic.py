@@ -75,7 +75,7 @@ def _check_runtime_nodes(obj: dict[str, Any]) -> list[FieldError]:
     if None in (low, high, nodes):
         return []
     assert low is not None and high is not None and nodes is not None
-    if not low <= nodes <= high:
+    if low <= high and not low <= nodes <= high:  # bounds out of order: their own rule
         return [FieldError("spec.mlPolicy.numNodes", ELASTIC_RUNTIME_NODES, nodes)]
     return []
 
@@ -115,6 +115,7 @@ def elastic_rules(limits: ReplicaLimits) -> list[Rule]:
             RUNTIMES,
             ELASTIC_RUNTIME_NODES,
             "!has(self.numNodes) || !has(self.torch) || !has(self.torch.elasticPolicy) || "
+            "self.torch.elasticPolicy.minNodes > self.torch.elasticPolicy.maxNodes || "
             "(self.numNodes >= self.torch.elasticPolicy.minNodes && "
             "self.numNodes <= self.torch.elasticPolicy.maxNodes)",
             ("spec", "mlPolicy"),

@@ -102,29 +102,25 @@ def _check_elastic_nodes(old: dict[str, Any], new: dict[str, Any]) -> list[Field
     return []
 
 
-def _has_trainer_field(root: str, field: str) -> str:
-    return f"(has({root}.spec.trainer) && has({root}.spec.trainer.{field}))"
+def _trainer_field(root: str, field: str) -> str:
+    """The optional value of ``spec.trainer.<field>`` (none when it or trainer is absent)."""
+    return f"{root}.spec.?trainer.?{field}"
 
 
 def _trainer_cel() -> str:
     """``trainer`` unchanged; or, elastic, every field of it but ``numNodes`` unchanged."""
     fixed = " && ".join(
-        f"{_has_trainer_field('self', f)} == {_has_trainer_field('oldSelf', f)} && "
-        f"(!{_has_trainer_field('self', f)} || self.spec.trainer.{f} == oldSelf.spec.trainer.{f})"
-        for f in _TRAINER_FIXED
+        f"{_trainer_field('self', f)} == {_trainer_field('oldSelf', f)}" for f in _TRAINER_FIXED
     )
     return f"({_unchanged_cel('trainer')}) || ({_ELASTIC_CEL} && {fixed})"
 
 
-_ELASTIC_CEL = "(has(oldSelf.status) && has(oldSelf.status.elastic))"
-_NODES_CEL = "self.spec.trainer.numNodes"
+_ELASTIC_CEL = "oldSelf.?status.?elastic.hasValue()"
+_NODES = _trainer_field("self", "numNodes")
 _ELASTIC_NODES_CEL = (
-    f"!{_ELASTIC_CEL} || "
-    f"({_has_trainer_field('self', 'numNodes')} == {_has_trainer_field('oldSelf', 'numNodes')} && "
-    f"(!{_has_trainer_field('self', 'numNodes')} || {_NODES_CEL} == oldSelf.spec.trainer.numNodes))"
-    f" || ({_has_trainer_field('self', 'numNodes')} && "
-    f"{_NODES_CEL} >= oldSelf.status.elastic.minNodes && "
-    f"{_NODES_CEL} <= oldSelf.status.elastic.maxNodes)"
+    f"!{_ELASTIC_CEL} || {_NODES} == {_trainer_field('oldSelf', 'numNodes')} || "
+    f"({_NODES}.hasValue() && {_NODES}.value() >= oldSelf.status.elastic.minNodes && "
+    f"{_NODES}.value() <= oldSelf.status.elastic.maxNodes)"
 )
 
 

@@ -29,6 +29,7 @@ to write), ``serving_replica_types(job)`` (none), ``ttl_deletes`` (the job) and
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kubetrain.api.common import JobBase, JobStatus
@@ -52,6 +53,15 @@ class StatusCodec(Protocol):
     def normalized(self, raw_status: Any) -> dict[str, Any]:
         """The current wire status as :meth:`write` would spell it, for comparisons."""
         ...
+
+
+@dataclass(frozen=True)
+class Scale:
+    """An elastic job's size change: ``before`` and ``after`` counts of ``noun``s."""
+
+    before: int
+    after: int
+    noun: str
 
 
 class JobPlugin(Protocol[J]):
@@ -137,6 +147,12 @@ class JobPlugin(Protocol[J]):
         (a TrainJob's runtimePatches times, as Trainer's webhook stamps them); None when
         there is nothing to write (the v1 kinds' spec is the user's alone). ``now`` is
         RFC 3339 at second precision."""
+        return None
+
+    def scale(self, job: J, raw_status: Any) -> Scale | None:
+        """For an elastic job whose size changed since its status last recorded it
+        (``kubectl scale``, an HPA): that size, the new one and what is counted. None:
+        not elastic, or unchanged."""
         return None
 
     def serving_replica_types(self, job: J) -> tuple[str, ...]:

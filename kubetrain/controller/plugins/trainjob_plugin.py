@@ -44,7 +44,7 @@ from kubetrain.controller import podstate
 from kubetrain.controller.conditions import parse_time
 from kubetrain.controller.model import Gate, Loaded, Observed, Outcome, Replica, StartupRule
 from kubetrain.controller.plugins import children, runtime_snapshot, v1
-from kubetrain.controller.plugins.base import JobPlugin, StatusCodec
+from kubetrain.controller.plugins.base import JobPlugin, Scale, StatusCodec
 from kubetrain.controller.plugins.mpi_children import MpiChildren, config_map
 from kubetrain.controller.plugins.trainjob_progress import ProgressInjection
 from kubetrain.controller.plugins.trainjob_status import CODEC
@@ -52,6 +52,7 @@ from kubetrain.controller.policies import success
 from kubetrain.frameworks import mpi, trainjob
 from kubetrain.frameworks.addressing import trainjob_pod_name
 from kubetrain.frameworks.mpi_pods import TRAINJOB_LAYOUT, mount
+from kubetrain.frameworks.pytorch import trainjob_elastic
 from kubetrain.frameworks.registry import policy_for, resolve_trainjob
 
 #: How long a TrainJob waits for the runtime it names to appear before it fails.
@@ -152,6 +153,16 @@ class TrainJobPlugin(MpiChildren, JobPlugin[ResolvedTrainJob]):
     def spec_stamp(self, raw: Mapping[str, Any], now: str) -> list[dict[str, Any]] | None:
         """runtimePatches' times (``kubetrain.api.trainer.patch_times``)."""
         return patch_times.json_patch(raw, now)
+
+    def scale(self, job: ResolvedTrainJob, raw_status: Any) -> Scale | None:
+        """An elastic TrainJob whose numNodes differs from the node count its status
+        recorded (none before its first status: nothing to compare)."""
+        status = raw_status if isinstance(raw_status, Mapping) else {}
+        before = status.get("nodes")
+        after = job.pods_of(job.spec.trainer_job)
+        if trainjob_elastic(job) is None or "elastic" not in status or not isinstance(before, int):
+            return None
+        return Scale(before, after, "node") if before != after else None
 
     def replicas(self, job: ResolvedTrainJob) -> list[Replica]:
         return [
