@@ -65,18 +65,20 @@ def sdk(
     yield Sdk(scientist_env(kubeconfig, namespace, tmp_path))
     # The TrainJobs go first, while the operator runs, so the runtimes are released.
     jobs.custom.delete_collection_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)
-    wait_for(
-        lambda: [
-            r["metadata"]["name"]
-            for r in jobs.custom.list_namespaced_custom_object(
-                GROUP, VERSION, namespace, "trainingruntimes"
-            )["items"]
-            if K.RUNTIME_IN_USE_ANNOTATION in (r["metadata"].get("annotations") or {})
-        ],
-        lambda held: not held,
-        what="the runtimes released by the operator",
-    )
+    wait_for(lambda: _held_runtimes(jobs), lambda held: not held, what="the runtimes released")
     remove_applied(dyn, objects)
+
+
+def _held_runtimes(jobs: Jobs) -> list[str]:
+    found = jobs.custom.list_namespaced_custom_object(
+        GROUP, VERSION, jobs.namespace, "trainingruntimes"
+    )
+    assert isinstance(found, dict)
+    return [
+        r["metadata"]["name"]
+        for r in found["items"]
+        if K.RUNTIME_IN_USE_ANNOTATION in (r["metadata"].get("annotations") or {})
+    ]
 
 
 def _node_pods(jobs: Jobs, name: str) -> dict[str, dict[str, Any]]:
