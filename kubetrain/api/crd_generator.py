@@ -55,6 +55,9 @@ class CrdInfo:
     name_max: int = 63
     scale_replica_type: str | None = None
     shape: Callable[[dict[str, Any]], None] | None = None
+    #: The scale subresource's paths, for a kind whose scale is not a replica type's
+    #: (TrainJob: its node count).
+    scale: tuple[tuple[str, str], ...] = ()
 
 
 def find_info(infos: Iterable[CrdInfo], kind: str) -> CrdInfo:
@@ -138,6 +141,8 @@ def _subresources(info: CrdInfo) -> dict[str, Any]:
             "statusReplicasPath": f".status.replicaStatuses.{rtype}.active",
             "labelSelectorPath": f".status.replicaStatuses.{rtype}.selector",
         }
+    if info.scale:
+        subresources["scale"] = dict(info.scale)
     return subresources
 
 

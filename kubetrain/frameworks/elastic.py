@@ -9,10 +9,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from kubetrain.api.kinds import PYTORCH
+from kubetrain.api.kinds import PYTORCH, TRAINJOB
 
-#: The kinds whose jobs may own an HPA (the operator's RBAC grants HPAs only with them).
-AUTOSCALED_KINDS: tuple[str, ...] = (PYTORCH.kind,)
+#: The kinds whose jobs may own an HPA (the operator's RBAC grants HPAs only with them):
+#: elastic PyTorchJobs, and TrainJobs whose torch runtime is elastic.
+AUTOSCALED_KINDS: tuple[str, ...] = (PYTORCH.kind, TRAINJOB.kind)
 
 
 @dataclass(frozen=True)

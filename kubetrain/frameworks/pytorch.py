@@ -22,6 +22,7 @@ from kubetrain.api.kinds import PYTORCH
 from kubetrain.api.pytorch import PyTorchJob, PyTorchReplicaType, default_nproc_per_node
 from kubetrain.api.trainer import constants as T
 from kubetrain.api.trainer.resolve import ResolvedTrainJob
+from kubetrain.api.trainer.runtime import TorchElasticPolicy
 from kubetrain.frameworks import trainjob_nodes
 from kubetrain.frameworks.addressing import (
     Addressing,
@@ -36,6 +37,12 @@ from kubetrain.frameworks.policy import RENDEZVOUS_PORT, TrainJobPolicy, trainer
 from kubetrain.frameworks.replicas import declared_port, replicas_of
 
 CONTAINER = str(PYTORCH.main_container)
+PET_RDZV_ENDPOINT = "PET_RDZV_ENDPOINT"
+PET_RDZV_BACKEND = "PET_RDZV_BACKEND"
+PET_RDZV_ID = "PET_RDZV_ID"
+PET_MAX_RESTARTS = "PET_MAX_RESTARTS"
+#: The rendezvous backend of an elastic launch without a store of its own.
+C10D = "c10d"
 PORT_NAME = str(PYTORCH.port_name)
 DEFAULT_PORT = int(PYTORCH.default_port or 0)
 MASTER = PyTorchReplicaType.MASTER.value
@@ -80,7 +87,7 @@ def node_rank(replica_type: str, index: int, has_master: bool) -> int:
     return index + 1 if has_master else index
 
 
-def job_uid(job: PyTorchJob) -> str:
+def job_uid(job: JobBase) -> str:
     """The job's UID (the API server sets it), else its name (a manifest run locally)."""
     uid = (job.metadata.model_extra or {}).get("uid")
     return str(uid) if uid else job.name
@@ -148,16 +155,16 @@ def replica_env(
     rdzv_port = elastic.rdzv_port or addressing.replica_port(worker0, replica_port(job, WORKER))
     env += [
         env_var("PET_NNODES", f"{low}:{high}"),
-        env_var("PET_RDZV_ENDPOINT", f"{rdzv_host}:{rdzv_port}"),
-        env_var("PET_RDZV_BACKEND", (elastic.rdzv_backend or "c10d")),
-        env_var("PET_RDZV_ID", elastic.rdzv_id or job_uid(job)),
+        env_var(PET_RDZV_ENDPOINT, f"{rdzv_host}:{rdzv_port}"),
+        env_var(PET_RDZV_BACKEND, (elastic.rdzv_backend or C10D)),
+        env_var(PET_RDZV_ID, elastic.rdzv_id or job_uid(job)),
     ]
     if elastic.rdzv_conf:
         env.append(
             env_var("PET_RDZV_CONF", ",".join(f"{c.key}={c.value}" for c in elastic.rdzv_conf))
         )
     if elastic.max_restarts is not None:
-        env.append(env_var("PET_MAX_RESTARTS", elastic.max_restarts))
+        env.append(env_var(PET_MAX_RESTARTS, elastic.max_restarts))
     if elastic.standalone:
         # torchrun reads boolean PET_* flags as integers.
         env.append(env_var("PET_STANDALONE", 1))
@@ -231,15 +238,52 @@ def trainjob_nproc_per_node(job: ResolvedTrainJob) -> str:
     return str(trainjob_nodes.cpus_per_node(job))
 
 
+def trainjob_elastic(job: ResolvedTrainJob) -> TorchElasticPolicy | None:
+    """The ``elasticPolicy`` of a torch TrainJob's runtime (None: a fixed node count)."""
+    return job.spec.torch.elastic_policy if job.spec.torch is not None else None
+
+
+def trainjob_autoscaling(job: ResolvedTrainJob) -> Autoscaling | None:
+    """The HPA of an elastic torch TrainJob whose runtime's ``elasticPolicy`` names
+    ``metrics``: its trainer job's nodes, from ``minNodes`` to ``maxNodes``."""
+    elastic = trainjob_elastic(job)
+    if elastic is None or not elastic.metrics:
+        return None
+    return Autoscaling(
+        replica_type=job.spec.trainer_job,
+        unit="nodes",
+        min_replicas=elastic.min_nodes,
+        max_replicas=elastic.max_nodes,
+        metrics=tuple(elastic.metrics),
+    )
+
+
 def trainjob_env(job: ResolvedTrainJob, index: int, addressing: Addressing) -> list[EnvVar]:
-    """torchrun's variables for node ``index`` of a torch TrainJob (upstream v2.3.0's)."""
-    return [
-        env_var(T.PET_NNODES, job.spec.num_nodes),
+    """torchrun's variables for node ``index`` of a torch TrainJob (upstream v2.3.0's), and
+    for an elastic one (the runtime's ``elasticPolicy``) the elastic launch's: nodes
+    ``min:max`` and a c10d rendezvous at node 0, identified by the TrainJob's UID. None of
+    them depends on the node count, so a scale leaves the running pods as they are."""
+    host = trainjob_nodes.rank_zero(job, addressing)
+    port = trainjob_nodes.rank_zero_port(job, addressing, RENDEZVOUS_PORT)
+    elastic = trainjob_elastic(job)
+    nodes = job.spec.num_nodes if elastic is None else f"{elastic.min_nodes}:{elastic.max_nodes}"
+    env = [
+        env_var(T.PET_NNODES, nodes),
         env_var(T.PET_NPROC_PER_NODE, trainjob_nproc_per_node(job)),
         trainjob_nodes.index_env(T.PET_NODE_RANK),
-        env_var(T.PET_MASTER_ADDR, trainjob_nodes.rank_zero(job, addressing)),
-        env_var(T.PET_MASTER_PORT, trainjob_nodes.rank_zero_port(job, addressing, RENDEZVOUS_PORT)),
+        env_var(T.PET_MASTER_ADDR, host),
+        env_var(T.PET_MASTER_PORT, port),
     ]
+    if elastic is None:
+        return env
+    env += [
+        env_var(PET_RDZV_ENDPOINT, f"{host}:{port}"),
+        env_var(PET_RDZV_BACKEND, C10D),
+        env_var(PET_RDZV_ID, job_uid(job)),
+    ]
+    if elastic.max_restarts is not None:
+        env.append(env_var(PET_MAX_RESTARTS, elastic.max_restarts))
+    return env
 
 
 def trainjob_elastic_bounds(job: ResolvedTrainJob) -> tuple[int, int] | None:

@@ -76,6 +76,15 @@ RUNTIME_COLUMNS = [
 ]
 
 
+#: TrainJob's scale subresource (``kubectl scale trainjob``, an HPA): its node count, the
+#: node pods the operator counts, and their selector. Only an elastic TrainJob's node
+#: count may change (``trainjob_updates``), and only it has the status selector.
+TRAINJOB_SCALE = (
+    ("specReplicasPath", ".spec.trainer.numNodes"),
+    ("statusReplicasPath", ".status.nodes"),
+    ("labelSelectorPath", ".status.selector"),
+)
+
 #: The Trainer kinds' rows: TrainJob, TrainingRuntime and ClusterTrainingRuntime.
 TRAINER_CRD_INFOS: tuple[CrdInfo, ...] = (
     CrdInfo(
@@ -85,6 +94,7 @@ TRAINER_CRD_INFOS: tuple[CrdInfo, ...] = (
         placed_rules(rules_for, TRAINJOB.kind),
         cel_transitions(transitions_for, TRAINJOB.kind),
         status=TrainJobStatus,
+        scale=TRAINJOB_SCALE,
     ),
     *(
         CrdInfo(

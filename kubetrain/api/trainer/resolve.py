@@ -45,6 +45,7 @@ from kubetrain.api.base import KubeModel
 from kubetrain.api.common import JobBase, ReplicaSpec, RestartPolicy, RunPolicy
 from kubetrain.api.errors import FieldError, JobValidationError
 from kubetrain.api.trainer import constants as T
+from kubetrain.api.trainer import elastic
 from kubetrain.api.trainer.pair_rules import pair_errors
 from kubetrain.api.trainer.runtime import (
     MLPolicy,
@@ -259,15 +260,6 @@ def _apply_initializer(template: dict[str, Any], step: str, source: Mapping[str,
         container["envFrom"] = [*(container.get("envFrom") or []), {"secretRef": dict(secret)}]
 
 
-def _node_count(trainjob: TrainJob, policy: MLPolicy | None) -> int:
-    trainer = trainjob.spec.trainer
-    if trainer is not None and trainer.num_nodes is not None:
-        return trainer.num_nodes
-    if policy is not None and policy.num_nodes is not None:
-        return policy.num_nodes
-    return 1
-
-
 def resolve(
     trainjob: TrainJob, runtime: RuntimeBase, layout: Layout | None = None
 ) -> ResolvedTrainJob:
@@ -292,9 +284,9 @@ def resolve(
             )
         )
         raise JobValidationError(errors)
-    errors += pair_errors(trainjob, runtime)
+    errors += pair_errors(trainjob, runtime) + elastic.pair_errors(trainjob, runtime)
     jobset = runtime.spec.template.spec
-    nodes = _node_count(trainjob, policy)
+    nodes = elastic.start_nodes(trainjob, policy)
     names = [r.name for r in runtime.replicated_jobs()]
     placed = NodeLayout()
     if layout is not None and policy is not None:

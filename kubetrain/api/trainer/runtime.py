@@ -13,7 +13,14 @@ from typing import Annotated, Literal
 
 from pydantic import Field, StrictBool, StrictInt, StrictStr
 
-from kubetrain.api.base import KubeModel, ListType, NonNegInt32, PositiveInt32, StoredDefault
+from kubetrain.api.base import (
+    KubeModel,
+    ListType,
+    MetricSpec,
+    NonNegInt32,
+    PositiveInt32,
+    StoredDefault,
+)
 from kubetrain.api.common import ObjectMeta
 from kubetrain.api.names import DNS1123_SUBDOMAIN_PATTERN, MAX_SUBDOMAIN
 from kubetrain.api.trainer.constants import (
@@ -55,11 +62,35 @@ class EnvInjection(KubeModel):
     )
 
 
+class TorchElasticPolicy(KubeModel):
+    """Elastic torchrun (KEP-2903's proposed ``elasticPolicy``, kubetrain's extension until
+    upstream adopts one): the TrainJob's nodes may change between ``minNodes`` and
+    ``maxNodes`` while it runs (its scale subresource), and torchrun re-forms the group."""
+
+    min_nodes: PositiveInt32 = Field(description="Fewest nodes the training runs on (>= 1).")
+    max_nodes: PositiveInt32 = Field(description="Most nodes (>= minNodes).")
+    max_restarts: NonNegInt32 | None = Field(
+        default=None,
+        description="kubetrain: torchrun's --max-restarts (PET_MAX_RESTARTS). Default: torchrun's.",
+    )
+    metrics: list[MetricSpec] | None = Field(
+        default=None,
+        max_length=16,
+        description="autoscaling/v2 metrics: the operator keeps a HorizontalPodAutoscaler "
+        "scaling each TrainJob between minNodes and maxNodes on them.",
+    )
+
+
 class TorchMLPolicySource(KubeModel):
     """PyTorch (torchrun): the PET_* environment in the trainer's ``node`` container."""
 
     env_injection: EnvInjection | None = Field(
         default=None, description="Other containers that get the PET_* environment."
+    )
+    elastic_policy: TorchElasticPolicy | None = Field(
+        default=None,
+        description="Elastic training between minNodes and maxNodes (kubetrain's extension, "
+        "after KEP-2903). Default: a fixed node count.",
     )
 
 

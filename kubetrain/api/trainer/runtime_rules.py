@@ -11,6 +11,7 @@ from kubetrain.api.errors import FieldError
 from kubetrain.api.limits import ReplicaLimits
 from kubetrain.api.rules import Rule
 from kubetrain.api.trainer.constants import ANCESTOR_LABEL, ANCESTOR_TRAINER, STEP_CONTAINERS
+from kubetrain.api.trainer.elastic import elastic_rules
 from kubetrain.api.trainer.rules import (
     RUNTIMES,
     nodes_check,
@@ -269,4 +270,5 @@ def runtime_rules(limits: ReplicaLimits) -> list[Rule]:
             ("spec", "template", "spec", "volumeClaimPolicies", ITEMS),
             _check_claim_namespace,
         ),
+        *elastic_rules(limits),
     ]

@@ -353,6 +353,13 @@ class Bookkeeping(KubeModel):
     gang_restart: GangRestartStatus | None = None
 
 
+class ElasticBounds(KubeModel):
+    """The node bounds of an elastic TrainJob (its runtime's torch ``elasticPolicy``)."""
+
+    min_nodes: PositiveInt32
+    max_nodes: PositiveInt32
+
+
 class TrainJobStatus(KubeModel):
     """Written by the operator (status subresource)."""
 
@@ -398,6 +405,17 @@ class TrainJobStatus(KubeModel):
     )
     kubetrain: Bookkeeping | None = Field(
         default=None, description="kubetrain's lifecycle record (the SDK does not read it)."
+    )
+    elastic: ElasticBounds | None = Field(
+        default=None,
+        description="kubetrain, elastic TrainJobs only: the bounds spec.trainer.numNodes may "
+        "change within while the TrainJob runs (kubectl scale, an HPA).",
+    )
+    selector: StrictStr | None = Field(
+        default=None,
+        max_length=1024,
+        description="kubetrain, elastic TrainJobs only: the label selector of the node pods "
+        "(the scale subresource's).",
     )
 
 

@@ -9,6 +9,11 @@ the defaults back changes nothing. ``runtimePatches`` change only while the Trai
 suspended before or after the update (how Kueue writes them), but for their times (the
 operator stamps those, ``kubetrain.api.trainer.patch_times``), and so do Trainer v2.1's
 ``podTemplateOverrides`` (how Kueue v0.15 writes them).
+
+An elastic TrainJob (one whose ``status.elastic`` the operator wrote, from its runtime's
+torch ``elasticPolicy``) is the exception to ``trainer``'s immutability: its
+``spec.trainer.numNodes`` alone may change (``kubectl scale``, an HPA), to a count within
+those bounds; it may not be removed.
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ from kubetrain.api.trainer.constants import (
     DEFAULT_RUNTIME_KIND,
     TRAINJOB,
 )
-from kubetrain.api.wire import as_dict, at
+from kubetrain.api.trainer.trainjob import Trainer
+from kubetrain.api.wire import as_dict, as_int, at
 
 # --- TrainJob updates ----------------------------------------------------------------------------
 
@@ -53,6 +59,84 @@ def _unchanged_cel(field: str) -> str:
         f"has(self.spec.{field}) == has(oldSelf.spec.{field}) && "
         f"(!has(self.spec.{field}) || {new} == {old})"
     )
+
+
+#: ``spec.trainer``'s fields but ``numNodes``: those an elastic TrainJob keeps too.
+_TRAINER_FIXED = tuple(
+    field.alias or name for name, field in Trainer.model_fields.items() if name != "num_nodes"
+)
+#: The integer fields of ``spec.trainer`` (compared as optionals: shorter rules).
+_INT_FIELDS = ("numNodes", "numProcPerNode")
+ELASTIC_NODES = (
+    "spec.trainer.numNodes of an elastic TrainJob may change only to a count within "
+    "status.elastic (minNodes..maxNodes of its runtime's torch elasticPolicy), and may not be "
+    "removed"
+)
+
+
+def _elastic(obj: dict[str, Any]) -> dict[str, Any] | None:
+    bounds = at(obj, "status", "elastic")
+    return bounds if isinstance(bounds, dict) else None
+
+
+def _trainer_but_nodes(obj: dict[str, Any]) -> dict[str, Any]:
+    trainer = as_dict(at(obj, "spec", "trainer"))
+    return {k: v for k, v in trainer.items() if k != "numNodes"}
+
+
+def _check_trainer_unchanged(old: dict[str, Any], new: dict[str, Any]) -> list[FieldError]:
+    if at(old, "spec", "trainer") == at(new, "spec", "trainer"):
+        return []
+    if _elastic(old) is not None and _trainer_but_nodes(old) == _trainer_but_nodes(new):
+        return []  # the elastic-nodes rule checks the count
+    return [FieldError("spec.trainer", _immutable_message("trainer"), at(new, "spec", "trainer"))]
+
+
+def _check_elastic_nodes(old: dict[str, Any], new: dict[str, Any]) -> list[FieldError]:
+    bounds = _elastic(old)
+    before, after = at(old, "spec", "trainer", "numNodes"), at(new, "spec", "trainer", "numNodes")
+    if bounds is None or before == after:
+        return []
+    count = as_int(after)
+    low, high = as_int(bounds.get("minNodes")), as_int(bounds.get("maxNodes"))
+    if count is None or low is None or high is None or not low <= count <= high:
+        return [FieldError("spec.trainer.numNodes", ELASTIC_NODES, after)]
+    return []
+
+
+def _trainer_field(root: str, field: str) -> str:
+    """The optional value of ``spec.trainer.<field>`` (none when it or trainer is absent)."""
+    return f"{root}.spec.?trainer.?{field}"
+
+
+def _same_trainer_field(field: str) -> str:
+    """``spec.trainer.<field>`` the same before and after (both absent counts). Only the
+    integers are compared as optionals: a string or list as an optional loses its size
+    bounds, and the API server's cost estimate refuses the rule."""
+    if field in _INT_FIELDS:
+        return f"{_trainer_field('self', field)} == {_trainer_field('oldSelf', field)}"
+    new = f"(has(self.spec.trainer) && has(self.spec.trainer.{field}))"
+    old = f"(has(oldSelf.spec.trainer) && has(oldSelf.spec.trainer.{field}))"
+    value, before = f"self.spec.trainer.{field}", f"oldSelf.spec.trainer.{field}"
+    return f"{new} == {old} && (!{new} || {value} == {before})"
+
+
+def _trainer_cel() -> str:
+    """Every field of ``trainer`` but ``numNodes`` unchanged, and unless the TrainJob is
+    elastic, ``numNodes`` and ``trainer`` itself neither (each field compared once: the
+    rule costs what comparing ``trainer`` whole costs)."""
+    fixed = " && ".join(_same_trainer_field(f) for f in _TRAINER_FIXED)
+    present = "has(self.spec.trainer) == has(oldSelf.spec.trainer)"
+    return f"{fixed} && ({_ELASTIC_CEL} || ({present} && {_same_trainer_field('numNodes')}))"
+
+
+_ELASTIC_CEL = "oldSelf.?status.?elastic.hasValue()"
+_NODES = _trainer_field("self", "numNodes")
+_ELASTIC_NODES_CEL = (
+    f"!{_ELASTIC_CEL} || {_NODES} == {_trainer_field('oldSelf', 'numNodes')} || "
+    f"({_NODES}.hasValue() && {_NODES}.value() >= oldSelf.status.elastic.minNodes && "
+    f"{_NODES}.value() <= oldSelf.status.elastic.maxNodes)"
+)
 
 
 RUNTIME_REF_IMMUTABLE = (
@@ -160,6 +244,17 @@ def _suspended_cel(root: str) -> str:
     return f"(has({root}.spec.suspend) && {root}.spec.suspend)"
 
 
+def _immutable(name: str, field: str) -> Transition:
+    return Transition(
+        f"trainjob-{name}-immutable",
+        TRAINJOB,
+        _immutable_message(field),
+        _unchanged_cel(field),
+        f".spec.{field}",
+        _unchanged_check(field),
+    )
+
+
 def trainjob_transitions() -> list[Transition]:
     rules = [
         Transition(
@@ -170,20 +265,23 @@ def trainjob_transitions() -> list[Transition]:
             ".spec.runtimeRef",
             _check_runtime_ref_unchanged,
         ),
-        *(
-            Transition(
-                f"trainjob-{name}-immutable",
-                TRAINJOB,
-                _immutable_message(field),
-                _unchanged_cel(field),
-                f".spec.{field}",
-                _unchanged_check(field),
-            )
-            for name, field in (
-                ("initializer", "initializer"),
-                ("trainer", "trainer"),
-                ("deadline", "activeDeadlineSeconds"),
-            )
+        _immutable("initializer", "initializer"),
+        Transition(
+            "trainjob-trainer-immutable",
+            TRAINJOB,
+            _immutable_message("trainer"),
+            _trainer_cel(),
+            ".spec.trainer",
+            _check_trainer_unchanged,
+        ),
+        _immutable("deadline", "activeDeadlineSeconds"),
+        Transition(
+            "trainjob-elastic-nodes",
+            TRAINJOB,
+            ELASTIC_NODES,
+            _ELASTIC_NODES_CEL,
+            ".spec.trainer.numNodes",
+            _check_elastic_nodes,
         ),
         Transition(
             "trainjob-managed-by-immutable",

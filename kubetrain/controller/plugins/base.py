@@ -29,6 +29,7 @@ to write), ``serving_replica_types(job)`` (none), ``ttl_deletes`` (the job) and
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Protocol
 
 from kubetrain.api.common import JobBase, JobStatus
@@ -53,6 +54,21 @@ class StatusCodec(Protocol):
     def normalized(self, raw_status: Any) -> dict[str, Any]:
         """The current wire status as :meth:`write` would spell it, for comparisons."""
         ...
+
+
+@dataclass(frozen=True)
+class Scaled:
+    """What a job's scale subresource moves (``policies/scaling`` announces its changes)."""
+
+    key: str
+    """The replicas it counts (a PyTorchJob's ``Worker``, a TrainJob's trainer job)."""
+    count: int
+    """How many the spec asks for now."""
+    present: int
+    """How many have a child now (before a change is carried out: the count before it,
+    for an operator that just started)."""
+    unit: str
+    """What they are called in messages (``workers``, ``nodes``)."""
 
 
 class JobPlugin(Protocol[J]):
@@ -143,6 +159,11 @@ class JobPlugin(Protocol[J]):
         (a TrainJob's runtimePatches times, as Trainer's webhook stamps them); None when
         there is nothing to write (the v1 kinds' spec is the user's alone). ``now`` is
         RFC 3339 at second precision."""
+        return None
+
+    def scaled(self, job: J, observed: Observed) -> Scaled | None:
+        """The replicas the job's scale subresource moves, counted (None: nothing is
+        scaled, or scales are not announced)."""
         return None
 
     def serving_replica_types(self, job: J) -> tuple[str, ...]:

@@ -24,7 +24,7 @@ from kubetrain.controller.model import (
     StartupRule,
 )
 from kubetrain.controller.plugins import autoscaler, children, v1
-from kubetrain.controller.plugins.base import JobPlugin
+from kubetrain.controller.plugins.base import JobPlugin, Scaled
 from kubetrain.controller.policies import success
 from kubetrain.frameworks import ClusterAddressing, Framework, replica_name
 from kubetrain.frameworks.elastic import Autoscaling
@@ -77,6 +77,24 @@ class ReplicatedPlugin(JobPlugin[J]):
         """The framework's autoscaler for ``job`` (PyTorch's ``elasticPolicy.metrics``)."""
         scaling = getattr(self.framework, "autoscaling", None)
         return scaling(job) if scaling is not None else None
+
+    def scaled(self, job: J, observed: Observed) -> Scaled | None:
+        """The replica type behind the kind's scale subresource (a PyTorchJob's Workers):
+        its count, and its Services there (one per replica, kept across pod restarts)."""
+        rtype = self.framework.info.scale_replica_type
+        if rtype is None:
+            return None
+        wanted = rtype.lower()
+        present = sum(
+            1
+            for svc in observed.services.values()
+            if ((svc.get("metadata") or {}).get("labels") or {}).get(K.REPLICA_TYPE) == wanted
+            and not podstate.is_deleting(svc)
+        )
+        scaling = self.autoscaling(job)
+        unit = scaling.unit if scaling is not None else f"{wanted}s"
+        count = replicas_of(job.replica_specs().get(rtype))
+        return Scaled(key=rtype, count=count, present=present, unit=unit)
 
     def tolerates_failure(self, job: J, replica: Replica) -> bool:
         tolerates = getattr(self.framework, "tolerates_failure", None)

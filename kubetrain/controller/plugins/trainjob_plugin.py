@@ -43,15 +43,17 @@ from kubetrain.controller import gang as G
 from kubetrain.controller import podstate
 from kubetrain.controller.conditions import parse_time
 from kubetrain.controller.model import Gate, Loaded, Observed, Outcome, Replica, StartupRule
-from kubetrain.controller.plugins import children, runtime_snapshot, v1
-from kubetrain.controller.plugins.base import JobPlugin, StatusCodec
+from kubetrain.controller.plugins import autoscaler, children, runtime_snapshot, v1
+from kubetrain.controller.plugins.base import JobPlugin, Scaled, StatusCodec
 from kubetrain.controller.plugins.mpi_children import MpiChildren, config_map
 from kubetrain.controller.plugins.trainjob_progress import ProgressInjection
 from kubetrain.controller.plugins.trainjob_status import CODEC
 from kubetrain.controller.policies import success
 from kubetrain.frameworks import mpi, trainjob
 from kubetrain.frameworks.addressing import trainjob_pod_name
+from kubetrain.frameworks.elastic import Autoscaling
 from kubetrain.frameworks.mpi_pods import TRAINJOB_LAYOUT, mount
+from kubetrain.frameworks.pytorch import trainjob_autoscaling, trainjob_elastic
 from kubetrain.frameworks.registry import policy_for, resolve_trainjob
 
 #: How long a TrainJob waits for the runtime it names to appear before it fails.
@@ -77,7 +79,7 @@ class TrainJobPlugin(MpiChildren, JobPlugin[ResolvedTrainJob]):
     kind = trainjob.FRAMEWORK.info.kind
     framework = trainjob.FRAMEWORK
     #: Secrets are created, never watched (their names are in the status).
-    child_kinds: tuple[str, ...] = ("Pod", "Service", "ConfigMap")
+    child_kinds: tuple[str, ...] = ("Pod", "Service", "ConfigMap", autoscaler.KIND)
     #: As upstream's JobSet TTL: the pods and Services go, the TrainJob and status stay.
     ttl_deletes = "children"
     counts_failed_replica = True
@@ -153,6 +155,24 @@ class TrainJobPlugin(MpiChildren, JobPlugin[ResolvedTrainJob]):
         """runtimePatches' times (``kubetrain.api.trainer.patch_times``)."""
         return patch_times.json_patch(raw, now)
 
+    def scaled(self, job: ResolvedTrainJob, observed: Observed) -> Scaled | None:
+        """An elastic TrainJob's nodes (its trainer job's pods): ``numNodes``, and the node
+        pods there (None: not elastic)."""
+        if trainjob_elastic(job) is None:
+            return None
+        key = job.spec.trainer_job
+        present = sum(
+            1
+            for pod in observed.pods.values()
+            if ((pod.get("metadata") or {}).get("labels") or {}).get(K.REPLICA_TYPE) == key
+            and not podstate.is_deleting(pod)
+        )
+        return Scaled(key=key, count=job.pods_of(key), present=present, unit="nodes")
+
+    def autoscaling(self, job: ResolvedTrainJob) -> Autoscaling | None:
+        """The HPA of an elastic TrainJob whose runtime names ``metrics``."""
+        return trainjob_autoscaling(job)
+
     def replicas(self, job: ResolvedTrainJob) -> list[Replica]:
         return [
             Replica(
@@ -201,6 +221,9 @@ class TrainJobPlugin(MpiChildren, JobPlugin[ResolvedTrainJob]):
             if replica.replica_type in gate.blocked:
                 continue
             yield children.with_hash(self._pod(job, replica, secret))
+        scaling = self.autoscaling(job)
+        if scaling is not None:
+            yield autoscaler.hpa(job, scaling)
 
     def _labels(self, job: Job, replicated_job: str, index: int) -> dict[str, str]:
         labels = children.replica_labels(job, replicated_job, index)

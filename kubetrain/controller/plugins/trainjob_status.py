@@ -19,6 +19,9 @@ and ``status.state`` says it in one word for ``kubectl get trainjobs``. ``jobsSt
 has all six counts of every replicated job (the SDK raises on a partial entry), counted
 in Jobs as JobSet counts them (one Job per replicated job: a 4-node job that completed
 is ``ready 0, succeeded 1``); ``nodes``, ``readyNodes`` and ``restarts`` count pods.
+An elastic TrainJob (its runtime's torch ``elasticPolicy``) also has ``elastic`` (the
+bounds its ``numNodes`` may change within) and ``selector`` (its node pods' label
+selector): with ``nodes``, what its scale subresource reads.
 """
 
 from __future__ import annotations
@@ -41,6 +44,7 @@ from kubetrain.controller import podstate
 from kubetrain.controller import reasons as R
 from kubetrain.controller.model import Observed, status_or_empty
 from kubetrain.frameworks.addressing import trainjob_pod_name
+from kubetrain.frameworks.pytorch import trainjob_elastic
 
 #: The SDK's names for the final conditions.
 COMPLETE = "Complete"
@@ -140,6 +144,13 @@ def _sdk_conditions(conditions: list[JobCondition]) -> list[Condition]:
     return out
 
 
+def node_selector(job: ResolvedTrainJob) -> str:
+    """The label selector of a TrainJob's trainer pods (its scale subresource's)."""
+    return (
+        f"{K.JOBSET_NAME_LABEL}={job.name},{K.JOBSET_REPLICATED_JOB_LABEL}={job.spec.trainer_job}"
+    )
+
+
 def _ready(observed: Observed, name: str) -> bool:
     pod = observed.pods.get(name)
     return pod is not None and (podstate.is_ready(pod) or podstate.is_succeeded(pod))
@@ -226,6 +237,12 @@ class TrainJobStatusCodec:
             ]
             out["nodes"] = len(node_pods)
             out["readyNodes"] = sum(1 for p in node_pods if _ready(observed, p))
+            elastic = trainjob_elastic(job)
+            if elastic is not None:
+                # What the update rules let numNodes change within, and the scale
+                # subresource's selector.
+                out["elastic"] = {"minNodes": elastic.min_nodes, "maxNodes": elastic.max_nodes}
+                out["selector"] = node_selector(job)
         # What backoffLimit is measured against, as the Job controller and the restart
         # Events count it: pods recreated, and the in-place restarts of the pods there.
         restarts = sum((r.restarts or 0) for r in replicas.values())

@@ -1,13 +1,15 @@
-"""A running job whose scaled replicas changed (the replica type behind its CRD's scale
-subresource: a PyTorchJob's Workers): what changed and why, said once.
+"""A running job whose scaled replicas changed (what its CRD's scale subresource moves: a
+PyTorchJob's Workers, an elastic TrainJob's nodes; the plugin counts them,
+``JobPlugin.scaled``): what changed and why, said once.
 
 The change is counted from the count last reconciled (the operator's memory) or, after an
-operator restart, from the Services of that replica type (one per replica, kept across
-pod restarts). A job that is not Running yet has nothing to announce: its first pods are
-being created. The Event is ``ScaledUp`` or ``ScaledDown``, ``2 -> 4 workers (HPA: cpu
-85% > 75%)``: the job's HPA's last measurements against its targets, else the job's own
-spec (``kubectl scale``, an edit). The Running condition's message carries the same
-sentence until the next scale, so ``kubectl describe`` and the SDK show the last one.
+operator restart, from the children there (a PyTorchJob's Worker Services, one per
+replica and kept across pod restarts; a TrainJob's node pods). A job that is not Running
+yet has nothing to announce: its first pods are being created. The Event is ``ScaledUp``
+or ``ScaledDown``, ``2 -> 4 workers (HPA: cpu 85% > 75%)``: the job's HPA's last
+measurements against its targets, else the job's own spec (``kubectl scale``, an edit).
+The Running condition's message carries the same sentence until the next scale, so
+``kubectl describe`` and the SDK show the last one.
 
 The pods themselves are the children policy's (``desired``): new replicas are created,
 surplus ones deleted, the others left alone (pods are never rewritten: an elastic job's
@@ -19,13 +21,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from kubetrain.api import keys as K
 from kubetrain.api.common import ConditionStatus, ConditionType
-from kubetrain.api.kinds import kind_info
-from kubetrain.controller import podstate
 from kubetrain.controller import reasons as R
 from kubetrain.controller.decisions import ConditionChange, Decision, Event
-from kubetrain.frameworks.replicas import replicas_of
 
 if TYPE_CHECKING:
     from kubetrain.controller.draft import Draft
@@ -34,17 +32,6 @@ if TYPE_CHECKING:
 MARKERS = (f"{R.SCALED_UP}: ", f"{R.SCALED_DOWN}: ")
 #: Said when no HPA made the change.
 BY_SPEC = "the job's spec: kubectl scale or an edit"
-
-
-def _services_of(draft: Draft, replica_type: str) -> int:
-    """The replica type's Services that are not being deleted."""
-    wanted = replica_type.lower()
-    return sum(
-        1
-        for svc in draft.observed.services.values()
-        if ((svc.get("metadata") or {}).get("labels") or {}).get(K.REPLICA_TYPE) == wanted
-        and not podstate.is_deleting(svc)
-    )
 
 
 def note(draft: Draft) -> str:
@@ -122,25 +109,23 @@ def decide(draft: Draft) -> Decision | None:
     """An Event and the Running message when the scaled count changed (see the module
     docs); the count is remembered either way."""
     job = draft.job
-    replica_type = kind_info(draft.kind).scale_replica_type
-    if job is None or replica_type is None:
+    scaled = draft.plugin.scaled(job, draft.observed) if job is not None else None
+    if job is None or scaled is None:
         return None
-    now = replicas_of(job.replica_specs().get(replica_type))
-    decision = Decision(seen_scale={replica_type: now})
-    before = draft.ctx.seen_scale.get(replica_type)
+    now = scaled.count
+    decision = Decision(seen_scale={scaled.key: now})
+    before = draft.ctx.seen_scale.get(scaled.key)
     running = draft.has(ConditionType.RUNNING)
     if before is None and running:
-        before = _services_of(draft, replica_type) or None
+        before = scaled.present or None
     if before is None or before == now or not running:
         return decision
-    scaling = draft.plugin.autoscaling(job)
-    unit = scaling.unit if scaling is not None else f"{replica_type.lower()}s"
     cause = why(draft.observed.autoscalers.get(job.name)) or BY_SPEC
     reason = R.SCALED_UP if now > before else R.SCALED_DOWN
-    message = f"{before} -> {now} {unit} ({cause})"
+    message = f"{before} -> {now} {scaled.unit} ({cause})"
     generation = (draft.raw.get("metadata") or {}).get("generation")
     decision.events.append(
-        Event("Normal", reason, message, key=f"scaled/{generation}/{replica_type}/{now}")
+        Event("Normal", reason, message, key=f"scaled/{generation}/{scaled.key}/{now}")
     )
     decision.conditions.append(
         ConditionChange(

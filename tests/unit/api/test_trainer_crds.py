@@ -176,7 +176,15 @@ def test_trainjob_embeds_core_types() -> None:
 
 
 def test_status_subresource_and_printer_columns() -> None:
-    assert _version("TrainJob")["subresources"] == {"status": {}}
+    # The scale subresource (elastic TrainJobs): kubectl scale and an HPA set numNodes.
+    assert _version("TrainJob")["subresources"] == {
+        "status": {},
+        "scale": {
+            "specReplicasPath": ".spec.trainer.numNodes",
+            "statusReplicasPath": ".status.nodes",
+            "labelSelectorPath": ".status.selector",
+        },
+    }
     columns = {c["name"]: c["jsonPath"] for c in _version("TrainJob")["additionalPrinterColumns"]}
     assert columns == {
         "Runtime": ".spec.runtimeRef.name",

@@ -70,6 +70,15 @@ def _patch(containers: list[dict[str, Any]], manager: str = "example.com/team") 
 
 RJOBS = "spec.template.spec.replicatedJobs"
 
+#: An elastic runtime's torch policy: 1 to 3 nodes.
+_ELASTIC = {"minNodes": 1, "maxNodes": 3}
+
+
+def _elastic(job: dict[str, Any]) -> dict[str, Any]:
+    """``job`` as the operator records an elastic TrainJob (status.elastic: 1 to 3 nodes)."""
+    return set_path(job, "status", {"elastic": _ELASTIC})
+
+
 CASES: list[RuleCase] = [
     # TrainJob
     RuleCase(
@@ -139,6 +148,30 @@ CASES: list[RuleCase] = [
     RuleCase(
         "runtime-nodes-limit",
         set_path(runtime(kind="TrainingRuntime"), "spec.mlPolicy.numNodes", 1001),
+        "spec.mlPolicy.numNodes",
+        "spec.mlPolicy.numNodes",
+    ),
+    RuleCase(
+        "runtime-elastic-bounds",
+        set_path(runtime(), "spec.mlPolicy.torch", {"elasticPolicy": _ELASTIC | {"minNodes": 4}}),
+        "spec.mlPolicy.torch.elasticPolicy",
+        "spec.mlPolicy.torch.elasticPolicy",
+    ),
+    RuleCase(
+        "runtime-elastic-nodes-limit",
+        set_path(
+            runtime(), "spec.mlPolicy.torch", {"elasticPolicy": _ELASTIC | {"maxNodes": 1001}}
+        ),
+        "spec.mlPolicy.torch.elasticPolicy.maxNodes",
+        "spec.mlPolicy.torch.elasticPolicy.maxNodes",
+    ),
+    RuleCase(
+        "runtime-elastic-num-nodes",
+        set_path(
+            set_path(runtime(), "spec.mlPolicy.torch", {"elasticPolicy": _ELASTIC}),
+            "spec.mlPolicy.numNodes",
+            4,
+        ),
         "spec.mlPolicy.numNodes",
         "spec.mlPolicy.numNodes",
     ),
@@ -264,6 +297,24 @@ UPDATES: list[UpdateCase] = [
         trainjob(),
     ),
     UpdateCase(
+        "elastic-trainer-image-changed",
+        "trainjob-trainer-immutable",
+        _elastic(trainjob(trainer={"numNodes": 2})),
+        trainjob(trainer={"numNodes": 3, "image": "other"}),
+    ),
+    UpdateCase(
+        "elastic-nodes-beyond-max",
+        "trainjob-elastic-nodes",
+        _elastic(trainjob(trainer={"numNodes": 2})),
+        trainjob(trainer={"numNodes": 4}),
+    ),
+    UpdateCase(
+        "elastic-nodes-removed",
+        "trainjob-elastic-nodes",
+        _elastic(trainjob(trainer={"numNodes": 2, "image": "mine"})),
+        trainjob(trainer={"image": "mine"}),
+    ),
+    UpdateCase(
         "deadline-changed",
         "trainjob-deadline-immutable",
         trainjob(activeDeadlineSeconds=60),
@@ -317,6 +368,13 @@ ADMITTED_UPDATES: list[tuple[str, dict[str, Any], dict[str, Any]]] = [
         trainjob(),
         trainjob(managedBy="trainer.kubeflow.org/trainjob-controller"),
     ),
+    # An elastic TrainJob is scaled (kubectl scale, an HPA) within its bounds.
+    (
+        "elastic-scaled-up",
+        _elastic(trainjob(trainer={"numNodes": 2, "image": "mine"})),
+        trainjob(trainer={"numNodes": 3, "image": "mine"}),
+    ),
+    ("elastic-nodes-set", _elastic(trainjob()), trainjob(trainer={"numNodes": 1})),
     # Kueue: patches change while the job is suspended, or in the update that resumes it.
     ("patches-while-suspended", _suspended(_PATCHED, True), _suspended(_REPATCHED, True)),
     ("patches-on-resume", _suspended(_PATCHED, True), _suspended(_REPATCHED, False)),

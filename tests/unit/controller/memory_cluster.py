@@ -15,7 +15,7 @@ from kubetrain.controller.model import Observed
 from kubetrain.controller.ownership import Holder, holder
 from kubetrain.controller.ports import JobKey
 
-KINDS = ("Pod", "Service", "ConfigMap", "Secret", "Job")
+KINDS = ("Pod", "Service", "ConfigMap", "Secret", "Job", "HorizontalPodAutoscaler")
 
 
 class MemoryCluster:
@@ -58,6 +58,7 @@ class MemoryCluster:
             config_maps=dict(self.children["ConfigMap"]),
             secrets=dict(self.children["Secret"]),
             batch_jobs=dict(self.children["Job"]),
+            autoscalers=dict(self.children["HorizontalPodAutoscaler"]),
             now=now,
         )
 
