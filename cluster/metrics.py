@@ -104,4 +104,3 @@ def metrics_patches(pki_dir: Path) -> list[dict[str, Any]]:
         },
         {"name": "kube-controller-manager", "extraArgs": args(*HPA_ARGS)},
     ]
-

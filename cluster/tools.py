@@ -342,10 +342,7 @@ class ToolDirs:
             kustomize=root / f"kustomize-{versions.kustomize}-{module_digest(KUSTOMIZE_MODULE)}",
             trainer_e2e=root / f"trainer-e2e-{versions.trainer}-{module_digest(TRAINER_MODULE)}",
             metrics_server=root
-            / (
-                f"metrics-server-{versions.metrics_server}-"
-                f"{module_digest(METRICS_SERVER_MODULE)}"
-            ),
+            / (f"metrics-server-{versions.metrics_server}-{module_digest(METRICS_SERVER_MODULE)}"),
         )
 
     def by_tool(self) -> dict[str, Path]:

@@ -281,7 +281,9 @@ def metrics_clients(metrics_cluster: LocalCluster) -> Iterator[ClusterClients]:
 
 
 @pytest.fixture
-def metrics_namespace(metrics_clients: ClusterClients, request: pytest.FixtureRequest) -> Iterator[str]:
+def metrics_namespace(
+    metrics_clients: ClusterClients, request: pytest.FixtureRequest
+) -> Iterator[str]:
     """A fresh namespace on the metrics control plane."""
     with fresh_namespace(metrics_clients.core_v1, metrics_clients.dyn, request) as name:
         yield name

@@ -208,8 +208,7 @@ def _rescales(clients: ClusterClients, ns: str, hpa: str) -> list[str]:
     return [
         str(e.get("message"))
         for e in events
-        if e.get("involvedObject", {}).get("name") == hpa
-        and e.get("reason") == "SuccessfulRescale"
+        if e.get("involvedObject", {}).get("name") == hpa and e.get("reason") == "SuccessfulRescale"
     ]
 
 
@@ -249,8 +248,9 @@ def test_hpa_scales_an_elastic_pytorchjob_up_and_down_with_its_cpu_load(
 
         # Under the target (10m of 100m: 10%), the HPA keeps the one Worker.
         status = wait_for(
-            lambda: read(metrics_clients.dyn, "autoscaling/v2", "HorizontalPodAutoscaler", name, ns)
-            .get("status", {}),
+            lambda: read(
+                metrics_clients.dyn, "autoscaling/v2", "HorizontalPodAutoscaler", name, ns
+            ).get("status", {}),
             lambda s: _utilization(s) is not None,
             what=f"HPA {name} to read the Workers' CPU utilisation",
             timeout=90,
