@@ -8,7 +8,7 @@
 #   make cluster-tools   build every Go tool (a no-op when built; one tool per cache dir)
 #   make cluster-up      start the control plane; prints how to use its kubeconfig
 #                        (CLUSTER_SCHEDULER=coscheduling: the scheduler-plugins scheduler;
-#                        METRICS=1: and the resource metrics API for the HPA: docs/local.md)
+#                        METRICS=1: and the resource metrics API for the HPA: docs/development.md)
 #   make cluster-down    stop it (and Kueue) and remove its work directory
 #                        (REAL_NODE=1: and one real node, kubelet + containerd: docs/real-node.md)
 #   make cluster-status  show whether it is running and where
