@@ -9,6 +9,7 @@ the result through ``metrics.k8s.io``, as it would on a real cluster.
 
 from __future__ import annotations
 
+import ipaddress
 from collections.abc import Iterator
 from typing import Any
 
@@ -16,15 +17,25 @@ import pytest
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
+from cluster.local import LocalCluster
+from kubetrain.api.crds import all_crds
 from kubetrain.controller.config import OperatorConfig
 from tests.builders import jobs as builders
 from tests.integration.conftest import ClusterClients
-from tests.integration.kube import apply, list_objects, read, wait_for
+from tests.integration.kube import (
+    apply,
+    list_objects,
+    listening_addresses,
+    read,
+    wait_for,
+    wait_for_established,
+)
 from tests.integration.operator.conftest import RunningOperator
 from tests.integration.operator.jobs import IMAGE, Jobs
 
 KWOK_API = "kwok.x-k8s.io/v1alpha1"
 METRICS = ("metrics.k8s.io", "v1beta1")
+METRICS_API = "v1beta1.metrics.k8s.io"
 #: What each pod requests: the HPA's CPU utilisation is usage over this.
 CPU_REQUEST_MILLI = 100
 #: A usage a metric must match within (a CPU rate is cumulative seconds over a scrape
@@ -64,6 +75,18 @@ def _nano(quantity: str) -> float:
 
 def _milli(quantity: str) -> float:
     return _nano(quantity) * 1000
+
+
+def test_metrics_server_runs_beside_the_control_plane_on_loopback_only(
+    metrics_cluster: LocalCluster, metrics_clients: ClusterClients
+) -> None:
+    pids = metrics_cluster.pids()
+    assert "metrics-server" in pids, pids
+    listening = listening_addresses({pids["metrics-server"]})
+    assert listening and all(ipaddress.ip_address(a).is_loopback for a in listening), listening
+    service = read(metrics_clients.dyn, "apiregistration.k8s.io/v1", "APIService", METRICS_API)
+    available = [c for c in service["status"]["conditions"] if c["type"] == "Available"]
+    assert [c["status"] for c in available] == ["True"], service["status"]
 
 
 def test_metrics_api_serves_the_usage_a_resource_usage_declares(
@@ -122,13 +145,10 @@ def test_metrics_api_serves_the_usage_a_resource_usage_declares(
 
 @pytest.fixture
 def metrics_operator(
-    metrics_cluster: Any, metrics_clients: ClusterClients, metrics_namespace: str
+    metrics_cluster: LocalCluster, metrics_clients: ClusterClients, metrics_namespace: str
 ) -> Iterator[RunningOperator]:
     """kubetrain's operator in this process, watching the test's namespace on the metrics
     control plane (the typed API's CRDs installed there first)."""
-    from kubetrain.api.crds import all_crds
-    from tests.integration.kube import wait_for_established
-
     crds = all_crds()
     for crd in crds:
         apply(metrics_clients.dyn, crd)
