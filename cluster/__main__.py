@@ -63,6 +63,13 @@ def _parser() -> argparse.ArgumentParser:
         help="also start one real node (kubelet, containerd, kube-proxy, CoreDNS) named "
         "kubetrain-node ($KUBETRAIN_REAL_NODE=1)",
     )
+    up.add_argument(
+        "--metrics",
+        action="store_true",
+        default=os.environ.get("KUBETRAIN_METRICS", "") not in ("", "0"),
+        help="also serve the resource metrics API (metrics-server over kwok's emulated pod "
+        "usage) with short HPA settings, for autoscaling ($KUBETRAIN_METRICS=1)",
+    )
     up.add_argument("--timeout", type=float, default=180.0, help="seconds to wait (180)")
     commands.add_parser("down", help="stop the control plane and delete its state")
     commands.add_parser("status", help="say whether it runs, where, and its memory use")
@@ -94,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
                 topology=topology,
                 scheduler=args.scheduler,
                 real_node=args.real_node,
+                metrics=args.metrics,
             )
             if cluster.is_running():
                 print(f"already running in {cluster.workdir}")

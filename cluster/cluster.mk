@@ -2,11 +2,13 @@
 # etcd, with kwok faking nodes and pod lifecycle) and the Go tools that run beside it: the
 # scheduler-plugins scheduler (gang scheduling), Kueue, helm, Volcano's PodGroup CRD,
 # Prometheus with promtool, dashboard-check (Grafana dashboard JSON against the Grafana
-# Foundation SDK's schema), and Argo CD with kustomize (cluster/argocd.py).
+# Foundation SDK's schema), Argo CD with kustomize (cluster/argocd.py), and metrics-server
+# (cluster/metrics.py).
 # Included by the top-level Makefile.
 #   make cluster-tools   build every Go tool (a no-op when built; one tool per cache dir)
 #   make cluster-up      start the control plane; prints how to use its kubeconfig
-#                        (CLUSTER_SCHEDULER=coscheduling: the scheduler-plugins scheduler)
+#                        (CLUSTER_SCHEDULER=coscheduling: the scheduler-plugins scheduler;
+#                        METRICS=1: and the resource metrics API for the HPA: docs/development.md)
 #   make cluster-down    stop it (and Kueue) and remove its work directory
 #                        (REAL_NODE=1: and one real node, kubelet + containerd: docs/real-node.md)
 #   make cluster-status  show whether it is running and where
@@ -44,6 +46,7 @@ GRAFANA_MODULE := cluster/tools/grafana
 COREDNS_MODULE := cluster/tools/coredns
 ARGOCD_MODULE := cluster/tools/argocd
 KUSTOMIZE_MODULE := cluster/tools/kustomize
+METRICS_SERVER_MODULE := cluster/tools/metrics-server
 
 # The version that follows a module path on a require line of a go.mod.
 cluster_mod_version = $(shell awk '$$1 != "//" {for (i = 1; i < NF; i++) if ($$i == "$(1)" && $$(i+1) != "=>") { print $$(i+1); exit }}' $(2)/go.mod)
@@ -71,6 +74,7 @@ GRAFANA_SDK_VERSION := $(call cluster_mod_version,github.com/grafana/grafana-fou
 COREDNS_VERSION := $(call cluster_mod_version,github.com/coredns/coredns,$(COREDNS_MODULE))
 ARGOCD_VERSION := $(call cluster_mod_version,github.com/argoproj/argo-cd/v3,$(ARGOCD_MODULE))
 KUSTOMIZE_VERSION := $(call cluster_mod_version,sigs.k8s.io/kustomize/kustomize/v5,$(KUSTOMIZE_MODULE))
+METRICS_SERVER_VERSION := $(call cluster_mod_version,sigs.k8s.io/metrics-server,$(METRICS_SERVER_MODULE))
 
 KUBETRAIN_CACHE ?= $(HOME)/.cache/kubetrain
 CLUSTER_TOOLS_ROOT := $(KUBETRAIN_CACHE)/cluster-tools
@@ -96,6 +100,7 @@ NODE_DIR := $(CLUSTER_TOOLS_ROOT)/node-$(CLUSTER_K8S_VERSION)-$(call cluster_mod
 COREDNS_DIR := $(CLUSTER_TOOLS_ROOT)/coredns-$(COREDNS_VERSION)-$(call cluster_mod_digest,$(COREDNS_MODULE))
 ARGOCD_DIR := $(CLUSTER_TOOLS_ROOT)/argocd-$(ARGOCD_VERSION)-$(call cluster_mod_digest,$(ARGOCD_MODULE))
 KUSTOMIZE_DIR := $(CLUSTER_TOOLS_ROOT)/kustomize-$(KUSTOMIZE_VERSION)-$(call cluster_mod_digest,$(KUSTOMIZE_MODULE))
+METRICS_SERVER_DIR := $(CLUSTER_TOOLS_ROOT)/metrics-server-$(METRICS_SERVER_VERSION)-$(call cluster_mod_digest,$(METRICS_SERVER_MODULE))
 TRAINER_E2E_DIR := $(CLUSTER_TOOLS_ROOT)/trainer-e2e-$(TRAINER_VERSION)-$(call cluster_mod_digest,$(TRAINER_MODULE))
 
 CLUSTER_GO_ENV := GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
@@ -162,7 +167,7 @@ $(TRAINER_E2E_DIR)/.done:
 cluster-tools: $(CLUSTER_TOOLS_DIR)/.done $(SCHEDULER_PLUGINS_DIR)/.done $(KUEUE_DIR)/.done \
   $(HELM_DIR)/.done $(VOLCANO_DIR)/.done $(PROMETHEUS_DIR)/.done $(GRAFANA_DIR)/.done \
   $(NODE_DIR)/.done $(COREDNS_DIR)/.done $(ARGOCD_DIR)/.done $(KUSTOMIZE_DIR)/.done \
-  $(TRAINER_E2E_DIR)/.done
+  $(TRAINER_E2E_DIR)/.done $(METRICS_SERVER_DIR)/.done
 
 # Where each tool lives (a test checks that cluster/tools.py agrees).
 cluster-tool-dirs:
@@ -178,6 +183,7 @@ cluster-tool-dirs:
 	@echo "argocd $(ARGOCD_DIR)"
 	@echo "kustomize $(KUSTOMIZE_DIR)"
 	@echo "trainer-e2e $(TRAINER_E2E_DIR)"
+	@echo "metrics-server $(METRICS_SERVER_DIR)"
 	@echo "training-operator $(TRAINING_OPERATOR_DIR)"
 	@echo "mpi-operator $(MPI_OPERATOR_DIR)"
 	@echo "trainer $(TRAINER_DIR)"
@@ -418,6 +424,34 @@ $(KUSTOMIZE_DIR)/.done:
 	    echo "kustomize version says '$$got', expected '$(KUSTOMIZE_VERSION)'" >&2; exit 1; fi
 	$(call cluster_tool_finish,$(KUSTOMIZE_DIR))
 
+# metrics-server (the metrics.k8s.io API the HorizontalPodAutoscaler and `kubectl top`
+# read), stamped as upstream's Makefile does (client-go's version package: the release
+# tag, the commit the module proxy records for it, the release's time on the proxy as the
+# build date; kwokctl reads the version from `--version`), with the release's kustomize
+# manifests (APIService, Service, RBAC): kwokctl builds them, drops the Deployment and
+# points the Service at the binary it runs (cluster/metrics.py).
+$(METRICS_SERVER_DIR)/.done:
+	$(call cluster_tool_start,$(METRICS_SERVER_DIR),metrics-server $(METRICS_SERVER_VERSION))
+	@set -e; start=$$(date +%s); \
+	  cd $(METRICS_SERVER_MODULE); \
+	  commit=$$($(TOOL_GO_ENV) go mod download -json sigs.k8s.io/metrics-server@$(METRICS_SERVER_VERSION) | \
+	    sed -n 's/^[[:space:]]*"Hash": "\([0-9a-f]*\)".*/\1/p'); \
+	  date=$$($(TOOL_GO_ENV) go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' sigs.k8s.io/metrics-server); \
+	  pkg=k8s.io/client-go/pkg/version; \
+	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) \
+	    -ldflags "-s -w -X $$pkg.gitVersion=$(METRICS_SERVER_VERSION) -X $$pkg.gitCommit=$$commit -X $$pkg.buildDate=$$date" \
+	    -o $(METRICS_SERVER_DIR).partial/bin/metrics-server sigs.k8s.io/metrics-server/cmd/metrics-server; \
+	  src=$$($(TOOL_GO_ENV) go list -m -f '{{.Dir}}' sigs.k8s.io/metrics-server); \
+	  cp -R $$src/manifests $(METRICS_SERVER_DIR).partial/manifests; \
+	  chmod -R u+w $(METRICS_SERVER_DIR).partial/manifests; \
+	  echo "built in $$(( $$(date +%s) - start ))s"
+	@got=$$($(METRICS_SERVER_DIR).partial/bin/metrics-server --version); \
+	  if [ "$$got" != "$(METRICS_SERVER_VERSION)" ]; then \
+	    echo "metrics-server --version says '$$got', expected '$(METRICS_SERVER_VERSION)'" >&2; exit 1; fi
+	@test -s $(METRICS_SERVER_DIR).partial/manifests/overlays/release/kustomization.yaml || \
+	  { echo "metrics-server's module has no manifests/overlays/release in $(METRICS_SERVER_DIR).partial" >&2; exit 1; }
+	$(call cluster_tool_finish,$(METRICS_SERVER_DIR))
+
 # Debian packages installed when one is missing: $(1) says what they are for, $(2) lists them.
 define debian_install
 @missing=$$(for p in $(2); do dpkg-query -W -f='$${Status}\n' $$p 2>/dev/null | \
@@ -580,13 +614,16 @@ CLUSTER_GPUS_PER_NODE ?= 8
 CLUSTER_SCHEDULER ?= kube
 # 1: cluster-up also starts one real node (kubelet + containerd; docs/real-node.md).
 REAL_NODE ?= 0
+# 1: cluster-up also serves the resource metrics API (metrics-server over kwok's emulated
+# pod usage) with HPA settings short enough for a test (cluster/metrics.py).
+METRICS ?= 0
 CLUSTER_PY := $(BIN)/python
 
 cluster-up: venv cluster-tools $(if $(filter-out 0,$(REAL_NODE)),node-packages)
 	$(CLUSTER_PY) -m cluster --workdir $(KUBETRAIN_CLUSTER_DIR) up \
 	  --cpu-nodes $(CLUSTER_CPU_NODES) --gpu-nodes $(CLUSTER_GPU_NODES) \
 	  --gpus-per-node $(CLUSTER_GPUS_PER_NODE) --scheduler $(CLUSTER_SCHEDULER) \
-	  $(if $(filter-out 0,$(REAL_NODE)),--real-node)
+	  $(if $(filter-out 0,$(REAL_NODE)),--real-node) $(if $(filter-out 0,$(METRICS)),--metrics)
 
 # Copy images from podman's storage (make images) into the real node's containerd:
 #   make node-import-images IMAGES="ghcr.io/kubetrain/operator:0.1.0 ..."

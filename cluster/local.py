@@ -15,6 +15,10 @@ Nothing here runs containers: kwok plays the kubelet, driven by the Stage resour
 ``cluster/stages`` (pods start at once; an annotation makes them exit, see
 ``cluster.fake_pods``).
 
+With ``metrics=True`` the control plane also serves the resource metrics API from kwok's
+emulated pod usage, and kube-controller-manager's HPA settings are short enough for a
+test (``cluster.metrics``); off by default, since only the autoscaling tests read it.
+
 With ``real_node=True`` one real node joins them (``cluster.node``: containerd, the
 kubelet, kube-proxy and CoreDNS in a network namespace of their own); kwok then manages
 only the nodes annotated ``kwok.x-k8s.io/node: fake``.
@@ -36,6 +40,7 @@ from typing import Any, Literal, get_args
 
 import yaml
 
+from cluster.metrics import KWOK_ADDRESS, METRICS_API_SERVICE, metrics_options, metrics_patches
 from cluster.node import RealNode
 from cluster.node_config import NodeNetwork, control_plane_options, control_plane_patches
 from cluster.process import LocalProcess, ProcessError, free_port
@@ -53,6 +58,8 @@ COMPONENTS = (
     "kube-scheduler",
     "kwok-controller",
 )
+#: The processes kwokctl starts only when asked (``metrics=True``).
+OPTIONAL_COMPONENTS = ("metrics-server",)
 #: The schedulers ``LocalCluster`` can run: kube-scheduler, or the scheduler-plugins
 #: scheduler with gang scheduling (Coscheduling) enabled.
 Scheduler = Literal["kube", "coscheduling"]
@@ -106,6 +113,7 @@ class LocalCluster:
         audit_policy: Path | None = None,
         real_node: bool = False,
         node_network: NodeNetwork | None = None,
+        metrics: bool = False,
     ) -> None:
         if scheduler not in SCHEDULERS:
             raise ValueError(
@@ -124,6 +132,8 @@ class LocalCluster:
         self.with_real_node = real_node
         #: The real node's addresses (two clusters with real nodes need different ones).
         self.node_network = node_network or NodeNetwork()
+        #: Whether ``up()`` serves the resource metrics API (``cluster.metrics``).
+        self.with_metrics = metrics
 
     # Paths -------------------------------------------------------------------------
 
@@ -137,6 +147,8 @@ class LocalCluster:
                 needed.append("scheduler-plugins")
             if self.with_real_node:
                 needed += ["node", "coredns"]
+            if self.with_metrics:
+                needed.append("metrics-server")
             self._tools = find_tools(only=needed)
         return self._tools
 
@@ -273,6 +285,8 @@ class LocalCluster:
             self._start_gang_scheduling(deadline)
         self.register_nodes(deadline=deadline)
         self._wait_for_default_service_account(deadline)
+        if self.with_metrics:
+            self._wait_for_metrics_api(deadline)
         if self.with_real_node:
             node = RealNode(self.workdir, tools=self.tools, network=self.node_network)
             port = int(self.server_url().rsplit(":", 1)[1])
@@ -342,7 +356,10 @@ class LocalCluster:
         nodes = {
             "apiVersion": "v1",
             "kind": "List",
-            "items": self.topology.nodes(kubelet_version=f"kwok-{self.tools.versions.kwok}"),
+            "items": self.topology.nodes(
+                kubelet_version=f"kwok-{self.tools.versions.kwok}",
+                metrics_address=KWOK_ADDRESS if self.with_metrics else None,
+            ),
         }
         # Created, not applied: the kubelet registers its Node with status, and a
         # create keeps the status (capacity, addresses) it is given.
@@ -371,6 +388,26 @@ class LocalCluster:
                 )
             time.sleep(0.5)
 
+    def _wait_for_metrics_api(self, deadline: float) -> None:
+        # kwokctl applies the APIService; it is Available once the API server reaches
+        # metrics-server through it (pods' usage shows later, after two scrapes).
+        while True:
+            result = self.kubectl(
+                "wait",
+                "--for=condition=Available",
+                f"apiservice/{METRICS_API_SERVICE}",
+                f"--timeout={max(1, int(deadline - time.monotonic()))}s",
+                check=False,
+            )
+            if result.returncode == 0:
+                return
+            if time.monotonic() > deadline:
+                raise ClusterError(
+                    f"the APIService {METRICS_API_SERVICE} was not Available in time: "
+                    f"{result.stderr.strip()}\n{self.log_tails()}"
+                )
+            time.sleep(0.5)
+
     def down(self) -> list[Path]:
         """Stop every component and remove the cluster's state (a no-op when stopped).
 
@@ -394,7 +431,7 @@ class LocalCluster:
             # kwokctl SIGKILLs the pid its pid file names, whatever runs there now: a
             # file of a session that died names a process that reused the pid (another
             # cluster's etcd, once). Those files go first.
-            for component in COMPONENTS:
+            for component in COMPONENTS + OPTIONAL_COMPONENTS:
                 if component not in components:
                     self._component_pid_file(component).unlink(missing_ok=True)
             self._kwokctl("delete", "cluster", "--name", CLUSTER_NAME)
@@ -426,7 +463,7 @@ class LocalCluster:
         alone, and pids are reused: a file counts only while its pid runs one of this
         cluster's binaries (not a zombie, not a stranger that got the pid later)."""
         out: dict[str, int] = {}
-        for component in COMPONENTS:
+        for component in COMPONENTS + OPTIONAL_COMPONENTS:
             try:
                 pid = int(self._component_pid_file(component).read_text(encoding="utf-8"))
             except (FileNotFoundError, ValueError):
@@ -594,11 +631,15 @@ class LocalCluster:
             config["options"]["kubeSchedulerConfig"] = str(self.scheduler_config_path)
         if self.audit_policy is not None:
             config["options"]["kubeAuditPolicy"] = str(self.audit_policy)
+        patches: list[dict[str, Any]] = []
         if self.with_real_node:
             config["options"].update(control_plane_options(self.node_network))
-            config["componentsPatches"] = control_plane_patches(
-                self.cluster_dir / "pki", self.node_network
-            )
+            patches += control_plane_patches(self.cluster_dir / "pki", self.node_network)
+        if self.with_metrics:
+            config["options"].update(metrics_options(tools))
+            patches += metrics_patches(self.cluster_dir / "pki")
+        if patches:
+            config["componentsPatches"] = patches
         documents = [yaml.safe_dump(config, sort_keys=True)]
         documents += [path.read_text(encoding="utf-8") for path in stage_files()]
         return "---\n".join(documents)

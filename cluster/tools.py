@@ -22,6 +22,8 @@ into a cache directory of its own outside the repository:
 - Argo CD (one multicall binary, run as its application controller and repo server), with
   the CRDs of Application and AppProject and its default configuration, and kustomize,
   which the repo server runs (``cluster/argocd.py`` runs them).
+- metrics-server (the ``metrics.k8s.io`` API), with the release's kustomize manifests,
+  which the control plane runs when it is started with metrics (``cluster/metrics.py``);
 - upstream Kubeflow Trainer's end-to-end suite (``test/e2e`` of the pinned Trainer
   module, Ginkgo), compiled unchanged into ``trainer-e2e.test``, which the integration
   tests run against kubetrain's operator.
@@ -70,6 +72,7 @@ GRAFANA_MODULE = TOOL_MODULES_DIR / "grafana"
 COREDNS_MODULE = TOOL_MODULES_DIR / "coredns"
 ARGOCD_MODULE = TOOL_MODULES_DIR / "argocd"
 KUSTOMIZE_MODULE = TOOL_MODULES_DIR / "kustomize"
+METRICS_SERVER_MODULE = TOOL_MODULES_DIR / "metrics-server"
 
 #: Every binary ``make cluster-tools`` builds, by file name, with the tool it belongs to
 #: (the ``ToolDirs`` field naming its cache directory).
@@ -98,6 +101,7 @@ BINARY_TOOLS = {
     "argocd-repo-server": "argocd",
     "kustomize": "kustomize",
     "trainer-e2e.test": "trainer_e2e",
+    "metrics-server": "metrics_server",
     "training-operator": "training_operator",
     "mpi-operator": "mpi_operator",
     "trainer-controller-manager": "trainer",
@@ -217,6 +221,7 @@ class Versions:
     coredns: str
     argocd: str
     kustomize: str
+    metrics_server: str
 
     @classmethod
     def pinned(cls) -> Versions:
@@ -252,6 +257,9 @@ class Versions:
             argocd=module_version(ARGOCD_MODULE / "go.mod", "github.com/argoproj/argo-cd/v3"),
             kustomize=module_version(
                 KUSTOMIZE_MODULE / "go.mod", "sigs.k8s.io/kustomize/kustomize/v5"
+            ),
+            metrics_server=module_version(
+                METRICS_SERVER_MODULE / "go.mod", "sigs.k8s.io/metrics-server"
             ),
         )
 
@@ -300,6 +308,7 @@ class ToolDirs:
     argocd: Path
     kustomize: Path
     trainer_e2e: Path
+    metrics_server: Path
 
     @classmethod
     def for_versions(cls, versions: Versions) -> ToolDirs:
@@ -332,6 +341,8 @@ class ToolDirs:
             argocd=root / f"argocd-{versions.argocd}-{module_digest(ARGOCD_MODULE)}",
             kustomize=root / f"kustomize-{versions.kustomize}-{module_digest(KUSTOMIZE_MODULE)}",
             trainer_e2e=root / f"trainer-e2e-{versions.trainer}-{module_digest(TRAINER_MODULE)}",
+            metrics_server=root
+            / (f"metrics-server-{versions.metrics_server}-{module_digest(METRICS_SERVER_MODULE)}"),
         )
 
     def by_tool(self) -> dict[str, Path]:
@@ -349,6 +360,7 @@ class ToolDirs:
             "argocd": self.argocd,
             "kustomize": self.kustomize,
             "trainer-e2e": self.trainer_e2e,
+            "metrics-server": self.metrics_server,
             "training-operator": self.training_operator,
             "mpi-operator": self.mpi_operator,
             "trainer": self.trainer,
@@ -410,6 +422,17 @@ class Tools:
     @property
     def promtool(self) -> Path:
         return self.path("promtool")
+
+    @property
+    def metrics_server(self) -> Path:
+        """metrics-server (the ``metrics.k8s.io`` API; ``cluster/metrics.py``)."""
+        return self.path("metrics-server")
+
+    @property
+    def metrics_server_manifests(self) -> Path:
+        """metrics-server's release kustomization (APIService, Service, RBAC and the
+        Deployment kwokctl drops), as its module ships it."""
+        return self.dirs.metrics_server / "manifests" / "overlays" / "release"
 
     @property
     def dashboard_check(self) -> Path:
@@ -562,6 +585,7 @@ TOOL_NAMES = (
     "argocd",
     "kustomize",
     "trainer-e2e",
+    "metrics-server",
 )
 #: The Go operators ``make peer-tools`` builds for the peer benchmark.
 PEER_TOOL_NAMES = ("training-operator", "mpi-operator", "trainer", "jobset")
@@ -592,6 +616,8 @@ def _tool_files(tools: Tools, tool: str) -> list[Path]:
         files += [tools.trainer_config, tools.trainer_runtimes_dir / "torch_distributed.yaml"]
     elif tool == "argocd":
         files += tools.argocd_crds + tools.argocd_config
+    elif tool == "metrics-server":
+        files.append(tools.metrics_server_manifests / "kustomization.yaml")
     elif tool == "jobset":
         files.append(tools.jobset_crd)
         files += [tools.jobset_webhook_dir / name for name in JOBSET_WEBHOOK_FILES]
@@ -640,7 +666,8 @@ def find_tools(versions: Versions | None = None, *, only: Iterable[str] = TOOL_N
             f"helm {versions.helm}, Volcano APIs {versions.volcano_apis}, Prometheus "
             f"{versions.prometheus_release} ({versions.prometheus}), grafana-foundation-sdk "
             f"{versions.grafana_sdk}, CoreDNS {versions.coredns}, Argo CD {versions.argocd}, "
-            f"kustomize {versions.kustomize}, Trainer's e2e suite {versions.trainer}. "
+            f"kustomize {versions.kustomize}, Trainer's e2e suite {versions.trainer}, "
+            f"metrics-server {versions.metrics_server}. "
             "Run `make cluster-tools` to build them."
         )
     return tools

@@ -22,8 +22,13 @@ GPU_RESOURCE = "nvidia.com/gpu"
 #: Pods get addresses from per-node /24s carved out of this range: 1,024 nodes (the
 #: 1,000-job benchmark runs 500), the first 256 in 10.244.0.0/16 as before.
 POD_NETWORK = ipaddress.IPv4Network("10.244.0.0/14")
-#: Node InternalIPs are taken from this range (they are labels only: nothing listens).
+#: Node InternalIPs are taken from this range (they are labels only: nothing listens),
+#: unless the cluster serves metrics (``Topology.nodes``: kwok's address instead).
 NODE_NETWORK = ipaddress.IPv4Network("10.240.0.0/16")
+#: The node annotation metrics-server (>= 0.7) reads as the path of a node's resource
+#: metrics, and the path kwok serves them at (its ``Metric`` ``metrics-resource``).
+RESOURCE_METRICS_PATH_ANNOTATION = "metrics.k8s.io/resource-metrics-path"
+RESOURCE_METRICS_PATH = "/metrics/nodes/{node}/metrics/resource"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -149,18 +154,26 @@ class Topology:
     def node_names(self) -> list[str]:
         return [pool.node_name(i) for pool in self.pools for i in range(pool.count)]
 
-    def nodes(self, *, kubelet_version: str = "kwok", first: int = 0) -> list[dict[str, Any]]:
+    def nodes(
+        self, *, kubelet_version: str = "kwok", first: int = 0, metrics_address: str | None = None
+    ) -> list[dict[str, Any]]:
         """The Node objects to create, status included (kwok reports the conditions).
 
         ``kubelet_version`` is what the nodes report as their kubelet (kwok plays it);
         ``first`` is the ordinal of the first node (its pod CIDR and address), for nodes
-        added beside a cluster's own (which start at 0).
+        added beside a cluster's own (which start at 0). ``metrics_address`` (default:
+        none) is where kwok serves the nodes' kubelet endpoints: it becomes their
+        InternalIP, and each node names the path of its resource metrics there, for
+        metrics-server to scrape (``cluster.metrics``).
         """
         nodes: list[dict[str, Any]] = []
         for pool in self.pools:
             for index in range(pool.count):
                 ordinal = first + len(nodes)
-                nodes.append(self._node(pool, index, ordinal=ordinal, kubelet=kubelet_version))
+                node = self._node(pool, index, ordinal=ordinal, kubelet=kubelet_version)
+                if metrics_address is not None:
+                    _serve_metrics_at(node, metrics_address)
+                nodes.append(node)
         return nodes
 
     def _node(self, pool: NodePool, index: int, *, ordinal: int, kubelet: str) -> dict[str, Any]:
@@ -232,6 +245,19 @@ class Topology:
                 },
             },
         }
+
+
+def _serve_metrics_at(node: dict[str, Any], address: str) -> None:
+    # metrics-server scrapes https://<InternalIP>:<kubelet port><path>; kwok serves
+    # every node's metrics on one port, each at a path of its own (kwok's convention).
+    name = node["metadata"]["name"]
+    node["metadata"]["annotations"][RESOURCE_METRICS_PATH_ANNOTATION] = (
+        RESOURCE_METRICS_PATH.format(node=name)
+    )
+    node["status"]["addresses"] = [
+        {"type": "InternalIP", "address": address} if a["type"] == "InternalIP" else a
+        for a in node["status"]["addresses"]
+    ]
 
 
 def default_topology(

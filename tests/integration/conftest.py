@@ -17,6 +17,10 @@ Two more control planes are started only when a test asks for them, once per ses
   its own because its webhooks fail closed on every Job and pod outside kube-system: on
   the shared one they would put Kueue in the path of every other test's objects (and
   block them whenever Kueue is not running), and its queues would change what they see;
+- ``metrics_cluster``: the resource metrics API (metrics-server over kwok's emulated pod
+  usage, ``cluster/metrics.py``) and short HPA settings, for the autoscaling tests;
+  ``metrics_clients`` holds its clients and ``metrics_namespace`` gives a test a
+  namespace there;
 - ``real_node_cluster``: one real node (``cluster/node.py``: containerd, the kubelet,
   kube-proxy and CoreDNS) beside two kwok GPU nodes and no kwok CPU node, so that every
   pod that tolerates no GPU taint runs for real; ``node_name`` is that node's name.
@@ -59,6 +63,7 @@ def _start_cluster(
     *,
     scheduler: Scheduler = "kube",
     real_node: bool = False,
+    metrics: bool = False,
 ) -> Iterator[LocalCluster]:
     """Start a control plane for the session, yield it, stop it (keeping its logs)."""
     try:
@@ -75,6 +80,7 @@ def _start_cluster(
         scheduler=scheduler,
         real_node=real_node,
         topology=default_topology(cpu_nodes=0, gpu_nodes=2) if real_node else None,
+        metrics=metrics,
     )
     request.config.stash.setdefault(CLUSTERS_KEY, {})[role] = cluster
     try:
@@ -253,6 +259,34 @@ def real_node_clients(real_node_cluster: LocalCluster) -> Iterator[ClusterClient
 def node_name(real_node_cluster: LocalCluster) -> str:
     """The real node's Node name."""
     return NODE_NAME
+
+
+# Resource metrics: a control plane serving metrics.k8s.io, for the autoscaling tests ----
+
+
+@pytest.fixture(scope="session")
+def metrics_cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalCluster]:
+    """A control plane with metrics-server over kwok's emulated usage and short HPA
+    settings, started on first use, stopped at the end. Its own: the other tests'
+    control plane does not run metrics-server, and its fake nodes keep their addresses."""
+    yield from _start_cluster(request, tmp_path_factory, "metrics", metrics=True)
+
+
+@pytest.fixture(scope="session")
+def metrics_clients(metrics_cluster: LocalCluster) -> Iterator[ClusterClients]:
+    """Clients of the metrics control plane."""
+    yield from ClusterClients.session(metrics_cluster)
+
+
+@pytest.fixture
+def metrics_namespace(
+    metrics_clients: ClusterClients, request: pytest.FixtureRequest
+) -> Iterator[str]:
+    """A fresh namespace on the metrics control plane."""
+    with fresh_namespace(metrics_clients.core_v1, metrics_clients.dyn, request) as name:
+        yield name
 
 
 # Gang scheduling: a control plane whose scheduler is scheduler-plugins' --------------

@@ -1,8 +1,11 @@
-"""Helpers the integration tests share: server-side apply, waiting, diffs."""
+"""Helpers the integration tests share: server-side apply, waiting, diffs, the listening
+sockets of processes."""
 
 from __future__ import annotations
 
+import ipaddress
 import json
+import os
 import time
 from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
@@ -270,3 +273,31 @@ def remove_applied(dyn: DynamicClient, objects: list[dict[str, Any]]) -> None:
                 raise
     for obj in objects:
         wait_until_gone(dyn, obj, obj["metadata"].get("namespace"))
+
+
+def listening_addresses(pids: set[int]) -> set[str]:
+    """Local addresses of TCP sockets in LISTEN state owned by ``pids`` (from /proc)."""
+    inodes: set[str] = set()
+    for pid in pids:
+        fd_dir = f"/proc/{pid}/fd"
+        for fd in os.listdir(fd_dir):
+            try:
+                target = os.readlink(f"{fd_dir}/{fd}")
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[len("socket:[") : -1])
+    addresses: set[str] = set()
+    for table, width in (("/proc/net/tcp", 4), ("/proc/net/tcp6", 16)):
+        with open(table, encoding="ascii") as handle:
+            next(handle)
+            for line in handle:
+                fields = line.split()
+                local, state, inode = fields[1], fields[3], fields[9]
+                if state != "0A" or inode not in inodes:
+                    continue
+                raw = bytes.fromhex(local.split(":")[0])
+                # /proc prints addresses as 32-bit words in host (little-endian) order.
+                words = [raw[i : i + 4][::-1] for i in range(0, len(raw), 4)]
+                addresses.add(str(ipaddress.ip_address(b"".join(words)[:width])))
+    return addresses

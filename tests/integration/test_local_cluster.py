@@ -19,7 +19,16 @@ from cluster.fake_pods import EXIT_CODE_ANNOTATION, make_pod_exit
 from cluster.local import LocalCluster, stop_orphaned_clusters
 from cluster.tools import Versions, find_tools
 from cluster.topology import GPU_RESOURCE, POOL_LABEL
-from tests.integration.kube import apply, condition, exists, list_objects, pod_dict, read, wait_for
+from tests.integration.kube import (
+    apply,
+    condition,
+    exists,
+    list_objects,
+    listening_addresses,
+    pod_dict,
+    read,
+    wait_for,
+)
 
 GPU_TOLERATION = {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}
 
@@ -67,40 +76,10 @@ def test_api_server_reports_the_pinned_version(api_client: client.ApiClient) -> 
 def test_components_listen_on_loopback_only(local_cluster: LocalCluster) -> None:
     server = local_cluster.server_url()
     assert server.startswith("https://127.0.0.1:"), server
-    listening = _listening_addresses(set(local_cluster.pids().values()))
+    listening = listening_addresses(set(local_cluster.pids().values()))
     assert listening, "found no listening sockets of the control-plane processes"
     exposed = sorted(addr for addr in listening if not ipaddress.ip_address(addr).is_loopback)
     assert exposed == [], f"control-plane processes listen on non-loopback addresses: {exposed}"
-
-
-def _listening_addresses(pids: set[int]) -> set[str]:
-    """Local addresses of TCP sockets in LISTEN state owned by ``pids`` (from /proc)."""
-    import os
-
-    inodes: set[str] = set()
-    for pid in pids:
-        fd_dir = f"/proc/{pid}/fd"
-        for fd in os.listdir(fd_dir):
-            try:
-                target = os.readlink(f"{fd_dir}/{fd}")
-            except OSError:
-                continue
-            if target.startswith("socket:["):
-                inodes.add(target[len("socket:[") : -1])
-    addresses: set[str] = set()
-    for table, width in (("/proc/net/tcp", 4), ("/proc/net/tcp6", 16)):
-        with open(table, encoding="ascii") as handle:
-            next(handle)
-            for line in handle:
-                fields = line.split()
-                local, state, inode = fields[1], fields[3], fields[9]
-                if state != "0A" or inode not in inodes:
-                    continue
-                raw = bytes.fromhex(local.split(":")[0])
-                # /proc prints addresses as 32-bit words in host (little-endian) order.
-                words = [raw[i : i + 4][::-1] for i in range(0, len(raw), 4)]
-                addresses.add(str(ipaddress.ip_address(b"".join(words)[:width])))
-    return addresses
 
 
 def test_nodes_match_the_default_topology(local_cluster: LocalCluster, dyn: DynamicClient) -> None:

@@ -1,5 +1,6 @@
-"""LocalCluster's choice of scheduler, the coscheduling scheduler's configuration, and
-which processes a cluster directory's pid files name."""
+"""LocalCluster's choice of scheduler, the coscheduling scheduler's configuration, the
+kwokctl configuration of a cluster with metrics, and which processes a cluster
+directory's pid files name."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import yaml
 
 from cluster.local import (
     COSCHEDULING_SCHEDULER_NAME,
@@ -14,6 +16,8 @@ from cluster.local import (
     LocalCluster,
     coscheduling_config,
 )
+from cluster.metrics import HPA_ARGS
+from cluster.tools import ToolDirs, Tools, Versions
 
 
 def test_runs_kube_scheduler_unless_told_otherwise(tmp_path: Path) -> None:
@@ -32,6 +36,61 @@ def test_the_running_scheduler_is_read_from_the_work_directory(tmp_path: Path) -
     assert cluster.running_scheduler() == "kube"
     cluster.scheduler_config_path.write_text("kind: KubeSchedulerConfiguration\n")
     assert cluster.running_scheduler() == "coscheduling"
+
+
+def _kwokctl_config(tmp_path: Path, **options: Any) -> dict[str, Any]:
+    versions = Versions.pinned()
+    tools = Tools(versions=versions, dirs=ToolDirs.for_versions(versions))
+    cluster = LocalCluster(tmp_path, tools=tools, **options)
+    documents = list(yaml.safe_load_all(cluster._kwokctl_config()))
+    config: dict[str, Any] = documents[0]
+    assert config["kind"] == "KwokctlConfiguration"
+    return config
+
+
+def _args(config: dict[str, Any], component: str) -> dict[str, str]:
+    return {
+        arg["key"]: arg["value"]
+        for patch in config.get("componentsPatches", [])
+        if patch["name"] == component
+        for arg in patch["extraArgs"]
+    }
+
+
+def test_a_cluster_runs_no_metrics_server_unless_asked(tmp_path: Path) -> None:
+    config = _kwokctl_config(tmp_path)
+    assert "enableMetricsServer" not in config["options"]
+    assert "componentsPatches" not in config
+    assert LocalCluster(tmp_path).with_metrics is False
+
+
+def test_with_metrics_kwokctl_runs_the_built_metrics_server_behind_the_aggregator(
+    tmp_path: Path,
+) -> None:
+    config = _kwokctl_config(tmp_path, metrics=True)
+    options = config["options"]
+    assert options["enableMetricsServer"] is True
+    assert options["metricsServerBinary"].endswith("/bin/metrics-server")
+    assert options["metricsServerManifests"][0].endswith("/manifests/overlays/release")
+    assert options["enableCRDs"] == ["ResourceUsage", "ClusterResourceUsage"]
+    apiserver = _args(config, "kube-apiserver")
+    assert apiserver["requestheader-client-ca-file"].endswith("/pki/ca.crt")
+    assert apiserver["requestheader-allowed-names"] == "kwok-admin"
+    assert apiserver["requestheader-username-headers"] == "X-Remote-User"
+    assert _args(config, "metrics-server")["metric-resolution"] == "10s"
+    assert _args(config, "kube-controller-manager") == dict(HPA_ARGS)
+    assert (
+        _args(config, "kube-controller-manager")[
+            "horizontal-pod-autoscaler-downscale-stabilization"
+        ]
+        == "10s"
+    )
+
+
+def test_metrics_and_the_real_node_patch_kube_apiserver_together(tmp_path: Path) -> None:
+    config = _kwokctl_config(tmp_path, metrics=True, real_node=True)
+    apiserver = _args(config, "kube-apiserver")
+    assert "advertise-address" in apiserver and "requestheader-client-ca-file" in apiserver
 
 
 def test_coscheduling_is_the_queue_sort_and_every_extension_point() -> None:

@@ -50,6 +50,7 @@ def test_pinned_versions_come_from_the_tool_modules() -> None:
     assert versions.prometheus == "v0.316.0", versions
     assert versions.prometheus_release == "3.16.0", versions
     assert versions.grafana_sdk == "v0.0.22", versions
+    assert versions.metrics_server == "v0.8.0", versions
 
 
 @pytest.mark.parametrize(
@@ -170,6 +171,7 @@ def test_each_binary_lives_in_its_tools_directory(tmp_path: Path) -> None:
         argocd=tmp_path / "argocd",
         kustomize=tmp_path / "kustomize",
         trainer_e2e=tmp_path / "trainer-e2e",
+        metrics_server=tmp_path / "ms",
     )
     tools = Tools(versions=Versions.pinned(), dirs=dirs)
     assert tools.kubectl == tmp_path / "cp" / "bin" / "kubectl"
@@ -190,6 +192,8 @@ def test_each_binary_lives_in_its_tools_directory(tmp_path: Path) -> None:
         tools.argocd_crds[0] == tmp_path / "argocd" / "manifests" / "crds" / "application-crd.yaml"
     )
     assert tools.path("kustomize") == tmp_path / "kustomize" / "bin" / "kustomize"
+    assert tools.metrics_server == tmp_path / "ms" / "bin" / "metrics-server"
+    assert tools.metrics_server_manifests == tmp_path / "ms" / "manifests" / "overlays" / "release"
     assert tools.path("trainer-controller-manager") == (
         tmp_path / "trainer" / "bin" / "trainer-controller-manager"
     )

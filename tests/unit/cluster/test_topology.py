@@ -11,6 +11,7 @@ from cluster.topology import (
     GPU_RESOURCE,
     KWOK_NODE_ANNOTATION,
     POOL_LABEL,
+    RESOURCE_METRICS_PATH_ANNOTATION,
     GpuSpec,
     NodePool,
     Taint,
@@ -68,6 +69,27 @@ def test_every_node_gets_its_own_pod_cidr_and_address() -> None:
     assert all(not a.overlaps(b) for i, a in enumerate(cidrs) for b in cidrs[i + 1 :])
     addresses = [n["status"]["addresses"][0]["address"] for n in nodes]
     assert len(set(addresses)) == len(nodes)
+
+
+def test_nodes_serving_metrics_name_their_path_at_kwoks_address() -> None:
+    plain = default_topology(cpu_nodes=1, gpu_nodes=1).nodes()
+    served = default_topology(cpu_nodes=1, gpu_nodes=1).nodes(metrics_address="127.0.0.1")
+    for before, after in zip(plain, served, strict=True):
+        name = after["metadata"]["name"]
+        annotations = after["metadata"]["annotations"]
+        assert annotations[RESOURCE_METRICS_PATH_ANNOTATION] == (
+            f"/metrics/nodes/{name}/metrics/resource"
+        )
+        assert after["status"]["addresses"] == [
+            {"type": "InternalIP", "address": "127.0.0.1"},
+            {"type": "Hostname", "address": name},
+        ]
+        # Nothing else changes, and a cluster without metrics keeps its own addresses.
+        del annotations[RESOURCE_METRICS_PATH_ANNOTATION]
+        assert after["metadata"] == before["metadata"]
+        assert after["spec"] == before["spec"]
+        assert RESOURCE_METRICS_PATH_ANNOTATION not in before["metadata"]["annotations"]
+        assert before["status"]["addresses"][0]["address"].startswith("10.240.")
 
 
 def test_topology_is_configurable() -> None:
