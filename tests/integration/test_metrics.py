@@ -223,6 +223,12 @@ def _utilization(status: dict[str, Any]) -> int | None:
     return None
 
 
+def _hpa(clients: ClusterClients, ns: str, name: str) -> dict[str, Any] | None:
+    """The HPA ``name``, or None while there is none."""
+    found = list_objects(clients.dyn, "autoscaling/v2", "HorizontalPodAutoscaler", namespace=ns)
+    return next((h for h in found if h["metadata"]["name"] == name), None)
+
+
 def _rescales(clients: ClusterClients, ns: str, hpa: str) -> list[str]:
     events = list_objects(clients.dyn, "v1", "Event", namespace=ns)
     return [
@@ -248,23 +254,20 @@ def test_hpa_scales_an_elastic_pytorchjob_up_and_down_with_its_cpu_load(
             lambda w: w == {f"{name}-worker-0": "Running"},
             what=f"{name}'s one Worker Running",
         )
-        # LEAD: replace with the operator's HPA
-        hpa = {
-            "apiVersion": "autoscaling/v2",
-            "kind": "HorizontalPodAutoscaler",
-            "metadata": {"name": name, "namespace": ns},
-            "spec": {
-                "scaleTargetRef": {
-                    "apiVersion": "kubeflow.org/v1",
-                    "kind": "PyTorchJob",
-                    "name": name,
-                },
-                "minReplicas": job["spec"]["elasticPolicy"]["minReplicas"],
-                "maxReplicas": job["spec"]["elasticPolicy"]["maxReplicas"],
-                "metrics": job["spec"]["elasticPolicy"]["metrics"],
-            },
+        # The operator's HPA (upstream's hpa.go): the job's bounds, its metrics verbatim.
+        hpa = wait_for(
+            lambda: _hpa(metrics_clients, ns, name),
+            bool,
+            what=f"the operator to make {name}'s HPA",
+        )
+        assert hpa is not None
+        assert hpa["spec"]["scaleTargetRef"] == {
+            "apiVersion": "kubeflow.org/v1",
+            "kind": "PyTorchJob",
+            "name": name,
         }
-        apply(metrics_clients.dyn, hpa)
+        assert (hpa["spec"]["minReplicas"], hpa["spec"]["maxReplicas"]) == (1, 3)
+        assert hpa["spec"]["metrics"] == job["spec"]["elasticPolicy"]["metrics"]
 
         # Under the target (10m of 100m: 10%), the HPA keeps the one Worker.
         status = wait_for(
@@ -292,6 +295,9 @@ def test_hpa_scales_an_elastic_pytorchjob_up_and_down_with_its_cpu_load(
         assert scaled["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 3
         ups = _rescales(metrics_clients, ns, name)
         assert any("New size: 3" in m and "above target" in m for m in ups), ups
+        # The operator says what changed and why, from the HPA's own measurement.
+        up = jobs.wait_event(name, "ScaledUp")["message"]
+        assert up.startswith("1 -> 3 workers (HPA: cpu ") and up.endswith("% > 50%)"), up
 
         # Back to 10m: 3 * 10 / 50 rounds up to 1 once the downscale window has passed.
         apply(metrics_clients.dyn, _load(ns, "10m"))
@@ -306,6 +312,8 @@ def test_hpa_scales_an_elastic_pytorchjob_up_and_down_with_its_cpu_load(
         assert shrunk["spec"]["pytorchReplicaSpecs"]["Worker"]["replicas"] == 1
         downs = _rescales(metrics_clients, ns, name)
         assert any("New size: 1" in m and "below target" in m for m in downs), downs
+        down = jobs.wait_event(name, "ScaledDown")["message"]
+        assert down.startswith("3 -> 1 workers (HPA: cpu ") and down.endswith("% < 50%)"), down
     finally:
         resource = metrics_clients.dyn.resources.get(
             api_version=KWOK_API, kind="ClusterResourceUsage"
