@@ -30,6 +30,9 @@ APP = "app"
 KUBETRAIN_PREFIX = "kubetrain.dev"
 #: Hash of the desired child, so an unchanged child is not applied again.
 SPEC_HASH_ANNOTATION = f"{KUBETRAIN_PREFIX}/spec-hash"
+#: On an elastic TrainJob's node pods under Kueue: the node count Kueue admitted when the
+#: pod was made (a larger numNodes waits for Kueue to admit it, controller/plugins/quota.py).
+ADMITTED_NODES_ANNOTATION = f"{KUBETRAIN_PREFIX}/admitted-nodes"
 #: Optional per-job override of the operator's startup timeout, in seconds.
 STARTUP_TIMEOUT_ANNOTATION = f"{KUBETRAIN_PREFIX}/startup-timeout-seconds"
 #: Optional per-job override of how long ranks still running after a job succeeded may

@@ -58,7 +58,7 @@ def _trim_meta(meta: Mapping[str, Any], annotations: Iterable[str] = ()) -> dict
     return out
 
 
-KEPT_ANNOTATIONS = (K.SPEC_HASH_ANNOTATION,)
+KEPT_ANNOTATIONS = (K.SPEC_HASH_ANNOTATION, K.ADMITTED_NODES_ANNOTATION)
 
 
 def trim_metadata_only(obj: Mapping[str, Any]) -> Obj:

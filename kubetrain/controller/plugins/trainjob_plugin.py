@@ -43,7 +43,7 @@ from kubetrain.controller import gang as G
 from kubetrain.controller import podstate
 from kubetrain.controller.conditions import parse_time
 from kubetrain.controller.model import Gate, Loaded, Observed, Outcome, Replica, StartupRule
-from kubetrain.controller.plugins import autoscaler, children, runtime_snapshot, v1
+from kubetrain.controller.plugins import autoscaler, children, quota, runtime_snapshot, v1
 from kubetrain.controller.plugins.base import JobPlugin, Scaled, StatusCodec
 from kubetrain.controller.plugins.mpi_children import MpiChildren, config_map
 from kubetrain.controller.plugins.trainjob_progress import ProgressInjection
@@ -217,10 +217,19 @@ class TrainJobPlugin(MpiChildren, JobPlugin[ResolvedTrainJob]):
             secret = self.ssh_secret_name(job, observed, secret_prefix(job))
             # Created first and alone (reconciler).
             yield from self.ssh_secret(job, observed, secret, children.job_labels(job))
+        admitted = quota.admitted_nodes(job, observed.pods)
+        nodes = job.spec.trainer_job
         for replica in self.replicas(job):
             if replica.replica_type in gate.blocked:
                 continue
-            yield children.with_hash(self._pod(job, replica, secret))
+            if admitted is None or replica.replica_type != nodes:
+                yield children.with_hash(self._pod(job, replica, secret))
+            elif replica.index < admitted:
+                # Under Kueue: the count it admitted (plugins/quota.py).
+                pod = self._pod(job, replica, secret)
+                recorded = str(min(admitted, job.pods_of(nodes)))
+                pod["metadata"]["annotations"][K.ADMITTED_NODES_ANNOTATION] = recorded
+                yield children.with_hash(pod)
         scaling = self.autoscaling(job)
         if scaling is not None:
             yield autoscaler.hpa(job, scaling)

@@ -32,6 +32,12 @@ if TYPE_CHECKING:
 MARKERS = (f"{R.SCALED_UP}: ", f"{R.SCALED_DOWN}: ")
 #: Said when no HPA made the change.
 BY_SPEC = "the job's spec: kubectl scale or an edit"
+#: A change the job's HPA has not recorded deciding is looked at again this often, at most
+#: this many times, before it is taken for someone else's (``kubectl scale`` beside an HPA).
+WAIT_SECONDS = 1.0
+MAX_WAITS = 3
+#: The memory key (beside the scaled count's) of how many times a change has waited.
+WAITS = "/waits"
 
 
 def note(draft: Draft) -> str:
@@ -113,14 +119,24 @@ def decide(draft: Draft) -> Decision | None:
     if job is None or scaled is None:
         return None
     now = scaled.count
-    decision = Decision(seen_scale={scaled.key: now})
+    waits_key = f"{scaled.key}{WAITS}"
+    decision = Decision(seen_scale={scaled.key: now, waits_key: 0})
     before = draft.ctx.seen_scale.get(scaled.key)
     running = draft.has(ConditionType.RUNNING)
     if before is None and running:
         before = scaled.present or None
     if before is None or before == now or not running:
         return decision
-    cause = why(draft.observed.autoscalers.get(job.name)) or BY_SPEC
+    hpa = draft.observed.autoscalers.get(job.name)
+    decided = hpa is not None and (hpa.get("status") or {}).get("desiredReplicas") == now
+    waits = draft.ctx.seen_scale.get(waits_key, 0)
+    if hpa is not None and not decided and waits < MAX_WAITS:
+        # The HPA writes its status just after it resizes the job: wait for it (its update
+        # wakes the job) to say why, remembering the count from before.
+        return Decision(
+            seen_scale={scaled.key: before, waits_key: waits + 1}, requeue_after=WAIT_SECONDS
+        )
+    cause = (why(hpa) if decided else None) or BY_SPEC
     reason = R.SCALED_UP if now > before else R.SCALED_DOWN
     message = f"{before} -> {now} {scaled.unit} ({cause})"
     generation = (draft.raw.get("metadata") or {}).get("generation")

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from cluster.local import LocalCluster
+from kubetrain.controller.policies.scaling import BY_SPEC
 from tests.conftest import REPO_ROOT
 from tests.integration.kube import condition, wait_for
 from tests.integration.operator.conftest import RunningOperator
@@ -79,11 +80,12 @@ def test_upstreams_imagenet_example_gets_its_hpa_and_scales_without_restarting_w
     after_up = uids(jobs.wait_running(name, bigger))
     assert {n: after_up[n] for n in workers} == first, "a running Worker was recreated"
     event = jobs.wait_event(name, "ScaledUp")
-    # The HPA has measured nothing here (no metrics API): it is named as the scaler.
-    assert event["message"] == "2 -> 3 workers (HPA)"
+    # The HPA measures nothing here (no metrics API) and never decided this: the scale is
+    # the spec's (test_metrics.py has the HPA's own).
+    assert event["message"] == f"2 -> 3 workers ({BY_SPEC})"
     running = condition(jobs.get(KIND, name), "Running") or {}
     assert running.get("status") == "True"
-    assert running.get("message", "").endswith("ScaledUp: 2 -> 3 workers (HPA)")
+    assert running.get("message", "").endswith(f"ScaledUp: 2 -> 3 workers ({BY_SPEC})")
 
     # Down to one: the surplus Workers and their Services go, Worker 0 runs on.
     local_cluster.kubectl("scale", "pytorchjob", name, "-n", namespace, "--replicas=1")
@@ -94,7 +96,7 @@ def test_upstreams_imagenet_example_gets_its_hpa_and_scales_without_restarting_w
     )
     assert uids(left) == {f"{name}-worker-0": first[f"{name}-worker-0"]}
     assert set(jobs.services(name)) == {f"{name}-worker-0"}
-    assert jobs.wait_event(name, "ScaledDown")["message"] == "3 -> 1 workers (HPA)"
+    assert jobs.wait_event(name, "ScaledDown")["message"] == f"3 -> 1 workers ({BY_SPEC})"
     status = jobs.wait(
         KIND,
         name,

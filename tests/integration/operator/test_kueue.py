@@ -975,3 +975,81 @@ def test_two_teams_borrow_in_a_cohort_and_a_higher_priority_job_preempts(teams: 
     )
     a.exit("a-low-master-0", 0)
     a.wait_condition("PyTorchJob", "a-low", "Succeeded")
+
+
+ELASTIC_RUNTIME = "torch-queued-elastic"
+
+
+def test_an_elastic_trainjob_scaled_past_its_quota_waits_for_quota_with_no_pod_made(
+    cluster: Cluster, cleanup: Cleanup
+) -> None:
+    """What Kueue v0.15.2 does with an admitted TrainJob whose numNodes grows past the
+    quota (docs/elastic.md): the job is suspended (its pods go), its Workload of the new
+    size waits, and no pod of the new node is ever made; with the quota raised it runs
+    again on all three nodes."""
+    suffix = secrets.token_hex(3)
+    queue = Queue(f"gpu-{suffix}", f"team-{suffix}", "team")
+    cleanup.add(_flavor(queue.flavor))
+    # Two nodes of 4 GPUs fit; a third does not.
+    cleanup.add(_cluster_queue(queue.cluster_queue, queue.flavor, gpus=8))
+    cleanup.add(_local_queue(queue.local_queue, queue.cluster_queue), namespaced=True)
+    runtime = torch_runtime(
+        ELASTIC_RUNTIME,
+        cluster.namespace,
+        operator_jobs.template("node", gpus=4, tolerate=False),
+    )
+    runtime["spec"]["mlPolicy"]["torch"] = {"elasticPolicy": {"minNodes": 1, "maxNodes": 4}}
+    cleanup.add(runtime, namespaced=True)
+    _wait_active(cluster, queue.cluster_queue)
+    wait_until_kueue_knows_the_runtime(
+        lambda: cluster.create(
+            train_job("probe", ELASTIC_RUNTIME, nodes=2), queue=queue.local_queue, dry_run=True
+        ),
+        ELASTIC_RUNTIME,
+    )
+    name = "grows"
+    cluster.create(train_job(name, ELASTIC_RUNTIME, nodes=2), queue=queue.local_queue)
+    first = {f"{name}-node-0-{i}" for i in range(2)}
+    wait_for(
+        lambda: cluster.pods("TrainJob", name),
+        lambda pods: running(pods, first),
+        what="the two admitted nodes Running",
+        timeout=WAIT,
+    )
+    group, version, plural = GROUPS["TrainJob"]
+    cluster.custom.patch_namespaced_custom_object(
+        group,
+        version,
+        cluster.namespace,
+        plural,
+        name,
+        {"spec": {"trainer": {"numNodes": 3}}},
+        _content_type="application/merge-patch+json",
+    )
+    third = f"{name}-node-0-2"
+    seen: set[str] = set()
+
+    def watched() -> dict[str, Any] | None:
+        seen.update(cluster.pods("TrainJob", name))
+        return cluster.get("TrainJob", name)
+
+    wait_for(watched, lambda j: j is not None and suspended(j), what="Kueue to suspend it")
+    deadline = time.monotonic() + QUIET_SECONDS
+    while time.monotonic() < deadline:
+        watched()
+        time.sleep(0.2)
+    assert third not in seen, "a pod of the node beyond the quota was made"
+    workload = cluster.workload("TrainJob", name)
+    assert workload is not None and not _admitted(workload), workload
+    # The quota grows: the job is admitted again at its new size and runs on three nodes.
+    cluster.dyn.resources.get(api_version=KUEUE_API, kind="ClusterQueue").patch(
+        name=queue.cluster_queue,
+        body=_cluster_queue(queue.cluster_queue, queue.flavor, gpus=12),
+        content_type="application/merge-patch+json",
+    )
+    wait_for(
+        lambda: cluster.pods("TrainJob", name),
+        lambda pods: running(pods, first | {third}),
+        what="three nodes Running once the quota allows",
+        timeout=WAIT,
+    )

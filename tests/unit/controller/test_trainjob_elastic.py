@@ -155,3 +155,42 @@ def test_a_runtime_with_metrics_gives_each_trainjob_an_hpa_over_its_nodes() -> N
     cluster, reconciler, key = _setup(_elastic_runtime())
     _run(cluster, reconciler, key)
     assert cluster.children["HorizontalPodAutoscaler"] == {}
+
+
+def test_under_kueue_a_grown_elastic_trainjob_makes_no_pod_beyond_what_kueue_admitted() -> None:
+    cluster = MemoryCluster()
+    cluster.runtimes[RUNTIME_KEY] = _elastic_runtime()
+    job = trainjob()
+    job["metadata"].setdefault("labels", {})["kueue.x-k8s.io/queue-name"] = "team"
+    job["spec"]["trainer"] = {"numNodes": 2}
+    key = cluster.add_job(job)
+    reconciler = Reconciler(cluster, cluster, PLUGINS, clock=Clock())
+    _run(cluster, reconciler, key)
+    pods = cluster.children["Pod"]
+    assert {
+        p["metadata"]["annotations"]["kubetrain.dev/admitted-nodes"] for p in pods.values()
+    } == {"2"}
+    _scale(cluster, key, 3)
+    _run(cluster, reconciler, key)
+    # The third node waits for Kueue (which suspends the job and admits the new size).
+    assert sorted(cluster.children["Pod"]) == ["tj-node-0-0", "tj-node-0-1"]
+    # A node recreated after a restart is not held: it takes its neighbours' count.
+    del cluster.children["Pod"]["tj-node-0-1"]
+    reconciler.reconcile(key)
+    assert sorted(cluster.children["Pod"]) == ["tj-node-0-0", "tj-node-0-1"]
+    # Resumed by Kueue at the new size (its pods gone): every node is made.
+    cluster.children["Pod"].clear()
+    reconciler.reconcile(key)
+    assert sorted(cluster.children["Pod"]) == [f"tj-node-0-{i}" for i in range(3)]
+
+
+def test_without_kueue_a_grown_elastic_trainjob_grows_at_once() -> None:
+    cluster, reconciler, key = _setup(_elastic_runtime())
+    _run(cluster, reconciler, key)
+    _scale(cluster, key, 3)
+    reconciler.reconcile(key)
+    assert "tj-node-0-2" in cluster.children["Pod"]
+    assert not any(
+        "kubetrain.dev/admitted-nodes" in (p["metadata"].get("annotations") or {})
+        for p in cluster.children["Pod"].values()
+    )

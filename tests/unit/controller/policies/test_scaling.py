@@ -87,7 +87,11 @@ def workers(count: int) -> tuple[dict[str, Any], dict[str, Any]]:
 
 
 def hpa_observed(
-    *, metrics: list[dict[str, Any]], current: int | None = None, deleting: bool = False
+    *,
+    metrics: list[dict[str, Any]],
+    current: int | None = None,
+    desired: int | None = None,
+    deleting: bool = False,
 ) -> dict[str, Any]:
     """The job's HPA as the informer keeps it (trimmed), with a cpu measurement."""
     meta: dict[str, Any] = {
@@ -99,6 +103,8 @@ def hpa_observed(
     if deleting:
         meta["deletionTimestamp"] = stamp()
     status: dict[str, Any] = {}
+    if desired is not None:
+        status["desiredReplicas"] = desired
     if current is not None:
         status["currentMetrics"] = [
             {
@@ -206,7 +212,7 @@ def test_a_suspended_or_finished_job_loses_its_hpa() -> None:
 
 def test_an_hpa_scale_up_adds_workers_and_says_why() -> None:
     pods, services = workers(2)
-    hpa = hpa_observed(metrics=[CPU_80], current=91)
+    hpa = hpa_observed(metrics=[CPU_80], current=91, desired=4)
     observed = Observed(pods=pods, services=services, autoscalers={"job": hpa}, now=NOW)
     p = decide(elastic_raw(4, metrics=[CPU_80], status=RUNNING), observed, seen_scale={"Worker": 2})
     new_pods = sorted(o["metadata"]["name"] for o in p.create if o["kind"] == "Pod")
@@ -219,7 +225,46 @@ def test_an_hpa_scale_up_adds_workers_and_says_why() -> None:
         running_message(p)
         == "PyTorchJob job is running. ScaledUp: 2 -> 4 workers (HPA: cpu 91% > 80%)"
     )
-    assert p.seen_scale == {"Worker": 4}
+    assert p.seen_scale == {"Worker": 4, "Worker/waits": 0}
+
+
+def test_a_scale_waits_for_its_hpa_to_record_the_decision_before_saying_why() -> None:
+    # The HPA resizes the job, then writes its status: until then it still shows the
+    # measurement from before (11%, under the target), which must not be quoted.
+    pods, services = workers(2)
+    stale = hpa_observed(metrics=[CPU_80], current=11, desired=2)
+    observed = Observed(pods=pods, services=services, autoscalers={"job": stale}, now=NOW)
+    raw = elastic_raw(4, metrics=[CPU_80], status=RUNNING)
+    p = decide(raw, observed, seen_scale={"Worker": 2})
+    assert [e for e in p.events if e.reason.startswith("Scaled")] == []
+    assert p.seen_scale == {"Worker": 2, "Worker/waits": 1}
+    assert p.requeue_after is not None and p.requeue_after <= scaling.WAIT_SECONDS
+    # The new Workers are made at once all the same.
+    assert sorted(o["metadata"]["name"] for o in p.create if o["kind"] == "Pod") == [
+        "job-worker-2",
+        "job-worker-3",
+    ]
+    fresh = hpa_observed(metrics=[CPU_80], current=91, desired=4)
+    observed = Observed(pods=pods, services=services, autoscalers={"job": fresh}, now=NOW)
+    p = decide(raw, observed, seen_scale=dict(p.seen_scale))
+    (event,) = [e for e in p.events if e.reason == "ScaledUp"]
+    assert event.message == "2 -> 4 workers (HPA: cpu 91% > 80%)"
+
+
+def test_a_change_its_hpa_never_decided_is_the_specs() -> None:
+    # kubectl scale beside an HPA: after a few looks the HPA still wants 2.
+    pods, services = workers(2)
+    hpa = hpa_observed(metrics=[CPU_80], current=40, desired=2)
+    observed = Observed(pods=pods, services=services, autoscalers={"job": hpa}, now=NOW)
+    raw = elastic_raw(3, metrics=[CPU_80], status=RUNNING)
+    memory = {"Worker": 2}
+    for _ in range(scaling.MAX_WAITS):
+        p = decide(raw, observed, seen_scale=memory)
+        assert [e for e in p.events if e.reason.startswith("Scaled")] == []
+        memory = dict(p.seen_scale)
+    p = decide(raw, observed, seen_scale=memory)
+    (event,) = [e for e in p.events if e.reason == "ScaledUp"]
+    assert event.message == f"2 -> 3 workers ({scaling.BY_SPEC})"
 
 
 def test_a_scale_down_by_kubectl_deletes_the_surplus_and_says_so() -> None:
