@@ -37,12 +37,12 @@ from tests.integration.kube import (
     apply,
     condition,
     list_objects,
+    listening_addresses,
     read,
     wait_for,
     wait_for_established,
     wait_until_kueue_knows_the_runtime,
 )
-from tests.integration.test_local_cluster import _listening_addresses
 
 PODGROUP_API = "scheduling.x-k8s.io/v1alpha1"
 PODGROUP_LABEL = "scheduling.x-k8s.io/pod-group"
@@ -168,7 +168,7 @@ def test_coscheduling_cluster_runs_the_scheduler_plugins_binary(
     )
     config = yaml.safe_load(coscheduling_cluster.scheduler_config_path.read_text())
     assert config["profiles"][0]["plugins"]["queueSort"]["enabled"] == [{"name": "Coscheduling"}]
-    listening = _listening_addresses(set(pids.values()))
+    listening = listening_addresses(set(pids.values()))
     assert listening and all(address == "127.0.0.1" for address in listening), listening
 
 
@@ -523,7 +523,7 @@ def test_kueue_runs_on_loopback_with_every_kubetrain_integration(kueue: Kueue) -
     assert kueue.cluster.kubectl("get", "crd", JOBSET_CRD, check=False).returncode == 0
     pid = kueue.process.pid
     assert pid is not None
-    listening = _listening_addresses({pid})
+    listening = listening_addresses({pid})
     assert len(listening) == 1 and listening == {"127.0.0.1"}, listening
     log = kueue.log_file.read_text()
     assert "Starting webhook server" in log or "Serving webhook server" in log, log[-2000:]
