@@ -287,16 +287,11 @@ def trainjob_env(job: ResolvedTrainJob, index: int, addressing: Addressing) -> l
 
 
 def trainjob_elastic_bounds(job: ResolvedTrainJob) -> tuple[int, int] | None:
-    """``(min, max)`` nodes of an elastic torch TrainJob, None when it is not elastic.
-
-    Always None for now: the runtime's torch policy has no ``elasticPolicy`` yet (KEP-2903:
-    ``elasticPolicy: {minNodes, maxNodes, metrics}``, ``spec.trainer.numNodes`` the current
-    count). Once it has, this returns ``(minNodes, maxNodes)`` and ``trainjob_env`` sets
-    ``PET_NNODES=min:max`` and a c10d rendezvous at node 0; ``kubetrain run --local``
-    (:mod:`kubetrain.local.elastic`) then scales the TrainJob's nodes as it scales a
-    PyTorchJob's Workers.
-    """
-    return None
+    """``(minNodes, maxNodes)`` of an elastic torch TrainJob (its runtime's torch
+    ``elasticPolicy``), None when it is not elastic: what ``kubetrain run --local``
+    (:mod:`kubetrain.local.elastic`) scales its nodes within."""
+    elastic = trainjob_elastic(job)
+    return None if elastic is None else (elastic.min_nodes, elastic.max_nodes)
 
 
 def is_injection_target(job: ResolvedTrainJob, replicated_job: str, container: str) -> bool:
