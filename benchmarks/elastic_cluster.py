@@ -502,7 +502,7 @@ def main(argv: list[str] | None = None) -> int:
             summary(label, scales)
         sources = sorted({s.decision_source for scales in auto.values() for s in scales})
         print(f"  decision: {', '.join(sources)}")
-        readies = [s.ready_after_decision for s in auto["HPA up"] if s.ready_after_decision]
+        readies = [r for s in auto["HPA up"] if (r := s.ready_after_decision) is not None]
         if readies:
             shown = ", ".join(f"{r:.0f}" for r in readies)
             print(
