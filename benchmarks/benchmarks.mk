@@ -19,7 +19,7 @@
 #                5,000 cached jobs (no control plane needed)
 #   make bench-elastic  benchmarks/elastic_cluster.py: an elastic PyTorchJob's scales on the
 #                control plane with metrics: HPA decision -> new Workers Running, -> surplus
-#                gone, and kubectl scale -> Running (about 5 minutes; ELASTIC_ARGS to change)
+#                gone, and kubectl scale -> Running (about 3 minutes; ELASTIC_ARGS to change)
 .PHONY: demo demo-kueue bench bench-gang bench-peers bench-scale bench-synth bench-metrics bench-progress bench-elastic
 
 demo: venv cluster-tools
