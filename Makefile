@@ -51,6 +51,7 @@ help:
 	@echo "make bench-synth    synth CPU against kubectl kustomize of training-operator"
 	@echo "make bench-metrics  CPU of one /metrics scrape at 150 to 5,000 cached jobs"
 	@echo "make bench-progress progress server: reports/s, latency, CPU per report"
+	@echo "make bench-elastic  elastic PyTorchJob: HPA/kubectl scale -> Workers Running or gone"
 	@echo "make cluster-up     start the local control plane (cluster-down stops it;"
 	@echo "                    CLUSTER_SCHEDULER=coscheduling: gang scheduling)"
 	@echo "make kueue-up       run Kueue against it (kueue-down stops it)"

@@ -17,7 +17,10 @@
 #   make bench-synth  benchmarks/synth.py: synth CPU against kubectl kustomize
 #   make bench-metrics  benchmarks/metrics_scrape.py: CPU of one /metrics scrape at 150 to
 #                5,000 cached jobs (no control plane needed)
-.PHONY: demo demo-kueue bench bench-gang bench-peers bench-scale bench-synth bench-metrics bench-progress
+#   make bench-elastic  benchmarks/elastic_cluster.py: an elastic PyTorchJob's scales on the
+#                control plane with metrics: HPA decision -> new Workers Running, -> surplus
+#                gone, and kubectl scale -> Running (about 3 minutes; ELASTIC_ARGS to change)
+.PHONY: demo demo-kueue bench bench-gang bench-peers bench-scale bench-synth bench-metrics bench-progress bench-elastic
 
 demo: venv cluster-tools
 	$(BIN)/python -m benchmarks.demo --workdir $(KUBETRAIN_CLUSTER_DIR)
@@ -44,6 +47,10 @@ bench-synth: venv cluster-tools peer-tools
 
 bench-metrics: venv
 	$(BIN)/python -m benchmarks.metrics_scrape
+
+ELASTIC_ARGS ?=
+bench-elastic: venv cluster-tools
+	$(BIN)/python -m benchmarks.elastic_cluster $(ELASTIC_ARGS)
 
 # A stack delivered by the real Argo CD from a local git repository (benchmarks/demo_argocd.py):
 # the control plane with its real node, the images, Argo CD's controller and repo server.
