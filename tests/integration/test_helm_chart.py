@@ -12,6 +12,7 @@ import dataclasses
 import os
 import subprocess
 import tarfile
+from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from kubetrain.gitops.helm import (
 from kubetrain.gitops.helm.template import object_key
 from kubetrain.gitops.render import render_charts
 from kubetrain.gitops.stack import Stack, load_stacks
+from tests.ahead import Ahead
 from tests.integration.kube import wait_for
 from tests.integration.operator.jobs import Jobs, train_job
 from tests.integration.operator.process import OperatorProcess
@@ -45,6 +47,29 @@ CHART = ROOT / "charts" / CHART_NAME
 @pytest.fixture(scope="module")
 def local() -> Stack:
     return load_stacks(root=ROOT)["local"]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def exported(
+    local: Stack, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[dict[str, Ahead[Path]]]:
+    """The charts the last tests template and install, exported (``write_chart``) in
+    processes of their own from the module's start, while the tests before them run:
+    the h100-infiniband stack's, and the ``local`` stack's next version."""
+    out = tmp_path_factory.mktemp("charts-ahead")
+    charts = {
+        "h100-infiniband": Ahead(
+            write_chart, load_stacks(root=ROOT)["h100-infiniband"], out / "gpu"
+        ),
+        "local-0.1.1": Ahead(
+            write_chart, dataclasses.replace(local, version="0.1.1"), out / "bumped"
+        ),
+    }
+    try:
+        yield charts
+    finally:
+        for chart in charts.values():
+            chart.stop()
 
 
 @pytest.fixture
@@ -335,14 +360,14 @@ def test_helm_package_writes_the_versions_archive(helm: Any, local: Stack, tmp_p
 
 
 def test_a_gpu_stacks_chart_renders_its_runtimes_and_leaves_the_queues_out(
-    helm: Any, tmp_path: Path
+    helm: Any, exported: dict[str, Ahead[Path]]
 ) -> None:
     # The chart renders the operator from the stack without its node pools; the queues
     # name those pools, so they go too (Kueue's objects need Kueue installed).
     stack = load_stacks(root=ROOT)["h100-infiniband"]
     charts = {c.name: c.objects for c in render_charts(stack)}
     assert charts["queues"], "the stack has queues: the test would prove nothing"
-    chart = write_chart(stack, tmp_path / "charts")
+    chart = exported["h100-infiniband"].result()
     done = helm("template", "rel", str(chart), "--include-crds")
     assert done.returncode == 0, done.stderr
     rendered = _by_key([strip_helm_labels(o) for o in yaml.safe_load_all(done.stdout) if o])
@@ -390,6 +415,7 @@ def test_install_upgrade_uninstall_with_the_operator_from_the_installed_config(
     core_v1: client.CoreV1Api,
     namespace: str,
     tmp_path: Path,
+    exported: dict[str, Ahead[Path]],
 ) -> None:
     ops_ns, name = local.operator.namespace, local.operator.name
     # Other tests apply and delete the stack: their namespaces must be gone or usable.
@@ -434,8 +460,7 @@ def test_install_upgrade_uninstall_with_the_operator_from_the_installed_config(
         )
 
         # Upgrade to the next version of the stack, watching one namespace only.
-        bumped = dataclasses.replace(local, version="0.1.1")
-        chart = write_chart(bumped, tmp_path / "bumped")
+        chart = exported["local-0.1.1"].result()
         done = helm(
             "upgrade", "kubetrain", str(chart), *kube, "--set", f"watchNamespaces={{{namespace}}}"
         )

@@ -15,7 +15,8 @@ import yaml
 from cluster.local import LocalCluster
 from cluster.topology import POOL_LABEL
 from kubetrain.controller.config import LogLevel
-from kubetrain.gitops.stack import Stack
+from kubetrain.gitops.stack import Samples, Stack
+from stacks.local import STACK
 from tests.builders.jobs import GPU_TOLERATION
 from tests.integration.conftest import ClusterClients
 from tests.integration.kube import list_objects, read, wait_for
@@ -165,6 +166,13 @@ def operator_args(clients: ClusterClients) -> list[str]:
         clients.dyn, "apps/v1", "Deployment", "kubetrain-operator", OPERATOR_NAMESPACE
     )
     return list(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
+
+
+def helm_stack() -> Stack:
+    """The ``local`` stack the Helm upgrade installs: two operator replicas and no
+    samples, as in the Argo CD tests."""
+    operator = dataclasses.replace(STACK.operator, replicas=2)
+    return dataclasses.replace(STACK, operator=operator, samples=Samples())
 
 
 def bumped(stack: Stack, version: str) -> Stack:
