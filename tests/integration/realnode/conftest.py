@@ -22,20 +22,14 @@ from typing import Any
 import pytest
 
 from cluster.local import LocalCluster
-from cluster.node import RealNode
-from kubetrain.gitops.helm import write_chart
 from kubetrain.gitops.render import render_charts
 from kubetrain.gitops.writer import write_version
 from stacks.local import STACK
 from tests.ahead import Ahead
 from tests.integration.conftest import ClusterClients, fresh_namespace
 from tests.integration.kube import list_objects, wait_for, wait_for_established
-from tests.integration.realnode.upgrade import bumped, helm_stack
-from tests.integration.realnode.workloads import (
-    OPERATOR_IMAGE,
-    OPERATOR_NAMESPACE,
-    TRAINER_IMAGES,
-)
+from tests.integration.realnode.upgrade import write_helm_charts
+from tests.integration.realnode.workloads import OPERATOR_NAMESPACE, TRAINER_IMAGES
 
 #: Two operator replicas: the second one is the standby that takes over from the leader.
 OPERATOR_REPLICAS = 2
@@ -102,79 +96,31 @@ def pytest_terminal_summary(terminalreporter: Any, exitstatus: int, config: pyte
         )
 
 
-class _Import(threading.Thread):
-    """Images imported into the node in the background; ``join_images`` waits and raises
-    what the import raised."""
-
-    def __init__(self, node: RealNode, refs: list[str]) -> None:
-        super().__init__(name="trainer-image-import", daemon=True)
-        self.node, self.refs = node, refs
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            self.node.import_images(self.refs)
-        except BaseException as err:  # re-raised by join_images
-            self.error = err
-
-    def join_images(self) -> None:
-        self.join()
-        if self.error is not None:
-            raise self.error
-
-
 @pytest.fixture(scope="session")
-def operator_image(real_node_cluster: LocalCluster) -> Iterator[_Import]:
-    """The operator's image imported into the real node's containerd (what the modules
-    that install the stack without training need), and the trainer images being imported
-    behind it while those modules run: they are GBs, and only the training pods need
-    them (``node_images`` waits for them)."""
+def node_images(real_node_cluster: LocalCluster) -> list[str]:
+    """The operator and trainer images, imported into the real node's containerd."""
     node = real_node_cluster.real_node
     assert node is not None
-    node.import_images([OPERATOR_IMAGE])
-    rest = _Import(node, [ref for ref in TRAINER_IMAGES if ref != OPERATOR_IMAGE])
-    rest.start()
-    try:
-        yield rest
-    finally:
-        # Nothing may still write into containerd when the node stops; an error no test
-        # waited for is no test's failure.
-        rest.join()
-
-
-@pytest.fixture(scope="session")
-def node_images(operator_image: _Import) -> list[str]:
-    """The operator and trainer images, imported into the real node's containerd."""
-    operator_image.join_images()
+    node.import_images(list(TRAINER_IMAGES))
     return list(TRAINER_IMAGES)
-
-
-#: The charts of ``helm_stack`` at 0.1.0 and bumped to 0.1.1 (``test_helm_upgrade``).
-HelmCharts = tuple[Ahead[Path], Ahead[Path]]
 
 
 @pytest.fixture(scope="session", autouse=True)
 def helm_charts(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[HelmCharts | None]:
-    """The two charts ``test_helm_upgrade`` installs, exported from the tier's start in
-    processes of their own (``tests/ahead.py``): they take a core for most of a minute
-    each, while the node starts and the Argo CD module before it mostly waits; ``None``
-    when that test is not in the session."""
+) -> Iterator[Ahead[tuple[Path, Path]] | None]:
+    """The two charts ``test_helm_upgrade`` installs (``write_helm_charts``), exported from
+    the tier's start in a process of their own (``tests/ahead.py``): most of a minute of
+    one core each, while the node starts and the Argo CD module before it mostly waits;
+    ``None`` when that test is not in the session."""
     if not any(item.path.name == "test_helm_upgrade.py" for item in request.session.items):
         yield None
         return
-    out = tmp_path_factory.mktemp("helm-charts")
-    stack = helm_stack()
-    charts = (
-        Ahead(write_chart, stack, out / "0.1.0"),
-        Ahead(write_chart, bumped(stack, "0.1.1"), out / "0.1.1"),
-    )
+    charts = Ahead(write_helm_charts, tmp_path_factory.mktemp("helm-charts"))
     try:
         yield charts
     finally:
-        for chart in charts:
-            chart.stop()
+        charts.stop()
 
 
 @pytest.fixture(scope="session")

@@ -112,7 +112,7 @@ def delivered(repo: GitOpsRepo) -> Any:
 def delivery(
     real_node_cluster: LocalCluster,
     real_node_clients: ClusterClients,
-    operator_image: object,
+    node_images: list[str],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Delivery]:
     cluster, clients = real_node_cluster, real_node_clients

@@ -24,9 +24,9 @@ import yaml
 
 from cluster.local import LocalCluster
 from kubetrain.gitops.helm import CHART_NAME
+from tests.ahead import Ahead
 from tests.integration.conftest import ClusterClients
 from tests.integration.kube import list_objects, wait_for
-from tests.integration.realnode.conftest import HelmCharts
 from tests.integration.realnode.upgrade import (
     NEW_FIELD,
     WAIT,
@@ -75,7 +75,7 @@ class Helm:
 def helm(
     real_node_cluster: LocalCluster,
     real_node_clients: ClusterClients,
-    operator_image: object,
+    node_images: list[str],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Helm]:
     installed = list_objects(
@@ -115,11 +115,11 @@ def _available(clients: ClusterClients) -> int:
 
 
 def test_helm_upgrade_in_place_under_running_jobs(
-    helm: Helm, real_node_clients: ClusterClients, helm_charts: HelmCharts
+    helm: Helm, real_node_clients: ClusterClients, helm_charts: Ahead[tuple[Path, Path]]
 ) -> None:
     cluster, clients = helm.cluster, real_node_clients
     stack = helm_stack()
-    first, second = (chart.result() for chart in helm_charts)
+    first, second = helm_charts.result()
     helm("install", RELEASE, str(first), "--create-namespace")
     wait_for(
         lambda: _available(clients),

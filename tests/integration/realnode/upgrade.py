@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -15,6 +16,7 @@ import yaml
 from cluster.local import LocalCluster
 from cluster.topology import POOL_LABEL
 from kubetrain.controller.config import LogLevel
+from kubetrain.gitops.helm import write_chart
 from kubetrain.gitops.stack import Samples, Stack
 from stacks.local import STACK
 from tests.builders.jobs import GPU_TOLERATION
@@ -173,6 +175,16 @@ def helm_stack() -> Stack:
     samples, as in the Argo CD tests."""
     operator = dataclasses.replace(STACK.operator, replicas=2)
     return dataclasses.replace(STACK, operator=operator, samples=Samples())
+
+
+def write_helm_charts(out: Path) -> tuple[Path, Path]:
+    """The charts of ``helm_stack`` at 0.1.0 and ``bumped`` to 0.1.1, written under
+    ``out``."""
+    stack = helm_stack()
+    return (
+        write_chart(stack, out / "0.1.0"),
+        write_chart(bumped(stack, "0.1.1"), out / "0.1.1"),
+    )
 
 
 def bumped(stack: Stack, version: str) -> Stack:
