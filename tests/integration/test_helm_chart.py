@@ -12,6 +12,7 @@ import dataclasses
 import os
 import subprocess
 import tarfile
+from collections.abc import Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -34,6 +35,7 @@ from kubetrain.gitops.helm import (
 from kubetrain.gitops.helm.template import object_key
 from kubetrain.gitops.render import render_charts
 from kubetrain.gitops.stack import Stack, load_stacks
+from tests.ahead import Ahead
 from tests.integration.kube import wait_for
 from tests.integration.operator.jobs import Jobs, train_job
 from tests.integration.operator.process import OperatorProcess
@@ -45,6 +47,28 @@ CHART = ROOT / "charts" / CHART_NAME
 @pytest.fixture(scope="module")
 def local() -> Stack:
     return load_stacks(root=ROOT)["local"]
+
+
+def export_charts(local: Stack, out: Path) -> dict[str, Path]:
+    """The charts the last tests template and install: the h100-infiniband stack's, and
+    the ``local`` stack's next version, written under ``out``."""
+    return {
+        "h100-infiniband": write_chart(load_stacks(root=ROOT)["h100-infiniband"], out / "gpu"),
+        "local-0.1.1": write_chart(dataclasses.replace(local, version="0.1.1"), out / "bumped"),
+    }
+
+
+@pytest.fixture(scope="module", autouse=True)
+def exported(
+    local: Stack, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Ahead[dict[str, Path]]]:
+    """``export_charts`` from the module's start, in a process of its own
+    (``tests/ahead.py``), while the tests before the last ones run."""
+    charts = Ahead(export_charts, local, tmp_path_factory.mktemp("charts-ahead"))
+    try:
+        yield charts
+    finally:
+        charts.stop()
 
 
 @pytest.fixture
@@ -335,14 +359,14 @@ def test_helm_package_writes_the_versions_archive(helm: Any, local: Stack, tmp_p
 
 
 def test_a_gpu_stacks_chart_renders_its_runtimes_and_leaves_the_queues_out(
-    helm: Any, tmp_path: Path
+    helm: Any, exported: Ahead[dict[str, Path]]
 ) -> None:
     # The chart renders the operator from the stack without its node pools; the queues
     # name those pools, so they go too (Kueue's objects need Kueue installed).
     stack = load_stacks(root=ROOT)["h100-infiniband"]
     charts = {c.name: c.objects for c in render_charts(stack)}
     assert charts["queues"], "the stack has queues: the test would prove nothing"
-    chart = write_chart(stack, tmp_path / "charts")
+    chart = exported.result()["h100-infiniband"]
     done = helm("template", "rel", str(chart), "--include-crds")
     assert done.returncode == 0, done.stderr
     rendered = _by_key([strip_helm_labels(o) for o in yaml.safe_load_all(done.stdout) if o])
@@ -390,6 +414,7 @@ def test_install_upgrade_uninstall_with_the_operator_from_the_installed_config(
     core_v1: client.CoreV1Api,
     namespace: str,
     tmp_path: Path,
+    exported: Ahead[dict[str, Path]],
 ) -> None:
     ops_ns, name = local.operator.namespace, local.operator.name
     # Other tests apply and delete the stack: their namespaces must be gone or usable.
@@ -434,8 +459,7 @@ def test_install_upgrade_uninstall_with_the_operator_from_the_installed_config(
         )
 
         # Upgrade to the next version of the stack, watching one namespace only.
-        bumped = dataclasses.replace(local, version="0.1.1")
-        chart = write_chart(bumped, tmp_path / "bumped")
+        chart = exported.result()["local-0.1.1"]
         done = helm(
             "upgrade", "kubetrain", str(chart), *kube, "--set", f"watchNamespaces={{{namespace}}}"
         )

@@ -25,8 +25,10 @@ from cluster.local import LocalCluster
 from kubetrain.gitops.render import render_charts
 from kubetrain.gitops.writer import write_version
 from stacks.local import STACK
+from tests.ahead import Ahead
 from tests.integration.conftest import ClusterClients, fresh_namespace
 from tests.integration.kube import list_objects, wait_for, wait_for_established
+from tests.integration.realnode.upgrade import write_helm_charts
 from tests.integration.realnode.workloads import OPERATOR_NAMESPACE, TRAINER_IMAGES
 
 #: Two operator replicas: the second one is the standby that takes over from the leader.
@@ -101,6 +103,24 @@ def node_images(real_node_cluster: LocalCluster) -> list[str]:
     assert node is not None
     node.import_images(list(TRAINER_IMAGES))
     return list(TRAINER_IMAGES)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def helm_charts(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Ahead[tuple[Path, Path]] | None]:
+    """The two charts ``test_helm_upgrade`` installs (``write_helm_charts``), exported from
+    the tier's start in a process of their own (``tests/ahead.py``): most of a minute of
+    one core each, while the node starts and the Argo CD module before it mostly waits;
+    ``None`` when that test is not in the session."""
+    if not any(item.path.name == "test_helm_upgrade.py" for item in request.session.items):
+        yield None
+        return
+    charts = Ahead(write_helm_charts, tmp_path_factory.mktemp("helm-charts"))
+    try:
+        yield charts
+    finally:
+        charts.stop()
 
 
 @pytest.fixture(scope="session")

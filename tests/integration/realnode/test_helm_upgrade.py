@@ -23,16 +23,15 @@ import pytest
 import yaml
 
 from cluster.local import LocalCluster
-from kubetrain.gitops.helm import CHART_NAME, write_chart
-from kubetrain.gitops.stack import Samples, Stack
-from stacks.local import STACK
+from kubetrain.gitops.helm import CHART_NAME
+from tests.ahead import Ahead
 from tests.integration.conftest import ClusterClients
 from tests.integration.kube import list_objects, wait_for
 from tests.integration.realnode.upgrade import (
     NEW_FIELD,
     WAIT,
     add_crd_field,
-    bumped,
+    helm_stack,
     lease_holder,
     operator_args,
     operator_pods,
@@ -49,13 +48,6 @@ RELEASE = "kubetrain"
 RELEASE_NAMESPACE = "kubetrain-system-releases"
 FLEET_NAMESPACE = "team-helm"
 PYTORCHJOB_CRD = "pytorchjobs.kubeflow.org"
-
-
-def installed_stack() -> Stack:
-    """The ``local`` stack with two operator replicas and no samples, as in the Argo CD
-    tests."""
-    operator = dataclasses.replace(STACK.operator, replicas=2)
-    return dataclasses.replace(STACK, operator=operator, samples=Samples())
 
 
 @dataclasses.dataclass
@@ -123,11 +115,11 @@ def _available(clients: ClusterClients) -> int:
 
 
 def test_helm_upgrade_in_place_under_running_jobs(
-    helm: Helm, real_node_clients: ClusterClients, tmp_path: Path
+    helm: Helm, real_node_clients: ClusterClients, helm_charts: Ahead[tuple[Path, Path]]
 ) -> None:
     cluster, clients = helm.cluster, real_node_clients
-    stack = installed_stack()
-    first = write_chart(stack, tmp_path / "0.1.0")
+    stack = helm_stack()
+    first, second = helm_charts.result()
     helm("install", RELEASE, str(first), "--create-namespace")
     wait_for(
         lambda: _available(clients),
@@ -144,7 +136,6 @@ def test_helm_upgrade_in_place_under_running_jobs(
     # The next version: new flags, a runtime fewer, and a new field in a CRD (the chart's
     # crds/ are generated from the same CRDs; the field is added to the file here).
     start = time.monotonic()
-    second = write_chart(bumped(stack, "0.1.1"), tmp_path / "0.1.1")
     crd_file = second / "crds" / f"{PYTORCHJOB_CRD}.yaml"
     crd: dict[str, Any] = yaml.safe_load(crd_file.read_text())
     add_crd_field(crd, {"type": "string", "description": "a note"})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import copy
 import dataclasses
+from pathlib import Path
 from typing import Any
 
 import yaml
@@ -15,7 +16,9 @@ import yaml
 from cluster.local import LocalCluster
 from cluster.topology import POOL_LABEL
 from kubetrain.controller.config import LogLevel
-from kubetrain.gitops.stack import Stack
+from kubetrain.gitops.helm import write_chart
+from kubetrain.gitops.stack import Samples, Stack
+from stacks.local import STACK
 from tests.builders.jobs import GPU_TOLERATION
 from tests.integration.conftest import ClusterClients
 from tests.integration.kube import list_objects, read, wait_for
@@ -165,6 +168,23 @@ def operator_args(clients: ClusterClients) -> list[str]:
         clients.dyn, "apps/v1", "Deployment", "kubetrain-operator", OPERATOR_NAMESPACE
     )
     return list(deployment["spec"]["template"]["spec"]["containers"][0]["args"])
+
+
+def helm_stack() -> Stack:
+    """The ``local`` stack the Helm upgrade installs: two operator replicas and no
+    samples, as in the Argo CD tests."""
+    operator = dataclasses.replace(STACK.operator, replicas=2)
+    return dataclasses.replace(STACK, operator=operator, samples=Samples())
+
+
+def write_helm_charts(out: Path) -> tuple[Path, Path]:
+    """The charts of ``helm_stack`` at 0.1.0 and ``bumped`` to 0.1.1, written under
+    ``out``."""
+    stack = helm_stack()
+    return (
+        write_chart(stack, out / "0.1.0"),
+        write_chart(bumped(stack, "0.1.1"), out / "0.1.1"),
+    )
 
 
 def bumped(stack: Stack, version: str) -> Stack:

@@ -19,7 +19,6 @@ from kubetrain.api import all_crds
 from kubetrain.controller.config import JOB_KINDS
 from kubetrain.gitops.helm import (
     CHART_NAME,
-    chart_files,
     default_values,
     operator_props,
     values_schema,
@@ -36,8 +35,9 @@ def local() -> Stack:
 
 
 @pytest.fixture(scope="module")
-def files(local: Stack) -> dict[str, str]:
-    return chart_files(local)
+def files(local_chart_files: dict[str, str]) -> dict[str, str]:
+    """The ``local`` stack's chart export (``chart_files``, computed ahead: conftest.py)."""
+    return local_chart_files
 
 
 def test_the_committed_chart_is_a_fresh_export(files: dict[str, str]) -> None:
