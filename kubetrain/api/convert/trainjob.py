@@ -86,7 +86,8 @@ WHY = {
     "differ": "the Master's value ({master}): a TrainJob runs one pod template on every node; "
     "Master and Worker may differ in labels and annotations only (or convert by hand)",
     "nproc": "left to the runtime (torch: auto on GPU nodes, else the pod's CPUs); set a number",
-    "elastic": "a TrainJob runs a fixed numNodes: no elastic rendezvous, no autoscaling",
+    "elastic": "a TrainJob's elasticity is its runtime's (mlPolicy.torch.elasticPolicy: "
+    "minNodes, maxNodes, metrics); the TrainJob keeps numNodes",
     "nodes-mpi": "the hostfile's hosts (Workers, and the launcher with runLauncherAsWorker)",
     "as-node-unknown": "numNodes counts the launcher if {runtime} has runLauncherAsNode: check",
     "as-node": "runtime {runtime} differs in runLauncherAsNode: same hosts, the launcher {ranks}",
