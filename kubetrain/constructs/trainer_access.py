@@ -3,8 +3,10 @@
 
 - ClusterRole ``<prefix>-edit`` (aggregated into the built-in ``edit`` and ``admin``
   roles, so whoever may edit a namespace may train there): TrainJobs create, get, list,
-  watch, patch, delete; TrainingRuntimes get, list, watch; pods, ``pods/log`` and events
-  get, list, watch (the SDK's ``get_job``, ``get_job_logs``, ``get_job_events``);
+  watch, patch, delete, and their ``scale`` subresource get, update, patch (an elastic
+  TrainJob's ``kubectl scale``; kubetrain's extension); TrainingRuntimes get, list, watch;
+  pods, ``pods/log`` and events get, list, watch (the SDK's ``get_job``, ``get_job_logs``,
+  ``get_job_events``);
 - ClusterRole ``<prefix>-view-cluster-runtimes``: ClusterTrainingRuntimes get, list,
   watch, bound to ``runtime_viewers`` (default every authenticated user: the SDK's
   ``list_runtimes`` fails without it, and runtimes hold no secrets);
@@ -101,6 +103,9 @@ class TrainerUserAccess(constructs.Construct):
                         [TRAINJOB.plural],
                         ["create", "get", "list", "watch", "patch", "delete"],
                     ),
+                    # kubetrain's extension: an elastic TrainJob's scale subresource
+                    # (kubectl scale trainjob), which upstream's role has no need for.
+                    _rule(TRAINJOB.group, [f"{TRAINJOB.plural}/scale"], ["get", "update", "patch"]),
                     _rule(TRAINING_RUNTIME.group, [TRAINING_RUNTIME.plural], read),
                     _rule("", ["pods", "pods/log", "events"], read),
                 ],

@@ -7,6 +7,7 @@ showing the new node count."""
 from __future__ import annotations
 
 import copy
+import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -106,6 +107,17 @@ def _scale(cluster: LocalCluster, namespace: str, name: str, nodes: int, check: 
     )
 
 
+def _scale_as(cluster: LocalCluster, kubeconfig: str, name: str, nodes: int) -> None:
+    """``kubectl scale`` as the data scientist (the SDK users' role, their namespace)."""
+    kubectl = [str(cluster.tools.kubectl), "--kubeconfig", kubeconfig]
+    subprocess.run(
+        [*kubectl, "scale", "trainjob", name, f"--replicas={nodes}"],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+
+
 def _running(jobs: Jobs, name: str, count: int) -> dict[str, dict[str, Any]]:
     names = {f"{name}-node-0-{i}" for i in range(count)}
     return wait_for(
@@ -141,7 +153,9 @@ def test_kubectl_scale_adds_and_removes_nodes_without_restarting_the_others(
     )
     before = _uids(pods)
 
-    _scale(local_cluster, namespace, name, 3)
+    # The data scientist who trained it may scale it (TrainerUserAccess grants the
+    # scale subresource).
+    _scale_as(local_cluster, sdk.env["KUBECONFIG"], name, 3)
     grown = _running(jobs, name, 3)
     assert {n: u for n, u in _uids(grown).items() if n in before} == before
     assert (
