@@ -315,11 +315,20 @@ class LocalCluster:
         ``kubectl wait`` fails at once on a CRD the API server has not given a status yet
         ("accessor error: <nil>"), which a loaded machine shows: it is asked again until
         the deadline."""
+        self._wait_condition(
+            "Established", [f"crd/{name}" for name in names], f"CRDs {', '.join(names)}", deadline
+        )
+
+    def _wait_condition(
+        self, condition: str, objects: Sequence[str], what: str, deadline: float
+    ) -> None:
+        """``kubectl wait --for=condition=<condition>`` on ``objects``, asked again until
+        ``deadline`` (ClusterError naming ``what`` past it)."""
         while True:
             result = self.kubectl(
                 "wait",
-                "--for=condition=Established",
-                *[f"crd/{name}" for name in names],
+                f"--for=condition={condition}",
+                *objects,
                 f"--timeout={max(1, int(deadline - time.monotonic()))}s",
                 check=False,
             )
@@ -327,7 +336,7 @@ class LocalCluster:
                 return
             if time.monotonic() > deadline:
                 raise ClusterError(
-                    f"CRDs {', '.join(names)} were not Established in time: {result.stderr.strip()}"
+                    f"{what}: not {condition} in time: {result.stderr.strip()}\n{self.log_tails()}"
                 )
             time.sleep(0.5)
 
@@ -391,22 +400,8 @@ class LocalCluster:
     def _wait_for_metrics_api(self, deadline: float) -> None:
         # kwokctl applies the APIService; it is Available once the API server reaches
         # metrics-server through it (pods' usage shows later, after two scrapes).
-        while True:
-            result = self.kubectl(
-                "wait",
-                "--for=condition=Available",
-                f"apiservice/{METRICS_API_SERVICE}",
-                f"--timeout={max(1, int(deadline - time.monotonic()))}s",
-                check=False,
-            )
-            if result.returncode == 0:
-                return
-            if time.monotonic() > deadline:
-                raise ClusterError(
-                    f"the APIService {METRICS_API_SERVICE} was not Available in time: "
-                    f"{result.stderr.strip()}\n{self.log_tails()}"
-                )
-            time.sleep(0.5)
+        service = f"apiservice/{METRICS_API_SERVICE}"
+        self._wait_condition("Available", [service], f"the APIService {service}", deadline)
 
     def down(self) -> list[Path]:
         """Stop every component and remove the cluster's state (a no-op when stopped).

@@ -379,3 +379,22 @@ def run_every_kind_to_success(jobs: Jobs, prefix: str) -> None:
     jobs.exit(launcher, 0)
     for kind, name in (("PyTorchJob", pt), ("TFJob", tf), ("MPIJob", mpi)):
         jobs.wait_condition(kind, name, "Succeeded")
+
+
+def release_runtimes(jobs: Jobs) -> None:
+    """Delete the namespace's TrainJobs and wait until the operator released their runtimes."""
+    group, version, plural = "trainer.kubeflow.org", "v1alpha1", "trainjobs"
+    jobs.custom.delete_collection_namespaced_custom_object(group, version, jobs.namespace, plural)
+
+    def held() -> list[str]:
+        found = jobs.custom.list_namespaced_custom_object(
+            group, version, jobs.namespace, "trainingruntimes"
+        )
+        assert isinstance(found, dict)
+        return [
+            r["metadata"]["name"]
+            for r in found["items"]
+            if K.RUNTIME_IN_USE_ANNOTATION in (r["metadata"].get("annotations") or {})
+        ]
+
+    wait_for(held, lambda names: not names, what="the runtimes released by the operator")

@@ -33,7 +33,7 @@ from tests.builders.jobs import GPU_TOLERATION
 from tests.conftest import REPO_ROOT
 from tests.integration.kube import apply, remove_applied, wait_for
 from tests.integration.operator.conftest import RunningOperator
-from tests.integration.operator.jobs import Jobs, env_of, train_job
+from tests.integration.operator.jobs import Jobs, env_of, release_runtimes, train_job
 from tests.integration.operator.sdk_users import Sdk, scientist_env
 
 UPSTREAM = REPO_ROOT / "tests/data/upstream/trainer-v2.3.0/manifests/base/runtimes"
@@ -93,25 +93,7 @@ def runtimes(
     for runtime in (torch, strict):
         apply(dyn, runtime)
     yield
-    _release_runtimes(jobs)
-
-
-def _release_runtimes(jobs: Jobs) -> None:
-    group, version, plural = TRAINJOBS
-    jobs.custom.delete_collection_namespaced_custom_object(group, version, jobs.namespace, plural)
-
-    def held() -> list[str]:
-        found = jobs.custom.list_namespaced_custom_object(
-            group, version, jobs.namespace, "trainingruntimes"
-        )
-        assert isinstance(found, dict)
-        return [
-            r["metadata"]["name"]
-            for r in found["items"]
-            if K.RUNTIME_IN_USE_ANNOTATION in (r["metadata"].get("annotations") or {})
-        ]
-
-    wait_for(held, lambda names: not names, what="the runtimes released by the operator")
+    release_runtimes(jobs)
 
 
 @pytest.fixture
@@ -331,7 +313,7 @@ def test_upstream_runtimes_run_unchanged(
     wait_for(lambda: _state(jobs, name), lambda s: s == "Complete", what="Complete")
     status = _trainjob(jobs.custom, jobs.namespace, name)["status"]
     assert [c["type"] for c in status["conditions"]] == ["Complete"]
-    _release_runtimes(jobs)
+    release_runtimes(jobs)
 
 
 def _protection(namespace: str, name: str) -> list[dict[str, Any]]:
@@ -523,7 +505,7 @@ def test_a_resumed_trainjob_keeps_the_runtime_it_started_with(
             return False
 
         wait_for(snapshot_gone, bool, what="the snapshot garbage-collected with its TrainJob")
-        _release_runtimes(jobs)
+        release_runtimes(jobs)
         if kind == "ClusterTrainingRuntime":
             dyn.resources.get(api_version="trainer.kubeflow.org/v1alpha1", kind=kind).delete(
                 name=runtime["metadata"]["name"]
@@ -594,7 +576,7 @@ def test_runtime_patch_times_are_stamped_as_upstreams_webhook_stamps_them(
     assert after[1]["time"] > unchanged_time
     assert after[2]["time"] >= after[1]["time"]
     assert after[3]["time"] == new_patch_time
-    _release_runtimes(jobs)
+    release_runtimes(jobs)
 
 
 def test_a_never_runtime_replaces_failed_pods_as_the_job_controller_counts_them(

@@ -24,7 +24,7 @@ from tests.builders.jobs import GPU_TOLERATION
 from tests.conftest import REPO_ROOT
 from tests.integration.kube import apply, remove_applied, wait_for
 from tests.integration.operator.conftest import RunningOperator
-from tests.integration.operator.jobs import Jobs, env_of
+from tests.integration.operator.jobs import Jobs, env_of, release_runtimes
 from tests.integration.operator.sdk_users import Sdk, scientist_env
 
 TORCH = REPO_ROOT / "tests/data/upstream/trainer-v2.3.0/manifests/base/runtimes"
@@ -65,21 +65,8 @@ def sdk(
     apply(dyn, _elastic_runtime(namespace))
     yield Sdk(scientist_env(kubeconfig, namespace, tmp_path))
     # The TrainJobs go first, while the operator runs, so the runtimes are released.
-    jobs.custom.delete_collection_namespaced_custom_object(GROUP, VERSION, namespace, PLURAL)
-    wait_for(lambda: _held_runtimes(jobs), lambda held: not held, what="the runtimes released")
+    release_runtimes(jobs)
     remove_applied(dyn, objects)
-
-
-def _held_runtimes(jobs: Jobs) -> list[str]:
-    found = jobs.custom.list_namespaced_custom_object(
-        GROUP, VERSION, jobs.namespace, "trainingruntimes"
-    )
-    assert isinstance(found, dict)
-    return [
-        r["metadata"]["name"]
-        for r in found["items"]
-        if K.RUNTIME_IN_USE_ANNOTATION in (r["metadata"].get("annotations") or {})
-    ]
 
 
 def _node_pods(jobs: Jobs, name: str) -> dict[str, dict[str, Any]]:
