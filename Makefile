@@ -1,7 +1,8 @@
 # kubetrain developer entry points. Everything a fresh clone needs is bootstrapped here:
 #   make synth   synthesize the default stack into dist/
-#   make test    set up everything the tests need (venv, Go tools, control plane
-#                binaries, training deps), lint, then run every test tier
+#   make test    every test tier, fastest first (tests/tiers.py), stopping at the first
+#                that fails: lint beside unit (the venv only), then the set-up (Go tools,
+#                control plane binaries, images, training deps) and the tiers needing it
 #   make lint    ruff + mypy --strict + the import contract (tests/layers.py)
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
@@ -27,7 +28,10 @@ export GOFLAGS := -mod=mod
 # jsii (under cdk8s) prints a Node.js end-of-life banner unless told the major version.
 export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := $(shell node -p 'process.versions.node.split(".")[0]' 2>/dev/null || echo 20)
 
-.PHONY: help venv synth helm lint test test-setup _test-setup-go _test-setup-rest test-unit test-schemas openapi schemas cdk8s-cli sdk-venv clean
+# The test tiers (tests/tiers.py is their table): `make test-<tier>` runs one.
+TEST_TIERS := lint unit tools cluster realnode training faults
+
+.PHONY: help venv synth helm lint test test-setup _test-setup-go _test-setup-rest $(addprefix test-,$(TEST_TIERS)) test-schemas openapi schemas cdk8s-cli sdk-venv clean
 
 # Component makefiles add their targets and append to TEST_PREREQS (what `make test`
 # must build or install first: the control-plane binaries, torch, the Horovod wheel).
@@ -39,8 +43,9 @@ TEST_PREREQS :=
 help:
 	@echo "make synth          synthesize the local stack into dist/"
 	@echo "make helm           export the local stack as charts/kubetrain/, lint and package it"
-	@echo "make test           install everything, lint, run every test tier"
-	@echo "make test-unit      the unit and snapshot tiers: nothing but the venv"
+	@echo "make test           every test tier, fastest first; stops at the first that fails"
+	@$(PYTHON) -m tests.tiers --list | sed 's/^/  /'
+	@echo "make test-setup     install and build what the tiers after unit need"
 	@echo "make lint           ruff, mypy --strict and the import contract"
 	@echo "make demo           local control plane + operator; sample jobs to Succeeded"
 	@echo "make demo-kueue     the real Kueue too: two jobs competing for one GPU quota"
@@ -131,22 +136,21 @@ lint: venv
 
 # The unit tier needs nothing but the venv: manifests are checked against the committed
 # schema bundle (tests/data/schemas); tests that need a download or a built tool are in
-# the tiers `make test` sets up.
-test-unit: venv
-	$(BIN)/pytest tests/unit tests/snapshots
+# the tiers after it, which run `make test-setup` first (tests/tiers.py).
+$(addprefix test-,$(TEST_TIERS)): test-%: venv
+	$(BIN)/python -m tests.tiers $*
 
 # Re-copy the schema bundle from the pinned sources after a pin moves (a test in the
 # integration tier fails while it is stale).
 test-schemas: venv openapi kueue-crds monitoring-crds
 	$(BIN)/python -m tests.schema_bundle --write
 
-# `make test` sets up in two lanes at once: the Go tools (compiling, on every core) beside
-# everything else (the venvs, the downloads, Debian packages, the Horovod wheel and the
-# images: mostly waiting on the network and the disk). Each lane runs its steps in order,
-# (-j1: without it a lane inherits the -j2 and runs its own goals at once), so two apt-get
-# or two pip runs never overlap and the linters see the finished venv; the Go lane's lines
-# start with [go]. The linters run last in the second lane, while the Go tools still build.
-TEST_SETUP_REST = venv openapi $(filter-out cluster-tools,$(TEST_PREREQS)) lint
+# The tiers after unit set up in two lanes at once: the Go tools (compiling, on every
+# core) beside everything else (the venvs, the downloads, Debian packages, the Horovod
+# wheel and the images: mostly waiting on the network and the disk). Each lane runs its
+# steps in order (-j1: without it a lane inherits the -j2 and runs its own goals at once),
+# so two apt-get or two pip runs never overlap; the Go lane's lines start with [go].
+TEST_SETUP_REST = venv openapi $(filter-out cluster-tools,$(TEST_PREREQS))
 
 test-setup:
 	@$(MAKE) --no-print-directory -j2 _test-setup-go _test-setup-rest
@@ -157,10 +161,11 @@ _test-setup-go:
 _test-setup-rest:
 	@$(MAKE) --no-print-directory -j1 KUBETRAIN_SETUP_FOR_TEST=1 $(TEST_SETUP_REST)
 
-# The 30 slowest tests are listed at the end of the run (where the time goes).
-test: test-setup
-	$(BIN)/pytest --durations=30
+# Each tier's processes write a junit file under build/test-results; the run ends with
+# the time per tier, process, module and session fixture (where the time goes).
+test: venv
+	$(BIN)/python -m tests.tiers
 
 clean:
-	rm -rf $(VENV) $(SDK_VENV) dist cdk8s.out .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(SDK_VENV) dist build/test-results cdk8s.out .mypy_cache .ruff_cache .pytest_cache
 

@@ -10,12 +10,82 @@ from typing import Any
 import pytest
 
 from tests.integration.operator.process import OperatorProcess
+from tests.integration.operator.running import SharedOperator
+from tests.profiles import NO_CLUSTER, profile_of
+from tests.tiers import BY_NAME, TIERS, tier_of_path
+
+# The control planes' fixtures (every directory's tests may use them) and the timing of
+# fixtures and operator starts (``tests/timing.py``).
+pytest_plugins = ["tests.clusters", "tests.timing"]
 
 # jsii (under cdk8s) prints a Node.js end-of-life banner unless told the major version.
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = REPO_ROOT / "examples"
+
+
+# -- tiers and profiles ------------------------------------------------------------------
+# Each test is marked with its tier, from its directory (``tests/tiers.py``), so that
+# ``pytest -m cluster`` works; ``--tier`` and ``--profile`` are how ``python -m
+# tests.tiers`` hands each process its share: a process keeps the tests of its profiles.
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--tier",
+        choices=sorted(BY_NAME),
+        help="the tier this process runs (tests/tiers.py): a test outside it is an error",
+    )
+    parser.addoption(
+        "--profile",
+        help=(
+            "comma-separated cluster profiles (tests/profiles.py; 'none': tests without a "
+            "control plane) whose tests this process runs; the others are deselected"
+        ),
+    )
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    for tier in TIERS:
+        config.addinivalue_line("markers", f"{tier.name}: {tier.help} (tests/tiers.py)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    tier_name = config.getoption("--tier")
+    profiles = config.getoption("--profile")
+    wanted = set(profiles.split(",")) if profiles else None
+    keep: list[pytest.Item] = []
+    dropped: list[pytest.Item] = []
+    for item in items:
+        relative = item.path.relative_to(REPO_ROOT).as_posix()
+        tier = tier_of_path(relative)
+        if tier is None:
+            raise pytest.UsageError(f"{relative} is in no tier's directories (tests/tiers.py)")
+        item.add_marker(tier.name)
+        if tier_name is not None and tier.name != tier_name:
+            raise pytest.UsageError(f"{relative} is in tier {tier.name}, not {tier_name}")
+        try:
+            profile = profile_of(getattr(item, "fixturenames", ()))
+        except ValueError as err:
+            raise pytest.UsageError(f"{item.nodeid}: {err}") from None
+        if tier_name is not None and profile not in (tier.profiles() | {NO_CLUSTER}):
+            raise pytest.UsageError(
+                f"{item.nodeid} needs profile {profile}, which tier {tier.name} does not run"
+            )
+        (keep if wanted is None or profile in wanted else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
+
+@pytest.fixture(autouse=True)
+def _operator_exclusive(request: pytest.FixtureRequest) -> None:
+    """Stop the shared operator (``tests/integration/operator/running.py``) before a test
+    that does not use it: such a test may run an operator of its own, or none."""
+    shared = SharedOperator.of(request.session)
+    if shared is not None and "operator" not in request.fixturenames:
+        shared.pause()
 
 
 # -- figures ------------------------------------------------------------------------------

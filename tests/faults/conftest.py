@@ -4,13 +4,12 @@ freeze them, so they never share one with the other integration tests."""
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 
 from cluster.local import LocalCluster
-from tests.integration.conftest import ClusterClients, _start_cluster, fresh_namespace
-from tests.integration.kube import apply, wait_for_established
+from tests.clusters import ClusterClients, _start_cluster, fresh_namespace
+from tests.integration.kube import install_crds
 from tests.integration.operator.jobs import Jobs
 
 
@@ -24,15 +23,9 @@ def faults_cluster(
 
 @pytest.fixture(scope="session")
 def faults(faults_cluster: LocalCluster) -> Iterator[ClusterClients]:
-    from kubetrain.api.crds import all_crds
-
     clients = ClusterClients.connect(faults_cluster)
     # Trainer's too: the operator watches every kind it serves, and waits for them all.
-    crds: list[dict[str, Any]] = all_crds()
-    for crd in crds:
-        apply(clients.dyn, crd)
-    for crd in crds:
-        wait_for_established(clients.dyn, crd["metadata"]["name"])
+    install_crds(clients.dyn)
     try:
         yield clients
     finally:

@@ -26,8 +26,8 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from cluster.local import LocalCluster
+from tests.clusters import ClusterClients
 from tests.faults.burst import BurstJob, check_outcome, drive, mixed_burst
-from tests.integration.conftest import ClusterClients
 from tests.integration.fault_proxy import FaultProxy
 from tests.integration.kube import wait_for
 from tests.integration.operator.jobs import Jobs

@@ -247,6 +247,20 @@ def wait_for_established(dyn: DynamicClient, crd_name: str, *, why: str = "") ->
     )
 
 
+def install_crds(dyn: DynamicClient) -> list[dict[str, Any]]:
+    """kubetrain's CRDs (the Kubeflow v1 kinds and Trainer v2's, ``all_crds``) applied
+    server-side, then each waited for until Established; returns them. The one helper
+    every control plane's CRD install goes through."""
+    from kubetrain.api.crds import all_crds
+
+    crds = all_crds()
+    for crd in crds:
+        apply(dyn, crd)
+    for crd in crds:
+        wait_for_established(dyn, crd["metadata"]["name"])
+    return crds
+
+
 def wait_until_gone(
     dyn: DynamicClient, obj: dict[str, Any], namespace: str | None, *, timeout: float = 120.0
 ) -> None:

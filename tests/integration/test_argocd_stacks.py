@@ -11,7 +11,7 @@ devices, hugepages). The monitoring charts need the Prometheus Operator's CRDs, 
 test installs, as that operator's installation would. The operator's pods and the
 samples' pods are kwok's here, so the operator runs as a process with the flags and the
 ServiceAccount its Deployment gives it; the real-node tier runs the ``local`` stack's
-operator as real pods (``tests/integration/realnode/test_argocd.py``).
+operator as real pods (``tests/realnode/test_argocd.py``).
 """
 
 from __future__ import annotations
@@ -32,8 +32,8 @@ from cluster.tools import prometheus_operator_crds
 from cluster.topology import GPU_TAINT, GpuSpec, NodePool, Topology
 from kubetrain.gitops.render import render_charts
 from kubetrain.gitops.stack import Stack, load_stacks
+from tests.clusters import ClusterClients
 from tests.integration.argocd_apps import app_state, applications, synced_and_healthy
-from tests.integration.conftest import ClusterClients
 from tests.integration.kube import list_objects, wait_for
 from tests.integration.operator.process import OperatorProcess
 

@@ -30,8 +30,8 @@ from cluster.kueue import (
 from cluster.local import LocalCluster
 from cluster.tools import Tools, Versions, find_tools
 from cluster.topology import GPU_RESOURCE
+from tests.clusters import ClusterClients
 from tests.conftest import EXAMPLES
-from tests.integration.conftest import ClusterClients
 from tests.integration.kube import (
     api_error_message,
     apply,

@@ -26,8 +26,8 @@ from kubetrain.constructs.pytorch_job import PyTorchJob, PyTorchJobProps
 from kubetrain.constructs.types import Image
 from kubetrain.gitops.render import RenderedChart, render_charts
 from kubetrain.gitops.stack import load_stacks
+from tests.clusters import ClusterClients
 from tests.conftest import REPO_ROOT
-from tests.integration.conftest import ClusterClients
 from tests.integration.kube import (
     api_error_message,
     apply,

@@ -18,17 +18,16 @@ from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from cluster.local import LocalCluster
-from kubetrain.api.crds import all_crds
 from kubetrain.controller.config import OperatorConfig
 from tests.builders import jobs as builders
-from tests.integration.conftest import ClusterClients
+from tests.clusters import ClusterClients
 from tests.integration.kube import (
     apply,
+    install_crds,
     list_objects,
     listening_addresses,
     read,
     wait_for,
-    wait_for_established,
 )
 from tests.integration.operator.conftest import RunningOperator
 from tests.integration.operator.jobs import IMAGE, Jobs
@@ -149,11 +148,7 @@ def metrics_operator(
 ) -> Iterator[RunningOperator]:
     """kubetrain's operator in this process, watching the test's namespace on the metrics
     control plane (the typed API's CRDs installed there first)."""
-    crds = all_crds()
-    for crd in crds:
-        apply(metrics_clients.dyn, crd)
-    for crd in crds:
-        wait_for_established(metrics_clients.dyn, crd["metadata"]["name"])
+    install_crds(metrics_clients.dyn)
     config = OperatorConfig(
         namespaces=(metrics_namespace,), workers=2, kube_api_qps=100, kube_api_burst=200
     )

@@ -1,9 +1,16 @@
-"""Fixtures for the operator's integration tests: the operator runs in this process,
-watching only the test's namespace, against the session's local control plane."""
+"""Fixtures for the operator's integration tests: the operator runs in this process
+against the session's local control plane.
+
+One operator serves every test that asks for ``operator``, as upstream suites run one
+manager (kueue's and jobset's integration frameworks): it watches every namespace (each
+test has its own) and keeps running from one such test to the next. A test that does not
+ask for it runs without it: the shared operator is stopped first (``_operator_exclusive``)
+and started again by the next test that asks, so a test that runs its own operator
+(``operator_config``, ``RunningOperator``), or checks what happens with none, never has a
+second one beside it."""
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -13,53 +20,37 @@ from kubernetes import client
 
 from kubetrain.controller.config import OperatorConfig
 from kubetrain.controller.kube import KubeApi
-from kubetrain.controller.operator import Operator
 from tests.integration.operator.jobs import Jobs
+from tests.integration.operator.running import SHARED_KEY, RunningOperator, SharedOperator
+
+__all__ = ["RunningOperator"]
 
 
-class RunningOperator:
-    """An operator on a background thread; ``stop()`` shuts it down gracefully."""
-
-    def __init__(self, config: OperatorConfig, kubeconfig: Path, **options: Any) -> None:
-        self.api = KubeApi.connect(
-            str(kubeconfig), qps=config.kube_api_qps, burst=config.kube_api_burst
-        )
-        self.operator = Operator(config, self.api, serve_http=False, **options)
-        self._stop = threading.Event()
-        self.exit_code: int | None = None
-        self._thread = threading.Thread(target=self._run, name="operator", daemon=True)
-
-    def _run(self) -> None:
-        self.exit_code = self.operator.run(self._stop)
-
-    def start(self) -> RunningOperator:
-        self._thread.start()
-        if not self.operator.started.wait(60):
-            raise AssertionError("the operator did not start within 60s")
-        return self
-
-    def stop(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=30)
-        self.api.close()
-        assert not self._thread.is_alive(), "the operator did not stop within 30s"
-
-
-@pytest.fixture
-def operator_config(namespace: str) -> OperatorConfig:
-    """The in-process operator's configuration (override in a test module if needed)."""
-    return OperatorConfig(namespaces=(namespace,), workers=2, kube_api_qps=100, kube_api_burst=200)
+@pytest.fixture(scope="session")
+def shared_operator(
+    installed_crds: list[dict[str, Any]], kubeconfig: Path, request: pytest.FixtureRequest
+) -> Iterator[SharedOperator]:
+    shared = SharedOperator(kubeconfig)
+    request.session.stash[SHARED_KEY] = shared
+    try:
+        yield shared
+    finally:
+        shared.pause()
 
 
 @pytest.fixture
 def operator(
-    installed_crds: list[dict[str, Any]], kubeconfig: Path, operator_config: OperatorConfig
-) -> Iterator[RunningOperator]:
-    running = RunningOperator(operator_config, kubeconfig).start()
-    try:
-        yield running
-    finally:
-        running.stop()
+    shared_operator: SharedOperator,
+) -> RunningOperator:
+    """The shared operator, running (``SharedOperator``); a test may stop it, the next
+    one gets a new one."""
+    return shared_operator.get()
+
+
+@pytest.fixture
+def operator_config(namespace: str) -> OperatorConfig:
+    """The configuration of an operator a test starts itself, watching its namespace."""
+    return OperatorConfig(namespaces=(namespace,), workers=2, kube_api_qps=100, kube_api_burst=200)
 
 
 @pytest.fixture

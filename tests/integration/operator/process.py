@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.integration.kube import wait_for
+from tests.timing import count_operator_start
 
 #: Flags that say where the operator listens: in a pod, the pod's IP; here, 127.0.0.1.
 LISTEN_FLAGS = (
@@ -117,6 +118,7 @@ class OperatorProcess:
         return cls(kubeconfig, None, log_path, extra=tuple(args), env={"POD_NAMESPACE": namespace})
 
     def start(self) -> OperatorProcess:
+        count_operator_start()
         log = self.log_path.open("ab")
         self.proc = subprocess.Popen(self.args, stdout=log, stderr=log, env=self.env)
         wait_for(self.healthy, bool, what=f"operator pid {self.proc.pid} to serve /healthz")

@@ -23,10 +23,11 @@ from kubernetes.dynamic import DynamicClient
 from cluster.local import LocalCluster
 from cluster.tools import find_tools
 from kubetrain.controller.config import GangScheduler, OperatorConfig
-from tests.integration.conftest import ClusterClients
+from tests.clusters import ClusterClients
 from tests.integration.kube import (
     apply,
     condition,
+    install_crds,
     list_objects,
     wait_for,
     wait_for_established,
@@ -43,13 +44,7 @@ OBSERVE_SECONDS = 15.0
 
 @pytest.fixture(scope="module")
 def gang_crds(coscheduling: ClusterClients) -> None:
-    from kubetrain.api.crds import all_crds
-
-    crds = all_crds()
-    for crd in crds:
-        apply(coscheduling.dyn, crd)
-    for crd in crds:
-        wait_for_established(coscheduling.dyn, crd["metadata"]["name"])
+    install_crds(coscheduling.dyn)
 
 
 @pytest.fixture

@@ -28,7 +28,7 @@ from cluster.topology import GPU_RESOURCE, POOL_LABEL
 from kubetrain.api import keys as K
 from kubetrain.controller.config import GangScheduler, OperatorConfig
 from tests.builders.jobs import GPU_TOLERATION
-from tests.integration.conftest import ClusterClients, fresh_namespace
+from tests.clusters import ClusterClients, fresh_namespace
 from tests.integration.kube import (
     apply,
     condition,

@@ -30,7 +30,6 @@ from cluster.fake_pods import EXIT_CODE_ANNOTATION, make_pod_exit
 from cluster.local import LocalCluster
 from cluster.tools import Tools, find_tools
 from kubetrain.controller.conditions import parse_time
-from kubetrain.controller.config import OperatorConfig
 from tests.conftest import REPO_ROOT
 from tests.integration.kube import wait_for_established
 from tests.integration.operator.conftest import RunningOperator
@@ -73,15 +72,9 @@ NOT_RUN_HERE = {
     # would run their command without Flux, which upstream's plugin installs.
     "Flux runtime reference": "kubetrain has no Flux policy (flux-distributed runtime)",
     # Its pod must run a Python script that calls the operator's progress server:
-    # tests/integration/realnode/test_progress_pod.py runs it on the real node.
+    # tests/realnode/test_progress_pod.py runs it on the real node.
     "runtime status server instrumentation": "runs on the real node",
 }
-
-
-@pytest.fixture
-def operator_config() -> OperatorConfig:
-    """Every namespace: the suite makes its own (``e2e-<random>``)."""
-    return OperatorConfig(workers=2, kube_api_qps=100, kube_api_burst=200)
 
 
 @pytest.fixture

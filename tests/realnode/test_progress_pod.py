@@ -15,12 +15,12 @@ from pathlib import Path
 
 from cluster.local import LocalCluster
 from cluster.tools import find_tools
-from tests.integration.conftest import ClusterClients
+from tests.clusters import ClusterClients
 from tests.integration.kube import read
 from tests.integration.operator.sdk_users import Sdk, scientist_env
-from tests.integration.realnode.workloads import TRAINING_TIMEOUT
 from tests.integration.sdk import run_sdk
 from tests.integration.trainer_e2e import failures, focus_of, run_suite, specs
+from tests.realnode.workloads import TRAINING_TIMEOUT
 
 STATUS_SPEC = (
     "TrainJob e2e when Creating TrainJob with runtime status server instrumentation "

@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from tests.integration.conftest import ClusterClients
+from tests.clusters import ClusterClients
 from tests.integration.kube import condition
-from tests.integration.realnode.workloads import (
+from tests.realnode.workloads import (
     TRAINING_TIMEOUT,
     final_lines,
     jobs_in,

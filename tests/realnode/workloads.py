@@ -10,7 +10,7 @@ import yaml
 
 from images.common.trainkit import FINAL_LINE
 from kubetrain import __version__
-from tests.integration.conftest import ClusterClients
+from tests.clusters import ClusterClients
 from tests.integration.operator.jobs import Jobs
 
 OPERATOR_NAMESPACE = "kubetrain-system"

@@ -16,11 +16,11 @@ import yaml
 from cluster.local import LocalCluster
 from cluster.topology import POOL_LABEL
 from kubetrain.controller.config import LogLevel
-from kubetrain.gitops.helm import write_chart
 from kubetrain.gitops.stack import Samples, Stack
 from stacks.local import STACK
 from tests.builders.jobs import GPU_TOLERATION
-from tests.integration.conftest import ClusterClients
+from tests.charts import exported_chart
+from tests.clusters import ClusterClients
 from tests.integration.kube import list_objects, read, wait_for
 from tests.integration.operator.jobs import (
     mpi_job,
@@ -30,7 +30,7 @@ from tests.integration.operator.jobs import (
     torch_runtime,
     train_job,
 )
-from tests.integration.realnode.workloads import OPERATOR_NAMESPACE
+from tests.realnode.workloads import OPERATOR_NAMESPACE
 
 JOB_GROUPS = {
     "PyTorchJob": ("kubeflow.org", "v1"),
@@ -177,14 +177,11 @@ def helm_stack() -> Stack:
     return dataclasses.replace(STACK, operator=operator, samples=Samples())
 
 
-def write_helm_charts(out: Path) -> tuple[Path, Path]:
-    """The charts of ``helm_stack`` at 0.1.0 and ``bumped`` to 0.1.1, written under
-    ``out``."""
+def write_helm_charts() -> tuple[Path, Path]:
+    """The charts of ``helm_stack`` at 0.1.0 and ``bumped`` to 0.1.1 (``tests/charts.py``:
+    exported once per content)."""
     stack = helm_stack()
-    return (
-        write_chart(stack, out / "0.1.0"),
-        write_chart(bumped(stack, "0.1.1"), out / "0.1.1"),
-    )
+    return exported_chart(stack), exported_chart(bumped(stack, "0.1.1"))
 
 
 def bumped(stack: Stack, version: str) -> Stack:

@@ -2,27 +2,20 @@
 ``make cluster-tools``): it lints strictly; ``helm template`` renders, object by object
 and after taking Helm's labels off, what ``kubetrain synth`` renders for the same stack,
 and for other values what the constructs render for the same props; bad values are
-refused by the schema; the chart installs, upgrades to a bumped stack version and
-uninstalls against the local control plane, with the operator started from the installed
-Deployment's flags and ServiceAccount driving a sample job to Succeeded."""
+refused by the schema. (It installs, upgrades and uninstalls against a control plane in
+tests/integration/test_helm_install.py.)"""
 
 from __future__ import annotations
 
 import dataclasses
-import os
-import subprocess
 import tarfile
 from collections.abc import Iterator
-from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pytest
 import yaml
-from kubernetes import client
 
-from cluster.tools import find_tools
-from kubetrain.api import keys as K
 from kubetrain.constructs.monitoring import MonitoringProps
 from kubetrain.controller.config import JOB_KINDS
 from kubetrain.gitops.helm import (
@@ -30,15 +23,12 @@ from kubetrain.gitops.helm import (
     default_values,
     operator_props,
     strip_helm_labels,
-    write_chart,
 )
 from kubetrain.gitops.helm.template import object_key
 from kubetrain.gitops.render import render_charts
 from kubetrain.gitops.stack import Stack, load_stacks
 from tests.ahead import Ahead
-from tests.integration.kube import wait_for
-from tests.integration.operator.jobs import Jobs, train_job
-from tests.integration.operator.process import OperatorProcess
+from tests.charts import HelmRunner, exported_chart
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / CHART_NAME
@@ -49,48 +39,21 @@ def local() -> Stack:
     return load_stacks(root=ROOT)["local"]
 
 
-def export_charts(local: Stack, out: Path) -> dict[str, Path]:
-    """The charts the last tests template and install: the h100-infiniband stack's, and
-    the ``local`` stack's next version, written under ``out``."""
-    return {
-        "h100-infiniband": write_chart(load_stacks(root=ROOT)["h100-infiniband"], out / "gpu"),
-        "local-0.1.1": write_chart(dataclasses.replace(local, version="0.1.1"), out / "bumped"),
-    }
-
-
 @pytest.fixture(scope="module", autouse=True)
-def exported(
-    local: Stack, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Ahead[dict[str, Path]]]:
-    """``export_charts`` from the module's start, in a process of its own
-    (``tests/ahead.py``), while the tests before the last ones run."""
-    charts = Ahead(export_charts, local, tmp_path_factory.mktemp("charts-ahead"))
+def exported() -> Iterator[Ahead[Path]]:
+    """The h100-infiniband stack's chart (``tests/charts.py``) from the module's start, in
+    a process of its own (``tests/ahead.py``), while the tests before the last one run."""
+    chart = Ahead(exported_chart, load_stacks(root=ROOT)["h100-infiniband"])
     try:
-        yield charts
+        yield chart
     finally:
-        charts.stop()
+        chart.stop()
 
 
 @pytest.fixture
-def helm(tmp_path: Path) -> Any:
-    """Run the real helm with its config, cache and data homes in the test's tmp dir."""
-    env = dict(os.environ)
-    for name in ("HELM_CONFIG_HOME", "HELM_CACHE_HOME", "HELM_DATA_HOME"):
-        env[name] = str(tmp_path / "helm-home" / name.lower())
-    binary = str(find_tools().helm)
-
-    def run(*args: str, values: dict[str, Any] | None = None) -> subprocess.CompletedProcess[str]:
-        extra = ["-f", "-"] if values is not None else []
-        return subprocess.run(
-            [binary, *args, *extra],
-            input=yaml.safe_dump(values) if values is not None else None,
-            env=env,
-            capture_output=True,
-            text=True,
-            check=False,
-        )
-
-    return run
+def helm(tmp_path: Path) -> HelmRunner:
+    """The real helm, its config, cache and data homes in the test's tmp dir."""
+    return HelmRunner(tmp_path / "helm-home")
 
 
 def _by_key(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
@@ -359,148 +322,17 @@ def test_helm_package_writes_the_versions_archive(helm: Any, local: Stack, tmp_p
 
 
 def test_a_gpu_stacks_chart_renders_its_runtimes_and_leaves_the_queues_out(
-    helm: Any, exported: Ahead[dict[str, Path]]
+    helm: Any, exported: Ahead[Path]
 ) -> None:
     # The chart renders the operator from the stack without its node pools; the queues
     # name those pools, so they go too (Kueue's objects need Kueue installed).
     stack = load_stacks(root=ROOT)["h100-infiniband"]
     charts = {c.name: c.objects for c in render_charts(stack)}
     assert charts["queues"], "the stack has queues: the test would prove nothing"
-    chart = exported.result()["h100-infiniband"]
+    chart = exported.result()
     done = helm("template", "rel", str(chart), "--include-crds")
     assert done.returncode == 0, done.stderr
     rendered = _by_key([strip_helm_labels(o) for o in yaml.safe_load_all(done.stdout) if o])
     assert _by_key(charts["runtimes"]).items() <= rendered.items()
     assert _by_key(charts["gpu-nodes"]).items() <= rendered.items()
     assert not [k for k, o in rendered.items() if o["apiVersion"].startswith("kueue.x-k8s.io")]
-
-
-# --- install, upgrade, uninstall --------------------------------------------------------
-
-
-def _gone_or_active(core_v1: client.CoreV1Api, name: str) -> bool:
-    try:
-        ns = core_v1.read_namespace(name)
-    except client.ApiException as exc:
-        return bool(exc.status == 404)
-    return bool(ns.status and ns.status.phase == "Active")
-
-
-def _deployment(apps: client.AppsV1Api, namespace: str, name: str) -> dict[str, Any] | None:
-    try:
-        found: dict[str, Any] = apps.api_client.sanitize_for_serialization(
-            apps.read_namespaced_deployment(name, namespace)
-        )
-    except client.ApiException as exc:
-        if exc.status == 404:
-            return None
-        raise
-    return found
-
-
-def _annotations(custom: client.CustomObjectsApi, runtime: str) -> dict[str, str]:
-    obj = custom.get_cluster_custom_object(
-        "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes", runtime
-    )
-    assert isinstance(obj, dict)
-    return dict(obj["metadata"].get("annotations") or {})
-
-
-def test_install_upgrade_uninstall_with_the_operator_from_the_installed_config(
-    helm: Any,
-    local: Stack,
-    kubeconfig: Path,
-    api_client: client.ApiClient,
-    core_v1: client.CoreV1Api,
-    namespace: str,
-    tmp_path: Path,
-    exported: Ahead[dict[str, Path]],
-) -> None:
-    ops_ns, name = local.operator.namespace, local.operator.name
-    # Other tests apply and delete the stack: their namespaces must be gone or usable.
-    for ns in (ops_ns, "kubeflow-system"):
-        wait_for(partial(_gone_or_active, core_v1, ns), bool, what=f"namespace {ns}")
-    sample = next(o for c in render_charts(local, only=("samples",)) for o in c.objects)
-    sample_ns, sample_name = (
-        sample["metadata"].get("namespace", "default"),
-        sample["metadata"]["name"],
-    )
-    kube = ["--kubeconfig", str(kubeconfig), "--namespace", namespace]
-    done = helm("install", "kubetrain", str(CHART), *kube, "--set", "samples.enabled=true")
-    assert done.returncode == 0, done.stderr
-    apps = client.AppsV1Api(api_client)
-    custom = client.CustomObjectsApi(api_client)
-    operator: OperatorProcess | None = None
-    try:
-        deployment = _deployment(apps, ops_ns, name)
-        assert deployment is not None
-        assert deployment["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
-        # The operator as the installed ServiceAccount, with the installed flags.
-        operator = OperatorProcess.as_deployed(
-            kubeconfig, deployment, tmp_path / "operator.log"
-        ).start()
-        jobs = Jobs(api_client, sample_ns)
-        kind = sample["kind"]
-        jobs.wait_condition(kind, sample_name, "Running", timeout=90)
-        for pod_name in sorted(jobs.pods(sample_name)):
-            jobs.exit(pod_name, 0)
-        jobs.wait_condition(kind, sample_name, "Succeeded", timeout=90)
-        # A TrainJob on the chart's torch-distributed stays until after the uninstall:
-        # the operator marks that runtime in use.
-        trainjob = train_job("uses-chart-runtime", "torch-distributed", nodes=1)
-        trainjob["spec"]["runtimeRef"]["kind"] = "ClusterTrainingRuntime"
-        custom.create_namespaced_custom_object(
-            "trainer.kubeflow.org", "v1alpha1", namespace, "trainjobs", trainjob
-        )
-        wait_for(
-            lambda: _annotations(custom, "torch-distributed"),
-            lambda found: K.RUNTIME_IN_USE_ANNOTATION in found,
-            what="torch-distributed marked in use",
-        )
-
-        # Upgrade to the next version of the stack, watching one namespace only.
-        chart = exported.result()["local-0.1.1"]
-        done = helm(
-            "upgrade", "kubetrain", str(chart), *kube, "--set", f"watchNamespaces={{{namespace}}}"
-        )
-        assert done.returncode == 0, done.stderr
-        status = helm("list", *kube, "-o", "yaml")
-        (release,) = yaml.safe_load(status.stdout)
-        assert release["chart"] == f"{CHART_NAME}-0.1.1" and str(release["revision"]) == "2", (
-            release
-        )
-        upgraded = _deployment(apps, ops_ns, name)
-        assert upgraded is not None
-        assert (
-            f"--namespace={namespace}"
-            in upgraded["spec"]["template"]["spec"]["containers"][0]["args"]
-        )
-        rbac = client.RbacAuthorizationV1Api(api_client)
-        role = rbac.read_namespaced_role(name, namespace)
-        assert role.metadata is not None and role.metadata.name == name
-    finally:
-        if operator is not None:
-            operator.stop()
-        done = helm("uninstall", "kubetrain", *kube, "--wait")
-    assert done.returncode == 0, done.stderr
-    assert _deployment(apps, ops_ns, name) is None
-    # The operator is gone and a TrainJob still names a runtime marked in use: Helm deletes
-    # the Deployment first, so the runtime-protection policy lets every runtime go, and
-    # none is left Terminating (as kubetrain 0.1's finalizer left them).
-    runtimes = custom.list_cluster_custom_object(
-        "trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes"
-    )
-    assert isinstance(runtimes, dict)
-    installed = {
-        o["metadata"]["name"]
-        for c in render_charts(local, only=("runtimes",))
-        for o in c.objects
-        if o["kind"] == "ClusterTrainingRuntime"
-    }
-    assert "torch-distributed" in installed
-    assert installed & {r["metadata"]["name"] for r in runtimes["items"]} == set()
-    # Helm never deletes what crds/ installed: the jobs' CRDs stay.
-    ext = client.ApiextensionsV1Api(api_client)
-    crd = ext.read_custom_resource_definition("pytorchjobs.kubeflow.org")
-    assert crd.metadata is not None and crd.metadata.name == "pytorchjobs.kubeflow.org"
-    assert helm("list", *kube, "-q").stdout.strip() == ""

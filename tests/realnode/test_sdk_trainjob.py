@@ -9,8 +9,8 @@ from pathlib import Path
 
 from cluster.local import LocalCluster
 from tests.integration.operator.sdk_users import Sdk, scientist_env
-from tests.integration.realnode.workloads import TRAINING_TIMEOUT
 from tests.integration.sdk import run_sdk
+from tests.realnode.workloads import TRAINING_TIMEOUT
 
 
 def test_sdk_function_runs_in_the_node_pods(

@@ -25,9 +25,9 @@ import yaml
 from cluster.local import LocalCluster
 from kubetrain.gitops.helm import CHART_NAME
 from tests.ahead import Ahead
-from tests.integration.conftest import ClusterClients
+from tests.clusters import ClusterClients
 from tests.integration.kube import list_objects, wait_for
-from tests.integration.realnode.upgrade import (
+from tests.realnode.upgrade import (
     NEW_FIELD,
     WAIT,
     add_crd_field,
@@ -42,7 +42,7 @@ from tests.integration.realnode.upgrade import (
     start_fleet,
     wait_rolled,
 )
-from tests.integration.realnode.workloads import OPERATOR_NAMESPACE
+from tests.realnode.workloads import OPERATOR_NAMESPACE
 
 RELEASE = "kubetrain"
 RELEASE_NAMESPACE = "kubetrain-system-releases"

@@ -1,29 +1,27 @@
-"""Fixtures for tests against a real API server.
+"""The control planes of the suite and the fixtures that reach them (a plugin the root
+conftest loads, so every test directory can use them).
 
-One local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler
-and kwok, see ``cluster/``) is started per test session and stopped at its end; its
-component logs are kept and, when a test failed, their tails are printed. Each test gets
-a fresh namespace. Set ``KUBETRAIN_TEST_CLUSTER_DIR`` to the work directory of a
-control plane already running (``make cluster-up``: build/cluster) to use that instead.
+Each fixture below starts its profile's control plane (``tests/profiles.py``: the recipe)
+on first use, once per pytest process, and stops it at the end; ``make test`` runs each
+profile's tests in a process of their own, so a control plane lives as long as its
+tests. Component logs are kept and, when a test failed, their tails are printed. Each
+test gets a fresh namespace. Set ``KUBETRAIN_TEST_CLUSTER_DIR`` to the work directory of
+a control plane already running (``make cluster-up``: build/cluster) to use that as the
+``main`` profile's.
 
-Two more control planes are started only when a test asks for them, once per session
-(``KUBETRAIN_TEST_CLUSTER_DIR`` does not apply to them):
-
-- ``coscheduling_cluster``: the scheduler-plugins scheduler with Coscheduling (gang
-  scheduling of PodGroups) in kube-scheduler's place; ``coscheduling`` holds its clients
-  and ``coscheduling_namespace`` gives a test a namespace there;
-- ``kueue_cluster``, with the real Kueue running against it (``kueue``; clients in
-  ``kueue_clients``, a namespace in ``kueue_namespace``). Kueue gets a control plane of
-  its own because its webhooks fail closed on every Job and pod outside kube-system: on
-  the shared one they would put Kueue in the path of every other test's objects (and
-  block them whenever Kueue is not running), and its queues would change what they see;
-- ``metrics_cluster``: the resource metrics API (metrics-server over kwok's emulated pod
-  usage, ``cluster/metrics.py``) and short HPA settings, for the autoscaling tests;
-  ``metrics_clients`` holds its clients and ``metrics_namespace`` gives a test a
-  namespace there;
-- ``real_node_cluster``: one real node (``cluster/node.py``: containerd, the kubelet,
-  kube-proxy and CoreDNS) beside two kwok GPU nodes and no kwok CPU node, so that every
-  pod that tolerates no GPU taint runs for real; ``node_name`` is that node's name.
+- ``local_cluster`` (profile ``main``): clients ``api_client``, ``core_v1``, ``dyn``;
+  ``namespace``; ``installed_crds``;
+- ``kueue_cluster`` (``kueue``): the scheduler-plugins scheduler with Coscheduling, and
+  the real Kueue once a test asks for ``kueue`` (clients in ``kueue_clients``, a
+  namespace in ``kueue_namespace``). ``coscheduling_cluster`` is the same control plane
+  (``coscheduling``, ``coscheduling_namespace``): gang scheduling needs only its
+  scheduler, and Kueue manages only jobs that name one of its queues;
+- ``metrics_cluster`` (``metrics``): the resource metrics API (metrics-server over
+  kwok's emulated pod usage, ``cluster/metrics.py``) and short HPA settings;
+  ``metrics_clients``, ``metrics_namespace``;
+- ``real_node_cluster`` (``realnode``): one real node (``cluster/node.py``: containerd,
+  the kubelet, kube-proxy and CoreDNS) beside two kwok GPU nodes and no kwok CPU node, so
+  that every pod that tolerates no GPU taint runs for real; ``node_name`` is its name.
 """
 
 from __future__ import annotations
@@ -43,13 +41,14 @@ from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
 from cluster.kueue import Kueue
-from cluster.local import ClusterError, LocalCluster, Scheduler, stop_orphaned_clusters
+from cluster.local import ClusterError, LocalCluster, stop_orphaned_clusters
 from cluster.node_config import NODE_NAME
 from cluster.tools import ToolsMissingError, find_tools
 from cluster.topology import default_topology
-from tests.integration.kube import apply, list_objects, wait_for, wait_for_established
+from tests.integration.kube import install_crds, list_objects, wait_for
+from tests.profiles import PROFILES
 
-#: The control planes this session started, by role (main, coscheduling, kueue).
+#: The control planes this session started, by profile.
 CLUSTERS_KEY = pytest.StashKey[dict[str, LocalCluster]]()
 RSS_KEY = pytest.StashKey[dict[str, dict[str, int]]]()
 TEST_NAMESPACE_LABEL = "kubetrain.dev/test"
@@ -57,15 +56,10 @@ CONTROL_PLANE_DIR = "control-plane"
 
 
 def _start_cluster(
-    request: pytest.FixtureRequest,
-    tmp_path_factory: pytest.TempPathFactory,
-    role: str,
-    *,
-    scheduler: Scheduler = "kube",
-    real_node: bool = False,
-    metrics: bool = False,
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory, role: str
 ) -> Iterator[LocalCluster]:
-    """Start a control plane for the session, yield it, stop it (keeping its logs)."""
+    """Start profile ``role``'s control plane, yield it, stop it (keeping its logs)."""
+    profile = PROFILES[role]
     try:
         tools = find_tools()
     except ToolsMissingError as err:
@@ -77,10 +71,10 @@ def _start_cluster(
     cluster = LocalCluster(
         tmp_path_factory.mktemp(CONTROL_PLANE_DIR + suffix),
         tools=tools,
-        scheduler=scheduler,
-        real_node=real_node,
-        topology=default_topology(cpu_nodes=0, gpu_nodes=2) if real_node else None,
-        metrics=metrics,
+        scheduler=profile.scheduler,
+        real_node=profile.real_node,
+        topology=default_topology(cpu_nodes=0, gpu_nodes=2) if profile.real_node else None,
+        metrics=profile.metrics,
     )
     request.config.stash.setdefault(CLUSTERS_KEY, {})[role] = cluster
     try:
@@ -218,14 +212,7 @@ def dyn(api_client: client.ApiClient) -> DynamicClient:
 def installed_crds(dyn: DynamicClient) -> list[dict[str, Any]]:
     """The typed API's CRDs (the Kubeflow v1 kinds and Trainer v2's), applied server-side
     and Established."""
-    from kubetrain.api.crds import all_crds
-
-    crds = all_crds()
-    for crd in crds:
-        apply(dyn, crd)
-    for crd in crds:
-        wait_for_established(dyn, crd["metadata"]["name"])
-    return crds
+    return install_crds(dyn)
 
 
 @pytest.fixture
@@ -246,7 +233,7 @@ def real_node_cluster(
 ) -> Iterator[LocalCluster]:
     """A control plane with one real node beside two kwok GPU nodes, started on first
     use and stopped (node included: nothing left on the host) at the end."""
-    yield from _start_cluster(request, tmp_path_factory, "real-node", real_node=True)
+    yield from _start_cluster(request, tmp_path_factory, "realnode")
 
 
 @pytest.fixture(scope="session")
@@ -271,7 +258,7 @@ def metrics_cluster(
     """A control plane with metrics-server over kwok's emulated usage and short HPA
     settings, started on first use, stopped at the end. Its own: the other tests'
     control plane does not run metrics-server, and its fake nodes keep their addresses."""
-    yield from _start_cluster(request, tmp_path_factory, "metrics", metrics=True)
+    yield from _start_cluster(request, tmp_path_factory, "metrics")
 
 
 @pytest.fixture(scope="session")
@@ -289,16 +276,25 @@ def metrics_namespace(
         yield name
 
 
-# Gang scheduling: a control plane whose scheduler is scheduler-plugins' --------------
+# Kueue and gang scheduling: the coscheduling scheduler, and the real Kueue ------------
 
 
 @pytest.fixture(scope="session")
-def coscheduling_cluster(
+def kueue_cluster(
     request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[LocalCluster]:
-    """A second control plane with the coscheduling scheduler (PodGroup CRD installed,
-    scheduler-plugins controller running), started on first use, stopped at the end."""
-    yield from _start_cluster(request, tmp_path_factory, "coscheduling", scheduler="coscheduling")
+    """The ``kueue`` profile's control plane, started on first use. Its scheduler is
+    scheduler-plugins' (Coscheduling): pods without a PodGroup are scheduled as
+    kube-scheduler would, gangs bind whole, and one test runs gang-scheduled jobs under
+    Kueue."""
+    yield from _start_cluster(request, tmp_path_factory, "kueue")
+
+
+@pytest.fixture(scope="session")
+def coscheduling_cluster(kueue_cluster: LocalCluster) -> LocalCluster:
+    """The control plane with the coscheduling scheduler (PodGroup CRD installed,
+    scheduler-plugins controller running): the ``kueue`` profile's."""
+    return kueue_cluster
 
 
 @pytest.fixture(scope="session")
@@ -316,37 +312,18 @@ def coscheduling_namespace(
         yield name
 
 
-# Kueue: a control plane of its own with the real Kueue running against it ------------
-
-
-@pytest.fixture(scope="session")
-def kueue_cluster(
-    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[LocalCluster]:
-    """The control plane Kueue runs against, started on first use. Its scheduler is
-    scheduler-plugins' (Coscheduling): pods without a PodGroup are scheduled as
-    kube-scheduler would, and one test runs gang-scheduled jobs under Kueue."""
-    yield from _start_cluster(request, tmp_path_factory, "kueue", scheduler="coscheduling")
-
-
 @pytest.fixture(scope="session")
 def kueue(kueue_cluster: LocalCluster) -> Iterator[Kueue]:
     """The real Kueue (CRDs, webhooks, controller manager) against ``kueue_cluster``,
     with kubetrain's job CRDs (Kubeflow v1 and Trainer v2) installed first and Kueue's
     integrations for them: batch/job, kubeflow.org/pytorchjob, tfjob, mpijob and
     trainer.kubeflow.org/trainjob. Stopped at the end of the session."""
-    from kubetrain.api.crds import all_crds
-
     # kubetrain's job CRDs first: Kueue sets a Kubeflow integration up at start when its
     # kind is served, and otherwise only once it polls again (back-off up to 2 minutes).
     # With Trainer's CRDs served, Kueue runs its TrainJob integration too.
-    crds = all_crds()
     clients = ClusterClients.connect(kueue_cluster)
     try:
-        for crd in crds:
-            apply(clients.dyn, crd)
-        for crd in crds:
-            wait_for_established(clients.dyn, crd["metadata"]["name"])
+        install_crds(clients.dyn)
     finally:
         clients.close()
     running = Kueue(kueue_cluster)

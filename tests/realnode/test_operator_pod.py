@@ -13,10 +13,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from tests.integration.conftest import ClusterClients
+from tests.clusters import ClusterClients
 from tests.integration.kube import list_objects, wait_for
-from tests.integration.realnode.conftest import OPERATOR_REPLICAS
-from tests.integration.realnode.workloads import (
+from tests.realnode.conftest import OPERATOR_REPLICAS
+from tests.realnode.workloads import (
     OPERATOR_NAMESPACE,
     jobs_in,
     sample,

@@ -32,11 +32,11 @@ from kubetrain.gitops.render import render_charts
 from kubetrain.gitops.stack import Samples
 from kubetrain.gitops.writer import write_version
 from stacks.local import STACK
+from tests.clusters import ClusterClients
 from tests.integration.argocd_apps import app_state, applications, synced_and_healthy
-from tests.integration.conftest import ClusterClients
 from tests.integration.kube import list_objects, read, wait_for
 from tests.integration.operator.jobs import pytorch_job
-from tests.integration.realnode.upgrade import (
+from tests.realnode.upgrade import (
     JOB_GROUPS,
     NEW_FIELD,
     add_crd_field,
@@ -54,7 +54,7 @@ from tests.integration.realnode.upgrade import (
     start_fleet,
     wait_rolled,
 )
-from tests.integration.realnode.workloads import OPERATOR_NAMESPACE
+from tests.realnode.workloads import OPERATOR_NAMESPACE
 
 #: The delivered stack's Applications, in wave order (no samples: see ``delivered``).
 CHILDREN = ("local-crds", "local-operator", "local-runtimes")

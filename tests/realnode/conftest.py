@@ -26,10 +26,10 @@ from kubetrain.gitops.render import render_charts
 from kubetrain.gitops.writer import write_version
 from stacks.local import STACK
 from tests.ahead import Ahead
-from tests.integration.conftest import ClusterClients, fresh_namespace
+from tests.clusters import ClusterClients, fresh_namespace
 from tests.integration.kube import list_objects, wait_for, wait_for_established
-from tests.integration.realnode.upgrade import write_helm_charts
-from tests.integration.realnode.workloads import OPERATOR_NAMESPACE, TRAINER_IMAGES
+from tests.realnode.upgrade import write_helm_charts
+from tests.realnode.workloads import OPERATOR_NAMESPACE, TRAINER_IMAGES
 
 #: Two operator replicas: the second one is the standby that takes over from the leader.
 OPERATOR_REPLICAS = 2
@@ -116,7 +116,7 @@ def helm_charts(
     if not any(item.path.name == "test_helm_upgrade.py" for item in request.session.items):
         yield None
         return
-    charts = Ahead(write_helm_charts, tmp_path_factory.mktemp("helm-charts"))
+    charts = Ahead(write_helm_charts)
     try:
         yield charts
     finally:

@@ -31,7 +31,7 @@ from cluster.node import NodeError, RealNode
 from cluster.node_config import KUBERNETES_SERVICE_IP, REAL_NODE_LABEL, NodeNetwork
 from cluster.oci import busybox_files, write_image_archive
 from cluster.topology import KWOK_NODE_ANNOTATION, default_topology
-from tests.integration.conftest import ClusterClients, fresh_namespace
+from tests.clusters import ClusterClients, fresh_namespace
 from tests.integration.kube import list_objects, pod_dict, read, wait_for
 
 BUSYBOX = "localhost/kubetrain/busybox:test"
