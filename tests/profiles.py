@@ -28,7 +28,7 @@ class Profile:
     name: str
     #: What its tests need that another profile's control plane cannot give them.
     why: str
-    scheduler: Scheduler = "kube"  # noqa: UP037 (a string: only type checkers import it)
+    scheduler: Scheduler = "kube"
     real_node: bool = False
     metrics: bool = False
 

@@ -4,7 +4,8 @@ operators the tests started. ``python -m tests.tiers`` names the file to write i
 ``KUBETRAIN_TEST_TIMING``; without it nothing is written.
 
 Operators count wherever they start (``count_operator_start``): the in-process
-``RunningOperator`` and the ``OperatorProcess`` subprocess alike.
+``RunningOperator`` and the ``OperatorProcess`` subprocess alike. (PYTEST_DONT_REWRITE:
+the operator helpers import it before pytest loads it as a plugin; it asserts nothing.)
 """
 
 from __future__ import annotations

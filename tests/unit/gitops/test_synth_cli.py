@@ -1,5 +1,5 @@
 """``kubetrain synth`` end to end: deterministic, versioned and atomic (the same output as
-the real ``cdk8s synth``: tests/integration/test_cdk8s_cli.py); plus ``kubetrain diff``."""
+the real ``cdk8s synth``: tests/tools/test_cdk8s_cli.py); plus ``kubetrain diff``."""
 
 from __future__ import annotations
 

@@ -1,0 +1,137 @@
+"""The test suite's own plan: every test file is in one tier, every cluster profile is
+run by one process of one tier, at most two control planes run at once, the Makefile's
+tier targets are the table's, and the runner's report and chart cache do what they say."""
+
+from __future__ import annotations
+
+import re
+import threading
+from pathlib import Path
+
+import pytest
+
+from tests import charts, tiers
+from tests.profiles import FIXTURE_PROFILES, NO_CLUSTER, PROFILES, profile_of
+from tests.tiers import TIERS, FixtureTime, Outcome, report, tier_of_path
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _test_files() -> list[str]:
+    return sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "tests").rglob("test_*.py"))
+
+
+def test_every_test_file_is_in_exactly_one_tier() -> None:
+    files = _test_files()
+    assert len(files) > 100, "the glob found too few test files to prove anything"
+    placed = {
+        f: [t.name for t in TIERS if any(f.startswith(p + "/") for p in t.paths)] for f in files
+    }
+    assert {f: names for f, names in placed.items() if len(names) != 1} == {}
+    assert {tier_of_path(f).name for f in files if tier_of_path(f)} == {  # type: ignore[union-attr]
+        t.name for t in TIERS if t.paths
+    }
+
+
+def test_every_profile_is_run_by_one_process_and_every_fixture_names_a_profile() -> None:
+    runs = [(t.name, r.name, p) for t in TIERS for r in t.runs for p in (r.profiles or ())]
+    by_profile: dict[str, list[str]] = {}
+    for tier, run, profile in runs:
+        by_profile.setdefault(profile, []).append(f"{tier}/{run}")
+    assert {
+        p: where for p, where in by_profile.items() if p != NO_CLUSTER and len(where) != 1
+    } == {}
+    assert set(by_profile) - {NO_CLUSTER} == set(PROFILES)
+    assert set(FIXTURE_PROFILES.values()) <= set(PROFILES)
+
+
+@pytest.mark.parametrize("tier", TIERS, ids=[t.name for t in TIERS])
+def test_at_most_two_control_planes_run_at_once(tier: tiers.Tier) -> None:
+    # Lanes run side by side, a lane's runs one after another: a lane holds at most one
+    # control plane at a time, so the lanes that run any cluster profile are the peak.
+    with_clusters = [
+        lane for lane in tier.lanes if any(set(r.profiles or ()) - {NO_CLUSTER} for r in lane)
+    ]
+    assert len(with_clusters) <= 2, tier.name
+    for lane in tier.lanes:
+        for run in lane:
+            assert len(set(run.profiles or ()) - {NO_CLUSTER}) <= 1, (tier.name, run.name)
+
+
+def test_the_makefiles_tier_targets_are_the_tables() -> None:
+    makefile = (ROOT / "Makefile").read_text()
+    (line,) = re.findall(r"^TEST_TIERS := (.*)$", makefile, re.MULTILINE)
+    assert line.split() == [t.name for t in TIERS]
+
+
+def test_a_test_gets_the_profile_of_its_control_plane_fixture() -> None:
+    assert profile_of(["namespace", "local_cluster"]) == "main"
+    assert profile_of(["coscheduling_cluster", "kueue_cluster"]) == "kueue"
+    assert profile_of(["tmp_path"]) == NO_CLUSTER
+
+
+def test_rejects_a_test_that_uses_two_profiles() -> None:
+    with pytest.raises(ValueError, match="profiles main, metrics"):
+        profile_of(["local_cluster", "metrics_cluster"])
+
+
+def test_the_report_sums_each_step_and_closes_with_the_counts(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    unit = Outcome("unit", "unit", 100.0, 0, {"passed": 5}, {"tests.unit.test_a": 60.0})
+    main = Outcome(
+        "cluster",
+        "main",
+        300.0,
+        1,
+        {"passed": 3, "failed": 1},
+        {"tests.integration.test_b": 250.0},
+        [FixtureTime("local_cluster", "session", 6.0, 2.5)],
+        operator_starts=4,
+    )
+    kueue = Outcome("cluster", "kueue", 200.0, 0, {"passed": 2}, {}, [], operator_starts=1)
+    steps = {"unit": (100.0, ["unit"]), "cluster": (310.0, ["cluster"])}
+    report([unit, main, kueue], steps, peak=2, total=410.0)
+    out = capsys.readouterr().out
+    assert re.search(r"^cluster\s+6\s+5:10\s+main 5:00, kueue 3:20$", out, re.MULTILINE), out
+    assert re.search(r"^total\s+6:50$", out, re.MULTILINE), out
+    assert "4:10  cluster   tests.integration.test_b" in out
+    assert "local_cluster (setup 6.0 s, teardown 2.5 s)" in out
+    assert "peak control planes alive at once: 2; operators started by the tests: 5" in out
+    assert out.rstrip().splitlines()[-1] == "make test: 10 passed, 1 failed"
+
+
+def test_a_chart_is_exported_once_per_content_even_by_two_callers_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from kubetrain.gitops.stack import load_stacks
+
+    monkeypatch.setenv("KUBETRAIN_CACHE", str(tmp_path))
+    calls: list[str] = []
+
+    def fake_files(stack: object) -> dict[str, str]:
+        calls.append(getattr(stack, "version", "?"))
+        return {"Chart.yaml": f"version: {getattr(stack, 'version', '?')}\n", "crds/a.yaml": "a\n"}
+
+    monkeypatch.setattr(charts, "chart_files", fake_files)
+    stack = load_stacks(root=ROOT)["local"]
+    results: list[Path] = []
+    threads = [
+        threading.Thread(target=lambda: results.append(charts.exported_chart(stack)))
+        for _ in range(2)
+    ]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results[0] == results[1]
+    assert charts.exported_files(stack) == fake_files(stack)
+    exported_before = len(calls)
+    assert charts.exported_chart(stack) == results[0]
+    assert len(calls) == exported_before, "a cached chart was exported again"
+    import dataclasses
+
+    other = charts.exported_chart(dataclasses.replace(stack, version="9.9.9"))
+    assert other != results[0] and (other / "Chart.yaml").read_text() == "version: 9.9.9\n"
+    leftovers = [p.name for p in (tmp_path / "charts").iterdir() if p.name.startswith(".")]
+    assert leftovers == []
