@@ -21,7 +21,9 @@ a control plane already running (``make cluster-up``: build/cluster) to use that
   ``metrics_clients``, ``metrics_namespace``;
 - ``real_node_cluster`` (``realnode``): one real node (``cluster/node.py``: containerd,
   the kubelet, kube-proxy and CoreDNS) beside two kwok GPU nodes and no kwok CPU node, so
-  that every pod that tolerates no GPU taint runs for real; ``node_name`` is its name.
+  that every pod that tolerates no GPU taint runs for real; ``node_name`` is its name;
+- ``argocd_cluster`` (``argocd``): the same, for Argo CD's delivery, run after the
+  ``realnode`` profile's process (one real node at a time) and disposed of after it.
 """
 
 from __future__ import annotations
@@ -61,7 +63,7 @@ def _start_cluster(
     """Start profile ``role``'s control plane, yield it, stop it (keeping its logs)."""
     profile = PROFILES[role]
     try:
-        tools = find_tools()
+        tools = find_tools(only=profile.tools)
     except ToolsMissingError as err:
         pytest.fail(str(err), pytrace=False)
     # A session killed before its teardown leaves its control planes running: stop those.
@@ -246,6 +248,21 @@ def real_node_clients(real_node_cluster: LocalCluster) -> Iterator[ClusterClient
 def node_name(real_node_cluster: LocalCluster) -> str:
     """The real node's Node name."""
     return NODE_NAME
+
+
+@pytest.fixture(scope="session")
+def argocd_cluster(
+    request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[LocalCluster]:
+    """The ``argocd`` profile's control plane: a real node beside two kwok GPU nodes, as
+    ``real_node_cluster``, for Argo CD's delivery alone (disposed of at the end)."""
+    yield from _start_cluster(request, tmp_path_factory, "argocd")
+
+
+@pytest.fixture(scope="session")
+def argocd_clients(argocd_cluster: LocalCluster) -> Iterator[ClusterClients]:
+    """Clients of the ``argocd`` profile's control plane."""
+    yield from ClusterClients.session(argocd_cluster)
 
 
 # Resource metrics: a control plane serving metrics.k8s.io, for the autoscaling tests ----

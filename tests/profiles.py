@@ -31,6 +31,9 @@ class Profile:
     scheduler: Scheduler = "kube"
     real_node: bool = False
     metrics: bool = False
+    #: The Go tools its control plane runs (``cluster.tools.TOOL_NAMES``): the ones
+    #: checked before it starts.
+    tools: tuple[str, ...] = ("control-plane",)
 
 
 PROFILES: dict[str, Profile] = {
@@ -48,6 +51,7 @@ PROFILES: dict[str, Profile] = {
                 "without Kueue)"
             ),
             scheduler="coscheduling",
+            tools=("control-plane", "scheduler-plugins", "kueue"),
         ),
         Profile(
             name="metrics",
@@ -56,11 +60,23 @@ PROFILES: dict[str, Profile] = {
                 "kube-controller-manager runs with other flags"
             ),
             metrics=True,
+            tools=("control-plane", "metrics-server"),
         ),
         Profile(
             name="realnode",
             why="one real node (kubelet, containerd) running the built images",
             real_node=True,
+            tools=("control-plane", "node", "coredns"),
+        ),
+        Profile(
+            name="argocd",
+            why=(
+                "Argo CD delivers, upgrades and deletes the stack on a real node: the "
+                "cluster's global state changes, so the control plane is disposed of "
+                "after, never cleaned (minutes of deleting real pods)"
+            ),
+            real_node=True,
+            tools=("control-plane", "node", "coredns", "argocd", "kustomize"),
         ),
         Profile(
             name="faults",
@@ -76,6 +92,7 @@ FIXTURE_PROFILES: dict[str, str] = {
     "coscheduling_cluster": "kueue",
     "metrics_cluster": "metrics",
     "real_node_cluster": "realnode",
+    "argocd_cluster": "argocd",
     "faults_cluster": "faults",
 }
 

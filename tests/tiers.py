@@ -114,8 +114,16 @@ TIERS: tuple[Tier, ...] = (
     Tier(
         "realnode",
         "the built images, as containers and as pods on a real kubelet node; Argo CD",
-        paths=("tests/images", "tests/realnode"),
-        lanes=((Run("images", profiles=(NO_CLUSTER,)), Run("realnode", profiles=("realnode",))),),
+        paths=("tests/images", "tests/realnode", "tests/delivery"),
+        # One lane: the machine has one real node's addresses and names, and the images
+        # and the trainers on the node each take both cores.
+        lanes=(
+            (
+                Run("images", profiles=(NO_CLUSTER,)),
+                Run("realnode", profiles=("realnode",)),
+                Run("argocd", profiles=("argocd",)),
+            ),
+        ),
         setup="test-setup",
     ),
     Tier(

@@ -11,7 +11,7 @@ devices, hugepages). The monitoring charts need the Prometheus Operator's CRDs, 
 test installs, as that operator's installation would. The operator's pods and the
 samples' pods are kwok's here, so the operator runs as a process with the flags and the
 ServiceAccount its Deployment gives it; the real-node tier runs the ``local`` stack's
-operator as real pods (``tests/realnode/test_argocd.py``).
+operator as real pods (``tests/delivery/test_argocd.py``).
 """
 
 from __future__ import annotations

@@ -111,7 +111,7 @@ def helm_charts(
 ) -> Iterator[Ahead[tuple[Path, Path]] | None]:
     """The two charts ``test_helm_upgrade`` installs (``write_helm_charts``), exported from
     the tier's start in a process of their own (``tests/ahead.py``): most of a minute of
-    one core each, while the node starts and the Argo CD module before it mostly waits;
+    one core each, while the node starts and the images are imported;
     ``None`` when that test is not in the session."""
     if not any(item.path.name == "test_helm_upgrade.py" for item in request.session.items):
         yield None

@@ -5,8 +5,8 @@ every kind started, then the stack's next version upgraded in place as docs/gito
 upgrade``): no job or pod recreated, the removed runtime deleted, the operator rolled with
 the Lease handed over; ``helm uninstall`` keeps the CRDs and the users' jobs.
 
-Runs after the Argo CD module and before the modules that install the stack with
-kubectl; leaves the cluster as it found it.
+Runs before the modules that install the stack with kubectl; leaves the cluster as it
+found it.
 """
 
 from __future__ import annotations

@@ -135,3 +135,12 @@ def test_a_chart_is_exported_once_per_content_even_by_two_callers_at_once(
     assert other != results[0] and (other / "Chart.yaml").read_text() == "version: 9.9.9\n"
     leftovers = [p.name for p in (tmp_path / "charts").iterdir() if p.name.startswith(".")]
     assert leftovers == []
+
+
+def test_every_profile_names_tools_that_make_builds() -> None:
+    from cluster.tools import TOOL_NAMES
+
+    assert {p.name: sorted(set(p.tools) - set(TOOL_NAMES)) for p in PROFILES.values()} == {
+        p: [] for p in PROFILES
+    }
+    assert all(p.tools[0] == "control-plane" for p in PROFILES.values())

@@ -5,8 +5,9 @@ control plane with the real node (the operator runs there as its Deployment's po
 The tests run in order on one delivery (module-scoped): the first sync and its waves,
 the health of jobs through their lives as the real controller evaluates kubetrain's Lua,
 an upgrade in place under running jobs, a bad commit and its revert, and at the end the
-root Application deleted. This module runs before the tier's other modules (which
-install the stack with kubectl) and leaves the cluster as it found it.
+root Application deleted. It runs on a control plane of its own (profile ``argocd``,
+``tests/profiles.py``), which is disposed of afterwards: nothing is cleaned up. Its jobs
+run on kwok's GPU nodes; only the operator's image goes into the real node.
 """
 
 from __future__ import annotations
@@ -47,14 +48,13 @@ from tests.realnode.upgrade import (
     on_gpu_nodes,
     operator_args,
     operator_pods,
-    remove_stack_leftovers,
     runtime_names,
     served_spec_fields,
     snapshot,
     start_fleet,
     wait_rolled,
 )
-from tests.realnode.workloads import OPERATOR_NAMESPACE
+from tests.realnode.workloads import OPERATOR_IMAGE, OPERATOR_NAMESPACE
 
 #: The delivered stack's Applications, in wave order (no samples: see ``delivered``).
 CHILDREN = ("local-crds", "local-operator", "local-runtimes")
@@ -110,17 +110,13 @@ def delivered(repo: GitOpsRepo) -> Any:
 
 @pytest.fixture(scope="module")
 def delivery(
-    real_node_cluster: LocalCluster,
-    real_node_clients: ClusterClients,
-    node_images: list[str],
+    argocd_cluster: LocalCluster,
+    argocd_clients: ClusterClients,
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[Delivery]:
-    cluster, clients = real_node_cluster, real_node_clients
-    installed = list_objects(clients.dyn, "apps/v1", "Deployment", namespace=OPERATOR_NAMESPACE)
-    assert not installed, (
-        "the operator is already installed (another module's kubectl install ran first): "
-        "the Argo CD tests need the cluster without it"
-    )
+    cluster, clients = argocd_cluster, argocd_clients
+    assert cluster.real_node is not None
+    cluster.real_node.import_images([OPERATOR_IMAGE])
     repo = GitOpsRepo(tmp_path_factory.mktemp("gitops"))
     stack = delivered(repo)
     version_dir = repo.commit_version(stack)
@@ -130,25 +126,8 @@ def delivery(
     try:
         yield made
     finally:
-        _remove_everything(made)
-
-
-def _remove_everything(delivery: Delivery) -> None:
-    """Leave the cluster as the tier's other modules expect it: the Applications
-    deleted (what they deployed with them), Argo CD stopped and its objects deleted, then
-    the tests' jobs and what the stack leaves (CRDs, runtimes' finalizers)."""
-    cluster = delivery.cluster
-    delivery.argocd.delete_applications()
-    delivery.argocd.stop()
-    cluster.kubectl("delete", "namespace", ARGOCD_NAMESPACE, "--ignore-not-found", "--wait=true")
-    cluster.kubectl(
-        "delete",
-        "crd",
-        "applications.argoproj.io",
-        "appprojects.argoproj.io",
-        "--ignore-not-found",
-    )
-    remove_stack_leftovers(cluster, TEAM_NAMESPACE, UPGRADE_NAMESPACE)
+        # Argo CD's processes stop; what it delivered goes with the control plane.
+        argocd.stop()
 
 
 # 1. The first sync: waves wait for health --------------------------------------------
