@@ -47,6 +47,7 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_configure(config: pytest.Config) -> None:
+    _CONFIG[:] = [config]
     for tier in TIERS:
         config.addinivalue_line("markers", f"{tier.name}: {tier.help} (tests/tiers.py)")
 
@@ -77,6 +78,23 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """Under the tier runner, a failure is printed when it happens, not only at the end of
+    its tier: a newcomer sees what broke while the rest of the tier still runs."""
+    config = _CONFIG[0] if _CONFIG else None
+    if config is None or config.getoption("--tier") is None or not report.failed:
+        return
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is None:
+        return
+    reporter.ensure_newline()
+    reporter.write_sep("_", f"{report.when} of {report.nodeid} FAILED (its tier goes on)", red=True)
+    reporter.write_line(report.longreprtext)
+
+
+_CONFIG: list[pytest.Config] = []
 
 
 @pytest.fixture(autouse=True)
