@@ -7,7 +7,9 @@ the health of jobs through their lives as the real controller evaluates kubetrai
 an upgrade in place under running jobs, a bad commit and its revert, and at the end the
 root Application deleted. It runs on a control plane of its own (profile ``argocd``,
 ``tests/profiles.py``), which is disposed of afterwards: nothing is cleaned up. Its jobs
-run on kwok's GPU nodes; only the operator's image goes into the real node.
+run on kwok's GPU nodes; only the operator's image goes into the real node. (Every
+stack synced against the real Kueue is the other Argo CD test of a run, and why it is a
+second install: ``tests/integration/test_argocd_stacks.py``.)
 """
 
 from __future__ import annotations

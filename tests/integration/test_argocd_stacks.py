@@ -12,6 +12,11 @@ test installs, as that operator's installation would. The operator's pods and th
 samples' pods are kwok's here, so the operator runs as a process with the flags and the
 ServiceAccount its Deployment gives it; the real-node tier runs the ``local`` stack's
 operator as real pods (``tests/delivery/test_argocd.py``).
+
+Why a second Argo CD install in a run: this one proves what only Kueue's control plane
+can show (every stack, Kueue's queues and their webhooks included, Synced and Healthy);
+the other proves what only a real node can (the operator's pods delivered, upgraded in
+place and handing over the Lease). Neither control plane can serve the other's test.
 """
 
 from __future__ import annotations
