@@ -89,7 +89,7 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is None:
         return
-    reporter.ensure_newline()
+    reporter.write_line("")
     reporter.write_sep("_", f"{report.when} of {report.nodeid} FAILED (its tier goes on)", red=True)
     reporter.write_line(report.longreprtext)
 

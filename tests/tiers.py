@@ -62,6 +62,8 @@ class Tier:
     paths: tuple[str, ...] = ()
     lanes: tuple[tuple[Run, ...], ...] = ()
     setup: str | None = None
+    #: Run beside the next tier of the run (its output held until it ends).
+    beside_next: bool = False
 
     @property
     def runs(self) -> tuple[Run, ...]:
@@ -87,6 +89,7 @@ TIERS: tuple[Tier, ...] = (
                 Run("layers", command=_py("-m", "tests.layers")),
             ),
         ),
+        beside_next=True,
     ),
     Tier(
         "unit",
@@ -428,10 +431,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                 if code != 0:
                     print(f"== setup failed (exit {code}): no tier after it ran")
                     break
-            # Lint runs beside the unit tier: both need only the venv, and the unit
-            # tier's failures (streamed) are the ones a newcomer waits for.
+            # A tier marked ``beside_next`` runs beside the tier after it (which streams
+            # its output): lint beside unit, both needing only the venv.
             alongside = None
-            if tier.name == "lint" and queue and queue[0].name == "unit":
+            if tier.beside_next and queue:
                 alongside, tier = tier, queue.pop(0)
             began = time.monotonic()
             results = run_tier(tier, extra, alongside=alongside)
