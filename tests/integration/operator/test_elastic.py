@@ -95,7 +95,12 @@ def test_upstreams_imagenet_example_gets_its_hpa_and_scales_without_restarting_w
         what="Workers 1 and 2 deleted",
     )
     assert uids(left) == {f"{name}-worker-0": first[f"{name}-worker-0"]}
-    assert set(jobs.services(name)) == {f"{name}-worker-0"}
+    # The Services go in the same reconcile, after the pods: seen a moment later.
+    wait_for(
+        lambda: set(jobs.services(name)),
+        lambda services: services == {f"{name}-worker-0"},
+        what="the Services of Workers 1 and 2 deleted",
+    )
     assert jobs.wait_event(name, "ScaledDown")["message"] == f"3 -> 1 workers ({BY_SPEC})"
     status = jobs.wait(
         KIND,
