@@ -7,6 +7,9 @@ digest of the stack (its ``repr``: every prop), kubetrain's and the stacks' sour
 the versions of the cdk8s packages, so a change to any of them exports again and nothing
 stale is read. Writers render into a directory of their own and rename it into place,
 so two runs exporting the same chart at once do not break each other.
+
+Also the ``helm`` fixture (the real helm, ``HelmRunner``): a plugin the root conftest
+loads.
 """
 
 from __future__ import annotations
@@ -20,18 +23,31 @@ import tempfile
 from functools import cache
 from importlib import metadata
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import pytest
 import yaml
 
 from cluster.tools import find_tools
-from kubetrain.gitops.helm import CHART_NAME, chart_files
-from kubetrain.gitops.stack import Stack
+
+if TYPE_CHECKING:
+    from kubetrain.gitops.stack import Stack
 
 ROOT = Path(__file__).resolve().parent.parent
+#: The chart's folder name (``kubetrain.gitops.helm.CHART_NAME``; a test holds them equal).
+CHART_NAME = "kubetrain"
 #: What an export is made from, besides the stack's props.
 SOURCES = ("kubetrain", "stacks")
 PACKAGES = ("cdk8s", "constructs", "jsii")
+
+
+def chart_files(stack: Stack) -> dict[str, str]:
+    """``kubetrain.gitops.helm.chart_files``, imported when first needed: this module is a
+    plugin of every test process, most of which never export a chart (the generator
+    loads cdk8s and its Node.js kernel)."""
+    from kubetrain.gitops.helm import chart_files as export
+
+    return export(stack)
 
 
 def cache_root() -> Path:
@@ -119,3 +135,9 @@ class HelmRunner:
             text=True,
             check=False,
         )
+
+
+@pytest.fixture
+def helm(tmp_path: Path) -> HelmRunner:
+    """The real helm, its config, cache and data homes in the test's tmp dir."""
+    return HelmRunner(tmp_path / "helm-home")

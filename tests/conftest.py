@@ -14,9 +14,9 @@ from tests.integration.operator.running import SharedOperator
 from tests.profiles import NO_CLUSTER, profile_of
 from tests.tiers import BY_NAME, TIERS, tier_of_path
 
-# The control planes' fixtures (every directory's tests may use them) and the timing of
-# fixtures and operator starts (``tests/timing.py``).
-pytest_plugins = ["tests.clusters", "tests.timing"]
+# The control planes' fixtures and helm's (every directory's tests may use them) and the
+# timing of fixtures and operator starts (``tests/timing.py``).
+pytest_plugins = ["tests.clusters", "tests.charts", "tests.timing"]
 
 # jsii (under cdk8s) prints a Node.js end-of-life banner unless told the major version.
 os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")

@@ -20,7 +20,7 @@ from kubetrain.gitops.helm import CHART_NAME
 from kubetrain.gitops.render import render_charts
 from kubetrain.gitops.stack import Stack, load_stacks
 from tests.ahead import Ahead
-from tests.charts import HelmRunner, exported_chart
+from tests.charts import exported_chart
 from tests.integration.kube import wait_for
 from tests.integration.operator.jobs import Jobs, train_job
 from tests.integration.operator.process import OperatorProcess
@@ -43,12 +43,6 @@ def bumped_chart(local: Stack) -> Iterator[Ahead[Path]]:
         yield chart
     finally:
         chart.stop()
-
-
-@pytest.fixture
-def helm(tmp_path: Path) -> HelmRunner:
-    """The real helm, its config, cache and data homes in the test's tmp dir."""
-    return HelmRunner(tmp_path / "helm-home")
 
 
 # --- install, upgrade, uninstall --------------------------------------------------------

@@ -28,7 +28,7 @@ from kubetrain.gitops.helm.template import object_key
 from kubetrain.gitops.render import render_charts
 from kubetrain.gitops.stack import Stack, load_stacks
 from tests.ahead import Ahead
-from tests.charts import HelmRunner, exported_chart
+from tests.charts import exported_chart
 
 ROOT = Path(__file__).resolve().parents[2]
 CHART = ROOT / "charts" / CHART_NAME
@@ -48,12 +48,6 @@ def exported() -> Iterator[Ahead[Path]]:
         yield chart
     finally:
         chart.stop()
-
-
-@pytest.fixture
-def helm(tmp_path: Path) -> HelmRunner:
-    """The real helm, its config, cache and data homes in the test's tmp dir."""
-    return HelmRunner(tmp_path / "helm-home")
 
 
 def _by_key(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

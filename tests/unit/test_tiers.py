@@ -144,3 +144,9 @@ def test_every_profile_names_tools_that_make_builds() -> None:
         p: [] for p in PROFILES
     }
     assert all(p.tools[0] == "control-plane" for p in PROFILES.values())
+
+
+def test_the_chart_cache_names_the_chart_folder_as_the_exporter_does() -> None:
+    from kubetrain.gitops.helm import CHART_NAME
+
+    assert charts.CHART_NAME == CHART_NAME
