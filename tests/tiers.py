@@ -44,11 +44,15 @@ BIN = Path(sys.executable).parent
 @dataclass(frozen=True)
 class Run:
     """One process of a tier: pytest over the tier's paths, restricted to some profiles
-    (``None``: no restriction), or a plain command."""
+    (``None``: no restriction), or a plain command. ``paths`` narrows a run to some of the
+    tier's paths and ``ignore`` leaves some out, so that one profile's tests can be split
+    between two processes (each with a control plane of its own)."""
 
     name: str
     profiles: tuple[str, ...] | None = None
     command: tuple[str, ...] | None = None
+    paths: tuple[str, ...] = ()
+    ignore: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -76,6 +80,9 @@ class Tier:
 def _py(*args: str) -> tuple[str, ...]:
     return (str(BIN / "python"), *args)
 
+
+#: The operator's integration tests: the main profile's longest share.
+OPERATOR_TESTS = ("tests/integration/operator",)
 
 TIERS: tuple[Tier, ...] = (
     Tier(
@@ -108,9 +115,15 @@ TIERS: tuple[Tier, ...] = (
         "cluster",
         "real API servers, kwok's fake GPU nodes, the operator, Kueue, metrics-server",
         paths=("tests/integration",),
+        # The main profile's tests are split: the operator's beside Kueue's, metrics' and
+        # then the API server's (a second main control plane), at most two at once.
         lanes=(
-            (Run("main", profiles=("main", NO_CLUSTER)),),
-            (Run("kueue", profiles=("kueue",)), Run("metrics", profiles=("metrics",))),
+            (Run("operator", profiles=("main", NO_CLUSTER), paths=OPERATOR_TESTS),),
+            (
+                Run("kueue", profiles=("kueue",)),
+                Run("metrics", profiles=("metrics",)),
+                Run("main", profiles=("main", NO_CLUSTER), ignore=OPERATOR_TESTS),
+            ),
         ),
         setup="test-setup",
     ),
@@ -188,7 +201,9 @@ class Outcome:
 
 
 def _pytest_command(tier: Tier, run: Run, junit: Path, extra: Sequence[str]) -> list[str]:
-    command = [str(BIN / "python"), "-m", "pytest", *tier.paths, f"--tier={tier.name}"]
+    paths = run.paths or tier.paths
+    command = [str(BIN / "python"), "-m", "pytest", *paths, f"--tier={tier.name}"]
+    command += [f"--ignore={path}" for path in run.ignore]
     if run.profiles is not None:
         command.append(f"--profile={','.join(run.profiles)}")
     command += [f"--junitxml={junit}", "-o", "junit_family=xunit2", "--durations=10"]

@@ -33,16 +33,30 @@ def test_every_test_file_is_in_exactly_one_tier() -> None:
     }
 
 
-def test_every_profile_is_run_by_one_process_and_every_fixture_names_a_profile() -> None:
-    runs = [(t.name, r.name, p) for t in TIERS for r in t.runs for p in (r.profiles or ())]
-    by_profile: dict[str, list[str]] = {}
-    for tier, run, profile in runs:
-        by_profile.setdefault(profile, []).append(f"{tier}/{run}")
-    assert {
-        p: where for p, where in by_profile.items() if p != NO_CLUSTER and len(where) != 1
-    } == {}
+def test_every_profile_is_run_by_one_tier_and_each_file_by_one_process() -> None:
+    files = _test_files()
+    by_profile: dict[str, set[str]] = {}
+    for tier in TIERS:
+        for run in tier.runs:
+            for profile in run.profiles or ():
+                by_profile.setdefault(profile, set()).add(tier.name)
+    assert {p: t for p, t in by_profile.items() if p != NO_CLUSTER and len(t) != 1} == {}
     assert set(by_profile) - {NO_CLUSTER} == set(PROFILES)
     assert set(FIXTURE_PROFILES.values()) <= set(PROFILES)
+    # Where two runs of a tier share a profile, their paths split the tier's files.
+    for tier in TIERS:
+        for profile in {p for r in tier.runs for p in (r.profiles or ())}:
+            runs = [r for r in tier.runs if profile in (r.profiles or ())]
+            for f in (f for f in files if tier_of_path(f) is tier):
+                taking = [r.name for r in runs if _runs_file(tier, r, f)]
+                assert len(taking) == 1, (tier.name, profile, f, taking)
+
+
+def _runs_file(tier: tiers.Tier, run: tiers.Run, relative: str) -> bool:
+    def under(paths: tuple[str, ...]) -> bool:
+        return any(relative == p or relative.startswith(p + "/") for p in paths)
+
+    return under(run.paths or tier.paths) and not under(run.ignore)
 
 
 @pytest.mark.parametrize("tier", TIERS, ids=[t.name for t in TIERS])
