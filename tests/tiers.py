@@ -106,7 +106,7 @@ TIERS: tuple[Tier, ...] = (
     ),
     Tier(
         "tools",
-        "a built tool, no cluster: helm, promtool, the cdk8s CLI, hadolint, first run",
+        "a built tool, no cluster: helm, promtool, dashboard-check, the cdk8s CLI, make synth",
         paths=("tests/tools",),
         lanes=((Run("tools", profiles=(NO_CLUSTER,)),),),
         setup="test-setup",
