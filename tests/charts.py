@@ -121,7 +121,7 @@ class HelmRunner:
         self.env = dict(os.environ)
         for name in ("HELM_CONFIG_HOME", "HELM_CACHE_HOME", "HELM_DATA_HOME"):
             self.env[name] = str(home / name.lower())
-        self.binary = str(find_tools().helm)
+        self.binary = str(find_tools(only=("helm",)).helm)
 
     def __call__(
         self, *args: str, values: dict[str, Any] | None = None
