@@ -30,7 +30,7 @@ import threading
 import time
 import xml.etree.ElementTree as ET
 from collections import defaultdict
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -245,8 +245,39 @@ def _read_timing(path: Path, outcome: Outcome) -> None:
         outcome.operator_starts = int(data.get("operator_starts", 0))
 
 
+class Console:
+    """The runner's output: while one process streams to the terminal, what the other
+    lanes say is held and printed once that process ends (no lines inside pytest's)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._streaming = False
+        self._held: list[str] = []
+
+    def say(self, text: str, *, streamer: bool = False) -> None:
+        with self._lock:
+            if self._streaming and not streamer:
+                self._held.append(text)
+            else:
+                sys.stdout.write(text if text.endswith("\n") else text + "\n")
+                sys.stdout.flush()
+
+    @contextlib.contextmanager
+    def streaming(self) -> Iterator[None]:
+        with self._lock:
+            self._streaming = True
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._streaming = False
+                held, self._held = self._held, []
+            for text in held:
+                self.say(text)
+
+
 def _execute(
-    tier: Tier, run: Run, extra: Sequence[str], *, stream: bool, print_lock: threading.Lock
+    tier: Tier, run: Run, extra: Sequence[str], *, stream: bool, console: Console
 ) -> Outcome:
     RESULTS.mkdir(parents=True, exist_ok=True)
     stem = tier.name if run.name == tier.name else f"{tier.name}-{run.name}"
@@ -262,12 +293,11 @@ def _execute(
     env = dict(os.environ, KUBETRAIN_TEST_TIMING=str(timing))
     start = time.monotonic()
     if stream:
-        with print_lock:
-            print(f"== {stem}: {' '.join(command[1:] if run.command is None else command)}")
-        code = subprocess.run(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL).returncode
+        console.say(f"== {stem}: {' '.join(command[1:] if run.command is None else command)}")
+        with console.streaming():
+            code = subprocess.run(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL).returncode
     else:
-        with print_lock:
-            print(f"== {stem}: started (its output: {log.relative_to(ROOT)})", flush=True)
+        console.say(f"== {stem}: started (its output: {log.relative_to(ROOT)})")
         with log.open("w") as out:
             code = subprocess.run(
                 command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out
@@ -275,15 +305,14 @@ def _execute(
     outcome = Outcome(tier.name, run.name, time.monotonic() - start, code)
     _read_junit(junit, outcome)
     _read_timing(timing, outcome)
+    said = []
     if not stream:
-        with print_lock:
-            text = log.read_text(errors="replace")
-            if code != 0 or run.command is None:
-                print(f"== {stem}: output", flush=True)
-                sys.stdout.write(text if code != 0 else _tail_summary(text))
+        text = log.read_text(errors="replace")
+        if code != 0 or run.command is None:
+            said.append(f"== {stem}: output\n" + (text if code != 0 else _tail_summary(text)))
     verdict = "ok" if code == 0 else f"FAILED (exit {code})"
-    with print_lock:
-        print(f"== {stem}: {verdict} in {_clock(outcome.seconds)}", flush=True)
+    said.append(f"== {stem}: {verdict} in {_clock(outcome.seconds)}")
+    console.say("\n".join(s.rstrip("\n") for s in said))
     return outcome
 
 
@@ -302,13 +331,13 @@ def run_tier(tier: Tier, extra: Sequence[str], *, alongside: Tier | None = None)
     lanes: list[tuple[Tier, tuple[Run, ...]]] = [(tier, lane) for lane in tier.lanes]
     if alongside is not None:
         lanes += [(alongside, lane) for lane in alongside.lanes]
-    lock = threading.Lock()
+    console = Console()
     outcomes: list[Outcome] = []
 
     def lane_worker(owner: Tier, lane: tuple[Run, ...], stream: bool) -> None:
         for run in lane:
             outcome = _execute(
-                owner, run, extra if run.command is None else (), stream=stream, print_lock=lock
+                owner, run, extra if run.command is None else (), stream=stream, console=console
             )
             outcomes.append(outcome)
             if not outcome.ok:
