@@ -27,13 +27,15 @@ only the nodes annotated ``kwok.x-k8s.io/node: fake``.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
 import signal
 import subprocess
+import tempfile
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, get_args
@@ -265,21 +267,8 @@ class LocalCluster:
             self.scheduler_config_path.unlink(missing_ok=True)
         self.config_path.write_text(self._kwokctl_config(), encoding="utf-8")
         self.owner_file.write_text(f"{os.getpid()}\n", encoding="utf-8")
-        self._kwokctl(
-            "create",
-            "cluster",
-            "--name",
-            CLUSTER_NAME,
-            "--runtime",
-            "binary",
-            "--kubeconfig",
-            "",
-            "--quiet-pull",
-            "--timeout",
-            f"{max(1, int(deadline - time.monotonic()))}s",
-            "--wait",
-            f"{max(1, int(deadline - time.monotonic()))}s",
-        )
+        with start_lock():
+            self._create(deadline)
         shutil.copyfile(self.cluster_dir / "kubeconfig.yaml", self.kubeconfig)
         if self.scheduler == "coscheduling":
             self._start_gang_scheduling(deadline)
@@ -299,6 +288,23 @@ class LocalCluster:
                 )
             except Exception as err:
                 raise ClusterError(f"the real node did not come up: {err}") from err
+
+    def _create(self, deadline: float) -> None:
+        self._kwokctl(
+            "create",
+            "cluster",
+            "--name",
+            CLUSTER_NAME,
+            "--runtime",
+            "binary",
+            "--kubeconfig",
+            "",
+            "--quiet-pull",
+            "--timeout",
+            f"{max(1, int(deadline - time.monotonic()))}s",
+            "--wait",
+            f"{max(1, int(deadline - time.monotonic()))}s",
+        )
 
     def install_crds(self, paths: Sequence[Path], *, deadline: float) -> None:
         """Apply CRD files server-side and wait until every one is Established."""
@@ -680,6 +686,24 @@ def coscheduling_config(
         "leaderElection": {"leaderElect": False},
         "profiles": [profile(n) for n in COSCHEDULING_SCHEDULER_NAMES],
     }
+
+
+#: Held while kwokctl creates a cluster (``start_lock``).
+START_LOCK = Path(tempfile.gettempdir()) / "kubetrain-cluster-start.lock"
+
+
+@contextlib.contextmanager
+def start_lock(path: Path = START_LOCK) -> Iterator[None]:
+    """One cluster creation at a time on this machine: kwokctl picks its components'
+    ports by probing from 32767 down, so two creations at once (two test processes, two
+    checkouts) pick the same ports and one control plane never answers. Held until
+    kwokctl's components run (and hold their ports)."""
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def stop_orphaned_clusters(workdirs: Iterable[Path]) -> list[Path]:
