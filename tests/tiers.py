@@ -429,7 +429,7 @@ def report(
         1 for o in outcomes if not o.ok and not o.counts
     )
     skipped = sum(o.counts.get("skipped", 0) for o in outcomes)
-    line = f"make test: {passed} passed, {failed} failed"
+    line = f"tests: {passed} passed, {failed} failed"
     print(line + (f", {skipped} skipped" if skipped else ""))
 
 

@@ -112,7 +112,7 @@ def test_the_report_sums_each_step_and_closes_with_the_counts(
     assert "4:10  cluster   tests.integration.test_b" in out
     assert "local_cluster (setup 6.0 s, teardown 2.5 s)" in out
     assert "peak control planes alive at once: 2; operators started by the tests: 5" in out
-    assert out.rstrip().splitlines()[-1] == "make test: 10 passed, 1 failed"
+    assert out.rstrip().splitlines()[-1] == "tests: 10 passed, 1 failed"
 
 
 def test_a_chart_is_exported_once_per_content_even_by_two_callers_at_once(
