@@ -54,8 +54,10 @@ bench-elastic: venv cluster-tools
 
 # A stack delivered by the real Argo CD from a local git repository (benchmarks/demo_argocd.py):
 # the control plane with its real node, the images, Argo CD's controller and repo server.
+# ARGOCD_ARGS: more options (--operator-replicas 2, --samples, --down, --stack NAME).
+ARGOCD_ARGS ?=
 demo-argocd: venv cluster-tools node-packages argocd-packages images
-	$(BIN)/python -m benchmarks.demo_argocd --workdir $(KUBETRAIN_CLUSTER_DIR)
+	$(BIN)/python -m benchmarks.demo_argocd --workdir $(KUBETRAIN_CLUSTER_DIR) $(ARGOCD_ARGS)
 
 # benchmarks/progress_server.py: what the progress server costs (reports/s it writes,
 # latency, operator and API server CPU per report) on a control plane of its own.

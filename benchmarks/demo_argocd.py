@@ -82,7 +82,16 @@ def main(argv: list[str] | None = None) -> int:
         "local stack's need 3.5 CPUs, so on a 2-core machine some wait for CPU and their "
         "Application stays Progressing)",
     )
+    parser.add_argument(
+        "--operator-replicas",
+        type=int,
+        metavar="N",
+        help="run the operator as N replicas (one leads, the others stand by; default: "
+        "the stack's own)",
+    )
     args = parser.parse_args(argv)
+    if args.operator_replicas is not None and args.operator_replicas < 1:
+        parser.error(f"--operator-replicas must be 1 or more, not {args.operator_replicas}")
 
     # No fake CPU nodes: every CPU pod (the operator, the samples) lands on the real node.
     topology = default_topology(cpu_nodes=0, gpu_nodes=2)
@@ -109,6 +118,9 @@ def main(argv: list[str] | None = None) -> int:
         stack = repo.stack(stacks[args.stack])
         if not args.samples:
             stack = dataclasses.replace(stack, samples=Samples())
+        if args.operator_replicas is not None:
+            operator = dataclasses.replace(stack.operator, replicas=args.operator_replicas)
+            stack = dataclasses.replace(stack, operator=operator)
         version_dir = repo.commit_version(stack)
         print(f"committed {stack.name} {stack.version} to {repo.path} ({repo.head()[:12]})")
         built = []

@@ -46,6 +46,7 @@ from cluster.node_config import (
     kubelet_config,
 )
 from cluster.node_images import NodeImages
+from cluster.node_store import NodeStore
 from cluster.oci import ImageFiles
 from cluster.process import LocalProcess, ProcessError
 from cluster.tools import Tools, ToolsMissingError
@@ -78,11 +79,19 @@ class RealNode:
     """The real node of the cluster whose work directory is ``cluster_workdir``."""
 
     def __init__(
-        self, cluster_workdir: Path, *, tools: Tools, network: NodeNetwork | None = None
+        self,
+        cluster_workdir: Path,
+        *,
+        tools: Tools,
+        network: NodeNetwork | None = None,
+        store: NodeStore | None = None,
     ) -> None:
         self.root = cluster_workdir.resolve() / "node"
         self.tools = tools
         self.network = network or NodeNetwork()
+        #: containerd's root kept across nodes (``cluster.node_store``); ``None``: the
+        #: machine's default one, claimed in ``up``.
+        self._store = store
         self.name = NODE_NAME
         tag = node_tag(self.root)
         #: The network namespace (``/run/netns/<netns>``), host-side veth and cgroup root.
@@ -153,7 +162,7 @@ class RealNode:
         self._network()
         host.create_cgroup_root(self.cgroup_root)
         server = f"https://{self.network.node_ip}:{api_port}"
-        self._write_config(server, pki_dir)
+        self._write_config(server, pki_dir, self.store.claim(self.root))
         self._start_forwarder(api_port)
         containerd = self.process("containerd")
         self._start(containerd, ["containerd", "--config", str(self.root / "containerd.toml")])
@@ -228,11 +237,17 @@ class RealNode:
         for name in ("kube-proxy", "coredns", "kubelet"):
             self.process(name).stop()
         host.kill_cgroup(self.cgroup_root)
+        holds_store = self.store.holds(self.root)
+        forgotten = holds_store and self.process("containerd").is_running()
+        if forgotten:
+            self.store.forget_containers(self.images.ctr_prefix())
         self.process("containerd").stop()
         host.kill_processes(host.processes_with_arg(str(self.containerd_socket)))
         for name in ("api-forwarder-node", "api-forwarder-host"):
             self.process(name).stop()
         host.unmount_all(self.root)
+        if holds_store:
+            self.store.release(self.root, forgotten=forgotten)
         _remove_network_and_cgroups(node_tag(self.root))
         host.undo_host_state(self.host_state_file)
         if self.root.exists():
@@ -264,6 +279,13 @@ class RealNode:
             reclaim_dead_node(match[1], tools=self.tools)
 
     # Images ------------------------------------------------------------------------
+
+    @property
+    def store(self) -> NodeStore:
+        """Where the node's containerd keeps its images from one node to the next."""
+        if self._store is None:
+            self._store = NodeStore.default()
+        return self._store
 
     @property
     def images(self) -> NodeImages:
@@ -333,7 +355,7 @@ class RealNode:
         ):
             run(in_netns(self.netns, args))
 
-    def _write_config(self, server: str, pki_dir: Path) -> None:
+    def _write_config(self, server: str, pki_dir: Path, store_root: Path | None) -> None:
         root, net = self.root, self.network
         ca, ca_key = pki_dir / "ca.crt", pki_dir / "ca.key"
         pki = root / "pki"
@@ -388,7 +410,7 @@ class RealNode:
             path.mkdir(parents=True, exist_ok=True)
         (root / "containerd.toml").write_text(
             containerd_config(
-                root=containerd_dir / "root",
+                root=store_root or containerd_dir / "root",
                 state=containerd_dir / "state",
                 socket=self.containerd_socket,
                 cni_conf_dir=cni_dir,

@@ -117,8 +117,12 @@ class NodeImages:
         write_image_archive(archive, normalize_ref(ref), files, entrypoint=entrypoint)
         self.import_archive(archive)
 
+    def ctr_prefix(self) -> list[str]:
+        """``ctr`` talking to this containerd, in namespace ``k8s.io``."""
+        return ["ctr", "--address", str(self.socket), "--namespace", "k8s.io"]
+
     def _ctr_args(self, *args: str) -> list[str]:
-        return ["ctr", "--address", str(self.socket), "--namespace", "k8s.io", *args]
+        return [*self.ctr_prefix(), *args]
 
     def ctr(self, *args: str, check: bool = True) -> str | None:
         try:

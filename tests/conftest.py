@@ -92,6 +92,17 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     reporter.write_line("")
     reporter.write_sep("_", f"{report.when} of {report.nodeid} FAILED (its tier goes on)", red=True)
     reporter.write_line(report.longreprtext)
+    # The runner relays it from here when this process's output goes to a log.
+    relay = os.environ.get("KUBETRAIN_TEST_FAILURES")
+    if relay:
+        lines = report.longreprtext.splitlines()
+        shown = lines if len(lines) <= RELAYED_LINES else ["...", *lines[-RELAYED_LINES:]]
+        with open(relay, "a", encoding="utf-8") as out:
+            out.write(f"{report.when} of {report.nodeid} FAILED\n" + "\n".join(shown) + "\n")
+
+
+#: The last lines of a failure the runner prints as it happens (the log has it whole).
+RELAYED_LINES = 40
 
 
 _CONFIG: list[pytest.Config] = []

@@ -1,17 +1,21 @@
 """The test tiers and the runner ``make test`` calls (``python -m tests.tiers``).
 
 A tier is a set of test directories that need the same things (nothing but the venv; a
-built tool; a control plane; the real node; torch and mpirun). Tiers run fastest first,
-each as pytest processes of its own, and the run stops at the first tier that fails.
-Inside a tier, each cluster profile (``tests/profiles.py``) is a process of its own, so
-its control plane is stopped after its last test; a tier's lanes run side by side (the
-cluster tier's tests mostly wait on polls and start-ups), at most two control planes at
-once.
+built tool; a control plane; the real node; torch and mpirun), run as pytest processes
+of its own. The fastest come first, as gates: lint beside unit, and nothing else starts
+unless they pass. Then ``make test-setup``, then the tiers after the gates share the
+machine: their processes (one per cluster profile, ``tests/profiles.py``, so that a
+control plane lives exactly as long as its tests) start in turn, longest first, as long
+as at most two control planes, one real node and three cores' worth run at once
+(``Limits``): most cluster tests wait on polls and start-ups, so side by side they end
+sooner. The first process that fails stops the run: nothing starts after it, and the
+processes still running are interrupted (their control planes torn down).
 
 Every process writes a junit file and a fixture-timing file under ``build/test-results``;
-at the end the runner prints wall time per tier and per process, the slowest modules and
-session fixtures, the peak number of control planes alive and the operators started, and
-a closing ``N passed, N failed`` line.
+a failed test is printed when it fails, and every two minutes the runner says what runs;
+at the end it prints wall time per tier and per process, the slowest modules and session
+fixtures, the peak number of control planes alive and the operators started, and a
+closing ``tests: N passed, N failed`` line.
 
     python -m tests.tiers                 every tier, in order (what ``make test`` runs)
     python -m tests.tiers unit cluster    those tiers only
@@ -24,17 +28,19 @@ import argparse
 import contextlib
 import json
 import os
+import re
+import signal
 import subprocess
 import sys
 import threading
 import time
 import xml.etree.ElementTree as ET
 from collections import defaultdict
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tests.profiles import NO_CLUSTER
+from tests.profiles import NO_CLUSTER, PROFILES
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "build" / "test-results"
@@ -46,35 +52,70 @@ class Run:
     """One process of a tier: pytest over the tier's paths, restricted to some profiles
     (``None``: no restriction), or a plain command. ``paths`` narrows a run to some of the
     tier's paths and ``ignore`` leaves some out, so that one profile's tests can be split
-    between two processes (each with a control plane of its own)."""
+    between two processes (each with a control plane of its own).
+
+    What it holds while it runs is what the runner schedules by (``Limits``): a control
+    plane when it runs a cluster profile, the machine's one real node when its profile
+    has it (or ``node``), and ``cores``. ``minutes`` is what it takes on a warm run, as
+    last measured: the longest runs start first, so that the run ends soonest."""
 
     name: str
     profiles: tuple[str, ...] | None = None
     command: tuple[str, ...] | None = None
     paths: tuple[str, ...] = ()
     ignore: tuple[str, ...] = ()
+    minutes: float = 1.0
+    cores: int = 1
+    #: Its tests start real nodes of their own (on addresses of their own).
+    node: bool = False
+    #: Control planes its tests start themselves, one at a time (beside its profile's).
+    own_planes: int = 0
+
+    @property
+    def planes(self) -> int:
+        """Control planes it keeps alive at once: its profile's (a process runs one
+        profile's tests) and those its tests start."""
+        return (1 if set(self.profiles or ()) - {NO_CLUSTER} else 0) + self.own_planes
+
+    @property
+    def uses_node(self) -> bool:
+        return self.node or any(PROFILES[p].real_node for p in self.profiles or () if p in PROFILES)
 
 
 @dataclass(frozen=True)
 class Tier:
     """A tier: its make target's help, the directories whose tests it runs (the marker
     its tests get is the tier's name), the make goal that sets up what it needs, and its
-    processes in lanes (a lane's runs go one after another; lanes run side by side)."""
+    processes. A tier marked ``gate`` runs alone (beside the gate before it, if
+    ``beside_next``), and nothing after it starts unless it passed; the tiers after the
+    last gate share the machine (``Limits``)."""
 
     name: str
     help: str
     paths: tuple[str, ...] = ()
-    lanes: tuple[tuple[Run, ...], ...] = ()
+    runs: tuple[Run, ...] = ()
     setup: str | None = None
     #: Run beside the next tier of the run (its output held until it ends).
     beside_next: bool = False
-
-    @property
-    def runs(self) -> tuple[Run, ...]:
-        return tuple(run for lane in self.lanes for run in lane)
+    gate: bool = False
 
     def profiles(self) -> set[str]:
         return {p for run in self.runs for p in (run.profiles or ())}
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What the tiers after the gates may hold at once: control planes (each about
+    580 MiB and a share of a core even when idle), the one real node (its addresses and
+    image store are the machine's), and cores (most cluster tests wait; the trainers
+    compute)."""
+
+    planes: int = 2
+    nodes: int = 1
+    cores: int = 3
+
+
+LIMITS = Limits()
 
 
 def _py(*args: str) -> tuple[str, ...]:
@@ -88,42 +129,40 @@ TIERS: tuple[Tier, ...] = (
     Tier(
         "lint",
         "ruff, mypy --strict and the import contract",
-        lanes=(
-            (
-                Run("ruff", command=(str(BIN / "ruff"), "check", ".")),
-                Run("format", command=(str(BIN / "ruff"), "format", "--check", ".")),
-                Run("mypy", command=(str(BIN / "mypy"),)),
-                Run("layers", command=_py("-m", "tests.layers")),
-            ),
+        runs=(
+            Run("ruff", command=(str(BIN / "ruff"), "check", ".")),
+            Run("format", command=(str(BIN / "ruff"), "format", "--check", ".")),
+            Run("mypy", command=(str(BIN / "mypy"),)),
+            Run("layers", command=_py("-m", "tests.layers")),
         ),
         beside_next=True,
+        gate=True,
     ),
     Tier(
         "unit",
         "typed API, constructs, pure policies, snapshots: nothing but the venv",
         paths=("tests/unit", "tests/snapshots"),
-        lanes=((Run("unit", profiles=(NO_CLUSTER,)),),),
+        runs=(Run("unit", profiles=(NO_CLUSTER,)),),
+        gate=True,
     ),
     Tier(
         "tools",
         "a built tool, no cluster: helm, promtool, dashboard-check, the cdk8s CLI, make synth",
         paths=("tests/tools",),
-        lanes=((Run("tools", profiles=(NO_CLUSTER,)),),),
+        runs=(Run("tools", profiles=(NO_CLUSTER,), minutes=1.5),),
         setup="test-setup",
     ),
     Tier(
         "cluster",
         "real API servers, kwok's fake GPU nodes, the operator, Kueue, metrics-server",
         paths=("tests/integration",),
-        # The main profile's tests are split: the operator's beside Kueue's, metrics' and
-        # then the API server's (a second main control plane), at most two at once.
-        lanes=(
-            (Run("operator", profiles=("main", NO_CLUSTER), paths=OPERATOR_TESTS),),
-            (
-                Run("kueue", profiles=("kueue",)),
-                Run("metrics", profiles=("metrics",)),
-                Run("main", profiles=("main", NO_CLUSTER), ignore=OPERATOR_TESTS),
-            ),
+        # The main profile's tests are split: the operator's, and the rest (the API
+        # server's, Helm's...), each with a main control plane of its own.
+        runs=(
+            Run("operator", profiles=("main", NO_CLUSTER), paths=OPERATOR_TESTS, minutes=18),
+            Run("kueue", profiles=("kueue",), minutes=8.5),
+            Run("metrics", profiles=("metrics",), minutes=2.2),
+            Run("main", profiles=("main", NO_CLUSTER), ignore=OPERATOR_TESTS, minutes=4.2),
         ),
         setup="test-setup",
     ),
@@ -131,14 +170,10 @@ TIERS: tuple[Tier, ...] = (
         "realnode",
         "the built images, as containers and as pods on a real kubelet node; Argo CD",
         paths=("tests/images", "tests/realnode", "tests/delivery"),
-        # One lane: the machine has one real node's addresses and names, and the images
-        # and the trainers on the node each take both cores.
-        lanes=(
-            (
-                Run("images", profiles=(NO_CLUSTER,)),
-                Run("realnode", profiles=("realnode",)),
-                Run("argocd", profiles=("argocd",)),
-            ),
+        runs=(
+            Run("images", profiles=(NO_CLUSTER,), minutes=1.2),
+            Run("realnode", profiles=("realnode",), minutes=8.3),
+            Run("argocd", profiles=("argocd",), minutes=9.8),
         ),
         setup="test-setup",
     ),
@@ -146,14 +181,19 @@ TIERS: tuple[Tier, ...] = (
         "training",
         "real torch.distributed, Horovod, mpirun, TensorFlow, JAX, XGBoost processes",
         paths=("tests/training",),
-        lanes=((Run("training", profiles=(NO_CLUSTER,)),),),
+        # The trainers compute: both cores while they run.
+        runs=(Run("training", profiles=(NO_CLUSTER,), minutes=7.9, cores=2),),
         setup="test-setup",
     ),
     Tier(
         "faults",
-        "a stopped control plane, killed and frozen operators",
+        "a stopped control plane, killed and frozen operators, a killed node and session",
         paths=("tests/faults",),
-        lanes=((Run("faults", profiles=("faults",)),),),
+        runs=(
+            Run("faults", profiles=("faults",), minutes=1.5),
+            # Tests that start (and kill) control planes and real nodes of their own.
+            Run("leftovers", profiles=(NO_CLUSTER,), minutes=2, node=True, own_planes=1),
+        ),
         setup="test-setup",
     ),
 )
@@ -194,6 +234,10 @@ class Outcome:
     modules: dict[str, float] = field(default_factory=dict)
     fixtures: list[FixtureTime] = field(default_factory=list)
     operator_starts: int = 0
+    #: When it started, in seconds after the runner did.
+    began: float = 0.0
+    #: Stopped by the runner (another process failed) before it ended.
+    interrupted: bool = False
 
     @property
     def ok(self) -> bool:
@@ -246,74 +290,138 @@ def _read_timing(path: Path, outcome: Outcome) -> None:
 
 
 class Console:
-    """The runner's output: while one process streams to the terminal, what the other
-    lanes say is held and printed once that process ends (no lines inside pytest's)."""
+    """The runner's output: while one process streams to the terminal, what the others
+    say is held and printed once that process ends (no lines inside pytest's)."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
         self._streaming = False
         self._held: list[str] = []
 
-    def say(self, text: str, *, streamer: bool = False) -> None:
-        with self._lock:
-            if self._streaming and not streamer:
-                self._held.append(text)
-            else:
-                sys.stdout.write(text if text.endswith("\n") else text + "\n")
-                sys.stdout.flush()
+    def say(self, text: str) -> None:
+        if self._streaming:
+            self._held.append(text)
+        else:
+            sys.stdout.write(text if text.endswith("\n") else text + "\n")
+            sys.stdout.flush()
 
-    @contextlib.contextmanager
-    def streaming(self) -> Iterator[None]:
-        with self._lock:
-            self._streaming = True
+    def begin_streaming(self) -> None:
+        self._streaming = True
+
+    def end_streaming(self) -> None:
+        self._streaming = False
+        held, self._held = self._held, []
+        for text in held:
+            self.say(text)
+
+
+class Process:
+    """One run's process in flight: its output goes to its log, or to the terminal."""
+
+    def __init__(
+        self, tier: Tier, run: Run, extra: Sequence[str], *, stream: bool, console: Console
+    ) -> None:
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        self.tier, self.run, self.stream, self.console = tier, run, stream, console
+        self.stem = tier.name if run.name == tier.name else f"{tier.name}-{run.name}"
+        self.junit = RESULTS / f"{self.stem}.xml"
+        self.timing = RESULTS / f"{self.stem}.timing.json"
+        self.log = RESULTS / f"{self.stem}.log"
+        self.failures = RESULTS / f"{self.stem}.failures"
+        for stale in (self.junit, self.timing, self.failures):
+            stale.unlink(missing_ok=True)
+        if run.command is not None:
+            command = list(run.command)
+        else:
+            command = _pytest_command(tier, run, self.junit, extra)
+        env = dict(
+            os.environ,
+            KUBETRAIN_TEST_TIMING=str(self.timing),
+            KUBETRAIN_TEST_FAILURES=str(self.failures),
+        )
+        self.began = time.monotonic()
+        self.interrupted = False
+        self._relayed = 0
+        shown = " ".join(command[1:] if run.command is None else command)
+        if stream:
+            console.say(f"== {self.stem}: {shown}")
+            self._out = None
+        else:
+            console.say(f"== {self.stem}: started (its output: {self.log.relative_to(ROOT)})")
+            self._out = self.log.open("w")
+        # A session of its own: the runner, not the terminal, decides when it stops.
+        self.popen = subprocess.Popen(
+            command,
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=self._out,
+            stderr=self._out,
+            start_new_session=True,
+        )
+
+    def poll(self) -> int | None:
+        return self.popen.poll()
+
+    def relay_failures(self) -> None:
+        """Print the failures it reported since the last call (a log's are not seen)."""
+        if self.stream:
+            return
         try:
-            yield
-        finally:
-            with self._lock:
-                self._streaming = False
-                held, self._held = self._held, []
-            for text in held:
-                self.say(text)
+            with self.failures.open(encoding="utf-8", errors="replace") as found:
+                found.seek(self._relayed)
+                text = found.read()
+        except OSError:
+            return
+        if text:
+            self._relayed += len(text.encode())
+            self.console.say(f"== {self.stem}: a test failed (the process goes on)\n{text}")
 
+    def progress(self) -> str:
+        """How far its pytest got (the last percentage of its log), and for how long."""
+        elapsed = _clock(time.monotonic() - self.began)
+        if self.stream or not self.log.exists():
+            return f"{self.stem} {elapsed}"
+        with self.log.open("rb") as log:
+            log.seek(max(0, self.log.stat().st_size - 4096))
+            tail = log.read().decode(errors="replace")
+        percents = re.findall(r"\[\s*(\d+)%\]", tail)
+        return f"{self.stem} {elapsed}" + (f" ({percents[-1]}%)" if percents else "")
 
-def _execute(
-    tier: Tier, run: Run, extra: Sequence[str], *, stream: bool, console: Console
-) -> Outcome:
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    stem = tier.name if run.name == tier.name else f"{tier.name}-{run.name}"
-    junit = RESULTS / f"{stem}.xml"
-    timing = RESULTS / f"{stem}.timing.json"
-    log = RESULTS / f"{stem}.log"
-    for stale in (junit, timing):
-        stale.unlink(missing_ok=True)
-    if run.command is not None:
-        command = list(run.command)
-    else:
-        command = _pytest_command(tier, run, junit, extra)
-    env = dict(os.environ, KUBETRAIN_TEST_TIMING=str(timing))
-    start = time.monotonic()
-    if stream:
-        console.say(f"== {stem}: {' '.join(command[1:] if run.command is None else command)}")
-        with console.streaming():
-            code = subprocess.run(command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL).returncode
-    else:
-        console.say(f"== {stem}: started (its output: {log.relative_to(ROOT)})")
-        with log.open("w") as out:
-            code = subprocess.run(
-                command, cwd=ROOT, env=env, stdin=subprocess.DEVNULL, stdout=out, stderr=out
-            ).returncode
-    outcome = Outcome(tier.name, run.name, time.monotonic() - start, code)
-    _read_junit(junit, outcome)
-    _read_timing(timing, outcome)
-    said = []
-    if not stream:
-        text = log.read_text(errors="replace")
-        if code != 0 or run.command is None:
-            said.append(f"== {stem}: output\n" + (text if code != 0 else _tail_summary(text)))
-    verdict = "ok" if code == 0 else f"FAILED (exit {code})"
-    said.append(f"== {stem}: {verdict} in {_clock(outcome.seconds)}")
-    console.say("\n".join(s.rstrip("\n") for s in said))
-    return outcome
+    def interrupt(self) -> None:
+        """Stop it as Ctrl-C does: pytest tears its fixtures down (control planes stop)."""
+        if self.poll() is None:
+            self.interrupted = True
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self.popen.pid, signal.SIGINT)
+
+    def kill(self) -> None:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(self.popen.pid, signal.SIGKILL)
+
+    def finish(self, origin: float) -> Outcome:
+        code = self.popen.wait()
+        if self._out is not None:
+            self._out.close()
+        outcome = Outcome(self.tier.name, self.run.name, time.monotonic() - self.began, code)
+        outcome.began = self.began - origin
+        outcome.interrupted = self.interrupted
+        _read_junit(self.junit, outcome)
+        _read_timing(self.timing, outcome)
+        self.relay_failures()
+        said = []
+        if not self.stream:
+            text = self.log.read_text(errors="replace")
+            if code != 0 and not self.interrupted:
+                said.append(f"== {self.stem}: output\n{text}")
+            elif self.run.command is None:
+                said.append(f"== {self.stem}: output\n{_tail_summary(text)}")
+        if self.interrupted:
+            verdict = "stopped (another process failed)"
+        else:
+            verdict = "ok" if code == 0 else f"FAILED (exit {code})"
+        said.append(f"== {self.stem}: {verdict} in {_clock(outcome.seconds)}")
+        self.console.say("\n".join(s.rstrip("\n") for s in said))
+        return outcome
 
 
 def _tail_summary(text: str) -> str:
@@ -325,33 +433,116 @@ def _tail_summary(text: str) -> str:
     return "".join(lines[-3:])
 
 
-def run_tier(tier: Tier, extra: Sequence[str], *, alongside: Tier | None = None) -> list[Outcome]:
-    """Run a tier's lanes side by side (and ``alongside``'s, whose output is held until
-    its end); the first lane of ``tier`` streams its output when it is alone."""
-    lanes: list[tuple[Tier, tuple[Run, ...]]] = [(tier, lane) for lane in tier.lanes]
-    if alongside is not None:
-        lanes += [(alongside, lane) for lane in alongside.lanes]
+def pick(pending: Sequence[Run], running: Sequence[Run], limits: Limits = LIMITS) -> int | None:
+    """The index in ``pending`` of the run to start now: the longest that fits beside
+    ``running`` within ``limits`` (the first of equals), or the first when nothing runs
+    (a run larger than the limits still runs, alone); ``None`` when none fits."""
+    if not pending:
+        return None
+    if not running:
+        return max(range(len(pending)), key=lambda i: (pending[i].minutes, -i))
+    planes = sum(r.planes for r in running)
+    nodes = sum(r.uses_node for r in running)
+    cores = sum(r.cores for r in running)
+    fitting = [
+        i
+        for i, run in enumerate(pending)
+        if planes + run.planes <= limits.planes
+        and nodes + run.uses_node <= limits.nodes
+        and cores + run.cores <= limits.cores
+    ]
+    return max(fitting, key=lambda i: (pending[i].minutes, -i)) if fitting else None
+
+
+#: How often the runner says what is running, while nothing streams.
+PROGRESS_SECONDS = 120.0
+
+
+def run_pool(
+    work: Sequence[tuple[Tier, Run]],
+    extra: Sequence[str],
+    origin: float,
+    *,
+    limits: Limits = LIMITS,
+    stream_alone: bool = False,
+) -> list[Outcome]:
+    """Run ``work``'s processes side by side within ``limits``, longest first (``pick``).
+    The first that fails stops the rest: none starts after it, and those running are
+    interrupted (their fixtures torn down). ``stream_alone``: the process listed first
+    streams its output (the others' is printed when they end)."""
     console = Console()
+    pending = list(work)
+    running: list[Process] = []
     outcomes: list[Outcome] = []
-
-    def lane_worker(owner: Tier, lane: tuple[Run, ...], stream: bool) -> None:
-        for run in lane:
-            outcome = _execute(
-                owner, run, extra if run.command is None else (), stream=stream, console=console
-            )
-            outcomes.append(outcome)
-            if not outcome.ok:
-                return
-
-    threads = []
-    for i, (owner, lane) in enumerate(lanes):
-        # One lane streams its output as it comes; the others' is printed at their end.
-        threads.append(threading.Thread(target=lane_worker, args=(owner, lane, i == 0)))
-    for thread in threads:
-        thread.start()
-    for thread in threads:
-        thread.join()
+    failed = False
+    last_progress = time.monotonic()
+    try:
+        while pending or running:
+            while not failed and pending:
+                index = (
+                    0
+                    if stream_alone and len(pending) == len(work)
+                    else pick([r for _, r in pending], [p.run for p in running], limits)
+                )
+                if index is None:
+                    break
+                tier, run = pending.pop(index)
+                stream = stream_alone and not outcomes and not running
+                running.append(
+                    Process(
+                        tier,
+                        run,
+                        extra if run.command is None else (),
+                        stream=stream,
+                        console=console,
+                    )
+                )
+                if stream:
+                    console.begin_streaming()
+            time.sleep(0.5)
+            for process in list(running):
+                process.relay_failures()
+                if process.poll() is None:
+                    continue
+                running.remove(process)
+                if process.stream:
+                    console.end_streaming()
+                outcome = process.finish(origin)
+                outcomes.append(outcome)
+                if not outcome.ok and not outcome.interrupted and not failed:
+                    failed = True
+                    if running or pending:
+                        console.say(
+                            f"== {process.stem} failed: stopping "
+                            + (", ".join(p.stem for p in running) or "nothing")
+                            + "; not starting "
+                            + (", ".join(f"{t.name}/{r.name}" for t, r in pending) or "anything")
+                        )
+                    for other in running:
+                        other.interrupt()
+                    pending.clear()
+            if running and time.monotonic() - last_progress >= PROGRESS_SECONDS:
+                last_progress = time.monotonic()
+                if not any(p.stream for p in running):
+                    console.say(
+                        f"== {_clock(time.monotonic() - origin)} running: "
+                        + ", ".join(p.progress() for p in running)
+                    )
+    except KeyboardInterrupt:
+        for process in running:
+            process.interrupt()
+        _wait_or_kill(running)
+        raise
     return outcomes
+
+
+def _wait_or_kill(processes: Sequence[Process], timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    for process in processes:
+        try:
+            process.popen.wait(timeout=max(0.1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            process.kill()
 
 
 class ControlPlaneCounter:
@@ -405,7 +596,12 @@ def report(
     for name, (seconds, tiers) in steps.items():
         runs = [o for t in tiers for o in by_tier.get(t, [])]
         tests = sum(sum(o.counts.values()) for o in runs)
-        detail = ", ".join(f"{o.run} {_clock(o.seconds)}" for o in runs if len(runs) > 1)
+        detail = ", ".join(
+            f"{o.run} {_clock(o.seconds)} (from {_clock(o.began)})"
+            + (", stopped" if o.interrupted else "")
+            for o in runs
+            if len(runs) > 1 or o.began
+        )
         print(f"{name:<22}{tests or '':>8}{_clock(seconds):>10}   {detail}")
     print(f"{'total':<22}{'':>8}{_clock(total):>10}")
     modules = [(s, m, o.tier) for o in outcomes for m, s in o.modules.items()]
@@ -463,31 +659,36 @@ def main(argv: Sequence[str] | None = None) -> int:
     start = time.monotonic()
     code = 0
     with ControlPlaneCounter() as counter:
-        queue = list(chosen)
-        while queue:
-            tier = queue.pop(0)
-            if tier.setup and not args.no_setup and tier.setup not in done_setups:
+        for group in _groups(chosen):
+            for goal in dict.fromkeys(t.setup for t in group if t.setup):
+                if args.no_setup or goal in done_setups:
+                    continue
                 began = time.monotonic()
-                print(f"== setup: make {tier.setup}", flush=True)
-                code = _setup(tier.setup)
-                steps[f"setup ({tier.setup})"] = (time.monotonic() - began, [])
-                done_setups.add(tier.setup)
+                print(f"== setup: make {goal}", flush=True)
+                code = _setup(goal)
+                steps[f"setup ({goal})"] = (time.monotonic() - began, [])
+                done_setups.add(goal)
                 if code != 0:
                     print(f"== setup failed (exit {code}): no tier after it ran")
                     break
-            # A tier marked ``beside_next`` runs beside the tier after it (which streams
-            # its output): lint beside unit, both needing only the venv.
-            alongside = None
-            if tier.beside_next and queue:
-                alongside, tier = tier, queue.pop(0)
+            if code != 0:
+                break
             began = time.monotonic()
-            results = run_tier(tier, extra, alongside=alongside)
+            if group[0].gate:
+                # A gate streams its own process (unit), with lint beside it.
+                work = [(t, r) for t in reversed(group) for r in t.runs]
+                results = run_pool(work, extra, start, limits=GATE_LIMITS, stream_alone=True)
+                label = " + ".join(t.name for t in group)
+                steps[label] = (time.monotonic() - began, [t.name for t in group])
+            else:
+                work = [(t, r) for t in group for r in t.runs]
+                results = run_pool(work, extra, start)
+                for tier in group:
+                    mine = [o for o in results if o.tier == tier.name]
+                    if mine:
+                        span = max(o.began + o.seconds for o in mine) - min(o.began for o in mine)
+                        steps[tier.name] = (span, [tier.name])
             outcomes += results
-            label = tier.name if alongside is None else f"{alongside.name} + {tier.name}"
-            steps[label] = (
-                time.monotonic() - began,
-                [tier.name] + ([alongside.name] if alongside else []),
-            )
             if not all(o.ok for o in results):
                 failed = sorted({f"{o.tier}/{o.run}" for o in results if not o.ok})
                 print(f"== {', '.join(failed)} failed: the tiers after it did not run")
@@ -495,6 +696,28 @@ def main(argv: Sequence[str] | None = None) -> int:
                 break
     report(outcomes, steps, counter.peak, time.monotonic() - start)
     return code
+
+
+#: The gates (lint beside unit): unit streams, and one lint command at a time beside it.
+GATE_LIMITS = Limits(planes=0, nodes=0, cores=2)
+
+
+def _groups(chosen: Sequence[Tier]) -> list[list[Tier]]:
+    """The chosen tiers in the steps they run in: each gate alone (with the tier it runs
+    beside), then every tier after the last gate, side by side."""
+    groups: list[list[Tier]] = []
+    pool: list[Tier] = []
+    queue = list(chosen)
+    while queue:
+        tier = queue.pop(0)
+        if tier.gate:
+            group = [tier]
+            if tier.beside_next and queue and queue[0].gate:
+                group.append(queue.pop(0))
+            groups.append(group)
+        else:
+            pool.append(tier)
+    return groups + ([pool] if pool else [])
 
 
 if __name__ == "__main__":

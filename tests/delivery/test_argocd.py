@@ -2,12 +2,14 @@
 the ``local`` stack from a git repository, as a platform team delivers it, onto the
 control plane with the real node (the operator runs there as its Deployment's pods).
 
-The tests run in order on one delivery (module-scoped): the first sync and its waves,
-the health of jobs through their lives as the real controller evaluates kubetrain's Lua,
-an upgrade in place under running jobs, a bad commit and its revert, and at the end the
-root Application deleted. It runs on a control plane of its own (profile ``argocd``,
-``tests/profiles.py``), which is disposed of afterwards: nothing is cleaned up. Its jobs
-run on kwok's GPU nodes; only the operator's image goes into the real node. (Every
+The tests run in order on one delivery (module-scoped): ``make demo-argocd``'s own code
+delivers the stack and the first test watches its waves, then the health of jobs through
+their lives as the real controller evaluates kubetrain's Lua, an upgrade in place under
+running jobs, a bad commit and its revert, and at the end the root Application deleted.
+It runs on a control plane of its own (profile ``argocd``, ``tests/profiles.py``), which
+is disposed of afterwards: nothing is cleaned up. Its jobs run on kwok's GPU nodes; the
+operator runs on the real node (the demo imports the images the stack names, which the
+node's image store keeps from one node to the next: ``cluster/node_store.py``). (Every
 stack synced against the real Kueue is the other Argo CD test of a run, and why it is a
 second install: ``tests/integration/test_argocd_stacks.py``.)
 """
@@ -16,6 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -24,12 +27,14 @@ from typing import Any
 import pytest
 import yaml
 from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+from kubernetes.dynamic.exceptions import ResourceNotFoundError
 
 from benchmarks import demo_argocd
 from cluster.argocd import NAMESPACE as ARGOCD_NAMESPACE
 from cluster.argocd import LocalArgoCd
 from cluster.fake_pods import make_pod_exit
-from cluster.gitops_repo import GitOpsRepo, health_config
+from cluster.gitops_repo import GitOpsRepo
 from cluster.local import LocalCluster
 from kubetrain.gitops.render import render_charts
 from kubetrain.gitops.stack import Samples
@@ -56,7 +61,7 @@ from tests.realnode.upgrade import (
     start_fleet,
     wait_rolled,
 )
-from tests.realnode.workloads import OPERATOR_IMAGE, OPERATOR_NAMESPACE
+from tests.realnode.workloads import OPERATOR_NAMESPACE
 
 #: The delivered stack's Applications, in wave order (no samples: see ``delivered``).
 CHILDREN = ("local-crds", "local-operator", "local-runtimes")
@@ -111,19 +116,15 @@ def delivered(repo: GitOpsRepo) -> Any:
 
 
 @pytest.fixture(scope="module")
-def delivery(
-    argocd_cluster: LocalCluster,
-    argocd_clients: ClusterClients,
-    tmp_path_factory: pytest.TempPathFactory,
-) -> Iterator[Delivery]:
+def delivery(argocd_cluster: LocalCluster, argocd_clients: ClusterClients) -> Iterator[Delivery]:
+    """The delivery ``make demo-argocd`` makes on this control plane (the first test runs
+    it): its repository in the cluster's work directory, its Argo CD."""
     cluster, clients = argocd_cluster, argocd_clients
     assert cluster.real_node is not None
-    cluster.real_node.import_images([OPERATOR_IMAGE])
-    repo = GitOpsRepo(tmp_path_factory.mktemp("gitops"))
+    repo = GitOpsRepo(cluster.workdir / "gitops")
     stack = delivered(repo)
-    version_dir = repo.commit_version(stack)
+    version_dir = repo.path / stack.argocd.path_prefix / stack.name / stack.version
     argocd = LocalArgoCd(cluster)
-    argocd.start(config=health_config(version_dir))
     made = Delivery(cluster, clients, argocd, repo, version_dir)
     try:
         yield made
@@ -135,20 +136,78 @@ def delivery(
 # 1. The first sync: waves wait for health --------------------------------------------
 
 
-def test_the_stack_syncs_from_git_and_each_wave_waits_for_the_last(delivery: Delivery) -> None:
-    """Each child Application is created only once the one of the wave before it is
-    Synced and Healthy (the Application health check in argocd-cm), the CRDs' app is
-    never Degraded on its way (the CRD health check and tracking annotation), and all
-    end Synced and Healthy with the operator running on the real node."""
-    delivery.apply_root(delivery.version_dir)
+def test_make_demo_argocd_delivers_the_stack_and_each_wave_waits_for_the_last(
+    delivery: Delivery,
+) -> None:
+    """``make demo-argocd`` (``benchmarks/demo_argocd.py``, here with two operator
+    replicas: a standby takes over on the upgrade below) on this cluster: it reuses the
+    running control plane, commits the ``local`` stack to a repository in the cluster's
+    work directory, starts Argo CD, applies the root and returns once every Application
+    is Synced and Healthy. Watched meanwhile: each child Application is created only once
+    the one of the wave before it is Synced and Healthy (the Application health check in
+    argocd-cm), the CRDs' app is never Degraded on its way (the CRD health check and
+    tracking annotation), and the operator ends running on the real node."""
+    demo: list[int | BaseException] = []
+
+    def run_demo() -> None:
+        try:
+            demo.append(
+                demo_argocd.main(
+                    ["--workdir", str(delivery.cluster.workdir), "--operator-replicas", "2"]
+                )
+            )
+        except BaseException as err:  # SystemExit included: the test reports it
+            demo.append(err)
+
+    thread = threading.Thread(target=run_demo, name="demo-argocd")
+    thread.start()
+    try:
+        seen = _watch_first_sync(delivery, lambda: bool(demo))
+    finally:
+        thread.join(timeout=SYNC_TIMEOUT)
+    assert demo == [0], f"make demo-argocd: {demo}"
+    assert (delivery.version_dir / "argocd" / "root-application.yaml").is_file()
+    assert delivery.apps()["local"]["spec"]["source"]["repoURL"] == delivery.repo.url
+    assert delivery.repo.url == f"file://{delivery.cluster.workdir / 'gitops'}"
+    # Waves: the next child appears only after the one before is Synced and Healthy.
+    first_seen, healthy_at = seen.first_seen, seen.healthy_at
+    for before, after in itertools.pairwise(CHILDREN):
+        assert healthy_at[before] <= first_seen[after], (before, after, seen.changes)
+    degraded = [s for s in seen.changes if s[1] == "local-crds" and s[2][1] == "Degraded"]
+    assert degraded == [], degraded
+    deployment = read(
+        delivery.clients.dyn, "apps/v1", "Deployment", "kubetrain-operator", OPERATOR_NAMESPACE
+    )
+    assert deployment["status"]["availableReplicas"] == 2, deployment["status"]
+    pods = list_objects(delivery.clients.dyn, "v1", "Pod", namespace=OPERATOR_NAMESPACE)
+    assert {p["spec"]["nodeName"] for p in pods} == {"kubetrain-node"}
+
+
+@dataclasses.dataclass
+class FirstSync:
+    #: (seconds, Application, (sync, health)) at each change.
+    changes: list[tuple[float, str, tuple[str, str]]]
+    first_seen: dict[str, float]
+    healthy_at: dict[str, float]
+
+
+def _watch_first_sync(delivery: Delivery, gave_up: Callable[[], bool]) -> FirstSync:
+    """Every change of the Applications until all are Synced and Healthy (or the demo
+    returned without it: ``gave_up``). Before the demo has started Argo CD there is no
+    Application kind to list."""
     seen: list[tuple[float, str, tuple[str, str]]] = []
     first_seen: dict[str, float] = {}
     healthy_at: dict[str, float] = {}
     start = time.monotonic()
-    deadline = start + SYNC_TIMEOUT
+    deadline = start + demo_argocd.TIMEOUT_SECONDS
     while True:
         now = time.monotonic() - start
-        apps = delivery.apps()
+        # Read first: a demo that had returned before the listing saw its final state.
+        returned = gave_up()
+        try:
+            apps = delivery.apps()
+        except (ResourceNotFoundError, ApiException):
+            apps = {}
         for name, app in apps.items():
             current = app_state(app)
             if not seen or all(s[1] != name or s[2] != current for s in seen[-20:]):
@@ -157,20 +216,10 @@ def test_the_stack_syncs_from_git_and_each_wave_waits_for_the_last(delivery: Del
             if current == ("Synced", "Healthy"):
                 healthy_at.setdefault(name, now)
         if synced_and_healthy(("local", *CHILDREN))(apps):
-            break
+            return FirstSync(seen, first_seen, healthy_at)
+        assert not returned, f"make demo-argocd returned first; seen: {seen}"
         assert time.monotonic() < deadline, f"not all Synced and Healthy; seen: {seen}"
         time.sleep(0.5)
-    # Waves: the next child appears only after the one before is Synced and Healthy.
-    for before, after in itertools.pairwise(CHILDREN):
-        assert healthy_at[before] <= first_seen[after], (before, after, seen)
-    degraded = [s for s in seen if s[1] == "local-crds" and s[2][1] == "Degraded"]
-    assert degraded == [], degraded
-    deployment = read(
-        delivery.clients.dyn, "apps/v1", "Deployment", "kubetrain-operator", OPERATOR_NAMESPACE
-    )
-    assert deployment["status"]["availableReplicas"] == 2, deployment["status"]
-    pods = list_objects(delivery.clients.dyn, "v1", "Pod", namespace=OPERATOR_NAMESPACE)
-    assert {p["spec"]["nodeName"] for p in pods} == {"kubetrain-node"}
 
 
 # 2. Job health through a job's life, evaluated by the real controller -----------------
@@ -438,20 +487,3 @@ def test_deleting_the_root_removes_what_kubetrain_installed_and_nothing_else(
     for name in (PYTORCHJOB_CRD, "trainjobs.trainer.kubeflow.org"):
         assert name in crds, crds
     assert snapshot(delivery.clients, UPGRADE_NAMESPACE) == before
-
-
-# 5. make demo-argocd ----------------------------------------------------------------
-
-
-def test_make_demo_argocd_delivers_the_stack(delivery: Delivery) -> None:
-    """``make demo-argocd`` (benchmarks/demo_argocd.py) on this cluster: it reuses the
-    running control plane and Argo CD, commits the ``local`` stack to a repository in the
-    cluster's work directory and returns once its Applications are Synced and Healthy,
-    with the operator running on the real node."""
-    assert demo_argocd.main(["--workdir", str(delivery.cluster.workdir)]) == 0
-    assert synced_and_healthy(("local", *CHILDREN))(delivery.apps())
-    assert delivery.apps()["local"]["spec"]["source"]["repoURL"] == (
-        f"file://{delivery.cluster.workdir / 'gitops'}"
-    )
-    pods = list_objects(delivery.clients.dyn, "v1", "Pod", namespace=OPERATOR_NAMESPACE)
-    assert pods and {p["spec"]["nodeName"] for p in pods} == {"kubetrain-node"}

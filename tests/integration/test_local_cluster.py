@@ -4,11 +4,7 @@ lifecycle that kwok provides in place of kubelets (cluster/stages)."""
 from __future__ import annotations
 
 import ipaddress
-import os
-import signal
-import subprocess
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,8 +12,8 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
 from cluster.fake_pods import EXIT_CODE_ANNOTATION, make_pod_exit
-from cluster.local import LocalCluster, stop_orphaned_clusters
-from cluster.tools import Versions, find_tools
+from cluster.local import LocalCluster
+from cluster.tools import Versions
 from cluster.topology import GPU_RESOURCE, POOL_LABEL
 from tests.integration.kube import (
     apply,
@@ -347,50 +343,3 @@ def test_pods_owned_by_a_custom_resource_follow_the_same_lifecycle(
         lambda found: not found,
         what="the garbage collector to delete the pod of the deleted PyTorchJob",
     )
-
-
-def test_stopping_a_dead_sessions_cluster_kills_only_its_own_processes(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> None:
-    """A session killed mid-run leaves its cluster's pid files; an hour later one of
-    those pids belongs to another process (in CI: the Kueue control plane's etcd, which
-    the next session's cleanup then SIGKILLed through kwokctl). Cleanup and ``down``
-    must stop the dead cluster's own leftovers and nothing else."""
-    cluster = LocalCluster(tmp_path_factory.mktemp("control-plane-dead"), tools=find_tools())
-    cluster.up()
-    stranger: subprocess.Popen[bytes] | None = None
-    try:
-        survivor = cluster.pids()["kube-apiserver"]
-        # The session dies: its owner is gone and every component but the API server
-        # with it (nothing stopped them cleanly; their pid files stay).
-        owner = subprocess.Popen(["true"])
-        owner.wait()
-        cluster.owner_file.write_text(f"{owner.pid}\n", encoding="utf-8")
-        for name, pid in cluster.pids().items():
-            if name != "kube-apiserver":
-                os.kill(pid, signal.SIGKILL)
-        wait_for(cluster.pids, lambda p: set(p) == {"kube-apiserver"}, what="the rest gone")
-        # etcd's pid is reused by an unrelated process.
-        stranger = subprocess.Popen(["sleep", "300"])
-        (cluster.cluster_dir / "pids" / "etcd.pid").write_text(f"{stranger.pid}")
-        assert cluster.pids() == {"kube-apiserver": survivor}
-        assert cluster.is_orphaned()
-        assert stop_orphaned_clusters([cluster.workdir]) == [cluster.workdir]
-        assert stranger.poll() is None, "the stranger holding etcd's old pid was killed"
-        wait_for(
-            lambda: _cmdline(survivor), lambda c: not c, what="the dead session's API server gone"
-        )
-        assert not cluster.cluster_dir.exists()
-    finally:
-        if stranger is not None:
-            stranger.kill()
-            stranger.wait()
-        cluster.down()
-
-
-def _cmdline(pid: int) -> bytes:
-    """What process ``pid`` runs (empty once it has exited, a zombie included)."""
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes()
-    except OSError:
-        return b""

@@ -7,7 +7,9 @@ status, their logs and exec go through the kubelet, they reach each other by pod
 by a ClusterIP Service (kube-proxy) and by the per-pod DNS names of a headless Service
 (CoreDNS), and they reach the API server in-cluster, through the ``kubernetes`` Service,
 with the token and CA the kubelet projects. A container over its memory limit is
-OOMKilled. Stopping the cluster leaves nothing on the host.
+OOMKilled. (That stopping a node leaves nothing on the host, and that a killed node's
+leftovers give way to the next, is in ``tests/faults/test_leftovers.py``: those tests
+start control planes of their own.)
 """
 
 from __future__ import annotations
@@ -15,10 +17,8 @@ from __future__ import annotations
 import json
 import os
 import secrets
-import signal
 import ssl
 import subprocess
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -27,10 +27,10 @@ import pytest
 
 from cluster import host
 from cluster.local import LocalCluster
-from cluster.node import NodeError, RealNode
-from cluster.node_config import KUBERNETES_SERVICE_IP, REAL_NODE_LABEL, NodeNetwork
+from cluster.node import RealNode
+from cluster.node_config import KUBERNETES_SERVICE_IP, REAL_NODE_LABEL
 from cluster.oci import busybox_files, write_image_archive
-from cluster.topology import KWOK_NODE_ANNOTATION, default_topology
+from cluster.topology import KWOK_NODE_ANNOTATION
 from tests.clusters import ClusterClients, fresh_namespace
 from tests.integration.kube import list_objects, pod_dict, read, wait_for
 
@@ -362,109 +362,3 @@ def _target(node: RealNode, ref: str) -> str:
     """The manifest digest ``ctr images ls`` lists for ``ref``."""
     out = node.images.ctr("images", "list", f"name=={ref}") or ""
     return out.splitlines()[1].split()[2]
-
-
-def run_sleeper(cluster: LocalCluster, node: RealNode) -> None:
-    """Run pod ``left`` (a busybox ``sleep``) on the real node of ``cluster``."""
-    node.import_files(BUSYBOX, busybox_files(), entrypoint=["/bin/sh"])
-    cluster.kubectl(
-        "run",
-        "left",
-        f"--image={BUSYBOX}",
-        "--image-pull-policy=Never",
-        "--restart=Never",
-        "--command",
-        "--",
-        "sleep",
-        "3600",
-    )
-    wait_for(
-        lambda: cluster.kubectl("get", "pod", "left", "-o", "jsonpath={.status.phase}").stdout,
-        lambda phase: phase == "Running",
-        what="pod left Running",
-        timeout=60,
-    )
-
-
-def assert_no_network_or_cgroups(node: RealNode) -> None:
-    assert not (host.NETNS_DIR / node.netns).exists()
-    assert host.run(["ip", "link", "show", node.veth], check=False) == ""
-    assert [
-        h / node.cgroup_root for h in host.cgroup_hierarchies() if (h / node.cgroup_root).exists()
-    ] == []
-
-
-def test_down_leaves_nothing_behind(tmp_path_factory: pytest.TempPathFactory) -> None:
-    # A cluster of its own, on addresses of its own (the session's real node may run).
-    network = NodeNetwork(host_ip="10.201.1.1", node_ip="10.201.1.2", pod_subnet="10.202.1.0/24")
-    cluster = LocalCluster(
-        tmp_path_factory.mktemp("control-plane-node-down"),
-        real_node=True,
-        node_network=network,
-        topology=default_topology(cpu_nodes=0, gpu_nodes=1),
-    )
-    sysctls_before = host.read_sysctls(host.KUBELET_SYSCTLS)
-    try:
-        cluster.up()
-        node = cluster.real_node
-        assert node is not None and node.is_running()
-        run_sleeper(cluster, node)
-        recorded = json.loads(node.host_state_file.read_text())
-        pids = list(node.pids().values()) + host.processes_with_arg(str(node.containerd_socket))
-        pids += sorted(host.cgroup_pids(node.cgroup_root))
-        assert len(pids) >= 8, pids  # 6 daemons, a shim, pause and sleep
-    finally:
-        cluster.down()
-    deadline = time.monotonic() + 10
-    while (alive := [p for p in pids if host.rss_bytes(p)]) and time.monotonic() < deadline:
-        time.sleep(0.2)
-    assert alive == [], f"processes left running: {alive}"
-    assert_no_network_or_cgroups(node)
-    assert host.mounts_under(cluster.workdir) == []
-    assert host.read_sysctls(host.KUBELET_SYSCTLS) == sysctls_before
-    for path in host.FIXED_PATHS:
-        if str(path) not in recorded["existing"]:
-            assert not path.exists(), f"{path} was created by the node and left behind"
-    assert sorted(p.name for p in node.root.iterdir()) == ["logs"]
-
-
-def test_a_killed_nodes_leftovers_give_way_to_the_next(
-    tmp_path_factory: pytest.TempPathFactory,
-) -> None:
-    # A session killed before its teardown (say a CI job cancelled) leaves the node's
-    # namespace, veth, cgroups and mounts behind with no process: the next cluster on
-    # those addresses removes them and starts; a node that still runs keeps them.
-    network = NodeNetwork(host_ip="10.201.2.1", node_ip="10.201.2.2", pod_subnet="10.202.2.0/24")
-    topology = default_topology(cpu_nodes=0, gpu_nodes=1)
-    killed, after = (
-        LocalCluster(
-            tmp_path_factory.mktemp(f"control-plane-node-{role}"),
-            real_node=True,
-            node_network=network,
-            topology=topology,
-        )
-        for role in ("killed", "after")
-    )
-    try:
-        killed.up()
-        node = killed.real_node
-        assert node is not None
-        run_sleeper(killed, node)
-        with pytest.raises(NodeError, match=f"the real node of namespace {node.netns} runs"):
-            RealNode(after.workdir, tools=after.tools, network=network).up(
-                api_port=1, pki_dir=after.workdir, kubectl=after.tools.kubectl, deadline=0
-            )
-        pids = list(killed.pids().values()) + host.processes_with_arg(str(node.containerd_socket))
-        for pid in pids:
-            os.kill(pid, signal.SIGKILL)
-        host.kill_cgroup(node.cgroup_root)
-        assert (host.NETNS_DIR / node.netns).exists()
-        assert host.mounts_under(node.root) != []
-        after.up()
-        assert after.real_node is not None and after.real_node.is_running()
-        assert_no_network_or_cgroups(node)
-        assert host.mounts_under(node.root) == []
-        assert sorted(p.name for p in node.root.iterdir()) == ["logs"]
-    finally:
-        after.down()
-        killed.down()

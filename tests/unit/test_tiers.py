@@ -59,17 +59,61 @@ def _runs_file(tier: tiers.Tier, run: tiers.Run, relative: str) -> bool:
     return under(run.paths or tier.paths) and not under(run.ignore)
 
 
-@pytest.mark.parametrize("tier", TIERS, ids=[t.name for t in TIERS])
-def test_at_most_two_control_planes_run_at_once(tier: tiers.Tier) -> None:
-    # Lanes run side by side, a lane's runs one after another: a lane holds at most one
-    # control plane at a time, so the lanes that run any cluster profile are the peak.
-    with_clusters = [
-        lane for lane in tier.lanes if any(set(r.profiles or ()) - {NO_CLUSTER} for r in lane)
+def test_each_run_holds_at_most_one_control_plane_and_the_node_runs_alone() -> None:
+    runs = [(t.name, r) for t in TIERS for r in t.runs]
+    assert {f"{t}/{r.name}": r.planes for t, r in runs if r.planes > 1} == {}
+    users = {f"{t}/{r.name}" for t, r in runs if r.uses_node}
+    assert users == {"realnode/realnode", "realnode/argocd", "faults/leftovers"}
+    assert tiers.LIMITS.planes == 2 and tiers.LIMITS.nodes == 1
+
+
+def _run(name: str, minutes: float, **kw: object) -> tiers.Run:
+    return tiers.Run(name, minutes=minutes, **kw)  # type: ignore[arg-type]
+
+
+def test_pick_starts_the_longest_run_that_fits_beside_those_running() -> None:
+    plane = {"profiles": ("main",)}
+    pending = [_run("short", 1), _run("long", 9, **plane), _run("mid", 4)]
+    assert tiers.pick(pending, []) == 1
+    # Two control planes run: the longest run without one comes next.
+    running = [_run("a", 5, **plane), _run("b", 5, profiles=("kueue",))]
+    assert tiers.pick(pending, running) == 2
+    # The cores are spoken for (the trainers take two).
+    assert tiers.pick(pending, [*running, _run("c", 1)]) is None
+    assert tiers.pick([_run("train", 8, cores=2)], [_run("a", 5)]) == 0
+    assert tiers.pick([_run("train", 8, cores=2)], [_run("a", 5), _run("b", 5)]) is None
+    # One real node: the second profile with one waits; equals go in table order.
+    node_runs = [
+        _run("realnode", 8, profiles=("realnode",)),
+        _run("argocd", 8, profiles=("argocd",)),
     ]
-    assert len(with_clusters) <= 2, tier.name
-    for lane in tier.lanes:
-        for run in lane:
-            assert len(set(run.profiles or ()) - {NO_CLUSTER}) <= 1, (tier.name, run.name)
+    assert tiers.pick(node_runs, []) == 0
+    assert tiers.pick(node_runs[1:], node_runs[:1]) is None
+    assert tiers.pick([_run("leftovers", 2, node=True)], node_runs[:1]) is None
+    # Nothing runs: the longest starts even if it is larger than the limits.
+    assert tiers.pick([_run("huge", 3, cores=5)], []) == 0
+    assert tiers.pick([], []) is None
+
+
+def test_the_tables_pool_keeps_to_the_limits_and_runs_everything() -> None:
+    # The tiers after the gates, played out with each run's minutes as its duration.
+    pool = [r for t in TIERS if not t.gate for r in t.runs]
+    pending, clock, done = list(pool), 0.0, []
+    running: list[tuple[float, tiers.Run]] = []  # (when it ends, the run)
+    while pending or running:
+        while (index := tiers.pick(pending, [r for _, r in running])) is not None:
+            run = pending.pop(index)
+            running.append((clock + run.minutes, run))
+        held = [r for _, r in running]
+        assert sum(r.planes for r in held) <= tiers.LIMITS.planes, [r.name for r in held]
+        assert sum(r.uses_node for r in held) <= tiers.LIMITS.nodes, [r.name for r in held]
+        assert sum(r.cores for r in held) <= tiers.LIMITS.cores, [r.name for r in held]
+        running.sort(key=lambda item: item[0])
+        clock, finished = running.pop(0)
+        done.append(finished.name)
+    assert sorted(done) == sorted(r.name for r in pool)
+    # Longest first: no run waits behind a shorter one it could have started with.
+    assert clock < sum(r.minutes for r in pool) / 2 + max(r.minutes for r in pool)
 
 
 def test_the_makefiles_tier_targets_are_the_tables() -> None:
@@ -107,7 +151,11 @@ def test_the_report_sums_each_step_and_closes_with_the_counts(
     steps = {"unit": (100.0, ["unit"]), "cluster": (310.0, ["cluster"])}
     report([unit, main, kueue], steps, peak=2, total=410.0)
     out = capsys.readouterr().out
-    assert re.search(r"^cluster\s+6\s+5:10\s+main 5:00, kueue 3:20$", out, re.MULTILINE), out
+    assert re.search(
+        r"^cluster\s+6\s+5:10\s+main 5:00 \(from 0:00\), kueue 3:20 \(from 0:00\)$",
+        out,
+        re.MULTILINE,
+    ), out
     assert re.search(r"^total\s+6:50$", out, re.MULTILINE), out
     assert "4:10  cluster   tests.integration.test_b" in out
     assert "local_cluster (setup 6.0 s, teardown 2.5 s)" in out
