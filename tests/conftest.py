@@ -78,6 +78,43 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     if dropped:
         config.hook.pytest_deselected(items=dropped)
         items[:] = keep
+    items[:] = shared_operator_first(items)
+
+
+#: Where the tests are independent of their order and many share the operator.
+SHARED_OPERATOR_TESTS = REPO_ROOT / "tests" / "integration" / "operator"
+
+
+def shared_operator_first(items: list[pytest.Item]) -> list[pytest.Item]:
+    """The operator's integration tests ordered so that the shared operator starts as few
+    times as it can: a test without it stops it, and the next with it starts a new one.
+    Modules whose every test shares it come first, then those with both kinds (sharing
+    tests first), then the rest; each module's tests stay together (its module-scoped
+    fixtures are made once) and otherwise in file order. Other directories keep pytest's
+    order (some of their modules run in a set order)."""
+    mine = [i for i in items if SHARED_OPERATOR_TESTS in i.path.parents]
+    if not mine:
+        return items
+    modules: dict[Path, list[pytest.Item]] = {}
+    for item in mine:
+        modules.setdefault(item.path, []).append(item)
+
+    def shares(item: pytest.Item) -> bool:
+        return "operator" in getattr(item, "fixturenames", ())
+
+    def rank(tests: list[pytest.Item]) -> int:
+        sharing = sum(map(shares, tests))
+        return 0 if sharing == len(tests) else (1 if sharing else 2)
+
+    ordered = [
+        item
+        for tests in sorted(modules.values(), key=rank)
+        for item in sorted(tests, key=lambda i: not shares(i))
+    ]
+    # The operator's tests run where their first one was (a process runs them together).
+    moved = {id(i) for i in mine}
+    at = items.index(mine[0])
+    return items[:at] + ordered + [i for i in items[at:] if id(i) not in moved]
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

@@ -212,3 +212,37 @@ def test_the_chart_cache_names_the_chart_folder_as_the_exporter_does() -> None:
     from kubetrain.gitops.helm import CHART_NAME
 
     assert charts.CHART_NAME == CHART_NAME
+
+
+def test_the_operator_tests_are_ordered_to_start_the_shared_operator_least() -> None:
+    from types import SimpleNamespace
+
+    from tests.conftest import SHARED_OPERATOR_TESTS, shared_operator_first
+
+    def item(module: str, name: str, *fixtures: str) -> SimpleNamespace:
+        return SimpleNamespace(path=module_paths[module], name=name, fixturenames=fixtures)
+
+    module_paths = {
+        "mixed": SHARED_OPERATOR_TESTS / "test_mixed.py",
+        "own": SHARED_OPERATOR_TESTS / "test_own.py",
+        "shared": SHARED_OPERATOR_TESTS / "test_shared.py",
+        "elsewhere": ROOT / "tests" / "integration" / "test_elsewhere.py",
+    }
+    items = [
+        item("elsewhere", "e1"),
+        item("mixed", "m1", "operator_config"),
+        item("mixed", "m2", "operator"),
+        item("mixed", "m3", "operator_config"),
+        item("mixed", "m4", "operator"),
+        item("own", "o1", "operator_config"),
+        item("shared", "s1", "operator"),
+        item("elsewhere", "e2"),
+    ]
+    ordered = [i.name for i in shared_operator_first(items)]  # type: ignore[arg-type]
+    assert ordered == ["e1", "s1", "m2", "m4", "m1", "m3", "o1", "e2"]
+
+    def starts(sequence: list[SimpleNamespace]) -> int:
+        uses = ["operator" in i.fixturenames for i in sequence]
+        return sum(b and not a for a, b in zip([False, *uses], uses, strict=False))
+
+    assert starts(items) == 3 and starts(shared_operator_first(items)) == 1  # type: ignore[arg-type]
