@@ -5,8 +5,9 @@ built tool; a control plane; the real node; torch and mpirun), run as pytest pro
 of its own. The fastest come first, as gates: lint beside unit, and nothing else starts
 unless they pass. Then ``make test-setup``, then the tiers after the gates share the
 machine: their processes (one per cluster profile, ``tests/profiles.py``, so that a
-control plane lives exactly as long as its tests) start in turn, longest first, as long
-as at most two control planes, one real node and three cores' worth run at once
+control plane lives exactly as long as its tests) start in turn, the short tools tier
+first and then the longest, as long as at most two control planes, one real node and
+four cores' worth run at once
 (``Limits``): most cluster tests wait on polls and start-ups, so side by side they end
 sooner. The first process that fails stops the run: nothing starts after it, and the
 processes still running are interrupted (their control planes torn down).
@@ -70,6 +71,8 @@ class Run:
     node: bool = False
     #: Control planes its tests start themselves, one at a time (beside its profile's).
     own_planes: int = 0
+    #: Started before the longer ones: a short tier whose failure should show early.
+    early: bool = False
 
     @property
     def planes(self) -> int:
@@ -112,7 +115,7 @@ class Limits:
 
     planes: int = 2
     nodes: int = 1
-    cores: int = 3
+    cores: int = 4
 
 
 LIMITS = Limits()
@@ -149,7 +152,7 @@ TIERS: tuple[Tier, ...] = (
         "tools",
         "a built tool, no cluster: helm, promtool, dashboard-check, the cdk8s CLI, make synth",
         paths=("tests/tools",),
-        runs=(Run("tools", profiles=(NO_CLUSTER,), minutes=1.5),),
+        runs=(Run("tools", profiles=(NO_CLUSTER,), minutes=1.5, early=True),),
         setup="test-setup",
     ),
     Tier(
@@ -434,13 +437,18 @@ def _tail_summary(text: str) -> str:
 
 
 def pick(pending: Sequence[Run], running: Sequence[Run], limits: Limits = LIMITS) -> int | None:
-    """The index in ``pending`` of the run to start now: the longest that fits beside
-    ``running`` within ``limits`` (the first of equals), or the first when nothing runs
-    (a run larger than the limits still runs, alone); ``None`` when none fits."""
+    """The index in ``pending`` of the run to start now: an ``early`` one, else the
+    longest, that fits beside ``running`` within ``limits`` (the first of equals), or the
+    first such when nothing runs (a run larger than the limits still runs, alone);
+    ``None`` when none fits."""
+
+    def priority(i: int) -> tuple[bool, float, int]:
+        return (pending[i].early, pending[i].minutes, -i)
+
     if not pending:
         return None
     if not running:
-        return max(range(len(pending)), key=lambda i: (pending[i].minutes, -i))
+        return max(range(len(pending)), key=priority)
     planes = sum(r.planes for r in running)
     nodes = sum(r.uses_node for r in running)
     cores = sum(r.cores for r in running)
@@ -451,7 +459,7 @@ def pick(pending: Sequence[Run], running: Sequence[Run], limits: Limits = LIMITS
         and nodes + run.uses_node <= limits.nodes
         and cores + run.cores <= limits.cores
     ]
-    return max(fitting, key=lambda i: (pending[i].minutes, -i)) if fitting else None
+    return max(fitting, key=priority) if fitting else None
 
 
 #: How often the runner says what is running, while nothing streams.

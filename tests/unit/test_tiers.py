@@ -79,9 +79,11 @@ def test_pick_starts_the_longest_run_that_fits_beside_those_running() -> None:
     running = [_run("a", 5, **plane), _run("b", 5, profiles=("kueue",))]
     assert tiers.pick(pending, running) == 2
     # The cores are spoken for (the trainers take two).
-    assert tiers.pick(pending, [*running, _run("c", 1)]) is None
-    assert tiers.pick([_run("train", 8, cores=2)], [_run("a", 5)]) == 0
-    assert tiers.pick([_run("train", 8, cores=2)], [_run("a", 5), _run("b", 5)]) is None
+    assert tiers.pick(pending, [*running, _run("c", 1), _run("d", 1)]) is None
+    assert tiers.pick([_run("train", 8, cores=2)], [_run("a", 5), _run("b", 5)]) == 0
+    assert tiers.pick([_run("train", 8, cores=2)], [_run("a", 5)] * 3) is None
+    # A short tier marked early goes before the longer ones.
+    assert tiers.pick([*pending, _run("tools", 1.5, early=True)], []) == 3
     # One real node: the second profile with one waits; equals go in table order.
     node_runs = [
         _run("realnode", 8, profiles=("realnode",)),
