@@ -246,6 +246,9 @@ def execute(
     # `python`, `torchrun`, `horovodrun` resolve to the environment kubetrain runs in.
     tools = str(Path(sys.executable).parent)
     base_env["PATH"] = tools + os.pathsep + base_env.get("PATH", "")
+    # A rank's stdout and stderr share its log: unbuffered, its lines land in the order it
+    # wrote them (block-buffered stdout came after stderr's last words), as in the images.
+    base_env.setdefault("PYTHONUNBUFFERED", "1")
 
     lock = threading.Lock()
     started = time.monotonic()
