@@ -343,6 +343,7 @@ class Process:
         )
         self.began = time.monotonic()
         self.interrupted = False
+        self.interrupted_at = 0.0
         self._relayed = 0
         shown = " ".join(command[1:] if run.command is None else command)
         if stream:
@@ -394,8 +395,19 @@ class Process:
         """Stop it as Ctrl-C does: pytest tears its fixtures down (control planes stop)."""
         if self.poll() is None:
             self.interrupted = True
+            self.interrupted_at = time.monotonic()
             with contextlib.suppress(ProcessLookupError):
-                os.killpg(self.popen.pid, signal.SIGINT)
+                os.kill(self.popen.pid, signal.SIGINT)
+
+    def kill_if_late(self, seconds: float = 120.0) -> None:
+        """SIGKILL it (its process group) when an interrupt has not ended it in time; the
+        next session stops the control planes it leaves (``stop_orphaned_clusters``)."""
+        late = time.monotonic() - self.interrupted_at > seconds
+        if self.interrupted and late and self.poll() is None:
+            self.console.say(
+                f"== {self.stem}: still running {seconds:.0f} s after it was interrupted: killed"
+            )
+            self.kill()
 
     def kill(self) -> None:
         with contextlib.suppress(ProcessLookupError):
@@ -510,6 +522,7 @@ def run_pool(
             time.sleep(0.5)
             for process in list(running):
                 process.relay_failures()
+                process.kill_if_late()
                 if process.poll() is None:
                     continue
                 running.remove(process)
