@@ -35,8 +35,12 @@ CRI_DIRS = ("io.containerd.grpc.v1.cri/containers", "io.containerd.grpc.v1.cri/s
 
 
 def containerd_version() -> str:
-    """containerd's version as a directory name (``1.6.20-ds1``)."""
-    out = run(["containerd", "--version"]).split()
+    """containerd's version as a directory name (``1.6.20-ds1``); ``unknown`` without
+    containerd (a node's ``down`` runs where none was ever installed, and holds nothing)."""
+    try:
+        out = run(["containerd", "--version"]).split()
+    except (HostError, OSError):
+        return "unknown"
     version = out[2] if len(out) > 2 else "unknown"
     return re.sub(r"[^A-Za-z0-9.]+", "-", version).strip("-") or "unknown"
 

@@ -6,7 +6,9 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
-from cluster.node_store import CRI_DIRS, NodeStore
+import pytest
+
+from cluster.node_store import CRI_DIRS, NodeStore, containerd_version
 
 
 def _node(tmp_path: Path, name: str, *, containerd_pid: int | None) -> Path:
@@ -67,3 +69,9 @@ def test_a_node_whose_containerd_died_leaves_its_containers_to_the_next(tmp_path
     store.release(node, forgotten=False)
     assert not store.owner_file.exists()
     assert all((store.root / sub / "abc123").exists() for sub in CRI_DIRS)
+
+
+def test_without_containerd_the_store_is_named_unknown(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A node's down() runs even where containerd was never installed: it must not fail.
+    monkeypatch.setenv("PATH", "/nonexistent")
+    assert containerd_version() == "unknown"
