@@ -31,7 +31,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := $(shell node -p 'process
 # The test tiers (tests/tiers.py is their table): `make test-<tier>` runs one.
 TEST_TIERS := lint unit tools cluster realnode training faults
 
-.PHONY: help venv synth helm lint test test-setup _test-setup-go _test-setup-rest $(addprefix test-,$(TEST_TIERS)) test-schemas openapi schemas cdk8s-cli sdk-venv clean
+.PHONY: help venv synth helm lint test test-setup test-setup-goals _test-setup-go _test-setup-rest $(addprefix test-,$(TEST_TIERS)) test-schemas openapi schemas cdk8s-cli sdk-venv clean
 
 # Component makefiles add their targets and append to TEST_PREREQS (what `make test`
 # must build or install first: the control-plane binaries, torch, the Horovod wheel).
@@ -178,6 +178,11 @@ _test-setup-go:
 
 _test-setup-rest:
 	@$(MAKE) --no-print-directory -j1 KUBETRAIN_SETUP_FOR_TEST=1 $(TEST_SETUP_REST)
+
+# The set-up's goals besides the Go tools, for `make test`'s runner (tests/tiers.py): it
+# runs them one at a time beside the tests, and `make cluster-tools` in a lane of its own.
+test-setup-goals:
+	@echo $(TEST_SETUP_REST)
 
 # Each tier's processes write a junit file under build/test-results; the run ends with
 # the time per tier, process, module and session fixture (where the time goes).

@@ -163,11 +163,16 @@ $(TRAINER_E2E_DIR)/.done:
 
 
 # One step builds every Go tool, one after the other without `make -j` (each go build
-# already uses every core; two at once on a small machine only compete for memory).
-cluster-tools: $(CLUSTER_TOOLS_DIR)/.done $(SCHEDULER_PLUGINS_DIR)/.done $(KUEUE_DIR)/.done \
-  $(HELM_DIR)/.done $(VOLCANO_DIR)/.done $(PROMETHEUS_DIR)/.done $(GRAFANA_DIR)/.done \
-  $(NODE_DIR)/.done $(COREDNS_DIR)/.done $(ARGOCD_DIR)/.done $(KUSTOMIZE_DIR)/.done \
-  $(TRAINER_E2E_DIR)/.done $(METRICS_SERVER_DIR)/.done
+# already uses every core; two at once on a small machine only compete for memory). The
+# order is the one `make test` wants them in, as it starts the tests beside the build
+# (tests/tiers.py): the control plane every cluster test needs, helm (the main profile),
+# what the Kueue profile and the operator's tests need, Prometheus and dashboard-check
+# (the tools tier), metrics-server, then the real node's and Argo CD's (whose tests also
+# wait for the images the other lane builds).
+cluster-tools: $(CLUSTER_TOOLS_DIR)/.done $(HELM_DIR)/.done $(SCHEDULER_PLUGINS_DIR)/.done \
+  $(KUEUE_DIR)/.done $(TRAINER_E2E_DIR)/.done $(VOLCANO_DIR)/.done $(PROMETHEUS_DIR)/.done \
+  $(GRAFANA_DIR)/.done $(METRICS_SERVER_DIR)/.done $(NODE_DIR)/.done $(COREDNS_DIR)/.done \
+  $(KUSTOMIZE_DIR)/.done $(ARGOCD_DIR)/.done
 
 # Where each tool lives (a test checks that cluster/tools.py agrees).
 cluster-tool-dirs:
@@ -309,14 +314,15 @@ $(VOLCANO_DIR)/.done:
 # Prometheus and promtool, stamped as upstream's release builds are (promu's ldflags: the
 # version, and as the build date the release's time on the module proxy, so a rebuild
 # is the same; no revision, which a module download does not carry) and with upstream's
-# netgo tag, not its builtinassets tag: the web UI is not in the module (see its go.mod).
+# netgo tag, not its builtinassets tag: the web UI is not in the module (see its go.mod),
+# and with remove_all_sd: no service discovery but file and HTTP (its go.mod says why).
 $(PROMETHEUS_DIR)/.done:
 	$(call cluster_tool_start,$(PROMETHEUS_DIR),Prometheus $(PROMETHEUS_RELEASE) and promtool (a cold build takes a while))
 	@start=$$(date +%s); \
 	  cd $(PROMETHEUS_MODULE); \
 	  date=$$($(TOOL_GO_ENV) go list -m -f '{{.Time.UTC.Format "20060102-15:04:05"}}' github.com/prometheus/prometheus); \
 	  pkg=github.com/prometheus/common/version; \
-	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) -tags netgo \
+	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) -tags netgo,remove_all_sd \
 	    -ldflags "-s -w -X $$pkg.Version=$(PROMETHEUS_RELEASE) -X $$pkg.BuildDate=$$date" \
 	    -o $(PROMETHEUS_DIR).partial/bin/ \
 	    github.com/prometheus/prometheus/cmd/prometheus github.com/prometheus/prometheus/cmd/promtool; \
@@ -365,14 +371,14 @@ $(NODE_DIR)/.done:
 	done
 	$(call cluster_tool_finish,$(NODE_DIR))
 
-# CoreDNS, the real node's cluster DNS, stamped as upstream's Makefile does (its version
-# is in the source; the commit the module proxy records for the tag is its GitCommit).
+# CoreDNS, the real node's cluster DNS: kubetrain's cmd/coredns in the module, upstream's
+# coremain with only the plugins the node's Corefile uses (see its doc comment).
 $(COREDNS_DIR)/.done:
 	$(call cluster_tool_start,$(COREDNS_DIR),CoreDNS $(COREDNS_VERSION))
 	@start=$$(date +%s); \
 	  cd $(COREDNS_MODULE); \
 	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) -ldflags "-s -w" \
-	    -o $(COREDNS_DIR).partial/bin/coredns github.com/coredns/coredns; \
+	    -o $(COREDNS_DIR).partial/bin/coredns ./cmd/coredns; \
 	  echo "built in $$(( $$(date +%s) - start ))s"
 	@got=$$($(COREDNS_DIR).partial/bin/coredns -version | sed -n 1p); \
 	  if [ "$$got" != "CoreDNS-$(COREDNS_VERSION:v%=%)" ]; then \

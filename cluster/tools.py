@@ -49,8 +49,10 @@ import hashlib
 import json
 import os
 import subprocess
+import sys
 import tempfile
-from collections.abc import Iterable
+import time
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -625,6 +627,62 @@ def _tool_files(tools: Tools, tool: str) -> list[Path]:
     return files
 
 
+#: Set by the test runner (``tests/tiers.py``) while its set-up builds the Go tools beside
+#: the tests: a file that says ``building``, then ``done`` or ``failed``. While it says
+#: ``building``, ``find_tools`` waits for a missing tool instead of failing.
+BUILDING_ENV = "KUBETRAIN_TOOLS_BUILDING"
+#: How often a waiting ``find_tools`` looks again, and says it still waits.
+BUILD_POLL_SECONDS = 2.0
+BUILD_SAY_SECONDS = 60.0
+
+
+def build_status() -> str | None:
+    """What the runner's Go set-up says (``building``, ``done``, ``failed``), or ``None``
+    when no runner builds beside this process."""
+    status_file = os.environ.get(BUILDING_ENV)
+    if not status_file:
+        return None
+    try:
+        return Path(status_file).read_text(encoding="utf-8").strip() or "building"
+    except OSError:
+        return None
+
+
+def _missing_files(tools: Tools, wanted: Sequence[str]) -> list[str]:
+    missing: list[str] = []
+    for tool in wanted:
+        for path in _tool_files(tools, tool):
+            is_binary = path.parent.name == "bin"
+            if not (os.access(path, os.X_OK) if is_binary else path.is_file()):
+                missing.append(str(path))
+    if "kueue" in wanted:
+        if not tools.kueue_crds:
+            missing.append(f"{tools.dirs.kueue / 'crds'}/*.yaml")
+        if not tools.kueue_dependency_crds:
+            missing.append(f"{tools.dirs.kueue / 'crds' / 'deps'}/*.yaml")
+    return missing
+
+
+def _wait_for_build(tools: Tools, wanted: Sequence[str], missing: list[str]) -> list[str]:
+    """While the runner's set-up is still building (``BUILDING_ENV``), wait for the
+    missing files to appear; return what is still missing once it stopped building."""
+    began = time.monotonic()
+    said = began - BUILD_SAY_SECONDS
+    while missing and build_status() == "building":
+        if time.monotonic() - said >= BUILD_SAY_SECONDS:
+            said = time.monotonic()
+            waited = round(said - began)
+            print(
+                f"kubetrain: waiting {waited} s so far for {', '.join(wanted)} "
+                f"({len(missing)} file(s) missing): make test builds them beside the tests",
+                file=sys.stderr,
+                flush=True,
+            )
+        time.sleep(BUILD_POLL_SECONDS)
+        missing = _missing_files(tools, wanted)
+    return missing
+
+
 def find_tools(versions: Versions | None = None, *, only: Iterable[str] = TOOL_NAMES) -> Tools:
     """Locate the built tools, or raise ``ToolsMissingError`` saying how to build them.
 
@@ -639,17 +697,9 @@ def find_tools(versions: Versions | None = None, *, only: Iterable[str] = TOOL_N
     unknown = sorted(set(wanted) - set(known))
     if unknown:
         raise ValueError(f"unknown tools {', '.join(unknown)}: expected some of {', '.join(known)}")
-    missing: list[str] = []
-    for tool in wanted:
-        for path in _tool_files(tools, tool):
-            is_binary = path.parent.name == "bin"
-            if not (os.access(path, os.X_OK) if is_binary else path.is_file()):
-                missing.append(str(path))
-    if "kueue" in wanted:
-        if not tools.kueue_crds:
-            missing.append(f"{tools.dirs.kueue / 'crds'}/*.yaml")
-        if not tools.kueue_dependency_crds:
-            missing.append(f"{tools.dirs.kueue / 'crds' / 'deps'}/*.yaml")
+    missing = _missing_files(tools, wanted)
+    if missing and not set(wanted) <= set(PEER_TOOL_NAMES):
+        missing = _wait_for_build(tools, wanted, missing)
     if missing and set(wanted) <= set(PEER_TOOL_NAMES):
         raise ToolsMissingError(
             f"{len(missing)} file(s) missing from the peer operators' cache: "
@@ -669,6 +719,12 @@ def find_tools(versions: Versions | None = None, *, only: Iterable[str] = TOOL_N
             f"kustomize {versions.kustomize}, Trainer's e2e suite {versions.trainer}, "
             f"metrics-server {versions.metrics_server}. "
             "Run `make cluster-tools` to build them."
+            + (
+                " (make test's set-up, which was building them, failed: see its log, "
+                "build/test-results/setup-go.log)"
+                if build_status() == "failed"
+                else ""
+            )
         )
     return tools
 

@@ -73,6 +73,12 @@ class Run:
     own_planes: int = 0
     #: Started before the longer ones: a short tier whose failure should show early.
     early: bool = False
+    #: The set-up goals besides the Go tools (``make test-setup-goals``) it needs before it
+    #: starts (``None``: all of them).
+    needs: tuple[str, ...] | None = None
+    #: Go tools (``cluster.tools.TOOL_NAMES``) it needs built before it starts, beside
+    #: its profile's; a test needing another one waits for it (``find_tools``).
+    tools: tuple[str, ...] = ()
 
     @property
     def planes(self) -> int:
@@ -83,6 +89,12 @@ class Run:
     @property
     def uses_node(self) -> bool:
         return self.node or any(PROFILES[p].real_node for p in self.profiles or () if p in PROFILES)
+
+    @property
+    def tool_names(self) -> tuple[str, ...]:
+        """The Go tools it waits for before it starts: its profiles' and its own."""
+        named = [tool for p in self.profiles or () if p in PROFILES for tool in PROFILES[p].tools]
+        return tuple(dict.fromkeys([*named, *self.tools]))
 
 
 @dataclass(frozen=True)
@@ -127,6 +139,9 @@ def _py(*args: str) -> tuple[str, ...]:
 
 #: The operator's integration tests: the main profile's longest share.
 OPERATOR_TESTS = ("tests/integration/operator",)
+#: The set-up goals the cluster tiers need besides the Go tools: downloads of seconds,
+#: first in the set-up's lane (torch, the Debian packages and the images come after).
+QUICK_SETUP = ("venv", "openapi", "cdk8s-cli", "sdk-venv", "kueue-crds", "monitoring-crds")
 
 TIERS: tuple[Tier, ...] = (
     Tier(
@@ -152,7 +167,16 @@ TIERS: tuple[Tier, ...] = (
         "tools",
         "a built tool, no cluster: helm, promtool, dashboard-check, the cdk8s CLI, make synth",
         paths=("tests/tools",),
-        runs=(Run("tools", profiles=(NO_CLUSTER,), minutes=1.5, early=True),),
+        runs=(
+            Run(
+                "tools",
+                profiles=(NO_CLUSTER,),
+                minutes=1.5,
+                early=True,
+                needs=QUICK_SETUP,
+                tools=("helm", "prometheus", "grafana"),
+            ),
+        ),
         setup="test-setup",
     ),
     Tier(
@@ -162,10 +186,23 @@ TIERS: tuple[Tier, ...] = (
         # The main profile's tests are split: the operator's, and the rest (the API
         # server's, Helm's...), each with a main control plane of its own.
         runs=(
-            Run("operator", profiles=("main", NO_CLUSTER), paths=OPERATOR_TESTS, minutes=18),
-            Run("kueue", profiles=("kueue",), minutes=8.5),
-            Run("metrics", profiles=("metrics",), minutes=2.2),
-            Run("main", profiles=("main", NO_CLUSTER), ignore=OPERATOR_TESTS, minutes=4.2),
+            Run(
+                "operator",
+                profiles=("main", NO_CLUSTER),
+                paths=OPERATOR_TESTS,
+                minutes=18,
+                needs=QUICK_SETUP,
+            ),
+            Run("kueue", profiles=("kueue",), minutes=8.5, needs=QUICK_SETUP),
+            Run("metrics", profiles=("metrics",), minutes=2.2, needs=QUICK_SETUP),
+            Run(
+                "main",
+                profiles=("main", NO_CLUSTER),
+                ignore=OPERATOR_TESTS,
+                minutes=4.2,
+                needs=QUICK_SETUP,
+                tools=("helm",),
+            ),
         ),
         setup="test-setup",
     ),
@@ -193,9 +230,16 @@ TIERS: tuple[Tier, ...] = (
         "a stopped control plane, killed and frozen operators, a killed node and session",
         paths=("tests/faults",),
         runs=(
-            Run("faults", profiles=("faults",), minutes=1.5),
+            Run("faults", profiles=("faults",), minutes=1.5, needs=QUICK_SETUP),
             # Tests that start (and kill) control planes and real nodes of their own.
-            Run("leftovers", profiles=(NO_CLUSTER,), minutes=2, node=True, own_planes=1),
+            Run(
+                "leftovers",
+                profiles=(NO_CLUSTER,),
+                minutes=2,
+                node=True,
+                own_planes=1,
+                tools=("control-plane", "node", "coredns"),
+            ),
         ),
         setup="test-setup",
     ),
@@ -299,29 +343,250 @@ class Console:
     def __init__(self) -> None:
         self._streaming = False
         self._held: list[str] = []
+        # The set-up's lanes say what they built from threads of their own.
+        self._lock = threading.Lock()
 
     def say(self, text: str) -> None:
-        if self._streaming:
-            self._held.append(text)
-        else:
-            sys.stdout.write(text if text.endswith("\n") else text + "\n")
-            sys.stdout.flush()
+        with self._lock:
+            if self._streaming:
+                self._held.append(text)
+            else:
+                sys.stdout.write(text if text.endswith("\n") else text + "\n")
+                sys.stdout.flush()
 
     def begin_streaming(self) -> None:
         self._streaming = True
 
     def end_streaming(self) -> None:
-        self._streaming = False
-        held, self._held = self._held, []
+        with self._lock:
+            self._streaming = False
+            held, self._held = self._held, []
         for text in held:
             self.say(text)
+
+
+#: Niceness of the set-up's builds: the tests that run beside them come first (their
+#: timeouts count; a build only ends later).
+SETUP_NICENESS = 10
+#: A Go lane line worth relaying: a tool starts building, or says how long it took.
+_GO_NEWS = re.compile(r"^(building .* into |built in |kubelet and kube-proxy built in )")
+
+
+@dataclass
+class SetupStep:
+    """One goal of the set-up (a Go tool, or a make goal of the other lane), as it went."""
+
+    lane: str
+    name: str
+    began: float
+    seconds: float = 0.0
+
+
+class Setup:
+    """``make test``'s set-up, beside the gates and the tests instead of before them: the Go
+    tools in one lane (``make cluster-tools``, one tool after another), every other goal
+    of ``make test-setup-goals`` in another, one ``make`` at a time, ``QUICK_SETUP``'s
+    first (two apt-get or pip runs never overlap). Both run niced. A run of the pool
+    starts once the goals it ``needs`` are done and its tools (``Run.tool_names``) are
+    built; a test that needs another tool waits for it (``cluster.tools.find_tools``
+    reads ``BUILDING_ENV``). On a warm cache every goal is a no-op of seconds.
+
+    Output goes to ``build/test-results/setup-go.log`` and ``setup-rest.log``; the
+    console gets a line per tool and goal. A lane that fails stops the run."""
+
+    def __init__(self, console: Console, origin: float, runs: Sequence[Run] | None = None) -> None:
+        from cluster.tools import BUILDING_ENV, ToolDirs, Versions
+
+        RESULTS.mkdir(parents=True, exist_ok=True)
+        self.console, self.origin = console, origin
+        self.status = RESULTS / "setup-go.status"
+        self.status.write_text("building\n", encoding="utf-8")
+        self.env_name = BUILDING_ENV
+        self.tool_dirs = ToolDirs.for_versions(Versions.pinned()).by_tool()
+        self._tool_of = {path: tool for tool, path in self.tool_dirs.items()}
+        goals = _setup_goals()
+        if runs is not None and all(run.needs is not None for run in runs):
+            # Only what the chosen runs need (``make test-cluster`` builds no image).
+            wanted = {goal for run in runs for goal in run.needs or ()}
+            goals = [goal for goal in goals if goal in wanted]
+        self.goals = goals
+        self.done: set[str] = set()
+        self.steps: list[SetupStep] = []
+        self.failure: str | None = None
+        self.go_finished = False
+        self.rest_finished = False
+        self._stopping = threading.Event()
+        self._lock = threading.Lock()
+        self._current: subprocess.Popen[str] | None = None
+        env = dict(os.environ, KUBETRAIN_SETUP_FOR_TEST="1")
+        self._env = env
+        self.go_log = RESULTS / "setup-go.log"
+        self.rest_log = RESULTS / "setup-rest.log"
+        self.rest_log.write_text("", encoding="utf-8")
+        self._go = subprocess.Popen(
+            [*_niced_make(), "cluster-tools"],
+            cwd=ROOT,
+            env=env,
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        self._threads = [
+            threading.Thread(target=self._go_lane, daemon=True),
+            threading.Thread(target=self._rest_lane, daemon=True),
+        ]
+        for thread in self._threads:
+            thread.start()
+        console.say(
+            "== setup: beside the tests, niced: make cluster-tools "
+            f"({_shown(self.go_log)}), then {' '.join(self.goals)} "
+            f"({_shown(self.rest_log)})"
+        )
+
+    # -- the lanes ---------------------------------------------------------------------
+
+    def _go_lane(self) -> None:
+        assert self._go.stdout is not None
+        step: SetupStep | None = None
+        with self.go_log.open("w", encoding="utf-8") as log:
+            for line in self._go.stdout:
+                log.write(line)
+                log.flush()
+                if not _GO_NEWS.match(line):
+                    continue
+                if line.startswith("building "):
+                    where = Path(line.rstrip().split(" into ")[-1])
+                    step = self._step("go", self._tool_of.get(where, where.name))
+                elif step is not None:
+                    step.seconds = time.monotonic() - self.origin - step.began
+                self.console.say(f"== setup [go] {line.rstrip()}")
+        code = self._go.wait()
+        with self._lock:
+            self.go_finished = True
+            if code != 0 and not self._stopping.is_set():
+                self.failure = self.failure or (
+                    f"make cluster-tools failed (exit {code}): {_tail(self.go_log)}"
+                )
+        self.status.write_text("done\n" if code == 0 else "failed\n", encoding="utf-8")
+
+    def _rest_lane(self) -> None:
+        try:
+            for goal in self.goals:
+                if self._stopping.is_set():
+                    return
+                step = self._step("rest", goal)
+                with self.rest_log.open("a", encoding="utf-8") as log:
+                    log.write(f"== make {goal}\n")
+                    log.flush()
+                    process = subprocess.Popen(
+                        [*_niced_make(), goal],
+                        cwd=ROOT,
+                        env=self._env,
+                        stdin=subprocess.DEVNULL,
+                        stdout=log,
+                        stderr=subprocess.STDOUT,
+                        text=True,
+                    )
+                    with self._lock:
+                        self._current = process
+                    code = process.wait()
+                step.seconds = time.monotonic() - self.origin - step.began
+                if code != 0:
+                    with self._lock:
+                        self.failure = self.failure or (
+                            f"make {goal} failed (exit {code}): {_tail(self.rest_log)}"
+                        )
+                    return
+                with self._lock:
+                    self.done.add(goal)
+                if step.seconds >= 5:
+                    self.console.say(f"== setup: make {goal} done in {_clock(step.seconds)}")
+        finally:
+            with self._lock:
+                self.rest_finished = True
+
+    def _step(self, lane: str, name: str) -> SetupStep:
+        step = SetupStep(lane, name, time.monotonic() - self.origin)
+        with self._lock:
+            self.steps.append(step)
+        return step
+
+    # -- what the runner asks ----------------------------------------------------------
+
+    @property
+    def finished(self) -> bool:
+        with self._lock:
+            return self.go_finished and self.rest_finished
+
+    def ready(self, run: Run) -> bool:
+        """Whether ``run`` may start: the goals it needs are done and its tools built."""
+        needs = self.goals if run.needs is None else run.needs
+        with self._lock:
+            if not (set(needs) & set(self.goals)) <= self.done:
+                return False
+        return all((self.tool_dirs[tool] / ".done").exists() for tool in run.tool_names)
+
+    def stop(self) -> None:
+        """Stop building: the Go lane at once (a tool is built into a directory of its
+        own and moved into place when complete), the other after its current goal (an
+        apt-get or pip run stopped midway could leave a package half-installed)."""
+        self._stopping.set()
+        if self._go.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(self._go.pid, signal.SIGTERM)
+        with self._lock:
+            current = self._current
+        if current is not None and current.poll() is None:
+            self.console.say("== setup: letting the goal in progress end before stopping")
+        self.wait()
+
+    def wait(self) -> None:
+        for thread in self._threads:
+            thread.join()
+
+
+def _shown(path: Path) -> str:
+    """A path as the runner prints it: relative to the repository when inside it."""
+    return str(path.relative_to(ROOT)) if path.is_relative_to(ROOT) else str(path)
+
+
+def _niced_make() -> list[str]:
+    """``make`` for one lane of the set-up: niced, one goal at a time."""
+    return ["nice", "-n", str(SETUP_NICENESS), "make", "--no-print-directory", "-j1"]
+
+
+def _setup_goals() -> list[str]:
+    """``make test-setup-goals``: the set-up besides the Go tools, ``QUICK_SETUP``'s first."""
+    out = subprocess.run(
+        ["make", "--no-print-directory", "-s", "test-setup-goals"],
+        cwd=ROOT,
+        check=True,
+        capture_output=True,
+        text=True,
+        stdin=subprocess.DEVNULL,
+    ).stdout.split()
+    return [g for g in QUICK_SETUP if g in out] + [g for g in out if g not in QUICK_SETUP]
+
+
+def _tail(path: Path, lines: int = 30) -> str:
+    text = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    return "\n" + "\n".join(text[-lines:])
 
 
 class Process:
     """One run's process in flight: its output goes to its log, or to the terminal."""
 
     def __init__(
-        self, tier: Tier, run: Run, extra: Sequence[str], *, stream: bool, console: Console
+        self,
+        tier: Tier,
+        run: Run,
+        extra: Sequence[str],
+        *,
+        stream: bool,
+        console: Console,
+        env: dict[str, str] | None = None,
     ) -> None:
         RESULTS.mkdir(parents=True, exist_ok=True)
         self.tier, self.run, self.stream, self.console = tier, run, stream, console
@@ -338,6 +603,7 @@ class Process:
             command = _pytest_command(tier, run, self.junit, extra)
         env = dict(
             os.environ,
+            **(env or {}),
             KUBETRAIN_TEST_TIMING=str(self.timing),
             KUBETRAIN_TEST_FAILURES=str(self.failures),
         )
@@ -350,7 +616,7 @@ class Process:
             console.say(f"== {self.stem}: {shown}")
             self._out = None
         else:
-            console.say(f"== {self.stem}: started (its output: {self.log.relative_to(ROOT)})")
+            console.say(f"== {self.stem}: started (its output: {_shown(self.log)})")
             self._out = self.log.open("w")
         # A session of its own: the runner, not the terminal, decides when it stops.
         self.popen = subprocess.Popen(
@@ -485,12 +751,15 @@ def run_pool(
     *,
     limits: Limits = LIMITS,
     stream_alone: bool = False,
+    setup: Setup | None = None,
+    console: Console | None = None,
 ) -> list[Outcome]:
-    """Run ``work``'s processes side by side within ``limits``, longest first (``pick``).
-    The first that fails stops the rest: none starts after it, and those running are
+    """Run ``work``'s processes side by side within ``limits``, longest first (``pick``),
+    each once ``setup`` has what it needs (``Setup.ready``). The first that fails, or a
+    failed set-up, stops the rest: none starts after it, and those running are
     interrupted (their fixtures torn down). ``stream_alone``: the process listed first
     streams its output (the others' is printed when they end)."""
-    console = Console()
+    console = console or Console()
     pending = list(work)
     running: list[Process] = []
     outcomes: list[Outcome] = []
@@ -498,12 +767,26 @@ def run_pool(
     last_progress = time.monotonic()
     try:
         while pending or running:
-            while not failed and pending:
-                index = (
-                    0
-                    if stream_alone and len(pending) == len(work)
-                    else pick([r for _, r in pending], [p.run for p in running], limits)
+            if setup is not None and setup.failure and not failed:
+                failed = True
+                console.say(
+                    f"== setup failed: {setup.failure}\n== stopping "
+                    + (", ".join(p.stem for p in running) or "nothing")
                 )
+                for other in running:
+                    other.interrupt()
+                pending.clear()
+            while not failed and pending:
+                ready = [
+                    i
+                    for i, (_, r) in enumerate(pending)
+                    if setup is None or setup.finished or setup.ready(r)
+                ]
+                if stream_alone and len(pending) == len(work):
+                    index: int | None = 0
+                else:
+                    chosen = pick([pending[i][1] for i in ready], [p.run for p in running], limits)
+                    index = None if chosen is None else ready[chosen]
                 if index is None:
                     break
                 tier, run = pending.pop(index)
@@ -515,6 +798,8 @@ def run_pool(
                         extra if run.command is None else (),
                         stream=stream,
                         console=console,
+                        # Its tests wait for a tool the set-up still builds (find_tools).
+                        env={setup.env_name: str(setup.status)} if setup is not None else None,
                     )
                 )
                 if stream:
@@ -542,12 +827,14 @@ def run_pool(
                     for other in running:
                         other.interrupt()
                     pending.clear()
-            if running and time.monotonic() - last_progress >= PROGRESS_SECONDS:
+            if (running or pending) and time.monotonic() - last_progress >= PROGRESS_SECONDS:
                 last_progress = time.monotonic()
                 if not any(p.stream for p in running):
+                    waiting = [f"{t.name}/{r.name}" for t, r in pending]
                     console.say(
                         f"== {_clock(time.monotonic() - origin)} running: "
-                        + ", ".join(p.progress() for p in running)
+                        + (", ".join(p.progress() for p in running) or "nothing")
+                        + (f"; not started yet: {', '.join(waiting)}" if waiting else "")
                     )
     except KeyboardInterrupt:
         for process in running:
@@ -605,15 +892,31 @@ def _clock(seconds: float) -> str:
 
 
 def report(
-    outcomes: list[Outcome], steps: dict[str, tuple[float, list[str]]], peak: int, total: float
+    outcomes: list[Outcome],
+    steps: dict[str, tuple[float, list[str]]],
+    peak: int,
+    total: float,
+    *,
+    setup_steps: Sequence[SetupStep] = (),
 ) -> None:
-    """The timing table: per tier, per process, slowest modules and fixtures."""
+    """The timing table: the set-up's lanes, per tier, per process, slowest modules and
+    fixtures."""
     print()
     print("=" * 30 + " where make test's time went " + "=" * 30)
     by_tier: dict[str, list[Outcome]] = defaultdict(list)
     for outcome in outcomes:
         by_tier[outcome.tier].append(outcome)
     print(f"{'step':<22}{'tests':>8}{'wall':>10}   processes (wall)")
+    for lane, label in (("go", "setup (Go tools)"), ("rest", "setup (the rest)")):
+        mine = [s for s in setup_steps if s.lane == lane]
+        if mine:
+            span = max(s.began + s.seconds for s in mine) - min(s.began for s in mine)
+            detail = ", ".join(
+                f"{s.name} {_clock(s.seconds)} (from {_clock(s.began)})"
+                for s in mine
+                if s.seconds >= 5
+            )
+            print(f"{label:<22}{'':>8}{_clock(span):>10}   {detail or 'nothing to build'}")
     for name, (seconds, tiers) in steps.items():
         runs = [o for t in tiers for o in by_tier.get(t, [])]
         tests = sum(sum(o.counts.values()) for o in runs)
@@ -650,12 +953,6 @@ def report(
     print(line + (f", {skipped} skipped" if skipped else ""))
 
 
-def _setup(goal: str) -> int:
-    return subprocess.run(
-        ["make", "--no-print-directory", goal], cwd=ROOT, stdin=subprocess.DEVNULL
-    ).returncode
-
-
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
         prog="python -m tests.tiers", description=__doc__.split("\n\n")[0]
@@ -676,34 +973,27 @@ def main(argv: Sequence[str] | None = None) -> int:
     chosen = [t for t in TIERS if not args.tiers or t.name in args.tiers]
     outcomes: list[Outcome] = []
     steps: dict[str, tuple[float, list[str]]] = {}
-    done_setups: set[str] = set()
     start = time.monotonic()
     code = 0
+    console = Console()
+    setup: Setup | None = None
     with ControlPlaneCounter() as counter:
+        if not args.no_setup and any(t.setup for t in chosen):
+            # From the start, beside the gates: on a warm cache it is seconds of no-ops.
+            setup = Setup(console, start, [r for t in chosen if not t.gate for r in t.runs])
         for group in _groups(chosen):
-            for goal in dict.fromkeys(t.setup for t in group if t.setup):
-                if args.no_setup or goal in done_setups:
-                    continue
-                began = time.monotonic()
-                print(f"== setup: make {goal}", flush=True)
-                code = _setup(goal)
-                steps[f"setup ({goal})"] = (time.monotonic() - began, [])
-                done_setups.add(goal)
-                if code != 0:
-                    print(f"== setup failed (exit {code}): no tier after it ran")
-                    break
-            if code != 0:
-                break
             began = time.monotonic()
             if group[0].gate:
                 # A gate streams its own process (unit), with lint beside it.
                 work = [(t, r) for t in reversed(group) for r in t.runs]
-                results = run_pool(work, extra, start, limits=GATE_LIMITS, stream_alone=True)
+                results = run_pool(
+                    work, extra, start, limits=GATE_LIMITS, stream_alone=True, console=console
+                )
                 label = " + ".join(t.name for t in group)
                 steps[label] = (time.monotonic() - began, [t.name for t in group])
             else:
                 work = [(t, r) for t in group for r in t.runs]
-                results = run_pool(work, extra, start)
+                results = run_pool(work, extra, start, setup=setup, console=console)
                 for tier in group:
                     mine = [o for o in results if o.tier == tier.name]
                     if mine:
@@ -715,7 +1005,21 @@ def main(argv: Sequence[str] | None = None) -> int:
                 print(f"== {', '.join(failed)} failed: the tiers after it did not run")
                 code = 1
                 break
-    report(outcomes, steps, counter.peak, time.monotonic() - start)
+            if setup is not None and setup.failure:
+                print(f"== setup failed: {setup.failure}\n== no tier after it ran")
+                code = 1
+                break
+        if setup is not None:
+            if code != 0:
+                setup.stop()
+            setup.wait()
+    report(
+        outcomes,
+        steps,
+        counter.peak,
+        time.monotonic() - start,
+        setup_steps=setup.steps if setup is not None else (),
+    )
     return code
 
 

@@ -39,7 +39,9 @@ def test_stopping_a_dead_sessions_cluster_kills_only_its_own_processes(
     those pids belongs to another process (in CI: the Kueue control plane's etcd, which
     the next session's cleanup then SIGKILLed through kwokctl). Cleanup and ``down``
     must stop the dead cluster's own leftovers and nothing else."""
-    cluster = LocalCluster(tmp_path_factory.mktemp("control-plane-dead"), tools=find_tools())
+    cluster = LocalCluster(
+        tmp_path_factory.mktemp("control-plane-dead"), tools=find_tools(only=("control-plane",))
+    )
     cluster.up()
     stranger: subprocess.Popen[bytes] | None = None
     try:

@@ -55,7 +55,7 @@ GANG_OBSERVATION_SECONDS = 20.0
 
 @pytest.fixture(scope="module")
 def tools() -> Tools:
-    return find_tools()
+    return find_tools(only=("scheduler-plugins", "kueue", "helm", "volcano"))
 
 
 def _gpu_pod(name: str, *, gpus: int = 8, labels: dict[str, str] | None = None) -> dict[str, Any]:

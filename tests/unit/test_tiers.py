@@ -4,8 +4,11 @@ tier targets are the table's, and the runner's report and chart cache do what th
 
 from __future__ import annotations
 
+import json
 import re
+import sys
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -248,3 +251,141 @@ def test_the_operator_tests_are_ordered_to_start_the_shared_operator_least() -> 
         return sum(b and not a for a, b in zip([False, *uses], uses, strict=False))
 
     assert starts(items) == 3 and starts(shared_operator_first(items)) == 1  # type: ignore[arg-type]
+
+
+class _Setup:
+    """What ``run_pool`` asks of the set-up: which runs may start, whether it ended or
+    failed (a stand-in for ``tiers.Setup``, whose lanes run ``make``)."""
+
+    env_name = "KUBETRAIN_TOOLS_BUILDING"
+
+    def __init__(self, status: Path, ready: set[str]) -> None:
+        self.status, self.ready_names = status, ready
+        self.failure: str | None = None
+        self.finished = False
+
+    def ready(self, run: tiers.Run) -> bool:
+        return run.name in self.ready_names
+
+
+def _stamp_run(name: str, out: Path, seconds: float = 0.0) -> tiers.Run:
+    """A run whose process writes when it started and the build status it was told of."""
+    code = (
+        "import os, sys, time; open(sys.argv[1], 'w').write("
+        "f\"{time.time()} {os.environ.get('KUBETRAIN_TOOLS_BUILDING', '-')}\"); "
+        f"time.sleep({seconds})"
+    )
+    return tiers.Run(name, command=(sys.executable, "-c", code, str(out / name)))
+
+
+def test_a_run_starts_once_the_set_up_has_what_it_needs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tiers, "RESULTS", tmp_path / "results")
+    tier = tiers.Tier("t", "a tier")
+    setup = _Setup(tmp_path / "setup-go.status", ready={"first"})
+    later = []
+
+    def provide() -> None:
+        later.append(time.time())
+        setup.ready_names.add("second")
+
+    threading.Timer(1.0, provide).start()
+    work = [(tier, _stamp_run("second", tmp_path)), (tier, _stamp_run("first", tmp_path))]
+    outcomes = tiers.run_pool(work, [], time.monotonic(), setup=setup)  # type: ignore[arg-type]
+    assert sorted(o.run for o in outcomes) == ["first", "second"] and all(o.ok for o in outcomes)
+    started = {name: (tmp_path / name).read_text().split() for name in ("first", "second")}
+    assert float(started["first"][0]) < later[0] <= float(started["second"][0])
+    # The processes are told where the set-up says whether it still builds.
+    assert started["second"][1] == str(setup.status)
+
+
+def test_a_failed_set_up_stops_the_runs_and_starts_no_other(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(tiers, "RESULTS", tmp_path / "results")
+    tier = tiers.Tier("t", "a tier")
+    setup = _Setup(tmp_path / "setup-go.status", ready={"long"})
+    threading.Timer(0.5, lambda: setattr(setup, "failure", "make kueue-crds failed")).start()
+    work = [(tier, _stamp_run("long", tmp_path, 60)), (tier, _stamp_run("never", tmp_path))]
+    began = time.monotonic()
+    outcomes = tiers.run_pool(work, [], began, setup=setup)  # type: ignore[arg-type]
+    assert [(o.run, o.interrupted) for o in outcomes] == [("long", True)]
+    assert time.monotonic() - began < 30 and not (tmp_path / "never").exists()
+
+
+def test_the_quick_set_up_goals_are_makes_and_come_first() -> None:
+    goals = tiers._setup_goals()
+    assert goals[: len(tiers.QUICK_SETUP)] == list(tiers.QUICK_SETUP)
+    assert {"training-deps", "images", "node-packages"} <= set(goals)
+    # Every run that starts before the whole set-up names goals the set-up has.
+    for run in (r for t in TIERS for r in t.runs):
+        assert set(run.needs or ()) <= set(goals), run.name
+
+
+FAKE_MAKE = """
+import json, os, sys, time
+goal = sys.argv[-1]
+if goal == "cluster-tools":
+    for tool, where in json.loads(os.environ["FAKE_TOOLS"]):
+        print(f"building {tool} 1.0 into {where}", flush=True)
+        time.sleep(0.2)
+        os.makedirs(where)
+        open(os.path.join(where, ".done"), "w").close()
+        print("built in 0s", flush=True)
+else:
+    with open(os.environ["FAKE_GOALS"], "a") as done:
+        done.write(goal + "\\n")
+    sys.exit(2 if goal == "broken" else 0)
+"""
+
+
+def _fake_setup(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, goals: list[str], tools: list[str]
+) -> tuple[tiers.Setup, tiers.Console]:
+    from cluster.tools import ToolDirs, Versions
+
+    monkeypatch.setattr(tiers, "RESULTS", tmp_path / "results")
+    monkeypatch.setenv("KUBETRAIN_CACHE", str(tmp_path / "cache"))
+    dirs = ToolDirs.for_versions(Versions.pinned()).by_tool()
+    monkeypatch.setenv("FAKE_TOOLS", json.dumps([(t, str(dirs[t])) for t in tools]))
+    monkeypatch.setenv("FAKE_GOALS", str(tmp_path / "goals"))
+    script = tmp_path / "make.py"
+    script.write_text(FAKE_MAKE)
+    monkeypatch.setattr(tiers, "_niced_make", lambda: [sys.executable, str(script)])
+    monkeypatch.setattr(tiers, "_setup_goals", lambda: goals)
+    console = tiers.Console()
+    return tiers.Setup(console, time.monotonic()), console
+
+
+def test_the_set_up_builds_in_two_lanes_and_says_what_is_ready(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    setup, _ = _fake_setup(tmp_path, monkeypatch, ["venv", "images"], ["control-plane", "helm"])
+    main = tiers.Run("main", profiles=("main",), needs=("venv",), tools=("helm",))
+    assert not setup.ready(main)
+    setup.wait()
+    assert setup.finished and setup.failure is None and setup.done == {"venv", "images"}
+    assert setup.ready(main) and setup.ready(tiers.Run("all"))
+    assert setup.status.read_text() == "done\n"
+    assert (tmp_path / "goals").read_text().split() == ["venv", "images"]
+    assert [(s.lane, s.name) for s in setup.steps if s.lane == "go"] == [
+        ("go", "control-plane"),
+        ("go", "helm"),
+    ]
+    go = [s for s in setup.steps if s.lane == "go"]
+    # Each tool's time runs from its "building" line to its "built in" line.
+    assert all(s.seconds > 0 for s in go) and go[0].began + go[0].seconds <= go[1].began, go
+    out = capsys.readouterr().out
+    assert "== setup [go] building helm 1.0 into" in out, out
+
+
+def test_a_set_up_goal_that_fails_is_the_set_ups_failure_and_stops_its_lane(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    setup, _ = _fake_setup(tmp_path, monkeypatch, ["venv", "broken", "images"], [])
+    setup.wait()
+    assert setup.failure is not None and setup.failure.startswith("make broken failed (exit 2)")
+    assert (tmp_path / "goals").read_text().split() == ["venv", "broken"]
+    assert setup.done == {"venv"}
+    assert not setup.ready(tiers.Run("all")) and setup.ready(tiers.Run("q", needs=("venv",)))

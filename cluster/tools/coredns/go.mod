@@ -1,7 +1,9 @@
 // Builds CoreDNS from the pinned github.com/coredns/coredns release for the real node
 // (cluster/node.py): the cluster DNS server answering <service>.<ns>.svc.cluster.local
-// and the per-pod names of headless Services. Its main package is the module root, built
-// with upstream's default plugin set (core/plugin/zplugin.go) and no replace directives.
+// and the per-pod names of headless Services. No replace directives. The command built is
+// kubetrain's cmd/coredns: upstream's coremain with only the plugins the node's Corefile
+// uses (upstream's main links all of core/plugin/zplugin.go, cloud SDKs included).
+// tools.go still names the module root, so the pins below are those of upstream's build.
 module kubetrain.dev/cluster/tools/coredns
 
 go 1.24.0

@@ -1,8 +1,9 @@
 //go:build tools
 
-// Package tools records the CoreDNS command this module builds so that go.mod and go.sum
-// pin everything it needs. It is never compiled: the build tag keeps it out, and the
-// command is built by path (see cluster/cluster.mk).
+// Package tools records upstream's CoreDNS command so that go.mod and go.sum pin what its
+// full plugin set needs, the versions of upstream's own build; cmd/coredns, which
+// cluster/cluster.mk builds, uses a subset of them. It is never compiled: the build tag
+// keeps it out.
 package tools
 
 import (

@@ -6,6 +6,13 @@
 // `go install` refuses). The web UI's assets are not in the module (upstream builds them
 // with npm and embeds them under the builtinassets tag), so the binary serves the HTTP
 // API and no UI.
+//
+// cluster/cluster.mk builds it with the remove_all_sd tag as well: upstream's
+// plugins/plugin_*.go each register one service discovery unless that tag is set, and
+// kubetrain's Prometheus scrapes static targets only (cluster/prometheus.py), so the SDKs
+// of two dozen clouds and registries (AWS, Azure, GCE, OpenStack, Consul, ...) stay out
+// of the build: the file and HTTP discoveries (plugins/minimum.go) remain, and promtool
+// keeps the Kubernetes one it imports itself.
 module kubetrain.dev/cluster/tools/prometheus
 
 go 1.26.7

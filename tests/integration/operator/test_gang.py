@@ -288,7 +288,7 @@ def test_a_trainjob_runtime_with_a_podgroup_policy(
 
 @pytest.fixture
 def volcano_crd(dyn: DynamicClient) -> Iterator[None]:
-    crd = yaml.safe_load(find_tools().volcano_podgroup_crd.read_text())
+    crd = yaml.safe_load(find_tools(only=("volcano",)).volcano_podgroup_crd.read_text())
     apply(dyn, crd)
     wait_for_established(dyn, crd["metadata"]["name"])
     try:

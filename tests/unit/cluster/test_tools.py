@@ -5,13 +5,20 @@ from __future__ import annotations
 
 import hashlib
 import os
+import re
 import subprocess
+import threading
+import time
 from pathlib import Path
 
 import pytest
 
+from cluster import tools as cluster_tools
+from cluster.node_config import NodeNetwork, corefile
 from cluster.tools import (
     BINARIES,
+    BUILDING_ENV,
+    COREDNS_MODULE,
     KUEUE_MODULE,
     PROMETHEUS_MODULE,
     SCHEDULER_PLUGINS_MODULE,
@@ -32,6 +39,7 @@ def empty_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A ``KUBETRAIN_CACHE`` with no tool built in it (and no directory override)."""
     monkeypatch.setenv("KUBETRAIN_CACHE", str(tmp_path))
     monkeypatch.delenv("KUBETRAIN_CLUSTER_TOOLS_DIR", raising=False)
+    monkeypatch.delenv(BUILDING_ENV, raising=False)
     return tmp_path
 
 
@@ -72,6 +80,23 @@ def test_prometheus_module_has_no_replace_directive() -> None:
     # The reason for the pin (see its go.mod): nothing of upstream's go.mod to copy.
     go_mod = (PROMETHEUS_MODULE / "go.mod").read_text(encoding="utf-8")
     assert not [line for line in go_mod.splitlines() if line.startswith("replace")], go_mod
+
+
+def test_coredns_links_every_plugin_the_node_corefile_uses() -> None:
+    # cmd/coredns links only some of upstream's plugins: a directive the Corefile gains
+    # must be linked too, or the node's CoreDNS fails to start ("unknown directive").
+    main_go = (COREDNS_MODULE / "cmd" / "coredns" / "main.go").read_text(encoding="utf-8")
+    linked = set(re.findall(r'"github.com/coredns/coredns/plugin/(\w+)"', main_go))
+    text = corefile(kubeconfig=Path("/node/coredns.kubeconfig"), network=NodeNetwork())
+    # A directive is a server block's first word at the block's top level.
+    used, depth = set(), 0
+    for line in text.splitlines():
+        words = line.split()
+        if words and depth == 1 and words[0] != "}":
+            used.add(words[0])
+        depth += line.count("{") - line.count("}")
+    assert used == {"bind", "errors", "health", "ready", "kubernetes", "cache", "loop"}, used
+    assert used <= linked, f"cmd/coredns does not link {sorted(used - linked)}"
 
 
 def test_scheduler_plugins_is_built_against_the_pinned_kubernetes() -> None:
@@ -280,3 +305,45 @@ def test_peer_tools_missing_name_make_peer_tools_and_every_peer_version(empty_ca
         "Trainer v2.3.0 and JobSet v0.12.0",
     ):
         assert expected in message
+
+
+def test_waits_for_a_tool_the_runners_set_up_is_building(
+    empty_cache: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # make test builds the Go tools beside the tests: a test that needs one not built yet
+    # waits for it while the set-up says "building", instead of failing.
+    status = empty_cache / "setup-go.status"
+    status.write_text("building\n")
+    monkeypatch.setenv(BUILDING_ENV, str(status))
+    monkeypatch.setattr(cluster_tools, "BUILD_POLL_SECONDS", 0.05)
+    monkeypatch.setattr(cluster_tools, "BUILD_SAY_SECONDS", 0.0)
+    binary = ToolDirs.for_versions(Versions.pinned()).grafana / "bin" / "dashboard-check"
+
+    def build() -> None:
+        time.sleep(0.3)
+        binary.parent.mkdir(parents=True)
+        binary.write_text("#!/bin/sh\n")
+        binary.chmod(0o755)
+
+    builder = threading.Thread(target=build)
+    builder.start()
+    began = time.monotonic()
+    tools = find_tools(only=("grafana",))
+    builder.join()
+    assert tools.dashboard_check == binary and time.monotonic() - began >= 0.3
+    assert "waiting 0 s so far for grafana (1 file(s) missing)" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("outcome", ["done", "failed"])
+def test_stops_waiting_once_the_set_up_stopped_building(
+    empty_cache: Path, monkeypatch: pytest.MonkeyPatch, outcome: str
+) -> None:
+    status = empty_cache / "setup-go.status"
+    status.write_text("building\n")
+    monkeypatch.setenv(BUILDING_ENV, str(status))
+    monkeypatch.setattr(cluster_tools, "BUILD_POLL_SECONDS", 0.05)
+    threading.Timer(0.2, lambda: status.write_text(f"{outcome}\n")).start()
+    with pytest.raises(ToolsMissingError) as raised:
+        find_tools(only=("helm",))
+    failed_note = "make test's set-up, which was building them, failed" in str(raised.value)
+    assert failed_note == (outcome == "failed"), raised.value
