@@ -916,7 +916,7 @@ def report(
                 for s in mine
                 if s.seconds >= 5
             )
-            print(f"{label:<22}{'':>8}{_clock(span):>10}   {detail or 'nothing to build'}")
+            print(f"{label:<22}{'':>8}{_clock(span):>10}   {detail or 'each goal under 5 s'}")
     for name, (seconds, tiers) in steps.items():
         runs = [o for t in tiers for o in by_tier.get(t, [])]
         tests = sum(sum(o.counts.values()) for o in runs)
@@ -981,34 +981,41 @@ def main(argv: Sequence[str] | None = None) -> int:
         if not args.no_setup and any(t.setup for t in chosen):
             # From the start, beside the gates: on a warm cache it is seconds of no-ops.
             setup = Setup(console, start, [r for t in chosen if not t.gate for r in t.runs])
-        for group in _groups(chosen):
-            began = time.monotonic()
-            if group[0].gate:
-                # A gate streams its own process (unit), with lint beside it.
-                work = [(t, r) for t in reversed(group) for r in t.runs]
-                results = run_pool(
-                    work, extra, start, limits=GATE_LIMITS, stream_alone=True, console=console
-                )
-                label = " + ".join(t.name for t in group)
-                steps[label] = (time.monotonic() - began, [t.name for t in group])
-            else:
-                work = [(t, r) for t in group for r in t.runs]
-                results = run_pool(work, extra, start, setup=setup, console=console)
-                for tier in group:
-                    mine = [o for o in results if o.tier == tier.name]
-                    if mine:
-                        span = max(o.began + o.seconds for o in mine) - min(o.began for o in mine)
-                        steps[tier.name] = (span, [tier.name])
-            outcomes += results
-            if not all(o.ok for o in results):
-                failed = sorted({f"{o.tier}/{o.run}" for o in results if not o.ok})
-                print(f"== {', '.join(failed)} failed: the tiers after it did not run")
-                code = 1
-                break
-            if setup is not None and setup.failure:
-                print(f"== setup failed: {setup.failure}\n== no tier after it ran")
-                code = 1
-                break
+        try:
+            for group in _groups(chosen):
+                began = time.monotonic()
+                if group[0].gate:
+                    # A gate streams its own process (unit), with lint beside it.
+                    work = [(t, r) for t in reversed(group) for r in t.runs]
+                    results = run_pool(
+                        work, extra, start, limits=GATE_LIMITS, stream_alone=True, console=console
+                    )
+                    label = " + ".join(t.name for t in group)
+                    steps[label] = (time.monotonic() - began, [t.name for t in group])
+                else:
+                    work = [(t, r) for t in group for r in t.runs]
+                    results = run_pool(work, extra, start, setup=setup, console=console)
+                    for tier in group:
+                        mine = [o for o in results if o.tier == tier.name]
+                        if mine:
+                            span = max(o.began + o.seconds for o in mine) - min(
+                                o.began for o in mine
+                            )
+                            steps[tier.name] = (span, [tier.name])
+                outcomes += results
+                if not all(o.ok for o in results):
+                    failed = sorted({f"{o.tier}/{o.run}" for o in results if not o.ok})
+                    print(f"== {', '.join(failed)} failed: the tiers after it did not run")
+                    code = 1
+                    break
+                if setup is not None and setup.failure:
+                    print(f"== setup failed: {setup.failure}\n== no tier after it ran")
+                    code = 1
+                    break
+        except KeyboardInterrupt:
+            if setup is not None:
+                setup.stop()  # its Go lane is a session of its own: Ctrl-C does not reach it
+            raise
         if setup is not None:
             if code != 0:
                 setup.stop()

@@ -389,3 +389,22 @@ def test_a_set_up_goal_that_fails_is_the_set_ups_failure_and_stops_its_lane(
     assert (tmp_path / "goals").read_text().split() == ["venv", "broken"]
     assert setup.done == {"venv"}
     assert not setup.ready(tiers.Run("all")) and setup.ready(tiers.Run("q", needs=("venv",)))
+
+
+def test_the_report_gives_each_set_up_lane_and_its_longer_steps(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    steps = [
+        tiers.SetupStep("go", "control-plane", 10.0, 560.0),
+        tiers.SetupStep("go", "helm", 570.0, 90.0),
+        tiers.SetupStep("rest", "venv", 0.0, 1.0),
+        tiers.SetupStep("rest", "training-deps", 1.0, 400.0),
+    ]
+    report([], {}, peak=0, total=700.0, setup_steps=steps)
+    out = capsys.readouterr().out
+    assert re.search(
+        r"^setup \(Go tools\)\s+10:50\s+control-plane 9:20 \(from 0:10\), helm 1:30 \(from 9:30\)$",
+        out,
+        re.MULTILINE,
+    ), out
+    assert re.search(r"^setup \(the rest\)\s+6:41\s+training-deps 6:40 \(from 0:01\)$", out, re.M)
