@@ -441,7 +441,7 @@ class Setup:
             thread.start()
         console.say(
             "== setup: beside the tests, niced: make cluster-tools "
-            f"({_shown(self.go_log)}), then {' '.join(self.goals)} "
+            f"({_shown(self.go_log)}) and, one at a time, {' '.join(self.goals)} "
             f"({_shown(self.rest_log)})"
         )
 
