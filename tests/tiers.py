@@ -963,6 +963,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         "--no-setup", action="store_true", help="do not run the tiers' make setup goals"
     )
     args, extra = parser.parse_known_args(argv)
+    # Started in the background by a shell, the runner inherits SIGINT ignored, and so
+    # would every pytest it starts: Ctrl-C and ``Process.interrupt`` would reach nothing.
+    # A handler of its own is reset to the default in each child it executes.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     if args.list:
         for tier in TIERS:
             print(f"make test-{tier.name:<10} {tier.help}")
