@@ -347,7 +347,11 @@ def _fake_setup(
 
     monkeypatch.setattr(tiers, "RESULTS", tmp_path / "results")
     monkeypatch.setenv("KUBETRAIN_CACHE", str(tmp_path / "cache"))
+    # make exports the control plane's directory, which would win over the cache above:
+    # the fake build must not mark the real one built.
+    monkeypatch.delenv("KUBETRAIN_CLUSTER_TOOLS_DIR", raising=False)
     dirs = ToolDirs.for_versions(Versions.pinned()).by_tool()
+    assert all(path.is_relative_to(tmp_path) for path in dirs.values()), dirs
     monkeypatch.setenv("FAKE_TOOLS", json.dumps([(t, str(dirs[t])) for t in tools]))
     monkeypatch.setenv("FAKE_GOALS", str(tmp_path / "goals"))
     script = tmp_path / "make.py"
