@@ -116,6 +116,8 @@ class LocalArgoCd:
             )
         if self.is_running():
             raise ArgoCdError(f"Argo CD already runs beside {self.cluster.workdir}: stop it first")
+        # Before the deadline starts: under make test, finding the tools may wait for a build.
+        _ = self.tools
         deadline = time.monotonic() + timeout
         self.workdir.mkdir(parents=True, exist_ok=True)
         for sub in ("tls", "ssh", "home"):

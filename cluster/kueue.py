@@ -410,8 +410,9 @@ class Kueue:
             raise KueueError(
                 f"no control plane runs in {self.cluster.workdir}: start it first (make cluster-up)"
             )
-        deadline = time.monotonic() + timeout
+        # Before the deadline starts: under make test, finding the tools may wait for a build.
         tools = self.tools
+        deadline = time.monotonic() + timeout
         integrations = self._resolve_integrations(deadline)
         namespace, name_prefix = release_layout(tools)
         ports = {"webhook": free_port(), "metrics": free_port(), "health": free_port()}

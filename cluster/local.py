@@ -256,6 +256,8 @@ class LocalCluster:
                 process.stop()
             self._kwokctl("delete", "cluster", "--name", CLUSTER_NAME, check=False)
             shutil.rmtree(self.cluster_dir, ignore_errors=True)
+        # Before the deadline starts: under make test, finding the tools may wait for a build.
+        _ = self.tools
         deadline = time.monotonic() + timeout
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.kubeconfig.unlink(missing_ok=True)

@@ -209,6 +209,8 @@ class Prometheus:
             raise PrometheusError(
                 f"Prometheus already runs in {self.workdir} (pid {self.process.pid}): stop it first"
             )
+        # Before the deadline starts: under make test, finding the tools may wait for a build.
+        _ = self.tools
         deadline = time.monotonic() + timeout
         port = free_port()
         self.workdir.mkdir(parents=True, exist_ok=True)

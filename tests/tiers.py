@@ -201,7 +201,8 @@ TIERS: tuple[Tier, ...] = (
                 ignore=OPERATOR_TESTS,
                 minutes=4.2,
                 needs=QUICK_SETUP,
-                tools=("helm",),
+                # test_helm_install and test_gang_and_kueue_tools.
+                tools=("helm", "scheduler-plugins", "kueue", "volcano"),
             ),
         ),
         setup="test-setup",
