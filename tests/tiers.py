@@ -213,7 +213,7 @@ TIERS: tuple[Tier, ...] = (
         paths=("tests/images", "tests/realnode", "tests/delivery"),
         runs=(
             Run("images", profiles=(NO_CLUSTER,), minutes=1.2),
-            Run("realnode", profiles=("realnode",), minutes=8.3),
+            Run("realnode", profiles=("realnode",), minutes=8.3, tools=("helm",)),
             Run("argocd", profiles=("argocd",), minutes=9.8),
         ),
         setup="test-setup",

@@ -23,6 +23,7 @@ import pytest
 import yaml
 
 from cluster.local import LocalCluster
+from cluster.tools import find_tools
 from kubetrain.gitops.helm import CHART_NAME
 from tests.ahead import Ahead
 from tests.clusters import ClusterClients
@@ -54,6 +55,8 @@ PYTORCHJOB_CRD = "pytorchjobs.kubeflow.org"
 class Helm:
     cluster: LocalCluster
     home: Path
+    #: The real helm, found (under make test, perhaps waited for) by find_tools.
+    binary: Path
 
     def __call__(self, *args: str) -> str:
         env = dict(os.environ)
@@ -61,7 +64,7 @@ class Helm:
             env[name] = str(self.home / name.lower())
         kube = ["--kubeconfig", str(self.cluster.kubeconfig), "--namespace", RELEASE_NAMESPACE]
         done = subprocess.run(
-            [str(self.cluster.tools.helm), *args, *kube],
+            [str(self.binary), *args, *kube],
             env=env,
             capture_output=True,
             text=True,
@@ -82,7 +85,9 @@ def helm(
         real_node_clients.dyn, "apps/v1", "Deployment", namespace=OPERATOR_NAMESPACE
     )
     assert not installed, "the operator is already installed: the Helm test needs it absent"
-    made = Helm(real_node_cluster, tmp_path_factory.mktemp("helm-home"))
+    made = Helm(
+        real_node_cluster, tmp_path_factory.mktemp("helm-home"), find_tools(only=("helm",)).helm
+    )
     try:
         yield made
     finally:
@@ -90,7 +95,7 @@ def helm(
         env = {**os.environ, "HELM_CONFIG_HOME": str(made.home / "helm_config_home")}
         subprocess.run(
             [
-                str(cluster.tools.helm),
+                str(made.binary),
                 "uninstall",
                 RELEASE,
                 "--ignore-not-found",
