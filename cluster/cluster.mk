@@ -166,14 +166,15 @@ $(TRAINER_E2E_DIR)/.done:
 # already uses every core; two at once on a small machine only compete for memory). The
 # order is the one `make test` wants them in, as it runs the tests beside the build
 # (tests/tiers.py): the control plane every cluster test needs; the real node's kubelet
-# and CoreDNS (its processes run one at a time, the longest chain of a cold run); what
-# the operator's tests need next (Kueue, Trainer's e2e suite, Volcano's CRDs) and the
-# Kueue profile (scheduler-plugins); helm; Argo CD with kustomize; Prometheus (the
-# operator's last modules and the tools tier), dashboard-check and metrics-server.
+# and CoreDNS, and helm (the node's processes run one at a time, the longest chain of a
+# cold run, and the first one's Helm upgrade test needs helm); what the operator's tests
+# need next (Kueue, Trainer's e2e suite, Volcano's CRDs) and the Kueue profile
+# (scheduler-plugins); Argo CD with kustomize; Prometheus (the operator's last modules
+# and the tools tier), dashboard-check and metrics-server.
 cluster-tools: $(CLUSTER_TOOLS_DIR)/.done $(NODE_DIR)/.done $(COREDNS_DIR)/.done \
-  $(KUEUE_DIR)/.done $(TRAINER_E2E_DIR)/.done $(VOLCANO_DIR)/.done $(SCHEDULER_PLUGINS_DIR)/.done \
-  $(HELM_DIR)/.done $(KUSTOMIZE_DIR)/.done $(ARGOCD_DIR)/.done $(PROMETHEUS_DIR)/.done \
-  $(GRAFANA_DIR)/.done $(METRICS_SERVER_DIR)/.done
+  $(HELM_DIR)/.done $(KUEUE_DIR)/.done $(TRAINER_E2E_DIR)/.done $(VOLCANO_DIR)/.done \
+  $(SCHEDULER_PLUGINS_DIR)/.done $(KUSTOMIZE_DIR)/.done $(ARGOCD_DIR)/.done \
+  $(PROMETHEUS_DIR)/.done $(GRAFANA_DIR)/.done $(METRICS_SERVER_DIR)/.done
 
 # Where each tool lives (a test checks that cluster/tools.py agrees).
 cluster-tool-dirs:
