@@ -688,7 +688,9 @@ def find_tools(versions: Versions | None = None, *, only: Iterable[str] = TOOL_N
 
     ``only`` limits the check to some of ``TOOL_NAMES`` (stopping a control plane needs
     kwokctl, not helm) or names ``PEER_TOOL_NAMES`` (built by ``make peer-tools``); the
-    returned ``Tools`` names every tool's paths either way.
+    returned ``Tools`` names every tool's paths either way. While ``make test``'s set-up
+    builds the Go tools beside the tests (``BUILDING_ENV``), a missing tool is waited
+    for rather than reported.
     """
     versions = versions or Versions.pinned()
     tools = Tools(versions=versions, dirs=ToolDirs.for_versions(versions))
