@@ -104,7 +104,11 @@ METRICS_SERVER_DIR := $(CLUSTER_TOOLS_ROOT)/metrics-server-$(METRICS_SERVER_VERS
 TRAINER_E2E_DIR := $(CLUSTER_TOOLS_ROOT)/trainer-e2e-$(TRAINER_VERSION)-$(call cluster_mod_digest,$(TRAINER_MODULE))
 
 CLUSTER_GO_ENV := GOTOOLCHAIN=local GOFLAGS=-mod=mod CGO_ENABLED=0
-CLUSTER_GO_BUILD := go build -trimpath -buildvcs=false
+# No DWARF from the compiler either (the linker's -s -w drops it from every binary anyway):
+# about a tenth less compile CPU, measured on helm from an empty build cache (280 CPU-s to
+# 250), the same binary size. Go compile is about half the CPU of a cold make test.
+CLUSTER_GO_FLAGS := -trimpath -buildvcs=false -gcflags=all=-dwarf=false
+CLUSTER_GO_BUILD := go build $(CLUSTER_GO_FLAGS)
 # The other tools never change their go.mod or go.sum while building (their digest names
 # the cache directory, and cluster/tools.py must find the same one): read-only modules.
 TOOL_GO_ENV := GOTOOLCHAIN=local GOFLAGS=-mod=readonly CGO_ENABLED=0
@@ -153,7 +157,7 @@ $(TRAINER_E2E_DIR)/.done:
 	$(call cluster_tool_start,$(TRAINER_E2E_DIR),Kubeflow Trainer $(TRAINER_VERSION) e2e suite)
 	@set -e; start=$$(date +%s); \
 	  cd $(TRAINER_MODULE); \
-	  $(TOOL_GO_ENV) go test -c -trimpath -buildvcs=false -ldflags "-s -w" \
+	  $(TOOL_GO_ENV) go test -c $(CLUSTER_GO_FLAGS) -ldflags "-s -w" \
 	    -o $(TRAINER_E2E_DIR).partial/bin/trainer-e2e.test github.com/kubeflow/trainer/v2/test/e2e; \
 	  echo "built in $$(( $$(date +%s) - start ))s"
 	@$(TRAINER_E2E_DIR).partial/bin/trainer-e2e.test -ginkgo.dry-run -ginkgo.no-color 2>&1 | \
