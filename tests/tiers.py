@@ -282,6 +282,8 @@ class Outcome:
     modules: dict[str, float] = field(default_factory=dict)
     fixtures: list[FixtureTime] = field(default_factory=list)
     operator_starts: int = 0
+    #: Operators started per test module (``tests/timing.py`` keeps them per test).
+    starts_by_module: dict[str, int] = field(default_factory=dict)
     #: When it started, in seconds after the runner did.
     began: float = 0.0
     #: Stopped by the runner (another process failed) before it ended.
@@ -335,6 +337,9 @@ def _read_timing(path: Path, outcome: Outcome) -> None:
             for f in data.get("fixtures", [])
         ]
         outcome.operator_starts = int(data.get("operator_starts", 0))
+        for test, count in data.get("operator_starts_by_test", {}).items():
+            module = test.split("::", 1)[0]
+            outcome.starts_by_module[module] = outcome.starts_by_module.get(module, 0) + count
 
 
 class Console:
@@ -945,6 +950,12 @@ def report(
         )
     starts = sum(o.operator_starts for o in outcomes)
     print(f"\npeak control planes alive at once: {peak}; operators started by the tests: {starts}")
+    by_module = sorted(
+        ((n, m) for o in outcomes for m, n in o.starts_by_module.items()), reverse=True
+    )
+    if by_module:
+        shown = ", ".join(f"{Path(m).name} {n}" for n, m in by_module[:10])
+        print(f"  most operator starts: {shown}")
     passed = sum(o.counts.get("passed", 0) for o in outcomes)
     failed = sum(o.counts.get("failed", 0) for o in outcomes) + sum(
         1 for o in outcomes if not o.ok and not o.counts

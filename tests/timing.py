@@ -25,11 +25,15 @@ _WIDE_SCOPES = ("session", "package", "module")
 _fixtures: list[dict[str, Any]] = []
 _teardown_started: dict[int, float] = {}
 _operator_starts = [0]
+_starts_by_test: dict[str, int] = {}
 
 
 def count_operator_start() -> None:
-    """Called by every operator the tests start."""
+    """Called by every operator the tests start; the test that started it is kept too
+    (pytest names it in ``PYTEST_CURRENT_TEST``: "path::test (setup)")."""
     _operator_starts[0] += 1
+    test = os.environ.get("PYTEST_CURRENT_TEST", "(outside a test)").rsplit(" (", 1)[0]
+    _starts_by_test[test] = _starts_by_test.get(test, 0) + 1
 
 
 @pytest.hookimpl(hookwrapper=True)
@@ -72,5 +76,12 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     if not target:
         return
     Path(target).write_text(
-        json.dumps({"fixtures": _fixtures, "operator_starts": _operator_starts[0]}, indent=1)
+        json.dumps(
+            {
+                "fixtures": _fixtures,
+                "operator_starts": _operator_starts[0],
+                "operator_starts_by_test": _starts_by_test,
+            },
+            indent=1,
+        )
     )

@@ -151,6 +151,7 @@ def test_the_report_sums_each_step_and_closes_with_the_counts(
         {"tests.integration.test_b": 250.0},
         [FixtureTime("local_cluster", "session", 6.0, 2.5)],
         operator_starts=4,
+        starts_by_module={"tests/integration/test_b.py": 3, "tests/integration/test_c.py": 1},
     )
     kueue = Outcome("cluster", "kueue", 200.0, 0, {"passed": 2}, {}, [], operator_starts=1)
     steps = {"unit": (100.0, ["unit"]), "cluster": (310.0, ["cluster"])}
@@ -165,7 +166,32 @@ def test_the_report_sums_each_step_and_closes_with_the_counts(
     assert "4:10  cluster   tests.integration.test_b" in out
     assert "local_cluster (setup 6.0 s, teardown 2.5 s)" in out
     assert "peak control planes alive at once: 2; operators started by the tests: 5" in out
+    assert "most operator starts: test_b.py 3, test_c.py 1" in out
     assert out.rstrip().splitlines()[-1] == "tests: 10 passed, 1 failed"
+
+
+def test_the_timing_file_gives_operator_starts_per_module(tmp_path: Path) -> None:
+    timing = tmp_path / "timing.json"
+    timing.write_text(
+        json.dumps(
+            {
+                "fixtures": [],
+                "operator_starts": 4,
+                "operator_starts_by_test": {
+                    "tests/integration/operator/test_a.py::test_one": 1,
+                    "tests/integration/operator/test_a.py::test_two[x]": 2,
+                    "tests/integration/operator/test_b.py::test_three": 1,
+                },
+            }
+        )
+    )
+    outcome = Outcome("cluster", "operator", 1.0, 0)
+    tiers._read_timing(timing, outcome)
+    assert outcome.operator_starts == 4
+    assert outcome.starts_by_module == {
+        "tests/integration/operator/test_a.py": 3,
+        "tests/integration/operator/test_b.py": 1,
+    }
 
 
 def test_a_chart_is_exported_once_per_content_even_by_two_callers_at_once(
