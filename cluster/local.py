@@ -634,18 +634,31 @@ class LocalCluster:
             config["options"]["kubeSchedulerConfig"] = str(self.scheduler_config_path)
         if self.audit_policy is not None:
             config["options"]["kubeAuditPolicy"] = str(self.audit_policy)
-        patches: list[dict[str, Any]] = []
+        patches = single_instance_patches()
         if self.with_real_node:
             config["options"].update(control_plane_options(self.node_network))
             patches += control_plane_patches(self.cluster_dir / "pki", self.node_network)
         if self.with_metrics:
             config["options"].update(metrics_options(tools))
             patches += metrics_patches(self.cluster_dir / "pki")
-        if patches:
-            config["componentsPatches"] = patches
+        config["componentsPatches"] = patches
         documents = [yaml.safe_dump(config, sort_keys=True)]
         documents += [path.read_text(encoding="utf-8") for path in stage_files()]
         return "---\n".join(documents)
+
+
+def single_instance_patches() -> list[dict[str, Any]]:
+    """No leader election for the controller manager and the scheduler: each runs once per
+    cluster. With it, a component whose API server is away past its renew deadline (10 s;
+    an API server stopped on a loaded machine) loses its Lease and exits, and kwokctl's
+    binary runtime starts nothing again: pods stay Pending, namespaces get no
+    ServiceAccount. Without it they wait for the API server, as the operator does. (The
+    coscheduling scheduler's configuration file turns it off too: ``coscheduling_config``.)"""
+    off = [{"key": "leader-elect", "value": "false"}]
+    return [
+        {"name": "kube-controller-manager", "extraArgs": off},
+        {"name": "kube-scheduler", "extraArgs": off},
+    ]
 
 
 def coscheduling_config(

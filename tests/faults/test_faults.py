@@ -113,7 +113,8 @@ def test_control_plane_stopped_and_started_under_load(
     # kwok (the fake kubelets) does not take pods further after the API server it
     # watches restarted (v0.8.0: scheduled pods stay Pending); a kubelet reconnects, so
     # kwok is started again here. The operator, etcd, the scheduler and the controller
-    # manager are not touched: they ride the outage out on their own.
+    # manager are not touched: they ride the outage out on their own (the last two run
+    # without leader election, cluster/local.py: with it they exit after 10 s away).
     _restart(
         faults_cluster,
         "kwok-controller",

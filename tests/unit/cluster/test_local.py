@@ -60,8 +60,20 @@ def _args(config: dict[str, Any], component: str) -> dict[str, str]:
 def test_a_cluster_runs_no_metrics_server_unless_asked(tmp_path: Path) -> None:
     config = _kwokctl_config(tmp_path)
     assert "enableMetricsServer" not in config["options"]
-    assert "componentsPatches" not in config
+    assert "metrics-server" not in {p["name"] for p in config["componentsPatches"]}
     assert LocalCluster(tmp_path).with_metrics is False
+
+
+@pytest.mark.parametrize("scheduler", ["kube", "coscheduling"])
+def test_the_controller_manager_and_scheduler_run_without_leader_election(
+    tmp_path: Path, scheduler: str
+) -> None:
+    # With it they exit once the API server is away past their renew deadline (the
+    # faults tier stops it), and nothing starts them again.
+    config = _kwokctl_config(tmp_path, scheduler=scheduler)
+    assert _args(config, "kube-controller-manager") == {"leader-elect": "false"}
+    assert _args(config, "kube-scheduler") == {"leader-elect": "false"}
+    assert coscheduling_config()["leaderElection"] == {"leaderElect": False}
 
 
 def test_with_metrics_kwokctl_runs_the_built_metrics_server_behind_the_aggregator(
@@ -78,7 +90,7 @@ def test_with_metrics_kwokctl_runs_the_built_metrics_server_behind_the_aggregato
     assert apiserver["requestheader-allowed-names"] == "kwok-admin"
     assert apiserver["requestheader-username-headers"] == "X-Remote-User"
     assert _args(config, "metrics-server")["metric-resolution"] == "10s"
-    assert _args(config, "kube-controller-manager") == dict(HPA_ARGS)
+    assert _args(config, "kube-controller-manager") == {**dict(HPA_ARGS), "leader-elect": "false"}
     assert (
         _args(config, "kube-controller-manager")[
             "horizontal-pod-autoscaler-downscale-stabilization"
