@@ -25,14 +25,13 @@ import sys
 import time
 from pathlib import Path
 
-import yaml
-
 from cluster.argocd import NAMESPACE, LocalArgoCd
 from cluster.gitops_repo import GitOpsRepo, app_names, health_config, images_of
 from cluster.local import LocalCluster
 from cluster.node_images import ImageError, podman_image_id
 from cluster.topology import default_topology
 from kubetrain.gitops.stack import Samples, load_stacks
+from kubetrain.manifest import parse_yaml
 
 DEFAULT_WORKDIR = Path("build/cluster")
 TIMEOUT_SECONDS = 600.0
@@ -42,7 +41,7 @@ def applications(cluster: LocalCluster) -> dict[str, tuple[str, str]]:
     """Each Application's (sync status, health status)."""
     out = cluster.kubectl("-n", NAMESPACE, "get", "applications.argoproj.io", "-o", "yaml")
     found: dict[str, tuple[str, str]] = {}
-    for app in yaml.safe_load(out.stdout).get("items", []):
+    for app in parse_yaml(out.stdout).get("items", []):
         status = app.get("status") or {}
         found[app["metadata"]["name"]] = (
             (status.get("sync") or {}).get("status", "-"),

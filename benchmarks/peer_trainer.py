@@ -55,6 +55,7 @@ from cluster.process import free_port
 from cluster.tools import Tools
 from kubetrain.controller.errors import ApiError
 from kubetrain.controller.kube import KubeApi, Resource
+from kubetrain.manifest import parse_yaml, parse_yaml_all
 
 #: client-go's default user agent starts with the binary's name (Trainer sets none).
 TRAINER_USER_AGENT = "trainer-controller-manager/"
@@ -143,18 +144,16 @@ def webhook_configurations(
     ``base_url``: each webhook's ``clientConfig.service`` becomes ``url`` = ``base_url``
     + the service's path, with ``caBundle``; ``name_prefix`` is the release's."""
     objects = [
-        doc
-        for doc in yaml.safe_load_all((webhook_dir / "manifests.yaml").read_text("utf-8"))
-        if doc
+        doc for doc in parse_yaml_all((webhook_dir / "manifests.yaml").read_text("utf-8")) if doc
     ]
-    kustomization = yaml.safe_load((webhook_dir / "kustomization.yaml").read_text("utf-8"))
+    kustomization = parse_yaml((webhook_dir / "kustomization.yaml").read_text("utf-8"))
     for entry in kustomization.get("patches", []):
         if "path" not in entry or "target" not in entry:
             raise PeerError(
                 f"{webhook_dir / 'kustomization.yaml'} has the patch {entry}: expected a "
                 "path to a JSON patch and a target"
             )
-        operations = yaml.safe_load((webhook_dir / Path(entry["path"]).name).read_text("utf-8"))
+        operations = parse_yaml((webhook_dir / Path(entry["path"]).name).read_text("utf-8"))
         matched = [i for i, obj in enumerate(objects) if _targets(obj, entry["target"])]
         if not matched:
             raise PeerError(f"the patch {entry} targets no object of {webhook_dir}")
@@ -221,7 +220,7 @@ def jobset_config(
 def upstream_crds(tools: Tools) -> list[dict[str, Any]]:
     """Trainer's CRDs and JobSet's, as their modules ship them."""
     return [
-        yaml.safe_load(path.read_text(encoding="utf-8"))
+        parse_yaml(path.read_text(encoding="utf-8"))
         for path in (*tools.trainer_crds, tools.jobset_crd)
     ]
 
@@ -273,11 +272,11 @@ class UpstreamTrainer:
         env = {**os.environ, "KUBECONFIG": str(self.kubeconfig), "TMPDIR": str(tmp)}
         trainer_ports = {name: free_port() for name in ("webhook", "metrics", "health")}
         jobset_ports = {name: free_port() for name in ("webhook", "metrics", "health")}
-        shipped = yaml.safe_load(self.tools.trainer_config.read_text(encoding="utf-8"))
+        shipped = parse_yaml(self.tools.trainer_config.read_text(encoding="utf-8"))
         config = trainer_config(shipped, ports=trainer_ports, qps=qps, burst=burst)
         trainer_path = self.workdir / "trainer-config.yaml"
         trainer_path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")
-        shipped = yaml.safe_load(self.tools.jobset_config.read_text(encoding="utf-8"))
+        shipped = parse_yaml(self.tools.jobset_config.read_text(encoding="utf-8"))
         config = jobset_config(shipped, ports=jobset_ports, cert_dir=serving.cert_dir)
         jobset_path = self.workdir / "jobset-config.yaml"
         jobset_path.write_text(yaml.safe_dump(config, sort_keys=False), encoding="utf-8")

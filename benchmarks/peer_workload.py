@@ -15,8 +15,6 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from benchmarks.operator_scale import (
     NAMESPACE,
     TRAINJOB_NODES,
@@ -29,6 +27,7 @@ from benchmarks.operator_scale import submit as burst
 from cluster.topology import GPU_RESOURCE
 from kubetrain.api.keys import JOBSET_NAME_LABEL
 from kubetrain.controller.kube import KubeApi, Resource
+from kubetrain.manifest import parse_yaml
 
 #: The runtime the SDK's ``train()`` uses by default, as upstream ships it.
 RUNTIME_NAME = "torch-distributed"
@@ -85,7 +84,7 @@ def sdk_runtime(runtimes_dir: Path) -> dict[str, Any]:
     ExtendedResourceToleration admission plugin, or its operator, adds; the local API
     server runs without it)."""
     path = runtimes_dir / RUNTIME_FILE
-    runtime: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))
+    runtime: dict[str, Any] = parse_yaml(path.read_text(encoding="utf-8"))
     if runtime.get("metadata", {}).get("name") != RUNTIME_NAME:
         raise ValueError(f"{path} is not the {RUNTIME_NAME} ClusterTrainingRuntime")
     for rjob in runtime["spec"]["template"]["spec"]["replicatedJobs"]:

@@ -105,6 +105,7 @@ from kubetrain import __version__
 from kubetrain.api.crds import all_crds, crd_for
 from kubetrain.api.kinds import TRAINER_KINDS
 from kubetrain.controller.kube import KubeApi
+from kubetrain.manifest import parse_yaml
 
 #: The benchmark's own clients (submitting, watching) send this user agent, so the audit
 #: log tells their requests from kubetrain's (``kubetrain-operator/...``).
@@ -193,9 +194,9 @@ class Bench:
             theirs = upstream_crds(self.tools)
         elif operator is TRAINING_OPERATOR:
             path = self.tools.training_operator_crds / "kubeflow.org_pytorchjobs.yaml"
-            theirs = [yaml.safe_load(path.read_text(encoding="utf-8"))]
+            theirs = [parse_yaml(path.read_text(encoding="utf-8"))]
         else:
-            theirs = [yaml.safe_load(self.tools.mpi_operator_crd.read_text(encoding="utf-8"))]
+            theirs = [parse_yaml(self.tools.mpi_operator_crd.read_text(encoding="utf-8"))]
         replaced = {crd["metadata"]["name"] for crd in theirs}
         return [c for c in ours if c["metadata"]["name"] not in replaced] + theirs
 

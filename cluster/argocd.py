@@ -39,6 +39,7 @@ from cluster import host
 from cluster.local import ClusterError, LocalCluster
 from cluster.process import LocalProcess, ProcessError
 from cluster.tools import Tools, find_tools
+from kubetrain.manifest import parse_yaml
 
 NAMESPACE = "argocd"
 #: Ports inside Argo CD's network namespace (private to it, so fixed).
@@ -219,7 +220,7 @@ class LocalArgoCd:
         namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NAMESPACE}}
         objects: list[dict[str, Any]] = [namespace]
         for path in tools.argocd_config:
-            obj = yaml.safe_load(path.read_text(encoding="utf-8"))
+            obj = parse_yaml(path.read_text(encoding="utf-8"))
             obj["metadata"]["namespace"] = NAMESPACE
             if obj["metadata"]["name"] == "argocd-cm":
                 obj["data"] = {**(obj.get("data") or {}), **config}

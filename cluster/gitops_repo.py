@@ -10,12 +10,11 @@ import subprocess
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from kubetrain.gitops.argocd import SYNC_WAVE_ANNOTATION as SYNC_WAVE
 from kubetrain.gitops.render import render_charts
 from kubetrain.gitops.stack import Stack
 from kubetrain.gitops.writer import write_version
+from kubetrain.manifest import parse_yaml, parse_yaml_all
 
 #: Who commits (the repository has no configuration of its own).
 COMMITTER = ("kubetrain", "gitops@kubetrain.dev")
@@ -104,7 +103,7 @@ def images_of(version_dir: Path) -> list[str]:
                 walk(item)
 
     for path in sorted(version_dir.rglob("*.yaml")):
-        for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
+        for doc in parse_yaml_all(path.read_text(encoding="utf-8")):
             walk(doc)
     return sorted(found)
 
@@ -112,16 +111,16 @@ def images_of(version_dir: Path) -> list[str]:
 def health_config(version_dir: Path) -> dict[str, str]:
     """The ``argocd-cm`` data of the version's ``argocd/argocd-cm-health.yaml``."""
     path = version_dir / "argocd" / "argocd-cm-health.yaml"
-    return dict(yaml.safe_load(path.read_text(encoding="utf-8"))["data"])
+    return dict(parse_yaml(path.read_text(encoding="utf-8"))["data"])
 
 
 def app_names(version_dir: Path) -> tuple[str, ...]:
     """The Argo CD Applications of a synthesized stack version: the root's name first,
     then the children's in sync-wave order."""
     argocd = version_dir / "argocd"
-    root = yaml.safe_load((argocd / "root-application.yaml").read_text(encoding="utf-8"))
+    root = parse_yaml((argocd / "root-application.yaml").read_text(encoding="utf-8"))
     children = [
-        yaml.safe_load(path.read_text(encoding="utf-8"))
+        parse_yaml(path.read_text(encoding="utf-8"))
         for path in sorted((argocd / "applications").glob("*.yaml"))
     ]
     children.sort(key=lambda app: int(app["metadata"]["annotations"][SYNC_WAVE]))

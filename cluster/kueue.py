@@ -45,6 +45,7 @@ from cluster.local import ClusterError, LocalCluster
 from cluster.process import ProcessError, free_port, wait_http_ok
 from cluster.tools import Tools, find_tools
 from kubetrain.controller.status_tls import issue_ca, issue_serving
+from kubetrain.manifest import parse_yaml, parse_yaml_all
 
 #: The integrations kubetrain's jobs use: batch Jobs (MPI launchers, and the plain Job
 #: that proves a setup works) and Kubeflow's v1 training jobs.
@@ -147,11 +148,11 @@ def write_serving_certificate(
 
 
 def _documents(text: str) -> list[dict[str, Any]]:
-    return [doc for doc in yaml.safe_load_all(text) if doc]
+    return [doc for doc in parse_yaml_all(text) if doc]
 
 
 def _kustomization(path: Path) -> dict[str, Any]:
-    document = yaml.safe_load(path.read_text(encoding="utf-8"))
+    document = parse_yaml(path.read_text(encoding="utf-8"))
     if not isinstance(document, dict):
         raise KueueError(f"{path} is not a kustomization: expected a YAML mapping")
     return document

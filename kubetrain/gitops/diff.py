@@ -6,9 +6,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from kubetrain.api.errors import render_value
+from kubetrain.manifest import parse_yaml
 
 ObjectKey = tuple[str, str, str]  # kind, namespace, name
 
@@ -32,7 +31,7 @@ def load_version(directory: Path) -> dict[ObjectKey, dict[str, Any]]:
     for path in sorted(directory.glob("[0-9][0-9]-*/*.yaml")):
         if path.name == "kustomization.yaml":
             continue
-        obj = yaml.safe_load(path.read_text())
+        obj = parse_yaml(path.read_text())
         meta = obj.get("metadata", {})
         objects[(obj["kind"], meta.get("namespace", ""), meta.get("name", ""))] = obj
     return objects

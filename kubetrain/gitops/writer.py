@@ -28,14 +28,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from kubetrain import __version__
 from kubetrain.constructs.monitoring import dashboard_file, rules_file
 from kubetrain.gitops import argocd as argo
 from kubetrain.gitops.render import RenderedChart, argocd_objects, root_application
 from kubetrain.gitops.stack import Stack
-from kubetrain.manifest import dump
+from kubetrain.manifest import dump, parse_yaml
 
 LOCK_FILE = "manifest.lock.json"
 #: The plain files of a stack with monitoring (for a Prometheus or Grafana run by hand).
@@ -114,10 +112,6 @@ def render_files(stack: Stack, charts: list[RenderedChart]) -> dict[str, str]:
     return files
 
 
-# libyaml's parser when this PyYAML has it: the same objects as yaml.safe_load, faster.
-_SafeLoader: type[yaml.SafeLoader] = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-
-
 def _objects(files: dict[str, str]) -> dict[str, str]:
     """Object label (``Kind namespace/name``) -> YAML, for the chart object files."""
     out: dict[str, str] = {}
@@ -128,7 +122,7 @@ def _objects(files: dict[str, str]) -> dict[str, str]:
             or path.endswith("kustomization.yaml")
         ):
             continue
-        obj = yaml.load(text, Loader=_SafeLoader)
+        obj = parse_yaml(text)
         meta = obj.get("metadata", {})
         where = (
             f"{meta['namespace']}/{meta.get('name')}" if meta.get("namespace") else meta.get("name")

@@ -8,13 +8,12 @@ import copy
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-import yaml
-
 from cluster.topology import GPU_RESOURCE
 from kubetrain.api import load_job
 from kubetrain.api.common import JobBase
 from kubetrain.api.kinds import KINDS
 from kubetrain.frameworks import EnvVar
+from kubetrain.manifest import parse_yaml
 from tests.conftest import EXAMPLES
 
 J = TypeVar("J", bound=JobBase)
@@ -30,7 +29,7 @@ Pods = Callable[[str, str], dict[str, Any]]
 
 def example(name: str) -> dict[str, Any]:
     """One of kubetrain's examples (examples/<name>), as a dict."""
-    data: dict[str, Any] = yaml.safe_load((EXAMPLES / name).read_text())
+    data: dict[str, Any] = parse_yaml((EXAMPLES / name).read_text())
     return data
 
 

@@ -8,8 +8,7 @@ import copy
 import json
 from typing import Any
 
-import yaml
-
+from kubetrain.manifest import parse_yaml, parse_yaml_all
 from tests.conftest import EXAMPLES, REPO_ROOT
 
 API_VERSION = "trainer.kubeflow.org/v1alpha1"
@@ -100,7 +99,7 @@ def upstream_documents() -> list[tuple[str, dict[str, Any]]]:
     """(id, document) of every document of upstream v2.3.0's copied manifests."""
     out = []
     for path in sorted(UPSTREAM_TRAINER.rglob("*.yaml")):
-        docs = [d for d in yaml.safe_load_all(path.read_text()) if d]
+        docs = [d for d in parse_yaml_all(path.read_text()) if d]
         for index, doc in enumerate(docs):
             name = str(path.relative_to(UPSTREAM_TRAINER))
             out.append((f"{name}#{index}" if len(docs) > 1 else name, doc))
@@ -117,7 +116,7 @@ def trainer_examples() -> list[tuple[str, dict[str, Any]]]:
     """(file name, document) of kubetrain's Trainer examples."""
     out = []
     for path in sorted(EXAMPLES.glob("*.yaml")):
-        doc = yaml.safe_load(path.read_text())
+        doc = parse_yaml(path.read_text())
         if doc.get("kind") in TRAINER_KINDS:
             out.append((path.name, doc))
     return out

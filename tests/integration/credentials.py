@@ -20,6 +20,7 @@ import yaml
 
 from kubetrain.controller.kube import KubeApi, Resource
 from kubetrain.controller.rbac import PolicyRule
+from kubetrain.manifest import parse_yaml
 
 SERVICE_ACCOUNTS = Resource("", "v1", "serviceaccounts", "ServiceAccount")
 SECRETS = Resource("", "v1", "secrets", "Secret")
@@ -140,7 +141,7 @@ def create_secret(admin: KubeApi, namespace: str, name: str) -> dict[str, str]:
 
 
 def _cluster(admin_kubeconfig: Path) -> dict[str, Any]:
-    cluster: dict[str, Any] = yaml.safe_load(admin_kubeconfig.read_text())["clusters"][0]["cluster"]
+    cluster: dict[str, Any] = parse_yaml(admin_kubeconfig.read_text())["clusters"][0]["cluster"]
     return cluster
 
 

@@ -33,6 +33,7 @@ import urllib3
 import yaml
 
 from kubetrain.api.keys import FENCE_CHECKED_HEADER
+from kubetrain.manifest import parse_yaml
 
 #: Hop-by-hop headers a proxy must not pass on (RFC 9110, 7.6.1), and the length, which
 #: the proxy sets itself.
@@ -93,7 +94,7 @@ class Logged:
 
 
 def _upstream(kubeconfig: Path) -> tuple[str, urllib3.PoolManager]:
-    config = yaml.safe_load(kubeconfig.read_text(encoding="utf-8"))
+    config = parse_yaml(kubeconfig.read_text(encoding="utf-8"))
     cluster = config["clusters"][0]["cluster"]
     user = config["users"][0]["user"]
     pool = urllib3.PoolManager(

@@ -22,13 +22,13 @@ from collections import Counter
 from typing import Any, cast
 
 import pytest
-import yaml
 from hypothesis import HealthCheck, Phase, given, settings
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 
 from kubetrain.api import JobValidationError, load_job
 from kubetrain.api.kinds import KINDS
+from kubetrain.manifest import parse_yaml
 from tests.conftest import EXAMPLES
 from tests.integration.kube import api_error_message
 from tests.unit.api.mutations import mutated_jobs
@@ -176,7 +176,7 @@ def _example(kind: str) -> dict[str, Any]:
             "spec": {"runtimeRef": {"name": "torch-distributed"}},
         }
     path = EXAMPLES / {"PyTorchJob": "pytorchjob", "TFJob": "tfjob", "MPIJob": "mpijob"}[kind]
-    loaded: dict[str, Any] = yaml.safe_load(path.with_suffix(".yaml").read_text())
+    loaded: dict[str, Any] = parse_yaml(path.with_suffix(".yaml").read_text())
     loaded["metadata"] = {"name": "with-status"}
     return loaded
 

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
@@ -22,6 +21,7 @@ from kubernetes.dynamic import DynamicClient
 from kubetrain.api import JobValidationError, apply_defaults, load_job
 from kubetrain.api.invariants import INVARIANTS, MANAGED_BY_IMMUTABLE, check_update
 from kubetrain.api.kinds import KINDS
+from kubetrain.manifest import parse_yaml, parse_yaml_all
 from kubetrain.synth import load_stacks, render_stack
 from tests.integration.kube import (
     api_error_message,
@@ -48,7 +48,7 @@ CRD_KIND = "CustomResourceDefinition"
 
 
 def load_example(name: str) -> dict[str, Any]:
-    doc: dict[str, Any] = yaml.safe_load((REPO_ROOT / "examples" / name).read_text())
+    doc: dict[str, Any] = parse_yaml((REPO_ROOT / "examples" / name).read_text())
     return doc
 
 
@@ -137,7 +137,7 @@ def monitoring_crds(dyn: DynamicClient) -> None:
         "monitoring.coreos.com_servicemonitors.yaml",
         "monitoring.coreos.com_prometheusrules.yaml",
     )
-    crds = [yaml.safe_load(p.read_text()) for p in prometheus_operator_crds() if p.name in wanted]
+    crds = [parse_yaml(p.read_text()) for p in prometheus_operator_crds() if p.name in wanted]
     assert len(crds) == len(wanted), f"the Prometheus Operator module lacks {wanted}"
     for crd in crds:
         apply(dyn, crd)
@@ -206,7 +206,7 @@ def test_every_synthesized_object_applies_in_chart_order_and_reapplies_unchanged
 def test_example_job_is_accepted_without_losing_a_field(
     path: Path, dyn: DynamicClient, namespace: str, installed_crds: list[dict[str, Any]]
 ) -> None:
-    docs = [doc for doc in yaml.safe_load_all(path.read_text()) if doc]
+    docs = [doc for doc in parse_yaml_all(path.read_text()) if doc]
     assert docs, f"{path} holds no documents"
     for doc in docs:
         job = in_namespace(doc, namespace)
@@ -244,7 +244,7 @@ def test_upstream_example_is_admitted_and_stored_as_validate_reads_it(
     kubetrain read with the CRD's defaults: explicit nulls such as Intel MPI's ``command:``
     pruned on both sides, nothing else lost, and the defaults those of the operator.
     (Server-side apply refuses such nulls: see the next test.)"""
-    (doc,) = [d for d in yaml.safe_load_all(path.read_text()) if d]
+    (doc,) = [d for d in parse_yaml_all(path.read_text()) if d]
     job = in_namespace(doc, namespace)
     typed = load_job(job)
     try:
@@ -648,7 +648,7 @@ def test_an_mpijob_is_stored_with_upstreams_defaults(
     defaults; the operator's defaulting step gives the same job from either form."""
     (doc,) = [
         d
-        for d in yaml.safe_load_all(
+        for d in parse_yaml_all(
             (REPO_ROOT / "tests/data/upstream/mpi-operator-v0.8.0/pi/pi.yaml").read_text()
         )
         if d

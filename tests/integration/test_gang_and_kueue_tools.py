@@ -30,6 +30,7 @@ from cluster.kueue import (
 from cluster.local import LocalCluster
 from cluster.tools import Tools, Versions, find_tools
 from cluster.topology import GPU_RESOURCE
+from kubetrain.manifest import parse_yaml, parse_yaml_all
 from tests.clusters import ClusterClients
 from tests.conftest import EXAMPLES
 from tests.integration.kube import (
@@ -166,7 +167,7 @@ def test_coscheduling_cluster_runs_the_scheduler_plugins_binary(
     assert os.readlink(f"/proc/{pids['scheduler-plugins-controller']}/exe") == str(
         tools.scheduler_plugins_controller
     )
-    config = yaml.safe_load(coscheduling_cluster.scheduler_config_path.read_text())
+    config = parse_yaml(coscheduling_cluster.scheduler_config_path.read_text())
     assert config["profiles"][0]["plugins"]["queueSort"]["enabled"] == [{"name": "Coscheduling"}]
     listening = listening_addresses(set(pids.values()))
     assert listening and all(address == "127.0.0.1" for address in listening), listening
@@ -429,9 +430,9 @@ def test_kueue_queues_a_trainjob_of_kubetrains_crd(
     # Kueue reads the runtime to size the Workload: the example torch-gpu runtime, 2
     # nodes of 8 GPUs (the queue's whole quota). No operator runs here either.
     dyn, namespace = kueue_clients.dyn, kueue_namespace
-    runtime = yaml.safe_load((EXAMPLES / "clustertrainingruntime.yaml").read_text())
+    runtime = parse_yaml((EXAMPLES / "clustertrainingruntime.yaml").read_text())
     apply(dyn, runtime)
-    job = yaml.safe_load((EXAMPLES / "trainjob.yaml").read_text())
+    job = parse_yaml((EXAMPLES / "trainjob.yaml").read_text())
     job["metadata"] = {"name": "tj", "labels": {QUEUE_NAME_LABEL: queue["local_queue"]}}
     job["spec"]["trainer"]["numNodes"] = 2
     # Kueue looks the runtime up by apiGroup and kind: left out here, kubetrain's CRD
@@ -517,7 +518,7 @@ def test_kueue_webhook_rejects_an_invalid_cluster_queue(kueue_clients: ClusterCl
 def test_kueue_runs_on_loopback_with_every_kubetrain_integration(kueue: Kueue) -> None:
     expected = [*DEFAULT_INTEGRATIONS, TRAINJOB_INTEGRATION]
     assert kueue.state()["integrations"] == expected
-    config = yaml.safe_load(kueue.config_path.read_text())
+    config = parse_yaml(kueue.config_path.read_text())
     assert config["integrations"]["frameworks"] == expected
     # The TrainJob integration watches JobSets: start() installed their CRD.
     assert kueue.cluster.kubectl("get", "crd", JOBSET_CRD, check=False).returncode == 0
@@ -575,7 +576,7 @@ def test_helm_lints_and_renders_a_chart(
     assert "1 chart(s) linted, 0 chart(s) failed" in lint.stdout, lint.stdout
     rendered = _helm(tools, helm_env, "template", "rel", str(chart), "--set", "greeting=hi")
     assert rendered.returncode == 0, rendered.stderr
-    (configmap,) = [doc for doc in yaml.safe_load_all(rendered.stdout) if doc]
+    (configmap,) = [doc for doc in parse_yaml_all(rendered.stdout) if doc]
     assert configmap["metadata"]["name"] == "rel-demo"
     assert configmap["data"]["greeting"] == "hi"
     assert configmap["data"]["replicas"] == "1"
@@ -676,7 +677,7 @@ def test_kueue_crds_and_their_dependencies_parse(tools: Tools) -> None:
 def test_kueue_webhooks_are_generated_from_every_upstream_webhook(tools: Tools) -> None:
     manifests = [
         doc
-        for doc in yaml.safe_load_all((tools.kueue_webhook_dir / "manifests.yaml").read_text())
+        for doc in parse_yaml_all((tools.kueue_webhook_dir / "manifests.yaml").read_text())
         if doc
     ]
     upstream = {

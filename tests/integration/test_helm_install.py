@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client
 
 from kubetrain.api import keys as K
 from kubetrain.gitops.helm import CHART_NAME
 from kubetrain.gitops.render import render_charts
 from kubetrain.gitops.stack import Stack, load_stacks
+from kubetrain.manifest import parse_yaml
 from tests.ahead import Ahead
 from tests.charts import exported_chart
 from tests.integration.kube import wait_for
@@ -135,7 +135,7 @@ def test_install_upgrade_uninstall_with_the_operator_from_the_installed_config(
         )
         assert done.returncode == 0, done.stderr
         status = helm("list", *kube, "-o", "yaml")
-        (release,) = yaml.safe_load(status.stdout)
+        (release,) = parse_yaml(status.stdout)
         assert release["chart"] == f"{CHART_NAME}-0.1.1" and str(release["revision"]) == "2", (
             release
         )

@@ -25,6 +25,7 @@ import yaml
 from cluster.local import LocalCluster
 from cluster.tools import find_tools
 from kubetrain.gitops.helm import CHART_NAME
+from kubetrain.manifest import parse_yaml
 from tests.ahead import Ahead
 from tests.clusters import ClusterClients
 from tests.integration.kube import list_objects, wait_for
@@ -142,7 +143,7 @@ def test_helm_upgrade_in_place_under_running_jobs(
     # crds/ are generated from the same CRDs; the field is added to the file here).
     start = time.monotonic()
     crd_file = second / "crds" / f"{PYTORCHJOB_CRD}.yaml"
-    crd: dict[str, Any] = yaml.safe_load(crd_file.read_text())
+    crd: dict[str, Any] = parse_yaml(crd_file.read_text())
     add_crd_field(crd, {"type": "string", "description": "a note"})
     crd_file.write_text(yaml.safe_dump(crd, sort_keys=False))
     # Helm installs crds/ once and never upgrades them: docs/gitops.md's step for a newer
@@ -160,7 +161,7 @@ def test_helm_upgrade_in_place_under_running_jobs(
         f"({len(before['pods'])} pods): {took:.0f} s to the operator rolled, leader "
         f"{leader_before} -> {leader_after}, pods recreated: {len(recreated)}"
     )
-    (release,) = yaml.safe_load(helm("list", "-o", "yaml"))
+    (release,) = parse_yaml(helm("list", "-o", "yaml"))
     assert release["chart"] == f"{CHART_NAME}-0.1.1" and str(release["revision"]) == "2"
     assert recreated == [], f"pods recreated: {recreated}"
     assert after == before, "a job was recreated or changed state"

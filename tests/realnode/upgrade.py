@@ -17,6 +17,7 @@ from cluster.local import LocalCluster
 from cluster.topology import POOL_LABEL
 from kubetrain.controller.config import LogLevel
 from kubetrain.gitops.stack import Samples, Stack
+from kubetrain.manifest import parse_yaml
 from stacks.local import STACK
 from tests.builders.jobs import GPU_TOLERATION
 from tests.charts import exported_chart
@@ -202,7 +203,7 @@ def add_crd_field(crd: dict[str, Any], field: dict[str, Any]) -> None:
 
 
 def served_spec_fields(cluster: LocalCluster, crd: str) -> list[str]:
-    found = yaml.safe_load(cluster.kubectl("get", "crd", crd, "-o", "yaml").stdout)
+    found = parse_yaml(cluster.kubectl("get", "crd", crd, "-o", "yaml").stdout)
     schema = found["spec"]["versions"][0]["schema"]["openAPIV3Schema"]
     return sorted(schema["properties"]["spec"]["properties"])
 
@@ -221,7 +222,7 @@ def release_runtimes(cluster: LocalCluster) -> None:
     out = cluster.kubectl(
         "get", "clustertrainingruntimes,trainingruntimes", "-A", "-o", "yaml", check=False
     ).stdout
-    for runtime in (yaml.safe_load(out) or {}).get("items", []):
+    for runtime in (parse_yaml(out) or {}).get("items", []):
         if not runtime["metadata"].get("finalizers"):
             continue
         where = (

@@ -6,10 +6,9 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from images.common.trainkit import FINAL_LINE
 from kubetrain import __version__
+from kubetrain.manifest import parse_yaml
 from tests.clusters import ClusterClients
 from tests.integration.operator.jobs import Jobs
 
@@ -29,7 +28,7 @@ TRAINING_TIMEOUT = 420.0
 def sample(stack_dir: Path, kind: str, namespace: str) -> dict[str, Any]:
     """The stack's synthesized sample of ``kind``, moved into ``namespace``."""
     for path in sorted((stack_dir / "04-samples").glob("*.yaml")):
-        obj = yaml.safe_load(path.read_text())
+        obj = parse_yaml(path.read_text())
         if obj.get("kind") == kind:
             obj["metadata"]["namespace"] = namespace
             obj["metadata"].pop("annotations", None)  # Argo CD's sync options only

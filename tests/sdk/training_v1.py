@@ -11,7 +11,6 @@ import json
 from pathlib import Path
 from typing import Any
 
-import yaml
 from kubeflow.training import (
     KubeflowOrgV1JAXJob,
     KubeflowOrgV1JAXJobSpec,
@@ -33,6 +32,8 @@ from kubernetes.client import (
     V1ResourceRequirements,
 )
 
+from kubetrain.manifest import parse_yaml
+
 
 def train() -> None:  # shipped to the pods by the SDK, as upstream's e2e test does
     import time
@@ -52,7 +53,7 @@ class _Json:
 def paddlejob_from_file(path: str, namespace: str) -> KubeflowOrgV1PaddleJob:
     """A manifest's PaddleJob as the SDK's models, built as upstream's e2e test builds one
     (``run_policy`` is required by the model: ``cleanPodPolicy: None``, upstream's default)."""
-    wire = yaml.safe_load(Path(path).read_text())
+    wire = parse_yaml(Path(path).read_text())
     specs = {
         rtype: KubeflowOrgV1ReplicaSpec(
             replicas=spec.get("replicas"),

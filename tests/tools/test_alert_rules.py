@@ -21,6 +21,7 @@ from kubetrain.constructs.monitoring import MonitoringProps, dashboard_file, rul
 from kubetrain.constructs.operator import TrainingOperatorProps
 from kubetrain.constructs.types import Image
 from kubetrain.gitops.stack import load_stacks
+from kubetrain.manifest import parse_yaml
 from tests.conftest import REPO_ROOT
 
 PROMTOOL_TESTS = REPO_ROOT / "tests" / "data" / "prometheus" / "alerts-test.yaml"
@@ -51,7 +52,7 @@ def test_promtool_unit_tests_of_every_alert_pass(tmp_path: Path) -> None:
     ran = promtool("test", "rules", str(tmp_path / PROMTOOL_TESTS.name))
     assert ran.returncode == 0, ran.stdout + ran.stderr
     # Every alert is tested, each both ways.
-    tests = yaml.safe_load(PROMTOOL_TESTS.read_text())["tests"]
+    tests = parse_yaml(PROMTOOL_TESTS.read_text())["tests"]
     names = {r["alert"] for r in rules_file(MonitoringProps(), operator)["groups"][0]["rules"]}
     fires = {c["alertname"] for t in tests for c in t["alert_rule_test"] if c["exp_alerts"]}
     silent = {c["alertname"] for t in tests for c in t["alert_rule_test"] if not c["exp_alerts"]}
@@ -64,7 +65,7 @@ def test_a_wrong_expectation_fails_promtool(tmp_path: Path) -> None:
     (tmp_path / "prometheus-rules.yaml").write_text(
         yaml.safe_dump(rules_file(MonitoringProps(), operator))
     )
-    tests = yaml.safe_load(PROMTOOL_TESTS.read_text())
+    tests = parse_yaml(PROMTOOL_TESTS.read_text())
     wrong = copy.deepcopy(tests)
     wrong["tests"][0]["alert_rule_test"][1]["exp_alerts"][0]["exp_labels"]["severity"] = "info"
     (tmp_path / "wrong.yaml").write_text(yaml.safe_dump(wrong))

@@ -14,7 +14,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from kubetrain.constructs.monitoring import MonitoringProps
 from kubetrain.controller.config import JOB_KINDS
@@ -27,6 +26,7 @@ from kubetrain.gitops.helm import (
 from kubetrain.gitops.helm.template import object_key
 from kubetrain.gitops.render import render_charts
 from kubetrain.gitops.stack import Stack, load_stacks
+from kubetrain.manifest import parse_yaml, parse_yaml_all
 from tests.ahead import Ahead
 from tests.charts import exported_chart
 
@@ -57,7 +57,7 @@ def _by_key(objects: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
 def _template(helm: Any, values: dict[str, Any], *args: str) -> dict[str, dict[str, Any]]:
     done = helm("template", "rel", str(CHART), *args, values=values)
     assert done.returncode == 0, done.stderr
-    return _by_key([strip_helm_labels(o) for o in yaml.safe_load_all(done.stdout) if o])
+    return _by_key([strip_helm_labels(o) for o in parse_yaml_all(done.stdout) if o])
 
 
 def test_the_chart_lints_strictly(helm: Any) -> None:
@@ -73,7 +73,7 @@ def test_default_values_render_what_synth_renders(helm: Any, local: Stack) -> No
     assert rendered == _by_key(expected)
     # Every object carries Helm's labels (they are what the comparison took off).
     done = helm("template", "rel", str(CHART))
-    for obj in yaml.safe_load_all(done.stdout):
+    for obj in parse_yaml_all(done.stdout):
         if obj:
             assert obj["metadata"]["labels"]["app.kubernetes.io/managed-by"] == "Helm"
             assert obj["metadata"]["labels"]["app.kubernetes.io/instance"] == "rel"
@@ -309,7 +309,7 @@ def test_helm_package_writes_the_versions_archive(helm: Any, local: Stack, tmp_p
     archive = tmp_path / f"{CHART_NAME}-{local.version}.tgz"
     with tarfile.open(archive) as tar:
         names = tar.getnames()
-        chart = yaml.safe_load(tar.extractfile(f"{CHART_NAME}/Chart.yaml").read())  # type: ignore[union-attr]
+        chart = parse_yaml(tar.extractfile(f"{CHART_NAME}/Chart.yaml").read())  # type: ignore[union-attr]
     assert chart["version"] == local.version
     assert f"{CHART_NAME}/values.schema.json" in names
     assert f"{CHART_NAME}/crds/pytorchjobs.kubeflow.org.yaml" in names
@@ -326,7 +326,7 @@ def test_a_gpu_stacks_chart_renders_its_runtimes_and_leaves_the_queues_out(
     chart = exported.result()
     done = helm("template", "rel", str(chart), "--include-crds")
     assert done.returncode == 0, done.stderr
-    rendered = _by_key([strip_helm_labels(o) for o in yaml.safe_load_all(done.stdout) if o])
+    rendered = _by_key([strip_helm_labels(o) for o in parse_yaml_all(done.stdout) if o])
     assert _by_key(charts["runtimes"]).items() <= rendered.items()
     assert _by_key(charts["gpu-nodes"]).items() <= rendered.items()
     assert not [k for k, o in rendered.items() if o["apiVersion"].startswith("kueue.x-k8s.io")]

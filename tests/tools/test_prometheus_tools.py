@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry, Counter, start_http_server
 from cluster.process import free_port
 from cluster.prometheus import Prometheus, PrometheusError, duration, promtool
 from cluster.tools import Tools, ToolsMissingError, find_tools
+from kubetrain.manifest import parse_yaml
 from tests.integration.kube import wait_for
 
 
@@ -59,7 +60,7 @@ def test_prometheus_scrapes_itself(tmp_path: Path, tools: Tools) -> None:
         [target] = prometheus.targets()
         assert target["health"] == "up" and target["labels"]["job"] == "prometheus"
         assert prometheus.address.startswith("127.0.0.1:")
-        config = yaml.safe_load(prometheus.config_path.read_text(encoding="utf-8"))
+        config = parse_yaml(prometheus.config_path.read_text(encoding="utf-8"))
         assert config["global"] == {"scrape_interval": "1s", "evaluation_interval": "1s"}
     assert not prometheus.is_running()
     assert (tmp_path / "prometheus" / "data").is_dir()

@@ -12,6 +12,7 @@ from typing import Any
 import yaml
 
 from images.common.trainkit import FINAL_LINE, STEP_LINE
+from kubetrain.manifest import parse_yaml
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 IMAGES = REPO_ROOT / "images"
@@ -69,7 +70,7 @@ def kubetrain(*args: str, cwd: Path = REPO_ROOT) -> Run:
 
 def load_manifest(path: Path) -> dict[str, Any]:
     """A job manifest as a dict."""
-    loaded: dict[str, Any] = yaml.safe_load(path.read_text())
+    loaded: dict[str, Any] = parse_yaml(path.read_text())
     return loaded
 
 

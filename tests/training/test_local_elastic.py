@@ -9,6 +9,7 @@ from pathlib import Path
 
 import yaml
 
+from kubetrain.manifest import parse_yaml
 from tests.builders.trainer import UPSTREAM_TRAINER, trainjob
 from tests.training.helpers import IMAGES, kubetrain
 
@@ -54,7 +55,7 @@ def test_elastic_trainjob_scales_its_nodes_and_resumes(tmp_path: Path) -> None:
     # torchrun prefixes each rank's lines here ("[node-0] [rank0]:..."). Upstream's
     # torch-distributed made elastic (kubetrain's elasticPolicy, KEP-2903's
     # shape) and a TrainJob of two nodes running the sample, scaled 2 -> 3 -> 2.
-    runtime = yaml.safe_load(TORCH.read_text())
+    runtime = parse_yaml(TORCH.read_text())
     runtime["spec"]["mlPolicy"]["torch"] = {
         "elasticPolicy": {"minNodes": 1, "maxNodes": 3, "maxRestarts": 3}
     }

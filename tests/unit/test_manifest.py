@@ -7,7 +7,7 @@ from typing import Any
 
 import yaml
 
-from kubetrain.manifest import _BaseDumper, canonical, dump
+from kubetrain.manifest import SafeLoader, _BaseDumper, canonical, dump, parse_yaml, parse_yaml_all
 
 
 class _Reference(_BaseDumper):  # type: ignore[valid-type,misc]
@@ -56,4 +56,13 @@ def test_dump_matches_the_generic_representer_byte_for_byte() -> None:
         width=1 << 16,
     )
     assert dump(TRICKY) == expected
-    assert yaml.safe_load(dump(TRICKY)) == canonical(TRICKY)
+    assert parse_yaml(dump(TRICKY)) == canonical(TRICKY)
+
+
+def test_yaml_is_read_as_the_safe_loader_reads_it_with_libyaml() -> None:
+    # PyYAML's wheels carry libyaml: the reader everything uses is the C one there.
+    assert yaml.__with_libyaml__ and SafeLoader is yaml.CSafeLoader
+    text = dump(TRICKY) + "---\n" + dump({"kind": "B", "when": "2026-12-03", "n": "0o17"})
+    assert list(parse_yaml_all(text)) == list(yaml.safe_load_all(text))
+    assert parse_yaml(dump(TRICKY)) == yaml.safe_load(dump(TRICKY)) == canonical(TRICKY)
+    assert parse_yaml(b"a: [1, 2.5, null, yes]\n") == {"a": [1, 2.5, None, True]}

@@ -6,10 +6,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import yaml
 
 from kubetrain.api import all_crds
 from kubetrain.cli import main
+from kubetrain.manifest import parse_yaml
 from kubetrain.synth import render_stack
 from tests.conftest import REPO_ROOT
 
@@ -48,7 +48,7 @@ def test_synth_writes_the_crds_chart_first(tmp_path: Path) -> None:
         "0008-customresourcedefinition-clustertrainingruntimes.trainer.kubeflow.org.yaml",
         "kustomization.yaml",
     ]
-    first = yaml.safe_load((chart_dir / files[0]).read_text())
+    first = parse_yaml((chart_dir / files[0]).read_text())
     assert first["spec"] == all_crds()[0]["spec"]
 
 

@@ -11,6 +11,7 @@ from typing import Any
 import yaml
 
 from kubetrain.controller.kube import KubeApi
+from kubetrain.manifest import parse_yaml
 from tests.integration.credentials import (
     ROLE_BINDINGS,
     create_service_account,
@@ -46,7 +47,7 @@ def scientist_env(kubeconfig: Path, namespace: str, tmp_path: Path) -> dict[str,
     finally:
         admin.close()
     path = write_token_kubeconfig(kubeconfig, token, tmp_path / "scientist.kubeconfig")
-    config = yaml.safe_load(path.read_text())
+    config = parse_yaml(path.read_text())
     config["contexts"][0]["context"]["namespace"] = namespace
     path.write_text(yaml.safe_dump(config))
     return {"KUBECONFIG": str(path), "KUBEFLOW_SYSTEM_NAMESPACE": "kubeflow-system"}

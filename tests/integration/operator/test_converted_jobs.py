@@ -18,12 +18,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes.client.exceptions import ApiException
 from kubernetes.dynamic import DynamicClient
 
 from kubetrain.api import convert, load_job
 from kubetrain.api import keys as K
+from kubetrain.manifest import parse_yaml, parse_yaml_all
 from tests.builders.jobs import GPU_TOLERATION
 from tests.conftest import REPO_ROOT
 from tests.integration.kube import apply, condition, wait_for
@@ -37,7 +37,7 @@ DECIDERS = {"PyTorchJob": "master", "TFJob": "chief", "MPIJob": "launcher"}
 
 
 def _documents(path: Path) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return [d for d in parse_yaml_all(path.read_text()) if d]
 
 
 def _runnable(job: dict[str, Any], name: str) -> dict[str, Any]:
@@ -160,7 +160,7 @@ def test_a_pytorchjob_and_its_trainjob_run_with_the_same_torch_layout_and_succee
     ``kubetrain convert --to trainjob`` makes of it, on upstream's torch-distributed
     runtime (as a TrainingRuntime of the test's namespace, tolerating the GPU taint): the
     same PET_NNODES, PET_NPROC_PER_NODE and node ranks on the pods, and both finish."""
-    runtime: dict[str, Any] = yaml.safe_load(TORCH_RUNTIME.read_text())
+    runtime: dict[str, Any] = parse_yaml(TORCH_RUNTIME.read_text())
     runtime["kind"] = "TrainingRuntime"
     runtime["metadata"]["namespace"] = namespace
     for rjob in runtime["spec"]["template"]["spec"]["replicatedJobs"]:

@@ -9,10 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import yaml
-
 from cluster.local import LocalCluster
 from kubetrain.controller.policies.scaling import BY_SPEC
+from kubetrain.manifest import parse_yaml
 from tests.conftest import REPO_ROOT
 from tests.integration.kube import condition, wait_for
 from tests.integration.operator.conftest import RunningOperator
@@ -26,7 +25,7 @@ ELASTIC = (
 
 def upstream(example: str) -> dict[str, Any]:
     """Upstream's example as published (the request's namespace decides)."""
-    wire: dict[str, Any] = yaml.safe_load((ELASTIC / example / f"{example}.yaml").read_text())
+    wire: dict[str, Any] = parse_yaml((ELASTIC / example / f"{example}.yaml").read_text())
     wire["metadata"].pop("namespace", None)
     return wire
 
@@ -35,7 +34,7 @@ def hpa(local_cluster: LocalCluster, namespace: str, name: str) -> dict[str, Any
     found = local_cluster.kubectl(
         "get", "hpa", name, "-n", namespace, "-o", "json", "--ignore-not-found"
     ).stdout
-    return yaml.safe_load(found) if found.strip() else None
+    return parse_yaml(found) if found.strip() else None
 
 
 def uids(pods: dict[str, dict[str, Any]]) -> dict[str, str]:

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes.dynamic import DynamicClient
 
 from cluster.local import LocalCluster
 from cluster.tools import find_tools
 from kubetrain.controller.config import GangScheduler, OperatorConfig
+from kubetrain.manifest import parse_yaml
 from tests.clusters import ClusterClients
 from tests.integration.kube import (
     apply,
@@ -288,7 +288,7 @@ def test_a_trainjob_runtime_with_a_podgroup_policy(
 
 @pytest.fixture
 def volcano_crd(dyn: DynamicClient) -> Iterator[None]:
-    crd = yaml.safe_load(find_tools(only=("volcano",)).volcano_podgroup_crd.read_text())
+    crd = parse_yaml(find_tools(only=("volcano",)).volcano_podgroup_crd.read_text())
     apply(dyn, crd)
     wait_for_established(dyn, crd["metadata"]["name"])
     try:

@@ -9,9 +9,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from kubetrain.api import keys as K
+from kubetrain.manifest import parse_yaml
 from tests.integration.kube import condition, wait_for
 from tests.integration.operator.conftest import RunningOperator
 from tests.integration.operator.jobs import Jobs, env_of
@@ -24,7 +24,7 @@ KIND = "JAXJob"
 
 def _upstream(example: str, namespace: str) -> dict[str, Any]:
     """An upstream example, unchanged but for its namespace (``kubeflow``): the test's."""
-    job: dict[str, Any] = yaml.safe_load((UPSTREAM / example).read_text(encoding="utf-8"))
+    job: dict[str, Any] = parse_yaml((UPSTREAM / example).read_text(encoding="utf-8"))
     job["metadata"]["namespace"] = namespace
     return job
 

@@ -10,10 +10,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from kubetrain.api import keys as K
 from kubetrain.controller.config import OperatorConfig
+from kubetrain.manifest import parse_yaml
 from tests.builders.jobs import GPU_TOLERATION
 from tests.integration.kube import condition, wait_for
 from tests.integration.operator.conftest import RunningOperator
@@ -28,7 +28,7 @@ FOREIGN_GATE = "example.com/hold"
 def _upstream(example: str) -> dict[str, Any]:
     """An upstream example; a pod asking for GPUs gets the toleration of the fake GPU
     nodes' taint (what a platform team adds), nothing else changes."""
-    job: dict[str, Any] = yaml.safe_load((UPSTREAM / example).read_text(encoding="utf-8"))
+    job: dict[str, Any] = parse_yaml((UPSTREAM / example).read_text(encoding="utf-8"))
     for spec in job["spec"]["mpiReplicaSpecs"].values():
         pod_spec = spec["template"]["spec"]
         limits = [(c.get("resources") or {}).get("limits") or {} for c in pod_spec["containers"]]

@@ -9,10 +9,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from kubetrain.api import PaddleJob, load_job
 from kubetrain.api import keys as K
+from kubetrain.manifest import parse_yaml
 from tests.builders.jobs import GPU_TOLERATION
 from tests.conftest import REPO_ROOT
 from tests.integration.kube import condition, wait_for
@@ -28,7 +28,7 @@ EXAMPLES = sorted(UPSTREAM.glob("*.yaml"))
 def upstream_example(path: Path) -> dict[str, Any]:
     """The example as published, in the test's namespace (the request's namespace decides)
     and, where it asks for GPUs, tolerating the fake GPU nodes' taint."""
-    wire: dict[str, Any] = yaml.safe_load(path.read_text())
+    wire: dict[str, Any] = parse_yaml(path.read_text())
     assert isinstance(load_job(wire, str(path)), PaddleJob)
     wire["metadata"].pop("namespace")
     for spec in wire["spec"]["paddleReplicaSpecs"].values():

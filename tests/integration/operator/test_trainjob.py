@@ -16,7 +16,6 @@ from typing import Any
 
 import cdk8s
 import pytest
-import yaml
 from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
@@ -29,6 +28,7 @@ from kubetrain.constructs.trainer_access import TrainerUserAccess
 from kubetrain.constructs.types import Image
 from kubetrain.controller.conditions import format_time
 from kubetrain.controller.config import OperatorConfig
+from kubetrain.manifest import parse_yaml
 from tests.builders.jobs import GPU_TOLERATION
 from tests.conftest import REPO_ROOT
 from tests.integration.kube import apply, remove_applied, wait_for
@@ -42,7 +42,7 @@ RUNTIMES = ("trainer.kubeflow.org", "v1alpha1", "clustertrainingruntimes")
 
 
 def _upstream(name: str) -> dict[str, Any]:
-    obj: dict[str, Any] = yaml.safe_load((UPSTREAM / name).read_text())
+    obj: dict[str, Any] = parse_yaml((UPSTREAM / name).read_text())
     return obj
 
 
@@ -476,7 +476,7 @@ def test_a_resumed_trainjob_keeps_the_runtime_it_started_with(
     assert snapshot is not None
     (owner,) = snapshot["metadata"]["ownerReferences"]
     assert (owner["kind"], owner["name"], owner["controller"]) == ("TrainJob", name, True)
-    pinned = yaml.safe_load(snapshot["data"]["runtime"])
+    pinned = parse_yaml(snapshot["data"]["runtime"])
     assert (pinned["kind"], _node_image(pinned)) == (kind, original)
 
     patch = {"spec": {"suspend": True}}

@@ -13,13 +13,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes.dynamic import DynamicClient
 
 from cluster.local import LocalCluster
 from kubetrain.api import keys as K
 from kubetrain.constructs import App, Chart
 from kubetrain.constructs.trainer_access import TrainerUserAccess
+from kubetrain.manifest import parse_yaml
 from tests.builders.jobs import GPU_TOLERATION
 from tests.conftest import REPO_ROOT
 from tests.integration.kube import apply, remove_applied, wait_for
@@ -34,7 +34,7 @@ GROUP, VERSION, PLURAL = "trainer.kubeflow.org", "v1alpha1", "trainjobs"
 def _elastic_runtime(namespace: str) -> dict[str, Any]:
     """Upstream's torch-distributed as a TrainingRuntime of the test's namespace, elastic
     between 1 and 4 nodes."""
-    runtime: dict[str, Any] = yaml.safe_load((TORCH / "torch_distributed.yaml").read_text())
+    runtime: dict[str, Any] = parse_yaml((TORCH / "torch_distributed.yaml").read_text())
     out = copy.deepcopy(runtime)
     out["kind"] = "TrainingRuntime"
     out["metadata"] = {**out["metadata"], "name": "torch-elastic", "namespace": namespace}

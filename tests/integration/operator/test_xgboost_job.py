@@ -10,12 +10,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from kubernetes import client
 
 from kubetrain.api import XGBoostJob, apply_defaults, load_job
 from kubetrain.api import keys as K
 from kubetrain.frameworks import ClusterAddressing, xgboost
+from kubetrain.manifest import parse_yaml
 from tests.integration.kube import wait_for
 from tests.integration.operator.conftest import RunningOperator
 from tests.integration.operator.jobs import Jobs, env_of
@@ -29,7 +29,7 @@ LOCAL_CLAIM = "xgboostlocal"
 
 
 def _example(name: str) -> dict[str, Any]:
-    doc: dict[str, Any] = yaml.safe_load((UPSTREAM / name).read_text(encoding="utf-8"))
+    doc: dict[str, Any] = parse_yaml((UPSTREAM / name).read_text(encoding="utf-8"))
     return doc
 
 

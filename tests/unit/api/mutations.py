@@ -14,9 +14,9 @@ import copy
 from pathlib import Path
 from typing import Any
 
-import yaml
 from hypothesis import strategies as st
 
+from kubetrain.manifest import parse_yaml_all
 from tests.conftest import EXAMPLES, REPO_ROOT
 
 UPSTREAM = REPO_ROOT / "tests" / "data" / "upstream"
@@ -25,7 +25,7 @@ Path_ = tuple[str | int, ...]
 
 
 def _load(path: Path) -> list[dict[str, Any]]:
-    docs = yaml.safe_load_all(path.read_text())
+    docs = parse_yaml_all(path.read_text())
     return [d for d in docs if isinstance(d, dict) and d.get("kind") in JOB_KINDS]
 
 

@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from kubetrain.api import JobValidationError
 from kubetrain.api.convert.report import Conversion, NoteKind
@@ -19,6 +18,7 @@ from kubetrain.api.convert.trainjob import KNOWN_RUNTIMES, MANAGER, to_trainjob
 from kubetrain.api.trainer import TrainJob, load_trainer_object
 from kubetrain.controller.plugins.registry import build_registry
 from kubetrain.controller.reconciler import Reconciler
+from kubetrain.manifest import parse_yaml_all
 from kubetrain.synth import render_stack
 from tests.builders.observed import NOW, stamp
 from tests.conftest import REPO_ROOT
@@ -37,7 +37,7 @@ V1_JOBS = sorted(
 
 
 def documents(path: Path) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return [d for d in parse_yaml_all(path.read_text()) if d]
 
 
 def notes(conv: Conversion, kind: NoteKind) -> dict[str, Any]:

@@ -8,13 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kubetrain.api import JobValidationError, apply_defaults, convert, load_job
 from kubetrain.api.convert import Conversion, NoteKind
 from kubetrain.api.trainer.loader import load_object
+from kubetrain.manifest import parse_yaml_all
 from tests.builders.jobs import mpi_job, pytorch_job, template, tf_job
 from tests.conftest import REPO_ROOT
 
@@ -24,7 +24,7 @@ UPSTREAM_FILES = sorted(OLDER.rglob("*.yaml"))
 
 
 def _documents(path: Path) -> list[dict[str, Any]]:
-    return [d for d in yaml.safe_load_all(path.read_text()) if d]
+    return [d for d in parse_yaml_all(path.read_text()) if d]
 
 
 def _notes(conv: Conversion, kind: NoteKind) -> dict[str, Any]:

@@ -10,11 +10,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from kubetrain.api import JAXJob, JobValidationError, apply_defaults, crd_for, crd_schema, load_job
 from kubetrain.api.jax import INFO as JAX
 from kubetrain.cli import main
+from kubetrain.manifest import parse_yaml
 from tests.builders.jobs import jax_job, set_path, template
 from tests.conftest import REPO_ROOT
 
@@ -23,7 +23,7 @@ EXAMPLES = sorted(UPSTREAM.rglob("*.yaml"))
 
 
 def _doc(path: Path) -> dict[str, Any]:
-    data: dict[str, Any] = yaml.safe_load(path.read_text())
+    data: dict[str, Any] = parse_yaml(path.read_text())
     return data
 
 

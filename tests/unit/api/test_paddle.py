@@ -7,11 +7,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from kubetrain.api import JobValidationError, PaddleJob, apply_defaults, crd_for, load_job
 from kubetrain.api.paddle import INFO as PADDLE
 from kubetrain.cli import main
+from kubetrain.manifest import parse_yaml
 from tests.builders.jobs import paddle_job, set_path, template
 from tests.conftest import REPO_ROOT
 
@@ -33,7 +33,7 @@ def test_upstreams_examples_are_both_here() -> None:
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
 def test_upstream_example_loads_unchanged(path: Path) -> None:
-    wire = yaml.safe_load(path.read_text())
+    wire = parse_yaml(path.read_text())
     job = load_job(wire, str(path))
     assert isinstance(job, PaddleJob)
     assert job.to_wire() == wire
@@ -63,7 +63,7 @@ def test_defaults_are_upstreams() -> None:
 
 
 def test_defaults_keep_a_declared_master_port_and_restart_policy() -> None:
-    wire = yaml.safe_load(EXAMPLES[0].read_text())
+    wire = parse_yaml(EXAMPLES[0].read_text())
     worker = apply_defaults(load_job(wire)).to_wire()["spec"]["paddleReplicaSpecs"]["Worker"]
     assert worker["restartPolicy"] == "OnFailure"
     # protocol: the CRD's embedded default for the list-map key, which the server stores.

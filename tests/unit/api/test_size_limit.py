@@ -18,6 +18,7 @@ from kubetrain.api import JobValidationError, load_job, load_jobs_from_yaml
 from kubetrain.api.limits import MAX_FILE_BYTES
 from kubetrain.api.trainer import load_object, load_objects_from_yaml, load_trainer_object
 from kubetrain.cli import main
+from kubetrain.manifest import parse_yaml
 from tests.conftest import EXAMPLES
 
 LIMIT_TEXT = f"must be at most {MAX_FILE_BYTES:,} bytes"
@@ -33,7 +34,7 @@ def _with_env_value(manifest: dict[str, Any], value: str) -> dict[str, Any]:
 
 
 def _pytorch_example() -> dict[str, Any]:
-    loaded: dict[str, Any] = yaml.safe_load((EXAMPLES / "pytorchjob.yaml").read_text())
+    loaded: dict[str, Any] = parse_yaml((EXAMPLES / "pytorchjob.yaml").read_text())
     return loaded
 
 

@@ -6,7 +6,6 @@ import copy
 from typing import Any
 
 import pytest
-import yaml
 
 from kubetrain.api.common import RestartPolicy
 from kubetrain.api.errors import JobValidationError
@@ -16,6 +15,7 @@ from kubetrain.api.trainer.resolve import ResolvedTrainJob
 from kubetrain.api.trainer.runtime import RuntimeBase
 from kubetrain.api.trainer.trainjob import TrainJob
 from kubetrain.frameworks.registry import resolve_trainjob
+from kubetrain.manifest import parse_yaml_all
 from tests.conftest import REPO_ROOT
 
 ANCESTOR = "trainer.kubeflow.org/trainjob-ancestor-step"
@@ -378,7 +378,7 @@ def test_upstreams_multi_step_example_is_refused_as_upstreams_webhook_refuses_it
     # examples/yaml/05-multi-step.yaml at v2.3.0: its dataset-initializer container has
     # no "initializer" volumeMount, so nothing would carry the dataset to the trainer.
     path = REPO_ROOT / "tests/data/upstream/trainer-v2.3.0/examples/yaml/05-multi-step.yaml"
-    runtime_doc, job_doc = (d for d in yaml.safe_load_all(path.read_text()) if d)
+    runtime_doc, job_doc = (d for d in parse_yaml_all(path.read_text()) if d)
     loaded_runtime, loaded_job = load_trainer_object(runtime_doc), load_trainer_object(job_doc)
     assert isinstance(loaded_runtime, RuntimeBase) and isinstance(loaded_job, TrainJob)
     with pytest.raises(JobValidationError) as caught:

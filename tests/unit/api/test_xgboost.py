@@ -9,11 +9,11 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from kubetrain.api import XGBoostJob, apply_defaults, crd_for, load_job
 from kubetrain.api.errors import JobValidationError
 from kubetrain.cli import main
+from kubetrain.manifest import parse_yaml
 from tests.builders.jobs import set_path, template, xgboost_job
 from tests.conftest import REPO_ROOT
 
@@ -26,7 +26,7 @@ XGB = "spec.xgbReplicaSpecs"
 
 
 def _doc(path: Path) -> dict[str, Any]:
-    doc: dict[str, Any] = yaml.safe_load(path.read_text(encoding="utf-8"))
+    doc: dict[str, Any] = parse_yaml(path.read_text(encoding="utf-8"))
     return doc
 
 

@@ -7,9 +7,9 @@ import shutil
 from pathlib import Path
 
 import pytest
-import yaml
 
 from kubetrain.cli import main
+from kubetrain.manifest import parse_yaml, parse_yaml_all
 from tests.conftest import EXAMPLES, REPO_ROOT
 
 DATA = REPO_ROOT / "tests" / "data" / "convert"
@@ -23,7 +23,7 @@ def test_writes_the_converted_stream_to_stdout_and_a_report_per_document(
 ) -> None:
     assert main(["convert", str(TF_DOCS), str(MPI_DOCS)]) == 0
     out, err = capsys.readouterr()
-    documents = list(yaml.safe_load_all(out))
+    documents = list(parse_yaml_all(out))
     assert [(d["kind"], d["apiVersion"]) for d in documents] == [
         ("TFJob", "kubeflow.org/v1"),
         ("MPIJob", "kubeflow.org/v2beta1"),
@@ -54,7 +54,7 @@ def test_exits_1_and_lists_what_was_dropped(
     old.write_text(TF_DOCS.read_text().replace("ttlSecondsAfterFinished: 600", "backoffLimit: 3"))
     assert main(["convert", str(old)]) == 1
     out, err = capsys.readouterr()
-    assert yaml.safe_load(out)["apiVersion"] == "kubeflow.org/v1"  # still written
+    assert parse_yaml(out)["apiVersion"] == "kubeflow.org/v1"  # still written
     assert "TFJob/tfjob-docs kubeflow.org/v1: 1 field(s) not carried" in err
     assert "dropped: spec.backoffLimit (3): not a field of TFJob kubeflow.org/v1beta1" in err
     assert "1 of 1 file(s) not fully converted" in err
@@ -69,7 +69,7 @@ def test_writes_one_file_per_input_into_a_folder_and_never_over_one(
     out = tmp_path / "converted"
     assert main(["convert", str(source), "-o", str(out)]) == 0
     written = (out / "jobs.yaml").read_text()
-    assert yaml.safe_load(written)["spec"]["runPolicy"]["ttlSecondsAfterFinished"] == 600
+    assert parse_yaml(written)["spec"]["runPolicy"]["ttlSecondsAfterFinished"] == 600
     assert f"{source}: written to {out / 'jobs.yaml'}" in capsys.readouterr().err
     # An existing output file needs --overwrite ...
     assert main(["convert", str(source), "-o", str(out)]) == 2
@@ -121,7 +121,7 @@ def test_passes_current_objects_through(capsys: pytest.CaptureFixture[str]) -> N
     example = EXAMPLES / "tfjob.yaml"
     assert main(["convert", str(example)]) == 0
     out, err = capsys.readouterr()
-    assert yaml.safe_load(out) == yaml.safe_load(example.read_text())
+    assert parse_yaml(out) == parse_yaml(example.read_text())
     assert "already the served version: unchanged" in err
 
 
@@ -161,7 +161,7 @@ def test_an_older_pytorchjob_becomes_a_trainjob_with_nothing_of_the_users_droppe
     assert "ttlSecondsAfterFinished" not in source.read_text()
     assert main(["convert", str(source), "--to", "trainjob"]) == 0, capsys.readouterr().err
     out, err = capsys.readouterr()
-    (trainjob,) = list(yaml.safe_load_all(out))
+    (trainjob,) = list(parse_yaml_all(out))
     assert (trainjob["apiVersion"], trainjob["kind"]) == (
         "trainer.kubeflow.org/v1alpha1",
         "TrainJob",

@@ -11,6 +11,7 @@ import pytest
 import yaml
 
 from kubetrain.cli import main
+from kubetrain.manifest import parse_yaml
 from tests.builders.trainer import UPSTREAM_TRAINER, trainjob
 from tests.conftest import REPO_ROOT
 
@@ -50,7 +51,7 @@ def node_env(out: str, label: str) -> dict[str, str]:
 
 
 def test_a_runtime_in_the_same_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    runtime = yaml.safe_load(TORCH_RUNTIME.read_text())
+    runtime = parse_yaml(TORCH_RUNTIME.read_text())
     path = write(tmp_path / "both.yaml", hello(), runtime)
     code, out, err = dry_run(capsys, str(path))
     assert code == 0, err
@@ -72,7 +73,7 @@ def test_a_runtime_file(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 def test_a_training_runtime_must_share_the_namespace(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    runtime = yaml.safe_load(TORCH_RUNTIME.read_text())
+    runtime = parse_yaml(TORCH_RUNTIME.read_text())
     runtime["kind"] = "TrainingRuntime"
     runtime["metadata"]["namespace"] = "team-a"
     job = hello(kind="TrainingRuntime")
@@ -99,7 +100,7 @@ def test_fails_naming_where_it_looked(tmp_path: Path, capsys: pytest.CaptureFixt
 
 
 def test_fails_on_an_invalid_runtime(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    runtime = yaml.safe_load(TORCH_RUNTIME.read_text())
+    runtime = parse_yaml(TORCH_RUNTIME.read_text())
     broken = copy.deepcopy(runtime)
     broken["spec"]["mlPolicy"]["numNodes"] = 0
     code, _, err = dry_run(
@@ -115,7 +116,7 @@ def test_fails_on_an_invalid_runtime(tmp_path: Path, capsys: pytest.CaptureFixtu
 def test_a_runtime_for_a_v1_job_is_a_usage_error(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    job = yaml.safe_load((REPO_ROOT / "examples" / "pytorchjob.yaml").read_text())
+    job = parse_yaml((REPO_ROOT / "examples" / "pytorchjob.yaml").read_text())
     code, _, err = dry_run(
         capsys, str(write(tmp_path / "job.yaml", job)), "--runtime", str(TORCH_RUNTIME)
     )

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from kubetrain.cli import main
+from kubetrain.manifest import parse_yaml_all
 from tests.conftest import EXAMPLES, REPO_ROOT
 
 GOOD = sorted(str(p) for p in EXAMPLES.glob("*.yaml"))
@@ -66,10 +67,9 @@ def test_rejects_missing_file_and_bad_yaml(
 
 
 def test_crds_command_prints_every_crd(capsys: pytest.CaptureFixture[str]) -> None:
-    import yaml
 
     assert main(["crds"]) == 0
-    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    docs = list(parse_yaml_all(capsys.readouterr().out))
     assert [d["metadata"]["name"] for d in docs] == [
         "pytorchjobs.kubeflow.org",
         "tfjobs.kubeflow.org",
@@ -82,7 +82,7 @@ def test_crds_command_prints_every_crd(capsys: pytest.CaptureFixture[str]) -> No
         "clustertrainingruntimes.trainer.kubeflow.org",
     ]
     assert main(["crds", "--kind", "TrainJob", "--kind", "ClusterTrainingRuntime"]) == 0
-    docs = list(yaml.safe_load_all(capsys.readouterr().out))
+    docs = list(parse_yaml_all(capsys.readouterr().out))
     assert [d["spec"]["names"]["kind"] for d in docs] == ["TrainJob", "ClusterTrainingRuntime"]
 
 
@@ -196,11 +196,10 @@ def test_validate_applies_the_clusters_replica_limits(
 
 
 def test_validate_accepts_upstreams_examples(capsys: pytest.CaptureFixture[str]) -> None:
-    import yaml
 
     paths = sorted((REPO_ROOT / "tests" / "data" / "upstream").rglob("*.yaml"))
     files = [str(p) for p in paths]
-    documents = sum(len([d for d in yaml.safe_load_all(p.read_text()) if d]) for p in paths)
+    documents = sum(len([d for d in parse_yaml_all(p.read_text()) if d]) for p in paths)
     assert len(files) >= 35
     assert main(["validate", *files]) == 0, capsys.readouterr().err
     # One line per document (Trainer's examples hold a runtime and a TrainJob in one file).

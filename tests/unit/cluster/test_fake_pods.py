@@ -7,7 +7,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from cluster.fake_pods import (
     EXIT_CODE_ANNOTATION,
@@ -17,6 +16,7 @@ from cluster.fake_pods import (
     exit_patch,
 )
 from cluster.local import stage_files
+from kubetrain.manifest import parse_yaml
 
 
 def test_exit_annotations_carry_code_reason_and_message() -> None:
@@ -47,7 +47,7 @@ def test_rejects_empty_reason() -> None:
 
 
 def _stages() -> list[dict[str, Any]]:
-    return [yaml.safe_load(path.read_text()) for path in stage_files()]
+    return [parse_yaml(path.read_text()) for path in stage_files()]
 
 
 def test_stages_are_kwok_stages_with_unique_names() -> None:

@@ -27,6 +27,7 @@ from cluster.kueue import (
     webhook_configurations,
     write_serving_certificate,
 )
+from kubetrain.manifest import parse_yaml
 
 BASE_URL = "https://127.0.0.1:9443"
 CA_BUNDLE = base64.b64encode(b"-----BEGIN CERTIFICATE-----\n").decode()
@@ -178,7 +179,7 @@ def test_kustomize_patches_add_the_namespace_selectors(webhook_dir: Path) -> Non
 
 
 def test_rejects_a_patch_for_a_webhook_the_manifests_lack(webhook_dir: Path) -> None:
-    kustomization = yaml.safe_load(WEBHOOK_KUSTOMIZATION)
+    kustomization = parse_yaml(WEBHOOK_KUSTOMIZATION)
     kustomization["patches"][0]["patch"] = kustomization["patches"][0]["patch"].replace(
         "mpod.kb.io", "mdeployment.kb.io"
     )

@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from cluster.local import (
     COSCHEDULING_SCHEDULER_NAME,
@@ -18,6 +17,7 @@ from cluster.local import (
 )
 from cluster.metrics import HPA_ARGS
 from cluster.tools import ToolDirs, Tools, Versions
+from kubetrain.manifest import parse_yaml_all
 
 
 def test_runs_kube_scheduler_unless_told_otherwise(tmp_path: Path) -> None:
@@ -42,7 +42,7 @@ def _kwokctl_config(tmp_path: Path, **options: Any) -> dict[str, Any]:
     versions = Versions.pinned()
     tools = Tools(versions=versions, dirs=ToolDirs.for_versions(versions))
     cluster = LocalCluster(tmp_path, tools=tools, **options)
-    documents = list(yaml.safe_load_all(cluster._kwokctl_config()))
+    documents = list(parse_yaml_all(cluster._kwokctl_config()))
     config: dict[str, Any] = documents[0]
     assert config["kind"] == "KwokctlConfiguration"
     return config

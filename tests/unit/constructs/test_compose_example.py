@@ -7,8 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-import yaml
-
+from kubetrain.manifest import parse_yaml_all
 from tests.conftest import EXAMPLES
 from tests.k8s_schema import assert_valid
 
@@ -30,7 +29,7 @@ def test_compose_example_runs_quietly_and_is_valid(tmp_path: Path) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "end-of-life" not in result.stderr + result.stdout
-    objects = list(yaml.safe_load_all((tmp_path / "dist" / "training.k8s.yaml").read_text()))
+    objects = list(parse_yaml_all((tmp_path / "dist" / "training.k8s.yaml").read_text()))
     kinds = sorted(o["kind"] for o in objects)
     assert kinds.count("PyTorchJob") == 1 and "Deployment" in kinds and "DaemonSet" in kinds
     assert_valid(objects)

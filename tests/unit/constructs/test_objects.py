@@ -8,11 +8,11 @@ from pathlib import Path
 from typing import Any
 
 import cdk8s
-import yaml
 
 from kubetrain.api.crds import all_crds
 from kubetrain.constructs import KubeflowCrds
 from kubetrain.constructs.objects import HeldApiObject, api_object, manifests
+from kubetrain.manifest import parse_yaml_all
 
 
 def _crd() -> dict[str, Any]:
@@ -37,7 +37,7 @@ def test_node_side_synth_writes_the_whole_object(tmp_path: Path) -> None:
     app, chart = _chart(tmp_path)
     HeldApiObject(chart, "held", _crd())
     app.synth()
-    (written,) = yaml.safe_load_all((tmp_path / "c.k8s.yaml").read_text())
+    (written,) = parse_yaml_all((tmp_path / "c.k8s.yaml").read_text())
     assert written["spec"] == _crd()["spec"]
     assert chart.to_json()[0]["spec"] == _crd()["spec"]
 
@@ -83,5 +83,5 @@ def test_metadata_beyond_cdk8s_props_is_kept(tmp_path: Path) -> None:
     assert held.to_json()["metadata"]["finalizers"] == ["example.com/keep"]
     assert held.to_json()["metadata"]["name"] == "x"
     app.synth()
-    (written,) = yaml.safe_load_all((tmp_path / "c.k8s.yaml").read_text())
+    (written,) = parse_yaml_all((tmp_path / "c.k8s.yaml").read_text())
     assert written["metadata"]["finalizers"] == ["example.com/keep"]

@@ -16,6 +16,7 @@ from kubetrain.controller.plugins.registry import build_registry
 from kubetrain.controller.plugins.trainjob_status import CODEC
 from kubetrain.controller.reconciler import Reconciler
 from kubetrain.controller.runtimes import in_use_patch
+from kubetrain.manifest import parse_yaml
 from tests.builders.observed import NOW, pod, stamp
 from tests.builders.trainer import torch_runtime
 from tests.unit.controller.memory_cluster import MemoryCluster
@@ -305,7 +306,7 @@ def test_the_runtime_is_pinned_at_the_first_reconcile_and_used_ever_after() -> N
     snapshot = cluster.children["ConfigMap"]["tj-runtime-snapshot"]
     (owner,) = snapshot["metadata"]["ownerReferences"]
     assert (owner["kind"], owner["uid"], owner["controller"]) == ("TrainJob", "tj-uid", True)
-    pinned = yaml.safe_load(snapshot["data"]["runtime"])
+    pinned = parse_yaml(snapshot["data"]["runtime"])
     assert (pinned["kind"], pinned["metadata"]["name"]) == ("ClusterTrainingRuntime", "torch")
     assert pinned["spec"] == RUNTIME["spec"]
     original = _runtime_image(RUNTIME)

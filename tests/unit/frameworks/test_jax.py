@@ -6,12 +6,12 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import yaml
 
 from kubetrain.api import JAXJob, apply_defaults, load_job
 from kubetrain.api.trainer import constants as T
 from kubetrain.frameworks import ClusterAddressing, EnvVar, LocalAddressing, framework_for, jax
 from kubetrain.frameworks.policy import RENDEZVOUS_PORT
+from kubetrain.manifest import parse_yaml
 from tests.conftest import REPO_ROOT
 from tests.unit.frameworks.test_trainjob_env import job
 
@@ -44,7 +44,7 @@ UPSTREAM = REPO_ROOT / "tests" / "data" / "upstream" / "training-operator-v1.9.0
 
 def upstream_job(path: str, **spec: Any) -> JAXJob:
     """An upstream example, defaulted as the operator sees it."""
-    doc = yaml.safe_load((UPSTREAM / path).read_text())
+    doc = parse_yaml((UPSTREAM / path).read_text())
     doc["spec"].update(spec)
     job = apply_defaults(load_job(doc))
     assert isinstance(job, JAXJob)

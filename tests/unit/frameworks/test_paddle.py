@@ -6,10 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import pytest
-import yaml
 
 from kubetrain.api import PaddleJob, apply_defaults, load_job
 from kubetrain.frameworks import FRAMEWORKS, ClusterAddressing, LocalAddressing, paddle
+from kubetrain.manifest import parse_yaml
 from tests.conftest import REPO_ROOT
 
 UPSTREAM = REPO_ROOT / "tests" / "data" / "upstream" / "training-operator-v1.9.0" / "paddlepaddle"
@@ -19,7 +19,7 @@ POD_IP = {"name": "POD_IP_DUMMY", "valueFrom": {"fieldRef": {"fieldPath": "statu
 
 
 def upstream_job(name: str) -> PaddleJob:
-    job = apply_defaults(load_job(yaml.safe_load((UPSTREAM / name).read_text())))
+    job = apply_defaults(load_job(parse_yaml((UPSTREAM / name).read_text())))
     assert isinstance(job, PaddleJob)
     return job
 

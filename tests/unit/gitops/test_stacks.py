@@ -8,7 +8,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from kubetrain.constructs.monitoring import (
     AlertThresholds,
@@ -27,6 +26,7 @@ from kubetrain.gitops.writer import (
     render_files,
     write_version,
 )
+from kubetrain.manifest import parse_yaml
 from tests.conftest import REPO_ROOT
 from tests.k8s_schema import assert_valid
 from tests.snapshot import assert_snapshot
@@ -102,11 +102,10 @@ def test_sync_waves_and_options() -> None:
 
 
 def test_applications_point_at_the_version_folders() -> None:
-    import yaml
 
     stack = STACKS["local"]
     files = render_files(stack, render_charts(stack))
-    apps = {p: yaml.safe_load(t) for p, t in files.items() if p.startswith("argocd/applications/")}
+    apps = {p: parse_yaml(t) for p, t in files.items() if p.startswith("argocd/applications/")}
     assert sorted(apps) == [
         "argocd/applications/local-crds.yaml",
         "argocd/applications/local-operator.yaml",
@@ -120,9 +119,9 @@ def test_applications_point_at_the_version_folders() -> None:
     assert "finalizers" not in crds["metadata"]
     # ServerSideApply is never set on an Application: it breaks sync waves.
     assert all("syncOptions" not in a["spec"]["syncPolicy"] for a in apps.values())
-    root = yaml.safe_load(files["argocd/root-application.yaml"])
+    root = parse_yaml(files["argocd/root-application.yaml"])
     assert root["spec"]["source"]["path"] == "dist/local/0.1.0/argocd/applications"
-    top = yaml.safe_load(files["kustomization.yaml"])
+    top = parse_yaml(files["kustomization.yaml"])
     assert top["resources"] == ["00-crds", "01-operator", "03-runtimes", "04-samples"]
 
 
@@ -209,7 +208,7 @@ def test_a_monitored_stack_ships_its_rules_and_dashboard_as_plain_files(tmp_path
     charts = render_charts(stack)
     assert [c.name for c in charts][-1] == "monitoring"
     files = render_files(stack, charts)
-    assert yaml.safe_load(files[RULES_FILE]) == rules_file(stack.monitoring, stack.operator)
+    assert parse_yaml(files[RULES_FILE]) == rules_file(stack.monitoring, stack.operator)
     assert json.loads(files[DASHBOARD_FILE]) == dashboard_file(stack.monitoring, stack.operator)
     assert {RULES_FILE, DASHBOARD_FILE} <= set(json.loads(files[LOCK_FILE])["files"])
     # Argo CD syncs the chart folders only: nothing points at files/.

@@ -8,11 +8,10 @@ import sys
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from kubetrain.api.loader import load_job
 from kubetrain.local.execute import execute
 from kubetrain.local.plan import plan_local_run
+from kubetrain.manifest import parse_yaml
 from tests.conftest import REPO_ROOT
 
 EXAMPLE = REPO_ROOT / "tests/data/upstream/training-operator-v1.9.0/paddlepaddle/simple-cpu.yaml"
@@ -39,7 +38,7 @@ else:
 def test_upstream_example_is_planned_on_loopback_with_upstreams_environment(
     tmp_path: Path,
 ) -> None:
-    job = load_job(yaml.safe_load(EXAMPLE.read_text()))
+    job = load_job(parse_yaml(EXAMPLE.read_text()))
     plan = plan_local_run(job, scratch=tmp_path, ports=[41000, 41001])
     assert [(r.replica_type, r.index) for r in plan.replicas] == [("Worker", 0), ("Worker", 1)]
     for replica in plan.replicas:
@@ -57,7 +56,7 @@ def test_upstream_example_is_planned_on_loopback_with_upstreams_environment(
 
 
 def _rendezvous_job() -> dict[str, Any]:
-    job: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text())
+    job: dict[str, Any] = parse_yaml(EXAMPLE.read_text())
     (container,) = job["spec"]["paddleReplicaSpecs"]["Worker"]["template"]["spec"]["containers"]
     container["command"] = [sys.executable, "-c", RENDEZVOUS]
     container["args"] = []

@@ -12,7 +12,6 @@ from typing import Any
 
 import jsonschema
 import pytest
-import yaml
 
 from kubetrain import __version__
 from kubetrain.api import all_crds
@@ -25,6 +24,7 @@ from kubetrain.gitops.helm import (
     values_table,
 )
 from kubetrain.gitops.stack import Stack, load_stacks
+from kubetrain.manifest import parse_yaml
 
 ROOT = Path(__file__).resolve().parents[4]
 
@@ -52,7 +52,7 @@ def test_the_committed_chart_is_a_fresh_export(files: dict[str, str]) -> None:
 def test_chart_version_is_the_stacks_and_app_version_kubetrains(
     local: Stack, files: dict[str, str]
 ) -> None:
-    chart = yaml.safe_load(files["Chart.yaml"])
+    chart = parse_yaml(files["Chart.yaml"])
     assert chart["version"] == local.version
     assert chart["appVersion"] == __version__
     assert chart["name"] == CHART_NAME
@@ -64,7 +64,7 @@ def test_crds_are_plain_files_and_values_yaml_holds_the_stacks_settings(
     crds = sorted(p for p in files if p.startswith("crds/"))
     assert len(crds) == len(all_crds())
     assert all("{{" not in files[p] for p in crds)
-    values = yaml.safe_load(files["values.yaml"])
+    values = parse_yaml(files["values.yaml"])
     assert values == default_values(local.operator)
     assert operator_props(local.operator, values).effective_config() == (
         local.operator.effective_config()
@@ -165,7 +165,7 @@ def test_rejects_unknown_values(local: Stack) -> None:
 def test_the_default_values_are_valid(local: Stack, files: dict[str, str]) -> None:
     schema = json.loads(files["values.schema.json"])
     jsonschema.Draft7Validator.check_schema(schema)
-    assert _validates(schema, yaml.safe_load(files["values.yaml"]))
+    assert _validates(schema, parse_yaml(files["values.yaml"]))
 
 
 def test_the_documented_values_table_is_generated_from_the_schema(local: Stack) -> None:
