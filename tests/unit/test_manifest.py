@@ -7,7 +7,15 @@ from typing import Any
 
 import yaml
 
-from kubetrain.manifest import SafeLoader, _BaseDumper, canonical, dump, parse_yaml, parse_yaml_all
+from kubetrain.manifest import (
+    SafeLoader,
+    _BaseDumper,
+    canonical,
+    dump,
+    emit_yaml,
+    parse_yaml,
+    parse_yaml_all,
+)
 
 
 class _Reference(_BaseDumper):  # type: ignore[valid-type,misc]
@@ -66,3 +74,7 @@ def test_yaml_is_read_as_the_safe_loader_reads_it_with_libyaml() -> None:
     assert list(parse_yaml_all(text)) == list(yaml.safe_load_all(text))
     assert parse_yaml(dump(TRICKY)) == yaml.safe_load(dump(TRICKY)) == canonical(TRICKY)
     assert parse_yaml(b"a: [1, 2.5, null, yes]\n") == {"a": [1, 2.5, None, True]}
+    assert emit_yaml(TRICKY) == yaml.safe_dump(TRICKY)
+    assert emit_yaml(TRICKY, width=80, sort_keys=False) == yaml.safe_dump(
+        TRICKY, width=80, sort_keys=False
+    )

@@ -12,13 +12,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-import yaml
 
 from kubetrain.api import JobValidationError, load_job, load_jobs_from_yaml
 from kubetrain.api.limits import MAX_FILE_BYTES
 from kubetrain.api.trainer import load_object, load_objects_from_yaml, load_trainer_object
 from kubetrain.cli import main
-from kubetrain.manifest import parse_yaml
+from kubetrain.manifest import emit_yaml, parse_yaml
 from tests.conftest import EXAMPLES
 
 LIMIT_TEXT = f"must be at most {MAX_FILE_BYTES:,} bytes"
@@ -78,8 +77,8 @@ def test_rejects_a_job_over_the_request_limit_in_every_entry_point(entry: str) -
     calls: dict[str, Callable[[], Any]] = {
         "load_job": lambda: [(0, load_job(job))],
         "load_object": lambda: [(0, load_object(job))],
-        "load_jobs_from_yaml": lambda: load_jobs_from_yaml(yaml.safe_dump(job)),
-        "load_objects_from_yaml": lambda: list(load_objects_from_yaml(yaml.safe_dump(job))),
+        "load_jobs_from_yaml": lambda: load_jobs_from_yaml(emit_yaml(job)),
+        "load_objects_from_yaml": lambda: list(load_objects_from_yaml(emit_yaml(job))),
     }
     message = _first_error(calls[entry])
     assert LIMIT_TEXT in message
@@ -90,7 +89,7 @@ def test_validate_refuses_the_same_job_with_the_same_words(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     path = tmp_path / "bulky.yaml"
-    path.write_text(yaml.safe_dump(_with_env_value(_pytorch_example(), OVER)))
+    path.write_text(emit_yaml(_with_env_value(_pytorch_example(), OVER)))
     assert main(["validate", str(path)]) == 1
     assert LIMIT_TEXT in capsys.readouterr().err
 
@@ -117,7 +116,7 @@ def test_accepts_a_job_just_under_the_limit_everywhere(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     job = _with_env_value(_pytorch_example(), UNDER)
-    text = yaml.safe_dump(job, width=2**31 - 1)
+    text = emit_yaml(job, width=2**31 - 1)
     assert len(text.encode()) <= MAX_FILE_BYTES
     assert load_job(job).name == "pytorch-ddp"
     assert load_object(job).metadata.name == "pytorch-ddp"
