@@ -23,6 +23,12 @@ export K8S_VERSION
 OPENAPI_DIR := $(KUBETRAIN_CACHE)/openapi/$(K8S_VERSION)
 export KUBETRAIN_OPENAPI_DIR := $(OPENAPI_DIR)
 
+# Python caches the bytecode it compiles (__pycache__, ignored by git), whatever the
+# calling environment says: a machine that exports PYTHONDONTWRITEBYTECODE=1 has every
+# process compile its imports again, and the tests start hundreds that import torch
+# (5.1 CPU-s instead of 2.5 each here), cdk8s or the Kubernetes client (2.5 instead of 1.4).
+unexport PYTHONDONTWRITEBYTECODE
+
 export GOTOOLCHAIN := local
 export GOFLAGS := -mod=mod
 # jsii (under cdk8s) prints a Node.js end-of-life banner unless told the major version.
