@@ -123,6 +123,8 @@ def pytest_runtest_logreport(report: pytest.TestReport) -> None:
     config = _CONFIG[0] if _CONFIG else None
     if config is None or config.getoption("--tier") is None or not report.failed:
         return
+    if hasattr(config, "workerinput"):
+        return  # a pytest-xdist worker: its controller gets the report and relays it
     reporter = config.pluginmanager.get_plugin("terminalreporter")
     if reporter is None:
         return

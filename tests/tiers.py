@@ -67,6 +67,9 @@ class Run:
     ignore: tuple[str, ...] = ()
     minutes: float = 1.0
     cores: int = 1
+    #: pytest-xdist processes its tests are spread over (1: none, the tests run in the
+    #: process itself, in order).
+    workers: int = 1
     #: Its tests start real nodes of their own (on addresses of their own).
     node: bool = False
     #: Control planes its tests start themselves, one at a time (beside its profile's).
@@ -160,7 +163,9 @@ TIERS: tuple[Tier, ...] = (
         "unit",
         "typed API, constructs, pure policies, snapshots: nothing but the venv",
         paths=("tests/unit", "tests/snapshots"),
-        runs=(Run("unit", profiles=(NO_CLUSTER,)),),
+        # Two processes: its slowest tests (the CLI's synths, the fuzzers, the chart
+        # export) take seconds of a core each; lint's mypy shares the cores at first.
+        runs=(Run("unit", profiles=(NO_CLUSTER,), workers=2),),
         gate=True,
     ),
     Tier(
@@ -300,6 +305,8 @@ def _pytest_command(tier: Tier, run: Run, junit: Path, extra: Sequence[str]) -> 
     command += [f"--ignore={path}" for path in run.ignore]
     if run.profiles is not None:
         command.append(f"--profile={','.join(run.profiles)}")
+    if run.workers > 1:
+        command += ["-n", str(run.workers), "--dist", "worksteal"]
     command += [f"--junitxml={junit}", "-o", "junit_family=xunit2", "--durations=10"]
     return command + list(extra)
 
@@ -330,13 +337,16 @@ def _read_junit(path: Path, outcome: Outcome) -> None:
 
 
 def _read_timing(path: Path, outcome: Outcome) -> None:
-    if path.exists():
-        data = json.loads(path.read_text())
-        outcome.fixtures = [
+    """The process's timing file, and those of its pytest-xdist workers (``path.gw0``...)."""
+    for part in [path, *sorted(path.parent.glob(path.name + ".gw*"))]:
+        if not part.exists():
+            continue
+        data = json.loads(part.read_text())
+        outcome.fixtures += [
             FixtureTime(f["name"], f["scope"], float(f["setup"]), float(f["teardown"]))
             for f in data.get("fixtures", [])
         ]
-        outcome.operator_starts = int(data.get("operator_starts", 0))
+        outcome.operator_starts += int(data.get("operator_starts", 0))
         for test, count in data.get("operator_starts_by_test", {}).items():
             module = test.split("::", 1)[0]
             outcome.starts_by_module[module] = outcome.starts_by_module.get(module, 0) + count
@@ -601,7 +611,8 @@ class Process:
         self.timing = RESULTS / f"{self.stem}.timing.json"
         self.log = RESULTS / f"{self.stem}.log"
         self.failures = RESULTS / f"{self.stem}.failures"
-        for stale in (self.junit, self.timing, self.failures):
+        workers = RESULTS.glob(self.timing.name + ".gw*")
+        for stale in (self.junit, self.timing, self.failures, *workers):
             stale.unlink(missing_ok=True)
         if run.command is not None:
             command = list(run.command)

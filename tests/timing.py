@@ -75,7 +75,9 @@ def pytest_unconfigure(config: pytest.Config) -> None:
     target = os.environ.get(TIMING_ENV)
     if not target:
         return
-    Path(target).write_text(
+    # A pytest-xdist worker writes a file of its own beside its controller's.
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    Path(f"{target}.{worker}" if worker else target).write_text(
         json.dumps(
             {
                 "fixtures": _fixtures,
