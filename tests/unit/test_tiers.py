@@ -185,13 +185,24 @@ def test_the_timing_file_gives_operator_starts_per_module(tmp_path: Path) -> Non
             }
         )
     )
+    # A pytest-xdist worker's file beside it is added in.
+    (tmp_path / "timing.json.gw1").write_text(
+        json.dumps(
+            {
+                "fixtures": [{"name": "f", "scope": "session", "setup": 1.5, "teardown": 0.5}],
+                "operator_starts": 1,
+                "operator_starts_by_test": {"tests/integration/operator/test_b.py::test_x": 1},
+            }
+        )
+    )
     outcome = Outcome("cluster", "operator", 1.0, 0)
     tiers._read_timing(timing, outcome)
-    assert outcome.operator_starts == 4
+    assert outcome.operator_starts == 5
     assert outcome.starts_by_module == {
         "tests/integration/operator/test_a.py": 3,
-        "tests/integration/operator/test_b.py": 1,
+        "tests/integration/operator/test_b.py": 2,
     }
+    assert outcome.fixtures == [FixtureTime("f", "session", 1.5, 0.5)]
 
 
 def test_a_chart_is_exported_once_per_content_even_by_two_callers_at_once(
