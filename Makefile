@@ -28,6 +28,10 @@ export KUBETRAIN_OPENAPI_DIR := $(OPENAPI_DIR)
 # process compile its imports again, and the tests start hundreds that import torch
 # (5.1 CPU-s instead of 2.5 each here), cdk8s or the Kubernetes client (2.5 instead of 1.4).
 unexport PYTHONDONTWRITEBYTECODE
+# mypy's incremental cache outlives the clone (mypy checks each cached module against its
+# file's hash, its own version and its options): a fresh clone of a change checks what
+# changed, 2.7 CPU seconds here instead of 95 for the whole package, beside the unit tier.
+export MYPY_CACHE_DIR := $(KUBETRAIN_CACHE)/mypy
 
 export GOTOOLCHAIN := local
 export GOFLAGS := -mod=mod
