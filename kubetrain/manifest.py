@@ -39,16 +39,16 @@ def parse_yaml(stream: str | bytes | IO[str] | IO[bytes]) -> Any:
     return yaml.load(stream, Loader=SafeLoader)
 
 
+def parse_yaml_all(stream: str | bytes | IO[str] | IO[bytes]) -> Iterator[Any]:
+    """Every document of a YAML stream, as ``yaml.safe_load_all`` reads them."""
+    return yaml.load_all(stream, Loader=SafeLoader)
+
+
 def emit_yaml(data: Any, **options: Any) -> str:
     """``data`` as ``yaml.safe_dump(data, **options)`` writes it, with libyaml's emitter
     (the pure-Python one takes 10 s for a 3 MB string)."""
     text: str = yaml.dump(data, Dumper=_BaseDumper, **options)
     return text
-
-
-def parse_yaml_all(stream: str | bytes | IO[str] | IO[bytes]) -> Iterator[Any]:
-    """Every document of a YAML stream, as ``yaml.safe_load_all`` reads them."""
-    return yaml.load_all(stream, Loader=SafeLoader)
 
 
 _STR = "tag:yaml.org,2002:str"

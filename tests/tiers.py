@@ -164,7 +164,7 @@ TIERS: tuple[Tier, ...] = (
         "typed API, constructs, pure policies, snapshots: nothing but the venv",
         paths=("tests/unit", "tests/snapshots"),
         # Two processes: its slowest tests (the CLI's synths, the fuzzers, the chart
-        # export) take seconds of a core each; lint's mypy shares the cores at first.
+        # export) take seconds of a core each, one after another in a single process.
         runs=(Run("unit", profiles=(NO_CLUSTER,), workers=2),),
         gate=True,
     ),
