@@ -24,6 +24,7 @@ from kubetrain.constructs.monitoring import AlertThresholds, MonitoringProps, ru
 from kubetrain.constructs.monitoring.dashboard import panels
 from kubetrain.constructs.operator import TrainingOperatorProps
 from kubetrain.constructs.types import Image
+from kubetrain.controller.metrics import RESULTS
 from tests.integration.kube import apply, wait_for
 from tests.integration.operator.jobs import (
     Jobs,
@@ -55,6 +56,8 @@ THRESHOLDS = AlertThresholds(
 )
 PROPS = MonitoringProps(alerts=THRESHOLDS)
 JOB = "kubetrain-operator-metrics"
+#: The series the failure-ratio alert reads (one per result, from 0).
+FINISHED = "kubetrain_job_duration_seconds_count"
 RUNTIME = "torch-observed"
 
 
@@ -152,6 +155,17 @@ def test_the_alerts_that_must_fire_do_and_none_other(
     api_client: client.ApiClient,
 ) -> None:
     operator, prometheus = watched
+    # The ratio alert reads increase() of counters that start at 0: Prometheus must have
+    # scraped them at 0 before the first job finishes, or their first sample already
+    # holds the failures and increase() sees none. (A loaded cold run once missed this
+    # alert for 120 s while the other two fired; nothing else in the test differs
+    # between a first scrape before the burst and one after it.)
+    wait_for(
+        lambda: prometheus.query(f'{FINISHED}{{job="{JOB}",kind="PyTorchJob"}} == 0'),
+        lambda found: len(found) == len(RESULTS),
+        what="Prometheus's first scrape of the operator: the PyTorchJob results at 0",
+        timeout=60,
+    )
     started = time.monotonic()
     _burst(jobs, namespace, dyn)
     wait_for(lambda: _trainjob_running(jobs), bool, what="the TrainJob's nodes to run")
@@ -170,7 +184,10 @@ def test_the_alerts_that_must_fire_do_and_none_other(
         assert not unexpected, f"alerts that must stay silent fired: {sorted(unexpected)}"
         return firing
 
-    wait_for(all_fired, lambda f: f == expected, what=f"exactly {sorted(expected)}", timeout=120)
+    try:
+        wait_for(all_fired, lambda f: f == expected, what=f"exactly {sorted(expected)}", timeout=120)
+    except AssertionError as err:
+        raise AssertionError(f"{err}\n{_what_prometheus_saw(prometheus)}") from None
     fired_after = time.monotonic() - started
     # Every dashboard query returns data from what Prometheus scraped.
     for panel in panels():
@@ -188,6 +205,19 @@ def test_the_alerts_that_must_fire_do_and_none_other(
         timeout=60,
     )
     print(f"expected alerts all firing {fired_after:.0f} s after the burst began")
+
+
+def _what_prometheus_saw(prometheus: Prometheus) -> str:
+    """The scrape target's health and the PyTorchJob results' samples over the last
+    10 minutes, for a report: what the ratio alert had to go on."""
+    lines = [
+        f"target {t['scrapeUrl']}: {t['health']} {t.get('lastError') or ''}".rstrip()
+        for t in prometheus.targets()
+    ]
+    for series in prometheus.query(f'{FINISHED}{{job="{JOB}",kind="PyTorchJob"}}[10m]'):
+        values = [v for _, v in series.get("values", [])]
+        lines.append(f"{series['metric'].get('result')}: {values[:3]} ... {values[-3:]}")
+    return "\n".join(lines)
 
 
 def _trainjob_running(jobs: Jobs) -> bool:
