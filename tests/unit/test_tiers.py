@@ -62,6 +62,25 @@ def _runs_file(tier: tiers.Tier, run: tiers.Run, relative: str) -> bool:
     return under(run.paths or tier.paths) and not under(run.ignore)
 
 
+def test_the_operator_modules_that_need_a_late_tool_run_where_the_runner_waits_for_it() -> None:
+    """A cold set-up builds Trainer's e2e suite and Prometheus late: their modules run in a
+    process that starts once they are built, not in the operator's (whose control plane
+    would wait idle, holding one of the two)."""
+    cluster = next(t for t in TIERS if t.name == "cluster")
+    runs = {r.name: r for r in cluster.runs}
+    needs = {
+        "tests/integration/operator/test_upstream_e2e.py": "trainer-e2e",
+        "tests/integration/operator/test_observability.py": "prometheus",
+    }
+    assert set(needs) == set(tiers.LATE_TOOL_TESTS)
+    for path, tool in needs.items():
+        main_runs = [r for r in cluster.runs if "main" in (r.profiles or ())]
+        (taking,) = [r for r in main_runs if _runs_file(cluster, r, path)]
+        assert taking.name == "main" and tool in taking.tool_names, (path, taking)
+        assert not _runs_file(cluster, runs["operator"], path)
+    assert _runs_file(cluster, runs["operator"], "tests/integration/operator/test_trainjob.py")
+
+
 def test_each_run_holds_at_most_one_control_plane_and_the_node_runs_alone() -> None:
     runs = [(t.name, r) for t in TIERS for r in t.runs]
     assert {f"{t}/{r.name}": r.planes for t, r in runs if r.planes > 1} == {}

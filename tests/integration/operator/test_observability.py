@@ -185,7 +185,9 @@ def test_the_alerts_that_must_fire_do_and_none_other(
         return firing
 
     try:
-        wait_for(all_fired, lambda f: f == expected, what=f"exactly {sorted(expected)}", timeout=120)
+        wait_for(
+            all_fired, lambda f: f == expected, what=f"exactly {sorted(expected)}", timeout=120
+        )
     except AssertionError as err:
         raise AssertionError(f"{err}\n{_what_prometheus_saw(prometheus)}") from None
     fired_after = time.monotonic() - started
