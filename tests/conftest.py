@@ -88,10 +88,12 @@ SHARED_OPERATOR_TESTS = REPO_ROOT / "tests" / "integration" / "operator"
 def shared_operator_first(items: list[pytest.Item]) -> list[pytest.Item]:
     """The operator's integration tests ordered so that the shared operator starts as few
     times as it can: a test without it stops it, and the next with it starts a new one.
-    Modules whose every test shares it come first, then those with both kinds (sharing
-    tests first), then the rest; each module's tests stay together (its module-scoped
-    fixtures are made once) and otherwise in file order. Other directories keep pytest's
-    order (some of their modules run in a set order)."""
+    Modules whose every test shares it come first, then those with both kinds, then the
+    rest; each module's tests stay together (its module-scoped fixtures are made once)
+    and otherwise in file order. The modules with both kinds alternate: the first runs
+    its sharing tests first, the next last, so two neighbours' sharing tests meet and one
+    start serves both. Other directories keep pytest's order (some of their modules run
+    in a set order)."""
     mine = [i for i in items if SHARED_OPERATOR_TESTS in i.path.parents]
     if not mine:
         return items
@@ -106,11 +108,12 @@ def shared_operator_first(items: list[pytest.Item]) -> list[pytest.Item]:
         sharing = sum(map(shares, tests))
         return 0 if sharing == len(tests) else (1 if sharing else 2)
 
-    ordered = [
-        item
-        for tests in sorted(modules.values(), key=rank)
-        for item in sorted(tests, key=lambda i: not shares(i))
-    ]
+    ordered: list[pytest.Item] = []
+    mixed = 0
+    for tests in sorted(modules.values(), key=rank):
+        sharing_last = rank(tests) == 1 and mixed % 2 == 1
+        mixed += rank(tests) == 1
+        ordered += sorted(tests, key=lambda i: shares(i) == sharing_last)
     # The operator's tests run where their first one was (a process runs them together).
     moved = {id(i) for i in mine}
     at = items.index(mine[0])

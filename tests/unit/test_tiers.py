@@ -63,16 +63,24 @@ def _runs_file(tier: tiers.Tier, run: tiers.Run, relative: str) -> bool:
 
 
 def test_the_operator_modules_that_need_a_late_tool_run_where_the_runner_waits_for_it() -> None:
-    """A cold set-up builds Trainer's e2e suite and Prometheus late: their modules run in a
-    process that starts once they are built, not in the operator's (whose control plane
-    would wait idle, holding one of the two)."""
+    """A cold set-up builds Trainer's e2e suite, Prometheus and Volcano after the control
+    plane: their modules run in a process that starts once they are built, not in the
+    operator's (whose control plane would wait idle, holding one of the two). Every
+    operator module that asks for a tool by name (``find_tools(only=...)``) is one."""
     cluster = next(t for t in TIERS if t.name == "cluster")
     runs = {r.name: r for r in cluster.runs}
     needs = {
         "tests/integration/operator/test_upstream_e2e.py": "trainer-e2e",
         "tests/integration/operator/test_observability.py": "prometheus",
+        "tests/integration/operator/test_gang.py": "volcano",
     }
     assert set(needs) == set(tiers.LATE_TOOL_TESTS)
+    asking = {
+        str(path.relative_to(ROOT))
+        for path in (ROOT / "tests/integration/operator").glob("test_*.py")
+        if "find_tools(only=" in path.read_text(encoding="utf-8")
+    }
+    assert asking <= set(needs), asking - set(needs)
     for path, tool in needs.items():
         main_runs = [r for r in cluster.runs if "main" in (r.profiles or ())]
         (taking,) = [r for r in main_runs if _runs_file(cluster, r, path)]
@@ -285,6 +293,8 @@ def test_the_operator_tests_are_ordered_to_start_the_shared_operator_least() -> 
 
     module_paths = {
         "mixed": SHARED_OPERATOR_TESTS / "test_mixed.py",
+        "mixed2": SHARED_OPERATOR_TESTS / "test_mixed2.py",
+        "mixed3": SHARED_OPERATOR_TESTS / "test_mixed3.py",
         "own": SHARED_OPERATOR_TESTS / "test_own.py",
         "shared": SHARED_OPERATOR_TESTS / "test_shared.py",
         "elsewhere": ROOT / "tests" / "integration" / "test_elsewhere.py",
@@ -295,18 +305,23 @@ def test_the_operator_tests_are_ordered_to_start_the_shared_operator_least() -> 
         item("mixed", "m2", "operator"),
         item("mixed", "m3", "operator_config"),
         item("mixed", "m4", "operator"),
+        item("mixed2", "x1", "operator"),
+        item("mixed2", "x2", "operator_config"),
+        item("mixed3", "y1", "operator"),
+        item("mixed3", "y2", "operator_config"),
         item("own", "o1", "operator_config"),
         item("shared", "s1", "operator"),
         item("elsewhere", "e2"),
     ]
     ordered = [i.name for i in shared_operator_first(items)]  # type: ignore[arg-type]
-    assert ordered == ["e1", "s1", "m2", "m4", "m1", "m3", "o1", "e2"]
+    # The second module with both kinds runs its sharing tests last, beside the third's.
+    assert ordered == ["e1", "s1", "m2", "m4", "m1", "m3", "x2", "x1", "y1", "y2", "o1", "e2"]
 
     def starts(sequence: list[SimpleNamespace]) -> int:
         uses = ["operator" in i.fixturenames for i in sequence]
         return sum(b and not a for a, b in zip([False, *uses], uses, strict=False))
 
-    assert starts(items) == 3 and starts(shared_operator_first(items)) == 1  # type: ignore[arg-type]
+    assert starts(items) == 4 and starts(shared_operator_first(items)) == 2  # type: ignore[arg-type]
 
 
 class _Setup:

@@ -12,6 +12,7 @@ Kueue injected. Pods are kwok's: they run at once and end when a test says so.
 from __future__ import annotations
 
 import copy
+import dataclasses
 import secrets
 import time
 from collections.abc import Callable, Iterator
@@ -26,7 +27,7 @@ from cluster.fake_pods import exit_patch
 from cluster.kueue import QUEUE_NAME_LABEL, Kueue
 from cluster.topology import GPU_RESOURCE, POOL_LABEL
 from kubetrain.api import keys as K
-from kubetrain.controller.config import GangScheduler, OperatorConfig
+from kubetrain.controller.config import GangScheduler
 from tests.builders.jobs import GPU_TOLERATION
 from tests.clusters import ClusterClients, fresh_namespace
 from tests.integration.kube import (
@@ -40,6 +41,7 @@ from tests.integration.kube import (
 from tests.integration.operator import jobs as operator_jobs
 from tests.integration.operator.conftest import RunningOperator
 from tests.integration.operator.jobs import torch_runtime, train_job
+from tests.integration.operator.running import SHARED_CONFIG
 
 KUEUE_API = "kueue.x-k8s.io/v1beta2"
 PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
@@ -454,18 +456,14 @@ def cluster(kueue_clients: ClusterClients, kueue_namespace: str) -> Cluster:
     return Cluster(kueue_clients, kueue_namespace)
 
 
-@pytest.fixture
-def kueue_operator(
-    kueue: Kueue, kueue_namespace: str, request: pytest.FixtureRequest
-) -> Iterator[RunningOperator]:
-    """The operator in this process, watching the test's namespace on Kueue's cluster;
-    with gang scheduling when a test parametrizes it (indirectly) with a backend."""
-    config = OperatorConfig(
-        namespaces=(kueue_namespace,),
-        workers=2,
-        kube_api_qps=100,
-        kube_api_burst=200,
-        gang_scheduler=getattr(request, "param", GangScheduler.NONE),
+@pytest.fixture(scope="module")
+def kueue_operator(kueue: Kueue, request: pytest.FixtureRequest) -> Iterator[RunningOperator]:
+    """The module's operator on Kueue's cluster, as the operator's own tests share one
+    (``SHARED_CONFIG``): every namespace but the system ones (each test has its own), with
+    gang scheduling when a test parametrizes it (indirectly) with a backend; pytest keeps
+    one per backend, so the module starts two."""
+    config = dataclasses.replace(
+        SHARED_CONFIG, gang_scheduler=getattr(request, "param", GangScheduler.NONE)
     )
     running_operator = RunningOperator(config, kueue.cluster.kubeconfig).start()
     try:
@@ -857,23 +855,17 @@ def _priority_class(name: str, value: int) -> dict[str, Any]:
 
 @pytest.fixture
 def teams(
-    kueue: Kueue,
+    kueue_operator: RunningOperator,
     kueue_clients: ClusterClients,
     kueue_namespace: str,
     request: pytest.FixtureRequest,
 ) -> Iterator[Teams]:
     """Team A (the test's namespace) and team B (a second one), each with a ClusterQueue
     of 8 GPUs in one cohort; A may borrow 8 more. Both preempt lower priorities within
-    their queue and reclaim what was lent. Priorities ``low`` (100) and ``high`` (1000)."""
+    their queue and reclaim what was lent. Priorities ``low`` (100) and ``high`` (1000).
+    The module's operator watches both namespaces."""
     with fresh_namespace(kueue_clients.core_v1, kueue_clients.dyn, request) as namespace_b:
         a, b = Cluster(kueue_clients, kueue_namespace), Cluster(kueue_clients, namespace_b)
-        config = OperatorConfig(
-            namespaces=(kueue_namespace, namespace_b),
-            workers=2,
-            kube_api_qps=100,
-            kube_api_burst=200,
-        )
-        running_operator = RunningOperator(config, kueue.cluster.kubeconfig).start()
         made_a, made_b = Cleanup(a), Cleanup(b)
         try:
             suffix = secrets.token_hex(3)
@@ -896,7 +888,6 @@ def teams(
         finally:
             made_b.close()
             made_a.close()
-            running_operator.stop()
 
 
 def _gpu_usage(cluster: Cluster, cluster_queue: str) -> dict[str, str]:

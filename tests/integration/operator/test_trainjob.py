@@ -27,13 +27,13 @@ from kubetrain.constructs.operator import TrainingOperator, TrainingOperatorProp
 from kubetrain.constructs.trainer_access import TrainerUserAccess
 from kubetrain.constructs.types import Image
 from kubetrain.controller.conditions import format_time
-from kubetrain.controller.config import OperatorConfig
 from kubetrain.manifest import parse_yaml
 from tests.builders.jobs import GPU_TOLERATION
 from tests.conftest import REPO_ROOT
 from tests.integration.kube import apply, remove_applied, wait_for
 from tests.integration.operator.conftest import RunningOperator
 from tests.integration.operator.jobs import Jobs, env_of, release_runtimes, train_job
+from tests.integration.operator.running import SharedOperator
 from tests.integration.operator.sdk_users import Sdk, scientist_env
 
 UPSTREAM = REPO_ROOT / "tests/data/upstream/trainer-v2.3.0/manifests/base/runtimes"
@@ -442,8 +442,7 @@ def _node_image(runtime: dict[str, Any]) -> str:
 @pytest.mark.parametrize("kind", ["TrainingRuntime", "ClusterTrainingRuntime"])
 def test_a_resumed_trainjob_keeps_the_runtime_it_started_with(
     operator: RunningOperator,
-    operator_config: OperatorConfig,
-    kubeconfig: Path,
+    shared_operator: SharedOperator,
     jobs: Jobs,
     dyn: DynamicClient,
     namespace: str,
@@ -486,32 +485,28 @@ def test_a_resumed_trainjob_keeps_the_runtime_it_started_with(
     (rjob,) = changed["spec"]["template"]["spec"]["replicatedJobs"]
     rjob["template"]["spec"]["template"]["spec"]["containers"][0]["image"] = "example.com/new:1"
     apply(dyn, changed)
+    # The shared operator stopped, and a new one started: the next tests share it.
     operator.stop()
-    fresh = RunningOperator(operator_config, kubeconfig).start()
-    try:
-        patch = {"spec": {"suspend": False}}
-        jobs.custom.patch_namespaced_custom_object(
-            group, version, jobs.namespace, plural, name, patch
+    assert shared_operator.get() is not operator
+    patch = {"spec": {"suspend": False}}
+    jobs.custom.patch_namespaced_custom_object(group, version, jobs.namespace, plural, name, patch)
+    pods = wait_for(lambda: _pods(jobs, name), lambda p: len(p) == 1, what="the pod back")
+    assert {c["image"] for p in pods.values() for c in p["spec"]["containers"]} == {original}
+    jobs.custom.delete_namespaced_custom_object(group, version, jobs.namespace, plural, name)
+
+    def snapshot_gone() -> bool:
+        try:
+            jobs.core.read_namespaced_config_map(f"{name}-runtime-snapshot", jobs.namespace)
+        except client.ApiException as err:
+            return bool(err.status == 404)
+        return False
+
+    wait_for(snapshot_gone, bool, what="the snapshot garbage-collected with its TrainJob")
+    release_runtimes(jobs)
+    if kind == "ClusterTrainingRuntime":
+        dyn.resources.get(api_version="trainer.kubeflow.org/v1alpha1", kind=kind).delete(
+            name=runtime["metadata"]["name"]
         )
-        pods = wait_for(lambda: _pods(jobs, name), lambda p: len(p) == 1, what="the pod back")
-        assert {c["image"] for p in pods.values() for c in p["spec"]["containers"]} == {original}
-        jobs.custom.delete_namespaced_custom_object(group, version, jobs.namespace, plural, name)
-
-        def snapshot_gone() -> bool:
-            try:
-                jobs.core.read_namespaced_config_map(f"{name}-runtime-snapshot", jobs.namespace)
-            except client.ApiException as err:
-                return bool(err.status == 404)
-            return False
-
-        wait_for(snapshot_gone, bool, what="the snapshot garbage-collected with its TrainJob")
-        release_runtimes(jobs)
-        if kind == "ClusterTrainingRuntime":
-            dyn.resources.get(api_version="trainer.kubeflow.org/v1alpha1", kind=kind).delete(
-                name=runtime["metadata"]["name"]
-            )
-    finally:
-        fresh.stop()
 
 
 def _selector_patch(manager: str, zone: str | None, time: str | None = None) -> dict[str, Any]:
