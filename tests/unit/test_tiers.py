@@ -438,10 +438,11 @@ def test_the_set_up_builds_in_two_lanes_and_says_what_is_ready(
 ) -> None:
     setup, _ = _fake_setup(tmp_path, monkeypatch, ["venv", "images"], ["control-plane", "helm"])
     main = tiers.Run("main", profiles=("main",), needs=("venv",), tools=("helm",))
-    assert not setup.ready(main)
+    computing = tiers.Run("training", needs=(), after_go_lane=True)
+    assert not setup.ready(main) and not setup.ready(computing)
     setup.wait()
     assert setup.finished and setup.failure is None and setup.done == {"venv", "images"}
-    assert setup.ready(main) and setup.ready(tiers.Run("all"))
+    assert setup.ready(main) and setup.ready(tiers.Run("all")) and setup.ready(computing)
     assert setup.status.read_text() == "done\n"
     assert (tmp_path / "goals").read_text().split() == ["venv", "images"]
     assert [(s.lane, s.name) for s in setup.steps if s.lane == "go"] == [
