@@ -212,6 +212,17 @@ class Jobs:
             "kubeflow.org", VERSIONS[kind], self.namespace, PLURALS[kind], name
         )
 
+    def delete_every_job(self) -> None:
+        """Delete the namespace's jobs of every kind, so that an operator that goes on
+        running makes no pod for them again (their pods go with them)."""
+        for kind in VERSIONS:
+            self.custom.delete_collection_namespaced_custom_object(
+                "kubeflow.org", VERSIONS[kind], self.namespace, PLURALS[kind]
+            )
+        self.custom.delete_collection_namespaced_custom_object(
+            "trainer.kubeflow.org", "v1alpha1", self.namespace, "trainjobs"
+        )
+
     def wait(
         self,
         kind: str,

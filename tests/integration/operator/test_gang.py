@@ -8,6 +8,7 @@ refuses to start."""
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import time
@@ -34,6 +35,7 @@ from tests.integration.kube import (
 )
 from tests.integration.operator.conftest import RunningOperator
 from tests.integration.operator.jobs import Jobs, mpi_job, pytorch_job, template
+from tests.integration.operator.running import SHARED_CONFIG
 from tests.integration.test_gang_and_kueue_tools import _with_all_gpus_free
 
 PODGROUP_API = "scheduling.x-k8s.io/v1alpha1"
@@ -47,29 +49,32 @@ def gang_crds(coscheduling: ClusterClients) -> None:
     install_crds(coscheduling.dyn)
 
 
-@pytest.fixture
-def gang(
-    gang_crds: None,
-    coscheduling: ClusterClients,
-    coscheduling_cluster: LocalCluster,
-    coscheduling_namespace: str,
-) -> Iterator[Jobs]:
-    """An operator with ``--gang-scheduler=scheduler-plugins`` watching the test's
-    namespace on the coscheduling control plane, every GPU free at the start."""
-    frees = _with_all_gpus_free(coscheduling.core_v1, coscheduling.dyn, coscheduling_namespace)
-    next(frees)
-    config = OperatorConfig(
-        namespaces=(coscheduling_namespace,),
-        workers=2,
-        kube_api_qps=100,
-        kube_api_burst=200,
-        gang_scheduler=GangScheduler.SCHEDULER_PLUGINS,
-    )
+@pytest.fixture(scope="module")
+def gang_operator(gang_crds: None, coscheduling_cluster: LocalCluster) -> Iterator[RunningOperator]:
+    """The module's operator with ``--gang-scheduler=scheduler-plugins`` on the
+    coscheduling control plane, as the operator's own tests share one (``SHARED_CONFIG``):
+    every namespace but the system ones, each test in its own."""
+    config = dataclasses.replace(SHARED_CONFIG, gang_scheduler=GangScheduler.SCHEDULER_PLUGINS)
     running = RunningOperator(config, coscheduling_cluster.kubeconfig).start()
     try:
-        yield Jobs(coscheduling.api_client, coscheduling_namespace)
+        yield running
     finally:
         running.stop()
+
+
+@pytest.fixture
+def gang(
+    gang_operator: RunningOperator, coscheduling: ClusterClients, coscheduling_namespace: str
+) -> Iterator[Jobs]:
+    """The test's jobs on the coscheduling control plane, under the module's operator,
+    every GPU free at the start."""
+    jobs = Jobs(coscheduling.api_client, coscheduling_namespace)
+    frees = _with_all_gpus_free(coscheduling.core_v1, coscheduling.dyn, coscheduling_namespace)
+    next(frees)
+    try:
+        yield jobs
+    finally:
+        jobs.delete_every_job()  # the operator goes on: it must not make their pods again
         next(frees, None)
 
 
