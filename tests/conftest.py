@@ -87,13 +87,12 @@ SHARED_OPERATOR_TESTS = REPO_ROOT / "tests" / "integration" / "operator"
 
 def shared_operator_first(items: list[pytest.Item]) -> list[pytest.Item]:
     """The operator's integration tests ordered so that the shared operator starts as few
-    times as it can: a test without it stops it, and the next with it starts a new one.
-    Modules whose every test shares it come first, then those with both kinds, then the
-    rest; each module's tests stay together (its module-scoped fixtures are made once)
-    and otherwise in file order. The modules with both kinds alternate: the first runs
-    its sharing tests first, the next last, so two neighbours' sharing tests meet and one
-    start serves both. Other directories keep pytest's order (some of their modules run
-    in a set order)."""
+    times as it can (a test without it stops it, and the next with it starts a new one):
+    every test that shares it first, then those that do not. A module's tests are split
+    between the two groups, each group in file order, unless the module has module-scoped
+    fixtures (made once per stretch of its tests, so made again if its tests were apart):
+    such a module with both kinds runs whole between the groups, its sharing tests first.
+    Other directories keep pytest's order (some of their modules run in a set order)."""
     mine = [i for i in items if SHARED_OPERATOR_TESTS in i.path.parents]
     if not mine:
         return items
@@ -104,20 +103,30 @@ def shared_operator_first(items: list[pytest.Item]) -> list[pytest.Item]:
     def shares(item: pytest.Item) -> bool:
         return "operator" in getattr(item, "fixturenames", ())
 
-    def rank(tests: list[pytest.Item]) -> int:
-        sharing = sum(map(shares, tests))
-        return 0 if sharing == len(tests) else (1 if sharing else 2)
-
-    ordered: list[pytest.Item] = []
-    mixed = 0
-    for tests in sorted(modules.values(), key=rank):
-        sharing_last = rank(tests) == 1 and mixed % 2 == 1
-        mixed += rank(tests) == 1
-        ordered += sorted(tests, key=lambda i: shares(i) == sharing_last)
+    sharing: list[pytest.Item] = []
+    whole: list[pytest.Item] = []
+    private: list[pytest.Item] = []
+    for tests in modules.values():
+        kinds = {shares(t) for t in tests}
+        if len(kinds) == 2 and _has_module_fixtures(tests):
+            whole += sorted(tests, key=lambda t: not shares(t))
+        else:
+            sharing += [t for t in tests if shares(t)]
+            private += [t for t in tests if not shares(t)]
+    ordered = sharing + whole + private
     # The operator's tests run where their first one was (a process runs them together).
     moved = {id(i) for i in mine}
     at = items.index(mine[0])
     return items[:at] + ordered + [i for i in items[at:] if id(i) not in moved]
+
+
+def _has_module_fixtures(tests: list[pytest.Item]) -> bool:
+    for test in tests:
+        info = getattr(test, "_fixtureinfo", None)
+        for defs in info.name2fixturedefs.values() if info is not None else ():
+            if defs and defs[-1].scope in ("module", "package", "class"):
+                return True
+    return False
 
 
 def pytest_runtest_logreport(report: pytest.TestReport) -> None:

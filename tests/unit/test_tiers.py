@@ -289,12 +289,16 @@ def test_the_operator_tests_are_ordered_to_start_the_shared_operator_least() -> 
     from tests.conftest import SHARED_OPERATOR_TESTS, shared_operator_first
 
     def item(module: str, name: str, *fixtures: str) -> SimpleNamespace:
-        return SimpleNamespace(path=module_paths[module], name=name, fixturenames=fixtures)
+        scoped = SimpleNamespace(scope="module")
+        info = SimpleNamespace(name2fixturedefs={"made_once": [scoped]} if module == "kept" else {})
+        return SimpleNamespace(
+            path=module_paths[module], name=name, fixturenames=fixtures, _fixtureinfo=info
+        )
 
     module_paths = {
         "mixed": SHARED_OPERATOR_TESTS / "test_mixed.py",
         "mixed2": SHARED_OPERATOR_TESTS / "test_mixed2.py",
-        "mixed3": SHARED_OPERATOR_TESTS / "test_mixed3.py",
+        "kept": SHARED_OPERATOR_TESTS / "test_kept.py",
         "own": SHARED_OPERATOR_TESTS / "test_own.py",
         "shared": SHARED_OPERATOR_TESTS / "test_shared.py",
         "elsewhere": ROOT / "tests" / "integration" / "test_elsewhere.py",
@@ -307,21 +311,22 @@ def test_the_operator_tests_are_ordered_to_start_the_shared_operator_least() -> 
         item("mixed", "m4", "operator"),
         item("mixed2", "x1", "operator"),
         item("mixed2", "x2", "operator_config"),
-        item("mixed3", "y1", "operator"),
-        item("mixed3", "y2", "operator_config"),
+        item("kept", "k1", "operator_config"),
+        item("kept", "k2", "operator"),
         item("own", "o1", "operator_config"),
         item("shared", "s1", "operator"),
         item("elsewhere", "e2"),
     ]
     ordered = [i.name for i in shared_operator_first(items)]  # type: ignore[arg-type]
-    # The second module with both kinds runs its sharing tests last, beside the third's.
-    assert ordered == ["e1", "s1", "m2", "m4", "m1", "m3", "x2", "x1", "y1", "y2", "o1", "e2"]
+    # Every sharing test first, in file order; a module with module-scoped fixtures and
+    # both kinds stays whole between the groups, sharing first; then the private tests.
+    assert ordered == ["e1", "m2", "m4", "x1", "s1", "k2", "k1", "m1", "m3", "x2", "o1", "e2"]
 
     def starts(sequence: list[SimpleNamespace]) -> int:
         uses = ["operator" in i.fixturenames for i in sequence]
         return sum(b and not a for a, b in zip([False, *uses], uses, strict=False))
 
-    assert starts(items) == 4 and starts(shared_operator_first(items)) == 2  # type: ignore[arg-type]
+    assert starts(items) == 4 and starts(shared_operator_first(items)) == 1  # type: ignore[arg-type]
 
 
 class _Setup:
