@@ -34,6 +34,17 @@ REFERENCE = "kubernetes"
 ALIGNED = ("scheduler-plugins", "helm", "kueue", "argocd", "metrics-server", "coredns")
 #: Modules a tool keeps at its own version, and why.
 EXCEPTIONS: dict[str, dict[str, str]] = {
+    "coredns": {
+        module: "CoreDNS v1.12.4's otel SDK imports otel/semconv/v1.34.0, which otel v1.35.0 "
+        "(the control plane's) does not have"
+        for module in (
+            "go.opentelemetry.io/otel",
+            "go.opentelemetry.io/otel/metric",
+            "go.opentelemetry.io/otel/sdk",
+            "go.opentelemetry.io/otel/trace",
+            "go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp",
+        )
+    },
     "argocd": {
         module: "at the control plane's older genproto, the httpbody package is found in "
         "two modules (Go's 'ambiguous import')"
