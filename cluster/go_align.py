@@ -34,6 +34,10 @@ REFERENCE = "kubernetes"
 ALIGNED = ("scheduler-plugins", "helm", "kueue", "argocd", "metrics-server", "coredns")
 #: Modules a tool keeps at its own version, and why.
 EXCEPTIONS: dict[str, dict[str, str]] = {
+    "helm": {
+        "github.com/spf13/pflag": "helm's root command calls FlagSet.ParseErrorsAllowlist, "
+        "which pflag v1.0.6 (the control plane's) does not have",
+    },
     "coredns": {
         module: "CoreDNS v1.12.4's otel SDK imports otel/semconv/v1.34.0, which otel v1.35.0 "
         "(the control plane's) does not have"

@@ -137,7 +137,6 @@ replace (
 	github.com/moby/term => github.com/moby/term v0.5.0
 	github.com/pmezard/go-difflib => github.com/pmezard/go-difflib v1.0.0
 	github.com/spf13/cobra => github.com/spf13/cobra v1.9.1
-	github.com/spf13/pflag => github.com/spf13/pflag v1.0.6
 	golang.org/x/crypto => golang.org/x/crypto v0.36.0
 	golang.org/x/net => golang.org/x/net v0.38.0
 	golang.org/x/oauth2 => golang.org/x/oauth2 v0.27.0
