@@ -489,3 +489,16 @@ def test_the_report_gives_each_set_up_lane_and_its_longer_steps(
         re.MULTILINE,
     ), out
     assert re.search(r"^setup \(the rest\)\s+6:41\s+training-deps 6:40 \(from 0:01\)$", out, re.M)
+
+
+def test_only_the_shared_operator_fixture_is_called_operator() -> None:
+    """A module's own fixture named ``operator`` hides the shared one, and the shared one
+    is then not stopped before the test: it runs beside the module's operator, in every
+    namespace (the huge-job test's measurement had two operators on its job)."""
+    shadows = [
+        str(path.relative_to(ROOT))
+        for path in sorted((ROOT / "tests").rglob("*.py"))
+        if path != ROOT / "tests" / "integration" / "operator" / "conftest.py"
+        and re.search(r"^def operator\(", path.read_text(encoding="utf-8"), re.MULTILINE)
+    ]
+    assert shadows == []

@@ -45,7 +45,10 @@ def _memory_kib(pid: int, field: str) -> int:
 
 
 @pytest.fixture
-def operator(namespace: str, kubeconfig: Path, tmp_path: Path) -> Iterator[OperatorProcess]:
+def own_operator(namespace: str, kubeconfig: Path, tmp_path: Path) -> Iterator[OperatorProcess]:
+    """An operator process of the test's own, whose memory it reads. (Named ``operator``,
+    it used to stand in for the shared operator's fixture, which then went on beside it
+    in every namespace, the job's too.)"""
     started = OperatorProcess(kubeconfig, namespace, tmp_path / "operator.log").start()
     yield started
     started.stop()
@@ -55,11 +58,11 @@ def test_a_small_job_beside_a_maximal_one_gets_its_pods_between_two_batches(
     installed_crds: list[dict[str, Any]],
     namespace: str,
     jobs: Jobs,
-    operator: OperatorProcess,
+    own_operator: OperatorProcess,
     figures: list[str],
 ) -> None:
-    assert operator.proc is not None
-    pid = operator.proc.pid
+    assert own_operator.proc is not None
+    pid = own_operator.proc.pid
     idle_kib = _memory_kib(pid, "VmRSS")
     jobs.create(_maximal_tf_job("big"))
     wait_for(lambda: len(jobs.pods("big")), lambda n: n > 0, what="the big job's first pods")

@@ -21,6 +21,7 @@ from kubetrain.api import keys as K
 from tests.integration.kube import condition, wait_for
 from tests.integration.operator.conftest import RunningOperator
 from tests.integration.operator.jobs import Jobs, mpi_job, pytorch_job
+from tests.integration.operator.running import SharedOperator
 from tests.integration.sdk import run_sdk
 
 #: A node label no fake node has until a test puts it on one (workers wait on it).
@@ -274,19 +275,17 @@ def test_an_mpijob_ttl_removes_the_launcher_job_and_keeps_the_mpijob(
 
 
 def test_a_job_left_to_another_controller_gets_one_event_even_across_restarts(
-    installed_crds: list[dict[str, Any]],
-    kubeconfig: Path,
-    operator_config: Any,
-    jobs: Jobs,
+    operator: RunningOperator, shared_operator: SharedOperator, jobs: Jobs
 ) -> None:
+    """The shared operator, then a new one in its place (it reads the job afresh): one
+    Event between them."""
     jobs.create(pytorch_job("mk", workers=1, run_policy={"managedBy": "kueue.x-k8s.io/multikueue"}))
-    for _ in range(2):
-        running = RunningOperator(operator_config, kubeconfig).start()
-        try:
-            jobs.wait_event("mk", "ManagedByOtherController")
-            time.sleep(1)
-        finally:
-            running.stop()
+    jobs.wait_event("mk", "ManagedByOtherController")
+    time.sleep(1)
+    operator.stop()
+    assert shared_operator.get() is not operator
+    jobs.wait_event("mk", "ManagedByOtherController")
+    time.sleep(1)
     events = [e for e in jobs.events("mk") if e["reason"] == "ManagedByOtherController"]
     assert len(events) == 1
     assert "kueue.x-k8s.io/multikueue" in events[0]["message"]
