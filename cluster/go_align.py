@@ -10,11 +10,16 @@ plane, compiled 73% of its Go files again, Kueue 89%, Argo CD 90% (measured with
 ``go list -deps``, files compiled by no earlier tool of ``make cluster-tools``).
 
 The tools named in ``ALIGNED`` therefore carry ``replace`` directives that move each module
-they share with ``cluster/tools/kubernetes`` to the control plane's version (its patch
-release of Kubernetes' own libraries, and whatever it selects of the rest). The control
-plane's module is the reference and never changes for this: it is the longest build and
-the one whose versions the integration tests are about. A module a tool cannot build with
-at the control plane's version stays at its own, named in ``EXCEPTIONS`` with the reason.
+they share with their reference to the reference's version. For most the reference is
+``cluster/tools/kubernetes``, the control plane's (its patch release of Kubernetes' own
+libraries, and whatever it selects of the rest): the longest build, the one whose versions
+the integration tests are about, and never changed for this. kwok, built in the control
+plane's step but on a newer Kubernetes than it can compile against, follows Trainer's
+module instead (upstream's go.mod unchanged, which ``make`` checks): Trainer's e2e suite,
+built later, then finds its ``k8s.io/api``, ``apimachinery`` and ``client-go`` compiled (301
+of its 397 packages outside the standard library, against 87 before). A module a tool
+cannot build with at its reference's version stays at its own, named in ``EXCEPTIONS``
+with the reason.
 
 ``python -m cluster.go_align`` rewrites the aligned tools' ``go.mod`` after a pin moves
 (then ``go mod tidy`` in each); ``misaligned()`` is what the unit tier checks.
@@ -28,10 +33,24 @@ from dataclasses import dataclass
 from pathlib import Path
 
 TOOL_MODULES_DIR = Path(__file__).resolve().parent / "tools"
-#: The module whose versions the others follow: the control plane's.
+#: The module whose versions most others follow: the control plane's.
 REFERENCE = "kubernetes"
-#: The tool modules built on the same Kubernetes libraries as the control plane.
-ALIGNED = ("scheduler-plugins", "helm", "kueue", "argocd", "metrics-server", "coredns")
+#: Each aligned tool module, and the module whose versions it follows.
+ALIGNED: dict[str, str] = {
+    **{
+        tool: REFERENCE
+        for tool in (
+            "scheduler-plugins",
+            "helm",
+            "kueue",
+            "argocd",
+            "metrics-server",
+            "coredns",
+            "volcano",
+        )
+    },
+    "kwok": "trainer",
+}
 #: Modules a tool keeps at its own version, and why.
 EXCEPTIONS: dict[str, dict[str, str]] = {
     "helm": {
@@ -49,6 +68,15 @@ EXCEPTIONS: dict[str, dict[str, str]] = {
             "go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp",
         )
     },
+    "volcano": {
+        "golang.org/x/tools": "controller-gen v0.18.0 reads packages.Package.Dir, which x/tools "
+        "v0.26.0 (the control plane's) does not have"
+    },
+    "kwok": {
+        module: "kwok v0.8.0's otel SDK imports otel/semconv/v1.41.0, which otel v1.43.0 "
+        "(Trainer's) does not have"
+        for module in ("go.opentelemetry.io/otel", "go.opentelemetry.io/otel/trace")
+    },
     "argocd": {
         module: "at the control plane's older genproto, the httpbody package is found in "
         "two modules (Go's 'ambiguous import')"
@@ -59,10 +87,14 @@ EXCEPTIONS: dict[str, dict[str, str]] = {
     },
 }
 HEADER = (
-    "// Aligned with the control plane's module (cluster/tools/kubernetes) by\n"
+    "// Aligned with {what} by\n"
     "// `python -m cluster.go_align`: the packages both build are compiled once, for both,\n"
     "// by Go's build cache."
 )
+_HEADER_NAMES = {
+    REFERENCE: "the control plane's module (cluster/tools/kubernetes)",
+    "trainer": "Trainer's module (cluster/tools/trainer)",
+}
 
 _REQUIRE = re.compile(r"^\s*(?:require\s+)?(?P<path>[^\s()/][^\s()]*)\s+(?P<version>v\S+)")
 _REPLACE = re.compile(
@@ -111,10 +143,13 @@ class GoMod:
         return {path: self.replaced.get(path, v) for path, v in self.required.items()}
 
 
-def misaligned(tool: str, modules_dir: Path = TOOL_MODULES_DIR) -> dict[str, tuple[str, str]]:
-    """The modules ``tool`` selects at another version than the control plane does, by
-    path: (the tool's version, the control plane's), exceptions aside."""
-    reference = GoMod.read(modules_dir / REFERENCE / "go.mod").selected()
+def misaligned(
+    tool: str, modules_dir: Path = TOOL_MODULES_DIR, reference_tool: str | None = None
+) -> dict[str, tuple[str, str]]:
+    """The modules ``tool`` selects at another version than its reference does (``ALIGNED``'s,
+    or ``reference_tool``), by path: (the tool's version, the reference's), exceptions aside."""
+    reference_tool = reference_tool or ALIGNED.get(tool, REFERENCE)
+    reference = GoMod.read(modules_dir / reference_tool / "go.mod").selected()
     ours = GoMod.read(modules_dir / tool / "go.mod").selected()
     allowed = EXCEPTIONS.get(tool, {})
     return {
@@ -124,12 +159,15 @@ def misaligned(tool: str, modules_dir: Path = TOOL_MODULES_DIR) -> dict[str, tup
     }
 
 
-def align(tool: str, modules_dir: Path = TOOL_MODULES_DIR) -> dict[str, tuple[str, str]]:
-    """Rewrite ``tool``'s go.mod so that every module it shares with the control plane is
-    replaced by the control plane's version: its existing replace lines of such a module
+def align(
+    tool: str, modules_dir: Path = TOOL_MODULES_DIR, reference_tool: str | None = None
+) -> dict[str, tuple[str, str]]:
+    """Rewrite ``tool``'s go.mod so that every module it shares with its reference is
+    replaced by the reference's version: its existing replace lines of such a module
     change their version, the others go into a replace block of their own at the end.
     Returns what moved; ``go mod tidy`` then settles the go.mod and go.sum."""
-    moves = misaligned(tool, modules_dir)
+    reference_tool = reference_tool or ALIGNED.get(tool, REFERENCE)
+    moves = misaligned(tool, modules_dir, reference_tool)
     if not moves:
         return moves
     go_mod = modules_dir / tool / "go.mod"
@@ -155,8 +193,11 @@ def align(tool: str, modules_dir: Path = TOOL_MODULES_DIR) -> dict[str, tuple[st
             done.add(path)
     rest = [path for path in moves if path not in done]
     if rest:
-        if HEADER not in "\n".join(lines):
-            lines += ["", *HEADER.splitlines(), "replace ("]
+        header = HEADER.format(
+            what=_HEADER_NAMES.get(reference_tool, f"cluster/tools/{reference_tool}")
+        )
+        if header not in "\n".join(lines):
+            lines += ["", *header.splitlines(), "replace ("]
             lines += [f"\t{path} => {path} {moves[path][1]}" for path in rest]
             lines.append(")")
         else:

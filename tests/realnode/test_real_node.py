@@ -177,7 +177,19 @@ def test_pods_reach_each_other_by_ip_service_and_dns(
     wait_phase(clients, ns, "client", "Running")
 
     def ask(target: str) -> str:
-        return exec_in(real_node_cluster, ns, "client", f"nc -w 3 {target} </dev/null")
+        """What the server answers at ``target``; empty while nothing answers yet (the
+        pod's route, kube-proxy's rules or the DNS record can trail the API objects)."""
+        return real_node_cluster.kubectl(
+            "exec",
+            "-n",
+            ns,
+            "client",
+            "--",
+            "sh",
+            "-c",
+            f"nc -w 3 {target} </dev/null",
+            check=False,
+        ).stdout
 
     # Pod to pod by IP.
     assert wait_for(lambda: ask(f"{server_ip} 8080"), bool, what="an answer by pod IP") == (
@@ -197,7 +209,10 @@ def test_pods_reach_each_other_by_ip_service_and_dns(
     assert wait_for(lambda: ask(f"{cluster_ip} 80"), bool, what="an answer by ClusterIP") == (
         "pong from worker-0\n"
     )
-    assert ask(f"front.{ns}.svc.cluster.local 80") == "pong from worker-0\n"
+    by_name = f"front.{ns}.svc.cluster.local 80"
+    assert wait_for(lambda: ask(by_name), bool, what="an answer by Service name") == (
+        "pong from worker-0\n"
+    )
 
 
 def test_pods_reach_the_api_server_in_cluster(

@@ -12,12 +12,12 @@ from typing import Any
 import pytest
 
 from kubetrain.api import keys as K
-from kubetrain.controller.config import OperatorConfig
 from kubetrain.manifest import parse_yaml
 from tests.builders.jobs import GPU_TOLERATION
 from tests.integration.kube import condition, wait_for
 from tests.integration.operator.conftest import RunningOperator
 from tests.integration.operator.jobs import Jobs, mpi_job
+from tests.integration.operator.running import SharedOperator
 
 UPSTREAM = Path(__file__).parents[2] / "data/upstream/mpi-operator-v0.8.0"
 EXAMPLES = sorted(p.relative_to(UPSTREAM).as_posix() for p in UPSTREAM.glob("*/*.yaml"))
@@ -105,18 +105,16 @@ def test_the_launcher_job_carries_the_upstream_examples_ttl(
 
 
 def test_the_launcher_jobs_own_ttl_removes_it_and_the_mpijob_stays(
-    installed_crds: list[dict[str, Any]],
-    kubeconfig: Path,
-    operator_config: OperatorConfig,
-    jobs: Jobs,
+    operator: RunningOperator, shared_operator: SharedOperator, jobs: Jobs
 ) -> None:
     """Kubernetes' TTL controller deletes the finished launcher Job by itself, as under
     upstream (the operator is stopped then, so it cannot be the one), a minute after it
     finished at the earliest (the Job's TTL is never under 60 s, so the operator reads the
-    outcome first); the operator, started again, neither recreates the Job nor errs."""
+    outcome first); the operator, started again, neither recreates the Job nor errs. The
+    shared operator runs the job, is stopped, and its restart is the one that looks again
+    (the next tests share it)."""
     job = mpi_job("mttl", workers=1)
     job["spec"]["runPolicy"] = {"ttlSecondsAfterFinished": 2}
-    first = RunningOperator(operator_config, kubeconfig).start()
     try:
         jobs.create(job)
         jobs.wait_condition("MPIJob", "mttl", "Running")
@@ -125,7 +123,7 @@ def test_the_launcher_jobs_own_ttl_removes_it_and_the_mpijob_stays(
         jobs.exit(launcher["metadata"]["name"], 0)
         jobs.wait_condition("MPIJob", "mttl", "Succeeded")
     finally:
-        first.stop()
+        operator.stop()
     assert jobs.batch_jobs("mttl")["mttl-launcher"]["spec"]["ttlSecondsAfterFinished"] == 60
     wait_for(
         lambda: jobs.batch_jobs("mttl"),
@@ -133,15 +131,13 @@ def test_the_launcher_jobs_own_ttl_removes_it_and_the_mpijob_stays(
         what="the launcher Job deleted by its own ttlSecondsAfterFinished",
         timeout=120,
     )
-    second = RunningOperator(operator_config, kubeconfig).start()
-    try:
-        time.sleep(3)  # resync and requeues: time to recreate it, were it to
-        assert jobs.batch_jobs("mttl") == {}
-        kept = jobs.get("MPIJob", "mttl")
-        assert kept is not None and (condition(kept, "Succeeded") or {}).get("status") == "True"
-        registry = second.operator.metrics.registry
-        for error in ("not_found", "permanent", "temporary"):
-            labels = {"kind": "MPIJob", "error": error}
-            assert not registry.get_sample_value("kubetrain_reconcile_errors_total", labels)
-    finally:
-        second.stop()
+    second = shared_operator.get()
+    assert second is not operator
+    time.sleep(3)  # resync and requeues: time to recreate it, were it to
+    assert jobs.batch_jobs("mttl") == {}
+    kept = jobs.get("MPIJob", "mttl")
+    assert kept is not None and (condition(kept, "Succeeded") or {}).get("status") == "True"
+    registry = second.operator.metrics.registry
+    for error in ("not_found", "permanent", "temporary"):
+        labels = {"kind": "MPIJob", "error": error}
+        assert not registry.get_sample_value("kubetrain_reconcile_errors_total", labels)

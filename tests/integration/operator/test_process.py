@@ -227,7 +227,7 @@ def test_a_leader_paused_past_its_lease_writes_nothing_when_it_resumes(
     processes.append(two)
     jobs.create(pytorch_job("before", workers=1))
     jobs.wait_condition("PyTorchJob", "before", "Running")
-    writes_before_pause = _settled(one.api_writes)
+    writes_before_pause = _right_after_a_renewal(one)
 
     one.pause()
     try:
@@ -270,6 +270,22 @@ def _settled(read: Callable[[], float]) -> float:
         observe, lambda pair: pair[0] == pair[1], what="writes to settle", interval=1.0
     )
     return now
+
+
+def _right_after_a_renewal(leader: OperatorProcess) -> float:
+    """The leader's write count just after it renewed its Lease, its other writes settled.
+    Renewals are writes too, every 2 s (the retry period): a count read at a random moment
+    can miss one sent a moment before a SIGSTOP (the metric counts a write once its
+    response is back, the operator's stopped line when it is sent). Read just after one,
+    the next is 2 s away, time enough to freeze the process with nothing in flight."""
+    settled = _settled(leader.api_writes)
+    return wait_for(
+        leader.api_writes,
+        lambda count: count > settled,
+        what="the leader's next Lease renewal",
+        interval=0.05,
+        timeout=15,
+    )
 
 
 def _lease(api_client: client.ApiClient, namespace: str) -> client.V1LeaseSpec:

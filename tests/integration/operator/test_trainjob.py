@@ -439,38 +439,79 @@ def _node_image(runtime: dict[str, Any]) -> str:
     return str(rjob["template"]["spec"]["template"]["spec"]["containers"][0]["image"])
 
 
-@pytest.mark.parametrize("kind", ["TrainingRuntime", "ClusterTrainingRuntime"])
-def test_a_resumed_trainjob_keeps_the_runtime_it_started_with(
+def test_resumed_trainjobs_keep_the_runtimes_they_started_with(
     operator: RunningOperator,
     shared_operator: SharedOperator,
     jobs: Jobs,
     dyn: DynamicClient,
     namespace: str,
-    kind: str,
 ) -> None:
-    """Upstream's e2e "Updating a runtime": the runtime is pinned in ConfigMap
+    """Upstream's e2e "Updating a runtime", for a TrainingRuntime and a
+    ClusterTrainingRuntime at once: the runtime is pinned in ConfigMap
     ``<trainjob>-runtime-snapshot`` at the first reconcile; a suspended TrainJob resumed
     after its runtime's image changed comes back with the original image, also under an
-    operator started afresh meanwhile (it reads the snapshot back from the API server);
-    the snapshot goes with the TrainJob."""
+    operator started afresh meanwhile (it reads the snapshot back from the API server; one
+    restart serves both kinds); the snapshot goes with the TrainJob."""
+    group, version, plural = TRAINJOBS
+    suspended = {
+        kind: _pinned_then_changed(jobs, dyn, namespace, kind, name)
+        for kind, name in (("TrainingRuntime", "pinned"), ("ClusterTrainingRuntime", "pinned-c"))
+    }
+    # The shared operator stopped, and a new one started: the next tests share it.
+    operator.stop()
+    assert shared_operator.get() is not operator
+    for kind, (name, _runtime, original) in suspended.items():
+        patch = {"spec": {"suspend": False}}
+        jobs.custom.patch_namespaced_custom_object(
+            group, version, jobs.namespace, plural, name, patch
+        )
+        pods = wait_for(partial(_pods, jobs, name), lambda p: len(p) == 1, what=f"{name} back")
+        images = {c["image"] for p in pods.values() for c in p["spec"]["containers"]}
+        assert images == {original}, kind
+        jobs.custom.delete_namespaced_custom_object(group, version, jobs.namespace, plural, name)
+        wait_for(
+            partial(_snapshot_gone, jobs, name),
+            bool,
+            what=f"{name}'s snapshot garbage-collected with its TrainJob",
+        )
+    release_runtimes(jobs)
+    _, cluster_runtime, _ = suspended["ClusterTrainingRuntime"]
+    dyn.resources.get(
+        api_version="trainer.kubeflow.org/v1alpha1", kind="ClusterTrainingRuntime"
+    ).delete(name=cluster_runtime["metadata"]["name"])
+
+
+def _snapshot_gone(jobs: Jobs, name: str) -> bool:
+    try:
+        jobs.core.read_namespaced_config_map(f"{name}-runtime-snapshot", jobs.namespace)
+    except client.ApiException as err:
+        return bool(err.status == 404)
+    return False
+
+
+def _pinned_then_changed(
+    jobs: Jobs, dyn: DynamicClient, namespace: str, kind: str, name: str
+) -> tuple[str, dict[str, Any], str]:
+    """A TrainJob ``name`` on a new runtime of ``kind``, its runtime snapshot checked, then
+    suspended and its runtime's image changed: (its name, the runtime, the original
+    image)."""
     runtime = _with_gpu_toleration(_upstream("torch_distributed.yaml"))
-    runtime["metadata"]["name"] = f"pinned-{namespace[-6:]}"
+    runtime["metadata"]["name"] = f"{name}-{namespace[-6:]}"
     if kind == "TrainingRuntime":
         runtime = _namespaced(runtime, namespace)
     apply(dyn, runtime)
     original = _node_image(runtime)
-    name = "pinned"
     group, version, plural = TRAINJOBS
     body = train_job(name, runtime["metadata"]["name"], nodes=1)
     body["spec"]["runtimeRef"]["kind"] = kind
     jobs.custom.create_namespaced_custom_object(group, version, jobs.namespace, plural, body)
-    pods = wait_for(lambda: _pods(jobs, name), lambda p: len(p) == 1, what="the node pod")
+    pods = wait_for(lambda: _pods(jobs, name), lambda p: len(p) == 1, what=f"{name}'s node pod")
     assert {c["image"] for p in pods.values() for c in p["spec"]["containers"]} == {original}
     # Created in the same reconcile as the pod, by another writer thread.
     snapshot = wait_for(
         lambda: jobs.config_maps(name).get(f"{name}-runtime-snapshot"),
         lambda cm: cm is not None,
-        what="the runtime snapshot ConfigMap",
+        what=f"{name}'s runtime snapshot ConfigMap",
     )
     assert snapshot is not None
     (owner,) = snapshot["metadata"]["ownerReferences"]
@@ -480,33 +521,12 @@ def test_a_resumed_trainjob_keeps_the_runtime_it_started_with(
 
     patch = {"spec": {"suspend": True}}
     jobs.custom.patch_namespaced_custom_object(group, version, jobs.namespace, plural, name, patch)
-    wait_for(lambda: _pods(jobs, name), lambda p: not p, what="its pods deleted")
+    wait_for(lambda: _pods(jobs, name), lambda p: not p, what=f"{name}'s pods deleted")
     changed = copy.deepcopy(runtime)
     (rjob,) = changed["spec"]["template"]["spec"]["replicatedJobs"]
     rjob["template"]["spec"]["template"]["spec"]["containers"][0]["image"] = "example.com/new:1"
     apply(dyn, changed)
-    # The shared operator stopped, and a new one started: the next tests share it.
-    operator.stop()
-    assert shared_operator.get() is not operator
-    patch = {"spec": {"suspend": False}}
-    jobs.custom.patch_namespaced_custom_object(group, version, jobs.namespace, plural, name, patch)
-    pods = wait_for(lambda: _pods(jobs, name), lambda p: len(p) == 1, what="the pod back")
-    assert {c["image"] for p in pods.values() for c in p["spec"]["containers"]} == {original}
-    jobs.custom.delete_namespaced_custom_object(group, version, jobs.namespace, plural, name)
-
-    def snapshot_gone() -> bool:
-        try:
-            jobs.core.read_namespaced_config_map(f"{name}-runtime-snapshot", jobs.namespace)
-        except client.ApiException as err:
-            return bool(err.status == 404)
-        return False
-
-    wait_for(snapshot_gone, bool, what="the snapshot garbage-collected with its TrainJob")
-    release_runtimes(jobs)
-    if kind == "ClusterTrainingRuntime":
-        dyn.resources.get(api_version="trainer.kubeflow.org/v1alpha1", kind=kind).delete(
-            name=runtime["metadata"]["name"]
-        )
+    return name, runtime, original
 
 
 def _selector_patch(manager: str, zone: str | None, time: str | None = None) -> dict[str, Any]:

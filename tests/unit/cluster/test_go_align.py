@@ -1,6 +1,6 @@
-"""The Go tool modules built on Kubernetes' libraries stay aligned with the control
-plane's module (``cluster/go_align.py``), and the aligner moves what a pin bump leaves
-behind."""
+"""The Go tool modules built on Kubernetes' libraries stay aligned with their reference
+(the control plane's module; Trainer's for kwok: ``cluster/go_align.py``), and the aligner
+moves what a pin bump leaves behind."""
 
 from __future__ import annotations
 
@@ -58,10 +58,18 @@ def test_every_aligned_tool_selects_the_control_planes_versions() -> None:
     assert found == {tool: {} for tool in ALIGNED}
 
 
-def test_exceptions_name_modules_the_tools_and_the_control_plane_both_select() -> None:
+def test_a_reference_is_never_aligned_itself() -> None:
+    """The control plane's and Trainer's modules are upstream's versions as released (the
+    build checks Trainer's): they are what the others follow, never moved for sharing."""
+    assert set(ALIGNED.values()) == {REFERENCE, "trainer"}
+    assert not set(ALIGNED.values()) & set(ALIGNED)
+    assert ALIGNED["kwok"] == "trainer"
+
+
+def test_exceptions_name_modules_the_tools_and_their_reference_both_select() -> None:
     """An exception that no longer differs, or names a module one side lacks, is stale."""
-    reference = GoMod.read(Path("cluster/tools") / REFERENCE / "go.mod").selected()
     for tool, modules in EXCEPTIONS.items():
+        reference = GoMod.read(Path("cluster/tools") / ALIGNED[tool] / "go.mod").selected()
         ours = GoMod.read(Path("cluster/tools") / tool / "go.mod").selected()
         for module in modules:
             assert module in ours and module in reference, (tool, module)
@@ -114,6 +122,20 @@ def test_align_adds_to_its_own_block_after_a_pin_moves(tmp_path: Path) -> None:
     assert text.count("replace (") == 1
     assert "\tgolang.org/x/net => golang.org/x/net v0.38.0\n" in text
     assert misaligned("sometool", modules) == {}
+
+
+def test_a_tool_follows_the_reference_it_is_given(tmp_path: Path) -> None:
+    modules = _modules(tmp_path)
+    (modules / "other").mkdir()
+    (modules / "other" / "go.mod").write_text(
+        REFERENCE_MOD.replace("golang.org/x/net v0.38.0", "golang.org/x/net v0.40.0")
+    )
+    assert misaligned("sometool", modules, "other")["golang.org/x/net"] == ("v0.38.0", "v0.40.0")
+    align("sometool", modules, "other")
+    text = (modules / "sometool" / "go.mod").read_text()
+    assert "// Aligned with cluster/tools/other by\n" in text
+    assert "\tgolang.org/x/net => golang.org/x/net v0.40.0\n" in text
+    assert misaligned("sometool", modules, "other") == {}
 
 
 def test_rejects_a_tool_that_is_not_aligned(capsys: pytest.CaptureFixture[str]) -> None:
