@@ -46,6 +46,7 @@ TEST_TIERS := lint unit tools cluster realnode training faults
 # Component makefiles add their targets and append to TEST_PREREQS (what `make test`
 # must build or install first: the control-plane binaries, torch, the Horovod wheel).
 TEST_PREREQS :=
+include cluster/cache.mk
 -include cluster/cluster.mk
 -include images/images.mk
 -include benchmarks/benchmarks.mk
@@ -108,10 +109,11 @@ venv: $(STAMPS)/venv
 
 # The pinned Kubernetes OpenAPI v3 documents, fetched through the Go module proxy.
 $(OPENAPI_DIR)/.done:
-	@mkdir -p $(OPENAPI_DIR)
+	$(call cache_begin,$(OPENAPI_DIR))
 	@dir=$$(cd /tmp && go mod download -json k8s.io/kubernetes@$(K8S_VERSION) | $(PYTHON) -c 'import json,sys; print(json.load(sys.stdin)["Dir"])'); \
-	  cp "$$dir"/api/openapi-spec/v3/*.json $(OPENAPI_DIR)/ && chmod u+w $(OPENAPI_DIR)/*.json
-	@touch $@
+	  cp "$$dir"/api/openapi-spec/v3/*.json $(call cache_partial,$(OPENAPI_DIR))/ \
+	  && chmod u+w $(call cache_partial,$(OPENAPI_DIR))/*.json
+	$(call cache_publish,$(OPENAPI_DIR))
 	@echo "Kubernetes $(K8S_VERSION) OpenAPI in $(OPENAPI_DIR)"
 
 openapi: $(OPENAPI_DIR)/.done
@@ -126,8 +128,10 @@ CDK8S_CLI_DIR := $(KUBETRAIN_CACHE)/npm/cdk8s-cli-$(CDK8S_CLI_VERSION)
 export KUBETRAIN_CDK8S_CLI := $(CDK8S_CLI_DIR)/node_modules/.bin/cdk8s
 
 $(KUBETRAIN_CDK8S_CLI):
-	@mkdir -p $(CDK8S_CLI_DIR)
-	npm install --silent --no-audit --no-fund --prefix $(CDK8S_CLI_DIR) cdk8s-cli@$(CDK8S_CLI_VERSION)
+	$(call cache_begin,$(CDK8S_CLI_DIR))
+	npm install --silent --no-audit --no-fund --prefix $(call cache_partial,$(CDK8S_CLI_DIR)) \
+	  cdk8s-cli@$(CDK8S_CLI_VERSION)
+	$(call cache_publish,$(CDK8S_CLI_DIR))
 
 cdk8s-cli: $(KUBETRAIN_CDK8S_CLI)
 TEST_PREREQS += cdk8s-cli

@@ -131,14 +131,15 @@ cluster_k8s_ldflags = k8s=$(CLUSTER_K8S_VERSION); minor=$${k8s\#v*.}; minor=$${m
   done
 
 # Recipe lines shared by every tool: $(1) is its cache dir, $(2) what is built. The tool
-# is built into $(1).partial and moved into place only once it is complete and checked.
+# is built into $(1)$(CACHE_PARTIAL) and moved into place only once it is complete and checked.
+# (cluster/cache.mk: a private directory per run, published in one rename.)
 define cluster_tool_start
 @echo "building $(2) into $(1)"
-@rm -rf $(1).partial && mkdir -p $(1).partial/bin
+$(call cache_begin,$(1))
+@mkdir -p $(call cache_partial,$(1))/bin
 endef
 define cluster_tool_finish
-@rm -rf $(1) && mv $(1).partial $(1)
-@touch $(1)/.done
+$(call cache_publish,$(1))
 @cd $(1) && find . -type f ! -name .done | sort | sed "s|^\./|  |"
 endef
 
@@ -164,11 +165,11 @@ $(TRAINER_E2E_DIR)/.done:
 	@set -e; start=$$(date +%s); \
 	  cd $(TRAINER_MODULE); \
 	  $(TOOL_GO_ENV) go test -c $(CLUSTER_GO_FLAGS) -ldflags "-s -w" \
-	    -o $(TRAINER_E2E_DIR).partial/bin/trainer-e2e.test github.com/kubeflow/trainer/v2/test/e2e; \
+	    -o $(TRAINER_E2E_DIR)$(CACHE_PARTIAL)/bin/trainer-e2e.test github.com/kubeflow/trainer/v2/test/e2e; \
 	  echo "built in $$(( $$(date +%s) - start ))s"
-	@$(TRAINER_E2E_DIR).partial/bin/trainer-e2e.test -ginkgo.dry-run -ginkgo.no-color 2>&1 | \
+	@$(TRAINER_E2E_DIR)$(CACHE_PARTIAL)/bin/trainer-e2e.test -ginkgo.dry-run -ginkgo.no-color 2>&1 | \
 	  grep 'Kubeflow Trainer E2E Suite' >/dev/null || \
-	  { echo "$(TRAINER_E2E_DIR).partial/bin/trainer-e2e.test is not Trainer's e2e suite" >&2; exit 1; }
+	  { echo "$(TRAINER_E2E_DIR)$(CACHE_PARTIAL)/bin/trainer-e2e.test is not Trainer's e2e suite" >&2; exit 1; }
 	$(call cluster_tool_finish,$(TRAINER_E2E_DIR))
 
 
@@ -218,7 +219,7 @@ $(CLUSTER_TOOLS_DIR)/.done:
 	@start=$$(date +%s); \
 	  cd $(CLUSTER_KUBE_MODULE); \
 	  $(call cluster_k8s_ldflags,$(CLUSTER_GO_ENV)); \
-	  $(CLUSTER_GO_ENV) $(CLUSTER_GO_BUILD) -ldflags "$$ldflags" -o $(CLUSTER_TOOLS_DIR).partial/bin/ \
+	  $(CLUSTER_GO_ENV) $(CLUSTER_GO_BUILD) -ldflags "$$ldflags" -o $(CLUSTER_TOOLS_DIR)$(CACHE_PARTIAL)/bin/ \
 	    k8s.io/kubernetes/cmd/kube-apiserver \
 	    k8s.io/kubernetes/cmd/kube-controller-manager \
 	    k8s.io/kubernetes/cmd/kube-scheduler \
@@ -228,9 +229,9 @@ $(CLUSTER_TOOLS_DIR)/.done:
 	  kube=$(CLUSTER_K8S_VERSION); \
 	  $(CLUSTER_GO_ENV) $(CLUSTER_GO_BUILD) \
 	    -ldflags "-s -w -X sigs.k8s.io/kwok/pkg/consts.KubeVersion=$${kube#v}" \
-	    -o $(CLUSTER_TOOLS_DIR).partial/bin/ sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/kwok/cmd/kwokctl; \
+	    -o $(CLUSTER_TOOLS_DIR)$(CACHE_PARTIAL)/bin/ sigs.k8s.io/kwok/cmd/kwok sigs.k8s.io/kwok/cmd/kwokctl; \
 	  echo "built in $$(( $$(date +%s) - start ))s"
-	@got=$$($(CLUSTER_TOOLS_DIR).partial/bin/kube-apiserver --version); \
+	@got=$$($(CLUSTER_TOOLS_DIR)$(CACHE_PARTIAL)/bin/kube-apiserver --version); \
 	  if [ "$$got" != "Kubernetes $(CLUSTER_K8S_VERSION)" ]; then \
 	    echo "kube-apiserver --version says '$$got', expected 'Kubernetes $(CLUSTER_K8S_VERSION)'" >&2; exit 1; fi
 	$(call cluster_tool_finish,$(CLUSTER_TOOLS_DIR))
@@ -244,15 +245,15 @@ $(SCHEDULER_PLUGINS_DIR)/.done:
 	  cd $(SCHEDULER_PLUGINS_MODULE); \
 	  $(call cluster_k8s_ldflags,$(TOOL_GO_ENV)); \
 	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) -ldflags "$$ldflags" \
-	    -o $(SCHEDULER_PLUGINS_DIR).partial/bin/kube-scheduler-plugins sigs.k8s.io/scheduler-plugins/cmd/scheduler; \
+	    -o $(SCHEDULER_PLUGINS_DIR)$(CACHE_PARTIAL)/bin/kube-scheduler-plugins sigs.k8s.io/scheduler-plugins/cmd/scheduler; \
 	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) -ldflags "$$ldflags" \
-	    -o $(SCHEDULER_PLUGINS_DIR).partial/bin/scheduler-plugins-controller sigs.k8s.io/scheduler-plugins/cmd/controller; \
+	    -o $(SCHEDULER_PLUGINS_DIR)$(CACHE_PARTIAL)/bin/scheduler-plugins-controller sigs.k8s.io/scheduler-plugins/cmd/controller; \
 	  src=$$($(TOOL_GO_ENV) go list -m -f '{{.Dir}}' sigs.k8s.io/scheduler-plugins); \
-	  mkdir -p $(SCHEDULER_PLUGINS_DIR).partial/crds; \
+	  mkdir -p $(SCHEDULER_PLUGINS_DIR)$(CACHE_PARTIAL)/crds; \
 	  install -m 0644 $$src/config/crd/bases/scheduling.x-k8s.io_podgroups.yaml \
-	    $$src/config/crd/bases/scheduling.x-k8s.io_elasticquotas.yaml $(SCHEDULER_PLUGINS_DIR).partial/crds/; \
+	    $$src/config/crd/bases/scheduling.x-k8s.io_elasticquotas.yaml $(SCHEDULER_PLUGINS_DIR)$(CACHE_PARTIAL)/crds/; \
 	  echo "built in $$(( $$(date +%s) - start ))s"
-	@got=$$($(SCHEDULER_PLUGINS_DIR).partial/bin/kube-scheduler-plugins --version); \
+	@got=$$($(SCHEDULER_PLUGINS_DIR)$(CACHE_PARTIAL)/bin/kube-scheduler-plugins --version); \
 	  if [ "$$got" != "Kubernetes $(CLUSTER_K8S_VERSION)" ]; then \
 	    echo "kube-scheduler-plugins --version says '$$got', expected 'Kubernetes $(CLUSTER_K8S_VERSION)'" >&2; exit 1; fi
 	$(call cluster_tool_finish,$(SCHEDULER_PLUGINS_DIR))
@@ -268,23 +269,23 @@ $(KUEUE_DIR)/.done:
 	  date=$$($(TOOL_GO_ENV) go list -m -f '{{.Time.UTC.Format "2006-01-02T15:04:05Z"}}' sigs.k8s.io/kueue); \
 	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) \
 	    -ldflags "-s -w -X sigs.k8s.io/kueue/pkg/version.GitVersion=$(KUEUE_VERSION) -X sigs.k8s.io/kueue/pkg/version.BuildDate=$$date" \
-	    -o $(KUEUE_DIR).partial/bin/kueue sigs.k8s.io/kueue/cmd/kueue; \
+	    -o $(KUEUE_DIR)$(CACHE_PARTIAL)/bin/kueue sigs.k8s.io/kueue/cmd/kueue; \
 	  src=$$($(TOOL_GO_ENV) go list -m -f '{{.Dir}}' sigs.k8s.io/kueue); \
-	  mkdir -p $(KUEUE_DIR).partial/crds/patches $(KUEUE_DIR).partial/webhook $(KUEUE_DIR).partial/crds/deps; \
-	  install -m 0644 $$src/config/components/crd/bases/*.yaml $(KUEUE_DIR).partial/crds/; \
-	  install -m 0644 $$src/config/components/crd/patches/*.yaml $(KUEUE_DIR).partial/crds/patches/; \
-	  install -m 0644 $$src/config/components/crd/kustomization.yaml $(KUEUE_DIR).partial/crds/patches/; \
+	  mkdir -p $(KUEUE_DIR)$(CACHE_PARTIAL)/crds/patches $(KUEUE_DIR)$(CACHE_PARTIAL)/webhook $(KUEUE_DIR)$(CACHE_PARTIAL)/crds/deps; \
+	  install -m 0644 $$src/config/components/crd/bases/*.yaml $(KUEUE_DIR)$(CACHE_PARTIAL)/crds/; \
+	  install -m 0644 $$src/config/components/crd/patches/*.yaml $(KUEUE_DIR)$(CACHE_PARTIAL)/crds/patches/; \
+	  install -m 0644 $$src/config/components/crd/kustomization.yaml $(KUEUE_DIR)$(CACHE_PARTIAL)/crds/patches/; \
 	  install -m 0644 $$src/config/components/webhook/manifests.yaml \
-	    $$src/config/components/webhook/kustomization.yaml $(KUEUE_DIR).partial/webhook/; \
+	    $$src/config/components/webhook/kustomization.yaml $(KUEUE_DIR)$(CACHE_PARTIAL)/webhook/; \
 	  install -m 0644 $$src/config/default/kustomization.yaml \
-	    $(KUEUE_DIR).partial/webhook/default-kustomization.yaml; \
+	    $(KUEUE_DIR)$(CACHE_PARTIAL)/webhook/default-kustomization.yaml; \
 	  jobset=$$($(TOOL_GO_ENV) go list -m -f '{{.Dir}}' sigs.k8s.io/jobset); \
 	  trainer=$$($(TOOL_GO_ENV) go list -m -f '{{.Dir}}' github.com/kubeflow/trainer/v2); \
 	  install -m 0644 $$jobset/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml \
-	    $$trainer/manifests/base/crds/trainer.kubeflow.org_*.yaml $(KUEUE_DIR).partial/crds/deps/; \
+	    $$trainer/manifests/base/crds/trainer.kubeflow.org_*.yaml $(KUEUE_DIR)$(CACHE_PARTIAL)/crds/deps/; \
 	  echo "built in $$(( $$(date +%s) - start ))s"
-	@$(KUEUE_DIR).partial/bin/kueue --help 2>&1 | grep -q -- '-feature-gates' || \
-	  { echo "$(KUEUE_DIR).partial/bin/kueue --help does not list -feature-gates: not the Kueue manager?" >&2; exit 1; }
+	@$(KUEUE_DIR)$(CACHE_PARTIAL)/bin/kueue --help 2>&1 | grep -q -- '-feature-gates' || \
+	  { echo "$(KUEUE_DIR)$(CACHE_PARTIAL)/bin/kueue --help does not list -feature-gates: not the Kueue manager?" >&2; exit 1; }
 	$(call cluster_tool_finish,$(KUEUE_DIR))
 
 # helm, stamped as upstream's release builds are (version, and the Kubernetes minor of
@@ -299,9 +300,9 @@ $(HELM_DIR)/.done:
 	    ldflags="$$ldflags -X $$pkg.k8sVersionMajor=1 -X $$pkg.k8sVersionMinor=$${kube%%.*}"; \
 	  done; \
 	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) -ldflags "$$ldflags" \
-	    -o $(HELM_DIR).partial/bin/helm helm.sh/helm/v3/cmd/helm; \
+	    -o $(HELM_DIR)$(CACHE_PARTIAL)/bin/helm helm.sh/helm/v3/cmd/helm; \
 	  echo "built in $$(( $$(date +%s) - start ))s"
-	@got=$$($(HELM_DIR).partial/bin/helm version --template '{{.Version}}'); \
+	@got=$$($(HELM_DIR)$(CACHE_PARTIAL)/bin/helm version --template '{{.Version}}'); \
 	  if [ "$$got" != "$(HELM_VERSION)" ]; then \
 	    echo "helm version says '$$got', expected '$(HELM_VERSION)'" >&2; exit 1; fi
 	$(call cluster_tool_finish,$(HELM_DIR))
@@ -315,14 +316,14 @@ $(VOLCANO_DIR)/.done:
 	  cd $(VOLCANO_MODULE); \
 	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) \
 	    -ldflags "-s -w -X sigs.k8s.io/controller-tools/pkg/version.version=$(CONTROLLER_GEN_VERSION)" \
-	    -o $(VOLCANO_DIR).partial/bin/controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen; \
-	  $(TOOL_GO_ENV) $(VOLCANO_DIR).partial/bin/controller-gen \
+	    -o $(VOLCANO_DIR)$(CACHE_PARTIAL)/bin/controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen; \
+	  $(TOOL_GO_ENV) $(VOLCANO_DIR)$(CACHE_PARTIAL)/bin/controller-gen \
 	    crd:crdVersions=v1,generateEmbeddedObjectMeta=true \
 	    paths=volcano.sh/apis/pkg/apis/scheduling/v1beta1 \
-	    output:crd:artifacts:config=$(VOLCANO_DIR).partial/crds; \
+	    output:crd:artifacts:config=$(VOLCANO_DIR)$(CACHE_PARTIAL)/crds; \
 	  echo "built in $$(( $$(date +%s) - start ))s"
-	@test -s $(VOLCANO_DIR).partial/crds/scheduling.volcano.sh_podgroups.yaml || \
-	  { echo "controller-gen wrote no scheduling.volcano.sh_podgroups.yaml into $(VOLCANO_DIR).partial/crds" >&2; exit 1; }
+	@test -s $(VOLCANO_DIR)$(CACHE_PARTIAL)/crds/scheduling.volcano.sh_podgroups.yaml || \
+	  { echo "controller-gen wrote no scheduling.volcano.sh_podgroups.yaml into $(VOLCANO_DIR)$(CACHE_PARTIAL)/crds" >&2; exit 1; }
 	$(call cluster_tool_finish,$(VOLCANO_DIR))
 
 # Prometheus and promtool, stamped as upstream's release builds are (promu's ldflags: the
@@ -338,11 +339,11 @@ $(PROMETHEUS_DIR)/.done:
 	  pkg=github.com/prometheus/common/version; \
 	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) -tags netgo,remove_all_sd \
 	    -ldflags "-s -w -X $$pkg.Version=$(PROMETHEUS_RELEASE) -X $$pkg.BuildDate=$$date" \
-	    -o $(PROMETHEUS_DIR).partial/bin/ \
+	    -o $(PROMETHEUS_DIR)$(CACHE_PARTIAL)/bin/ \
 	    github.com/prometheus/prometheus/cmd/prometheus github.com/prometheus/prometheus/cmd/promtool; \
 	  echo "built in $$(( $$(date +%s) - start ))s"
 	@for bin in prometheus promtool; do \
-	  got=$$($(PROMETHEUS_DIR).partial/bin/$$bin --version 2>&1 | sed -n 1p); \
+	  got=$$($(PROMETHEUS_DIR)$(CACHE_PARTIAL)/bin/$$bin --version 2>&1 | sed -n 1p); \
 	  case "$$got" in "$$bin, version $(PROMETHEUS_RELEASE) "*) ;; \
 	    *) echo "$$bin --version says '$$got', expected '$$bin, version $(PROMETHEUS_RELEASE) (...)'" >&2; exit 1;; \
 	  esac; \
@@ -357,9 +358,9 @@ $(GRAFANA_DIR)/.done:
 	@start=$$(date +%s); \
 	  cd $(GRAFANA_MODULE); \
 	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) -ldflags "-s -w" \
-	    -o $(GRAFANA_DIR).partial/bin/dashboard-check ./cmd/dashboard-check; \
+	    -o $(GRAFANA_DIR)$(CACHE_PARTIAL)/bin/dashboard-check ./cmd/dashboard-check; \
 	  echo "built in $$(( $$(date +%s) - start ))s"
-	@got=$$($(GRAFANA_DIR).partial/bin/dashboard-check --version); \
+	@got=$$($(GRAFANA_DIR)$(CACHE_PARTIAL)/bin/dashboard-check --version); \
 	  expected="dashboard-check github.com/grafana/grafana-foundation-sdk/go $(GRAFANA_SDK_VERSION)"; \
 	  if [ "$$got" != "$$expected" ]; then \
 	    echo "dashboard-check --version says '$$got', expected '$$expected'" >&2; exit 1; fi
@@ -373,13 +374,13 @@ $(NODE_DIR)/.done:
 	@start=$$(date +%s); \
 	  cd $(CLUSTER_KUBE_MODULE); \
 	  $(call cluster_k8s_ldflags,$(TOOL_GO_ENV)); \
-	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) -ldflags "$$ldflags" -o $(NODE_DIR).partial/bin/ \
+	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) -ldflags "$$ldflags" -o $(NODE_DIR)$(CACHE_PARTIAL)/bin/ \
 	    k8s.io/kubernetes/cmd/kubelet k8s.io/kubernetes/cmd/kube-proxy; \
 	  echo "kubelet and kube-proxy built in $$(( $$(date +%s) - start ))s"; start=$$(date +%s); \
-	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) -ldflags "-s -w" -o $(NODE_DIR).partial/bin/pause ./cmd/pause; \
+	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) -ldflags "-s -w" -o $(NODE_DIR)$(CACHE_PARTIAL)/bin/pause ./cmd/pause; \
 	  echo "pause built in $$(( $$(date +%s) - start ))s"
 	@for bin in kubelet kube-proxy; do \
-	  got=$$($(NODE_DIR).partial/bin/$$bin --version); \
+	  got=$$($(NODE_DIR)$(CACHE_PARTIAL)/bin/$$bin --version); \
 	  if [ "$$got" != "Kubernetes $(CLUSTER_K8S_VERSION)" ]; then \
 	    echo "$$bin --version says '$$got', expected 'Kubernetes $(CLUSTER_K8S_VERSION)'" >&2; exit 1; fi; \
 	done
@@ -392,9 +393,9 @@ $(COREDNS_DIR)/.done:
 	@start=$$(date +%s); \
 	  cd $(COREDNS_MODULE); \
 	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) -ldflags "-s -w" \
-	    -o $(COREDNS_DIR).partial/bin/coredns ./cmd/coredns; \
+	    -o $(COREDNS_DIR)$(CACHE_PARTIAL)/bin/coredns ./cmd/coredns; \
 	  echo "built in $$(( $$(date +%s) - start ))s"
-	@got=$$($(COREDNS_DIR).partial/bin/coredns -version | sed -n 1p); \
+	@got=$$($(COREDNS_DIR)$(CACHE_PARTIAL)/bin/coredns -version | sed -n 1p); \
 	  if [ "$$got" != "CoreDNS-$(COREDNS_VERSION:v%=%)" ]; then \
 	    echo "coredns -version says '$$got', expected 'CoreDNS-$(COREDNS_VERSION:v%=%)'" >&2; exit 1; fi
 	$(call cluster_tool_finish,$(COREDNS_DIR))
@@ -415,16 +416,16 @@ $(ARGOCD_DIR)/.done:
 	  pkg=github.com/argoproj/argo-cd/v3/common; \
 	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) \
 	    -ldflags "-s -w -X $$pkg.version=$$(cat $$src/VERSION) -X $$pkg.buildDate=$$date" \
-	    -o $(ARGOCD_DIR).partial/bin/argocd ./cmd/argocd; \
+	    -o $(ARGOCD_DIR)$(CACHE_PARTIAL)/bin/argocd ./cmd/argocd; \
 	  for component in argocd-application-controller argocd-repo-server; do \
-	    ln -s argocd $(ARGOCD_DIR).partial/bin/$$component; done; \
-	  mkdir -p $(ARGOCD_DIR).partial/manifests/crds $(ARGOCD_DIR).partial/manifests/config; \
+	    ln -s argocd $(ARGOCD_DIR)$(CACHE_PARTIAL)/bin/$$component; done; \
+	  mkdir -p $(ARGOCD_DIR)$(CACHE_PARTIAL)/manifests/crds $(ARGOCD_DIR)$(CACHE_PARTIAL)/manifests/config; \
 	  install -m 0644 $$src/manifests/crds/application-crd.yaml $$src/manifests/crds/appproject-crd.yaml \
-	    $(ARGOCD_DIR).partial/manifests/crds/; \
+	    $(ARGOCD_DIR)$(CACHE_PARTIAL)/manifests/crds/; \
 	  install -m 0644 $$src/manifests/base/config/argocd-cm.yaml $$src/manifests/base/config/argocd-secret.yaml \
-	    $$src/manifests/base/config/argocd-rbac-cm.yaml $(ARGOCD_DIR).partial/manifests/config/; \
+	    $$src/manifests/base/config/argocd-rbac-cm.yaml $(ARGOCD_DIR)$(CACHE_PARTIAL)/manifests/config/; \
 	  echo "built in $$(( $$(date +%s) - start ))s"
-	@got=$$($(ARGOCD_DIR).partial/bin/argocd version); \
+	@got=$$($(ARGOCD_DIR)$(CACHE_PARTIAL)/bin/argocd version); \
 	  case "$$got" in "argocd: $(ARGOCD_VERSION)+"*) ;; \
 	    *) echo "argocd version says '$$got', expected 'argocd: $(ARGOCD_VERSION)+...'" >&2; exit 1;; \
 	  esac
@@ -437,9 +438,9 @@ $(KUSTOMIZE_DIR)/.done:
 	@start=$$(date +%s); \
 	  cd $(KUSTOMIZE_MODULE); \
 	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) -ldflags "-s -w" \
-	    -o $(KUSTOMIZE_DIR).partial/bin/kustomize sigs.k8s.io/kustomize/kustomize/v5; \
+	    -o $(KUSTOMIZE_DIR)$(CACHE_PARTIAL)/bin/kustomize sigs.k8s.io/kustomize/kustomize/v5; \
 	  echo "built in $$(( $$(date +%s) - start ))s"
-	@got=$$($(KUSTOMIZE_DIR).partial/bin/kustomize version); \
+	@got=$$($(KUSTOMIZE_DIR)$(CACHE_PARTIAL)/bin/kustomize version); \
 	  if [ "$$got" != "$(KUSTOMIZE_VERSION)" ]; then \
 	    echo "kustomize version says '$$got', expected '$(KUSTOMIZE_VERSION)'" >&2; exit 1; fi
 	$(call cluster_tool_finish,$(KUSTOMIZE_DIR))
@@ -460,16 +461,16 @@ $(METRICS_SERVER_DIR)/.done:
 	  pkg=k8s.io/client-go/pkg/version; \
 	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) \
 	    -ldflags "-s -w -X $$pkg.gitVersion=$(METRICS_SERVER_VERSION) -X $$pkg.gitCommit=$$commit -X $$pkg.buildDate=$$date" \
-	    -o $(METRICS_SERVER_DIR).partial/bin/metrics-server sigs.k8s.io/metrics-server/cmd/metrics-server; \
+	    -o $(METRICS_SERVER_DIR)$(CACHE_PARTIAL)/bin/metrics-server sigs.k8s.io/metrics-server/cmd/metrics-server; \
 	  src=$$($(TOOL_GO_ENV) go list -m -f '{{.Dir}}' sigs.k8s.io/metrics-server); \
-	  cp -R $$src/manifests $(METRICS_SERVER_DIR).partial/manifests; \
-	  chmod -R u+w $(METRICS_SERVER_DIR).partial/manifests; \
+	  cp -R $$src/manifests $(METRICS_SERVER_DIR)$(CACHE_PARTIAL)/manifests; \
+	  chmod -R u+w $(METRICS_SERVER_DIR)$(CACHE_PARTIAL)/manifests; \
 	  echo "built in $$(( $$(date +%s) - start ))s"
-	@got=$$($(METRICS_SERVER_DIR).partial/bin/metrics-server --version); \
+	@got=$$($(METRICS_SERVER_DIR)$(CACHE_PARTIAL)/bin/metrics-server --version); \
 	  if [ "$$got" != "$(METRICS_SERVER_VERSION)" ]; then \
 	    echo "metrics-server --version says '$$got', expected '$(METRICS_SERVER_VERSION)'" >&2; exit 1; fi
-	@test -s $(METRICS_SERVER_DIR).partial/manifests/overlays/release/kustomization.yaml || \
-	  { echo "metrics-server's module has no manifests/overlays/release in $(METRICS_SERVER_DIR).partial" >&2; exit 1; }
+	@test -s $(METRICS_SERVER_DIR)$(CACHE_PARTIAL)/manifests/overlays/release/kustomization.yaml || \
+	  { echo "metrics-server's module has no manifests/overlays/release in $(METRICS_SERVER_DIR)$(CACHE_PARTIAL)" >&2; exit 1; }
 	$(call cluster_tool_finish,$(METRICS_SERVER_DIR))
 
 # Debian packages installed when one is missing: $(1) says what they are for, $(2) lists them.
@@ -533,13 +534,13 @@ $(TRAINING_OPERATOR_DIR)/.done:
 	@start=$$(date +%s); \
 	  cd $(TRAINING_OPERATOR_MODULE); \
 	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) -ldflags "-s -w" \
-	    -o $(TRAINING_OPERATOR_DIR).partial/bin/training-operator ./cmd/training-operator; \
+	    -o $(TRAINING_OPERATOR_DIR)$(CACHE_PARTIAL)/bin/training-operator ./cmd/training-operator; \
 	  src=$$($(TOOL_GO_ENV) go list -m -f '{{.Dir}}' github.com/kubeflow/training-operator); \
-	  mkdir -p $(TRAINING_OPERATOR_DIR).partial/crds; \
-	  install -m 0644 $$src/manifests/base/crds/kubeflow.org_*.yaml $(TRAINING_OPERATOR_DIR).partial/crds/; \
+	  mkdir -p $(TRAINING_OPERATOR_DIR)$(CACHE_PARTIAL)/crds; \
+	  install -m 0644 $$src/manifests/base/crds/kubeflow.org_*.yaml $(TRAINING_OPERATOR_DIR)$(CACHE_PARTIAL)/crds/; \
 	  echo "built in $$(( $$(date +%s) - start ))s"
-	@$(TRAINING_OPERATOR_DIR).partial/bin/training-operator --help 2>&1 | grep -- '-enable-scheme' >/dev/null || \
-	  { echo "$(TRAINING_OPERATOR_DIR).partial/bin/training-operator --help does not list -enable-scheme" >&2; exit 1; }
+	@$(TRAINING_OPERATOR_DIR)$(CACHE_PARTIAL)/bin/training-operator --help 2>&1 | grep -- '-enable-scheme' >/dev/null || \
+	  { echo "$(TRAINING_OPERATOR_DIR)$(CACHE_PARTIAL)/bin/training-operator --help does not list -enable-scheme" >&2; exit 1; }
 	$(call cluster_tool_finish,$(TRAINING_OPERATOR_DIR))
 
 $(MPI_OPERATOR_DIR)/.done:
@@ -547,13 +548,13 @@ $(MPI_OPERATOR_DIR)/.done:
 	@start=$$(date +%s); \
 	  cd $(MPI_OPERATOR_MODULE); \
 	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) -ldflags "-s -w" \
-	    -o $(MPI_OPERATOR_DIR).partial/bin/mpi-operator ./cmd/mpi-operator; \
+	    -o $(MPI_OPERATOR_DIR)$(CACHE_PARTIAL)/bin/mpi-operator ./cmd/mpi-operator; \
 	  src=$$($(TOOL_GO_ENV) go list -m -f '{{.Dir}}' github.com/kubeflow/mpi-operator); \
-	  mkdir -p $(MPI_OPERATOR_DIR).partial/crds; \
-	  install -m 0644 $$src/manifests/base/kubeflow.org_mpijobs.yaml $(MPI_OPERATOR_DIR).partial/crds/; \
+	  mkdir -p $(MPI_OPERATOR_DIR)$(CACHE_PARTIAL)/crds; \
+	  install -m 0644 $$src/manifests/base/kubeflow.org_mpijobs.yaml $(MPI_OPERATOR_DIR)$(CACHE_PARTIAL)/crds/; \
 	  echo "built in $$(( $$(date +%s) - start ))s"
-	@$(MPI_OPERATOR_DIR).partial/bin/mpi-operator --help 2>&1 | grep -- '-kube-api-qps' >/dev/null || \
-	  { echo "$(MPI_OPERATOR_DIR).partial/bin/mpi-operator --help does not list -kube-api-qps" >&2; exit 1; }
+	@$(MPI_OPERATOR_DIR)$(CACHE_PARTIAL)/bin/mpi-operator --help 2>&1 | grep -- '-kube-api-qps' >/dev/null || \
+	  { echo "$(MPI_OPERATOR_DIR)$(CACHE_PARTIAL)/bin/mpi-operator --help does not list -kube-api-qps" >&2; exit 1; }
 	$(call cluster_tool_finish,$(MPI_OPERATOR_DIR))
 
 # Kubeflow Trainer v2's controller manager (upstream's main, unstamped as upstream's image
@@ -565,10 +566,10 @@ $(TRAINER_DIR)/.done:
 	@set -e; start=$$(date +%s); \
 	  cd $(TRAINER_MODULE); \
 	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) -ldflags "-s -w" \
-	    -o $(TRAINER_DIR).partial/bin/trainer-controller-manager \
+	    -o $(TRAINER_DIR)$(CACHE_PARTIAL)/bin/trainer-controller-manager \
 	    github.com/kubeflow/trainer/v2/cmd/trainer-controller-manager; \
 	  src=$$($(TOOL_GO_ENV) go list -m -f '{{.Dir}}' github.com/kubeflow/trainer/v2); \
-	  out=$(TRAINER_DIR).partial; \
+	  out=$(TRAINER_DIR)$(CACHE_PARTIAL); \
 	  mkdir -p $$out/crds $$out/webhook $$out/config $$out/runtimes; \
 	  install -m 0644 $$src/manifests/base/crds/trainer.kubeflow.org_*.yaml $$out/crds/; \
 	  install -m 0644 $$src/manifests/base/webhook/manifests.yaml \
@@ -577,10 +578,10 @@ $(TRAINER_DIR)/.done:
 	  install -m 0644 $$src/manifests/base/manager/controller_manager_config.yaml $$out/config/; \
 	  install -m 0644 $$src/manifests/base/runtimes/*_distributed.yaml $$out/runtimes/; \
 	  echo "built in $$(( $$(date +%s) - start ))s"
-	@$(TRAINER_DIR).partial/bin/trainer-controller-manager --help 2>&1 | grep -- '-feature-gates' >/dev/null || \
-	  { echo "$(TRAINER_DIR).partial/bin/trainer-controller-manager --help does not list -feature-gates" >&2; exit 1; }
+	@$(TRAINER_DIR)$(CACHE_PARTIAL)/bin/trainer-controller-manager --help 2>&1 | grep -- '-feature-gates' >/dev/null || \
+	  { echo "$(TRAINER_DIR)$(CACHE_PARTIAL)/bin/trainer-controller-manager --help does not list -feature-gates" >&2; exit 1; }
 	@cd $(TRAINER_MODULE) && \
-	  $(call peer_gomod_check,$(TRAINER_DIR).partial/bin/trainer-controller-manager,github.com/kubeflow/trainer/v2,$(TRAINER_VERSION))
+	  $(call peer_gomod_check,$(TRAINER_DIR)$(CACHE_PARTIAL)/bin/trainer-controller-manager,github.com/kubeflow/trainer/v2,$(TRAINER_VERSION))
 	$(call cluster_tool_finish,$(TRAINER_DIR))
 
 # JobSet's controller manager (upstream's main at the module root), stamped as upstream's
@@ -597,9 +598,9 @@ $(JOBSET_DIR)/.done:
 	  pkg=sigs.k8s.io/jobset/pkg/version; \
 	  $(TOOL_GO_ENV) $(CLUSTER_GO_BUILD) \
 	    -ldflags "-s -w -X $$pkg.GitVersion=$(JOBSET_VERSION) -X $$pkg.GitCommit=$$commit" \
-	    -o $(JOBSET_DIR).partial/bin/jobset-controller-manager sigs.k8s.io/jobset; \
+	    -o $(JOBSET_DIR)$(CACHE_PARTIAL)/bin/jobset-controller-manager sigs.k8s.io/jobset; \
 	  src=$$($(TOOL_GO_ENV) go list -m -f '{{.Dir}}' sigs.k8s.io/jobset); \
-	  out=$(JOBSET_DIR).partial; \
+	  out=$(JOBSET_DIR)$(CACHE_PARTIAL); \
 	  mkdir -p $$out/crds $$out/webhook $$out/config; \
 	  install -m 0644 $$src/config/components/crd/bases/jobset.x-k8s.io_jobsets.yaml $$out/crds/; \
 	  install -m 0644 $$src/config/components/webhook/manifests.yaml \
@@ -607,14 +608,14 @@ $(JOBSET_DIR)/.done:
 	    $$src/config/components/webhook/patches/*.yaml $$out/webhook/; \
 	  install -m 0644 $$src/config/components/manager/controller_manager_config.yaml $$out/config/; \
 	  echo "built in $$(( $$(date +%s) - start ))s"
-	@$(JOBSET_DIR).partial/bin/jobset-controller-manager --help 2>&1 | grep -- '-kube-api-qps' >/dev/null || \
-	  { echo "$(JOBSET_DIR).partial/bin/jobset-controller-manager --help does not list -kube-api-qps" >&2; exit 1; }
+	@$(JOBSET_DIR)$(CACHE_PARTIAL)/bin/jobset-controller-manager --help 2>&1 | grep -- '-kube-api-qps' >/dev/null || \
+	  { echo "$(JOBSET_DIR)$(CACHE_PARTIAL)/bin/jobset-controller-manager --help does not list -kube-api-qps" >&2; exit 1; }
 	@kubeconfig=$$(mktemp); \
 	  printf '%s\n' 'apiVersion: v1' 'kind: Config' 'current-context: none' \
 	    'clusters: [{name: none, cluster: {server: "https://127.0.0.1:1"}}]' \
 	    'contexts: [{name: none, context: {cluster: none, user: none}}]' 'users: [{name: none, user: {}}]' \
 	    > $$kubeconfig; \
-	  got=$$({ $(JOBSET_DIR).partial/bin/jobset-controller-manager --kubeconfig=$$kubeconfig \
+	  got=$$({ $(JOBSET_DIR)$(CACHE_PARTIAL)/bin/jobset-controller-manager --kubeconfig=$$kubeconfig \
 	    --config=/nonexistent 2>&1 || true; } | sed -n 's/.*"userAgent": "\([^"]*\)".*/\1/p'); \
 	  rm -f $$kubeconfig; \
 	  case "$$got" in "jobset/$(JOBSET_VERSION) ("*") "[0-9a-f]*) ;; \
@@ -622,7 +623,7 @@ $(JOBSET_DIR)/.done:
 	         "expected 'jobset/$(JOBSET_VERSION) (<os>/<arch>) <commit>'" >&2; exit 1;; \
 	  esac
 	@cd $(JOBSET_MODULE) && \
-	  $(call peer_gomod_check,$(JOBSET_DIR).partial/bin/jobset-controller-manager,sigs.k8s.io/jobset,$(JOBSET_VERSION))
+	  $(call peer_gomod_check,$(JOBSET_DIR)$(CACHE_PARTIAL)/bin/jobset-controller-manager,sigs.k8s.io/jobset,$(JOBSET_VERSION))
 	$(call cluster_tool_finish,$(JOBSET_DIR))
 
 # The demo cluster lives in build/cluster (git-ignored); the tests start their own.

@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -152,8 +153,10 @@ def _debootstrap(base: BaseImage, tar: Path) -> None:
     )
     tar.parent.mkdir(parents=True, exist_ok=True)
     for stale in tar.parent.glob(f"{tar.name.rsplit('-', 1)[0]}-*.tar"):
-        stale.unlink()  # another recipe's tar for the same name: disk is scarce
-    partial = tar.with_suffix(".partial")
+        stale.unlink(missing_ok=True)  # another recipe's tar for the same name: disk is scarce
+    # This process's own: a build beside it (another checkout's) writes another file,
+    # and the rename publishes a complete tar.
+    partial = tar.with_name(f"{tar.name}.partial-{os.getpid()}")
     result = subprocess.run(
         base.command(partial), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
     )

@@ -65,11 +65,10 @@ $(STAMPS)/torch-$(TORCH_VERSION): $(STAMPS)/venv images/images.mk
 # Build the wheel once per (Horovod, torch, Python) and install it from the cache.
 $(HOROVOD_WHEEL_DIR)/.done: | $(STAMPS)/torch-$(TORCH_VERSION) $(STAMPS)/openmpi
 	@echo "Building Horovod $(HOROVOD_VERSION) for torch $(TORCH_VERSION) (first run only; cached in $(HOROVOD_WHEEL_DIR))"
-	@rm -rf $(HOROVOD_WHEEL_DIR).partial
+	$(call cache_begin,$(HOROVOD_WHEEL_DIR))
 	HOROVOD_VERSION=$(HOROVOD_VERSION) images/horovod/build-horovod-wheel.sh \
-	  $(BIN)/python $(HOROVOD_WHEEL_DIR).partial
-	@rm -rf $(HOROVOD_WHEEL_DIR) && mv $(HOROVOD_WHEEL_DIR).partial $(HOROVOD_WHEEL_DIR)
-	@touch $@
+	  $(BIN)/python $(call cache_partial,$(HOROVOD_WHEEL_DIR))
+	$(call cache_publish,$(HOROVOD_WHEEL_DIR))
 
 $(STAMPS)/horovod-$(HOROVOD_VERSION)-torch-$(TORCH_VERSION): $(HOROVOD_WHEEL_DIR)/.done $(STAMPS)/torch-$(TORCH_VERSION)
 	$(UV_PIP) --reinstall --no-deps $(HOROVOD_WHEEL_DIR)/horovod-$(HOROVOD_VERSION)-*.whl

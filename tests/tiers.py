@@ -199,7 +199,7 @@ TIERS: tuple[Tier, ...] = (
                 minutes=1.5,
                 early=True,
                 needs=QUICK_SETUP,
-                tools=("helm", "prometheus", "grafana"),
+                tools=("helm", "prometheus", "grafana", "kustomize"),
             ),
         ),
         setup="test-setup",
