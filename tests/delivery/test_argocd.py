@@ -47,6 +47,7 @@ from tests.integration.operator.jobs import pytorch_job
 from tests.realnode.upgrade import (
     JOB_GROUPS,
     NEW_FIELD,
+    PREFIXES,
     add_crd_field,
     bumped,
     gpu_runtime,
@@ -241,8 +242,9 @@ def resource_health(app: dict[str, Any]) -> dict[str, tuple[str, str]]:
 def test_job_health_through_its_life_as_the_real_controller_evaluates_it(
     delivery: Delivery,
 ) -> None:
-    """A team's jobs delivered by an Application of their own: kubetrain's Lua, run by
-    Argo CD's controller, says Progressing before the pods run, Healthy while they run,
+    """A team's jobs, one of each of the seven kinds, delivered by an Application of their
+    own: kubetrain's Lua, run by Argo CD's controller, says Progressing before the pods
+    run, Healthy while they run (every kind),
     Suspended when suspended, Degraded on failure (with the operator's message) and
     Healthy on success."""
     folder = delivery.repo.path / "teams" / TEAM_NAMESPACE
@@ -297,8 +299,10 @@ def test_job_health_through_its_life_as_the_real_controller_evaluates_it(
     assert message, "Progressing without the job's message"
 
     # Running: every kind Healthy, with the operator's message.
-    for key in ("PyTorchJob/pt-a", "TFJob/tf-a", "MPIJob/mpi-a"):
-        health_of(key, "Healthy")
+    for kind in JOB_GROUPS:
+        if kind != "TrainJob":
+            _, message = health_of(f"{kind}/{PREFIXES[kind]}-a", "Healthy")
+            assert message, f"{kind} Healthy without the job's message"
     _, message = health_of("TrainJob/tj-a", "Healthy")
     assert "running" in message, message
 

@@ -15,6 +15,7 @@ import yaml
 
 from cluster.local import LocalCluster
 from cluster.topology import POOL_LABEL
+from kubetrain.api.kinds import OPERATOR_KINDS
 from kubetrain.controller.config import LogLevel
 from kubetrain.gitops.stack import Samples, Stack
 from kubetrain.manifest import parse_yaml
@@ -24,25 +25,26 @@ from tests.charts import exported_chart
 from tests.clusters import ClusterClients
 from tests.integration.kube import list_objects, read, wait_for
 from tests.integration.operator.jobs import (
+    jax_job,
     mpi_job,
+    paddle_job,
     pytorch_job,
     template,
     tf_job,
     torch_runtime,
     train_job,
+    xgboost_job,
 )
 from tests.realnode.workloads import OPERATOR_NAMESPACE
 
-JOB_GROUPS = {
-    "PyTorchJob": ("kubeflow.org", "v1"),
-    "TFJob": ("kubeflow.org", "v1"),
-    "MPIJob": ("kubeflow.org", "v2beta1"),
-    "TrainJob": ("trainer.kubeflow.org", "v1alpha1"),
-}
+#: Every job kind the operator serves: (group, version).
+JOB_GROUPS = {kind: (info.group, info.version) for kind, info in OPERATOR_KINDS.items()}
 #: The TrainJobs' runtime (a TrainingRuntime in the jobs' namespace).
 RUNTIME = "fleet-torch"
-#: Jobs of each kind kept running through an upgrade.
-JOBS_PER_KIND = 5
+#: Jobs of each kind kept running through an upgrade: five of the kinds most clusters run,
+#: one of the others (what proves the upgrade leaves each kind alone).
+FLEET = {"PyTorchJob": 5, "TFJob": 5, "MPIJob": 5, "TrainJob": 5}
+FLEET_OTHERS = 1
 #: The property an upgrade adds to the PyTorchJob CRD's spec.
 NEW_FIELD = "gitopsNote"
 WAIT = 240.0
@@ -63,24 +65,58 @@ def place_on_gpu_nodes(pod_template: dict[str, Any]) -> dict[str, Any]:
 def on_gpu_nodes(job: dict[str, Any]) -> dict[str, Any]:
     """``job`` with every replica's pods placed by ``place_on_gpu_nodes``."""
     job = copy.deepcopy(job)
-    for specs in ("pytorchReplicaSpecs", "tfReplicaSpecs", "mpiReplicaSpecs"):
-        for replica in job["spec"].get(specs, {}).values():
-            replica["template"] = place_on_gpu_nodes(replica["template"])
+    for key, specs in job["spec"].items():
+        if key.endswith("ReplicaSpecs"):
+            for replica in specs.values():
+                replica["template"] = place_on_gpu_nodes(replica["template"])
+    return job
+
+
+#: The name prefix of each kind's jobs (``pt-a``, ``xgb-a``...).
+PREFIXES = {
+    "PyTorchJob": "pt",
+    "TFJob": "tf",
+    "MPIJob": "mpi",
+    "TrainJob": "tj",
+    "XGBoostJob": "xgb",
+    "PaddleJob": "pd",
+    "JAXJob": "jax",
+}
+
+
+def one_job(kind: str, suffix: str, namespace: str) -> dict[str, Any]:
+    """A job of ``kind`` named ``<prefix>-<suffix>`` on the GPU nodes in ``namespace``,
+    one pod per replica type (the TrainJob: one node on ``gpu_runtime``)."""
+    name = f"{PREFIXES[kind]}-{suffix}"
+    make = {
+        "PyTorchJob": lambda: pytorch_job(name, workers=1, restart_policy="Never"),
+        "TFJob": lambda: tf_job(name, workers=1, ps=0),
+        "MPIJob": lambda: mpi_job(name, workers=1),
+        "TrainJob": lambda: train_job(name, RUNTIME, nodes=1),
+        "XGBoostJob": lambda: xgboost_job(name, workers=1),
+        "PaddleJob": lambda: paddle_job(name, workers=1),
+        "JAXJob": lambda: jax_job(name, workers=1),
+    }
+    job = on_gpu_nodes(make[kind]())
+    job["metadata"]["namespace"] = namespace
     return job
 
 
 def jobs_of_every_kind(suffix: str, namespace: str) -> list[dict[str, Any]]:
-    """One job of each kind on the GPU nodes in ``namespace`` (the TrainJob on
-    ``gpu_runtime``): 7 pods in all."""
-    jobs = [
-        on_gpu_nodes(pytorch_job(f"pt-{suffix}", workers=1, restart_policy="Never")),
-        on_gpu_nodes(tf_job(f"tf-{suffix}", workers=1, ps=0)),
-        on_gpu_nodes(mpi_job(f"mpi-{suffix}", workers=1)),
-        train_job(f"tj-{suffix}", RUNTIME, nodes=1),
-    ]
-    for job in jobs:
-        job["metadata"]["namespace"] = namespace
-    return jobs
+    """One job of each of the seven kinds in ``namespace``: 11 pods in all."""
+    return [one_job(kind, suffix, namespace) for kind in JOB_GROUPS]
+
+
+def pods_of(job: dict[str, Any]) -> int:
+    """How many pods ``job`` runs: its replicas (a TrainJob's nodes)."""
+    if job["kind"] == "TrainJob":
+        return int(job["spec"]["trainer"]["numNodes"])
+    return sum(
+        int(replica.get("replicas", 1))
+        for key, specs in job["spec"].items()
+        if key.endswith("ReplicaSpecs")
+        for replica in specs.values()
+    )
 
 
 def gpu_runtime(namespace: str) -> dict[str, Any]:
@@ -105,23 +141,24 @@ def snapshot(clients: ClusterClients, namespace: str) -> dict[str, Any]:
 
 
 def start_fleet(cluster: LocalCluster, clients: ClusterClients, namespace: str) -> dict[str, Any]:
-    """``JOBS_PER_KIND`` jobs of each kind in a new ``namespace``, applied with kubectl;
-    returns their snapshot once every job runs and every pod exists."""
+    """``FLEET``'s jobs of each kind (``FLEET_OTHERS`` of the others) in a new ``namespace``,
+    applied with kubectl; returns their snapshot once every job runs and every pod exists."""
     cluster.kubectl("create", "namespace", namespace)
-    objects = [gpu_runtime(namespace)]
-    for i in range(JOBS_PER_KIND):
-        objects += jobs_of_every_kind(f"u{i}", namespace)
+    jobs = [
+        one_job(kind, f"u{i}", namespace)
+        for kind in JOB_GROUPS
+        for i in range(FLEET.get(kind, FLEET_OTHERS))
+    ]
+    objects = [gpu_runtime(namespace), *jobs]
     cluster.kubectl("apply", "--server-side", "-f", "-", input=yaml.safe_dump_all(objects))
-    count = len(JOB_GROUPS) * JOBS_PER_KIND
+    count = len(jobs)
+    # A TrainJob has no Running condition (its state says so): the v1 kinds do.
+    v1_jobs = sum(1 for job in jobs if job["kind"] != "TrainJob")
+    pods = sum(pods_of(job) for job in jobs)
 
     def ready(seen: dict[str, Any]) -> bool:
         running = [c for _, c in seen["jobs"].values() if c.get("Running") == "True"]
-        # A TrainJob has no Running condition (its state says so): the v1 kinds do.
-        return (
-            len(seen["jobs"]) == count
-            and len(running) == 3 * JOBS_PER_KIND
-            and (len(seen["pods"]) == 7 * JOBS_PER_KIND)
-        )
+        return len(seen["jobs"]) == count and len(running) == v1_jobs and len(seen["pods"]) == pods
 
     return wait_for(
         lambda: snapshot(clients, namespace),

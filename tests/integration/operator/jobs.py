@@ -106,6 +106,21 @@ def mpi_job(
     )
 
 
+def xgboost_job(name: str, *, workers: int = 1, gpus: int = 1) -> dict[str, Any]:
+    """An XGBoostJob: its Master (the tracker) and ``workers`` Workers, ``gpus`` each."""
+    return builders.xgboost_job(name=name, workers=workers, pods=gpu_pods(gpus))
+
+
+def paddle_job(name: str, *, workers: int = 1, gpus: int = 1) -> dict[str, Any]:
+    """A collective PaddleJob of ``workers`` Workers, ``gpus`` each."""
+    return builders.paddle_job(name=name, workers=workers, pods=gpu_pods(gpus))
+
+
+def jax_job(name: str, *, workers: int = 1, gpus: int = 1) -> dict[str, Any]:
+    """A JAXJob of ``workers`` Workers, ``gpus`` each."""
+    return builders.jax_job(name=name, workers=workers, pods=gpu_pods(gpus))
+
+
 def torch_runtime(name: str, namespace: str, pod_template: dict[str, Any]) -> dict[str, Any]:
     """A torch TrainingRuntime of one replicated job ``node`` whose pods are
     ``pod_template`` (a TrainJob's trainer step)."""
