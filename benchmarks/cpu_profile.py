@@ -12,8 +12,11 @@ the biggest CPU figure here. Standard library only: it runs before the venv exis
 How the seconds are counted: each live process's user and system time, with the time of
 the children it has reaped (``/proc/PID/stat`` fields 14-17), is sampled; the growth of
 that sum goes to the process's part, minus what its reaped children were already seen to
-spend, so a short-lived process (one ``compile`` of a ``go build``) is counted through its
-parent. A part is named by the nearest ancestor that names one (``PARTS``).
+spend (and their own gone children, when a chain of processes ends between two samples),
+so a short-lived process (one ``compile`` of a ``go build``) is counted through its
+parent, and once. A part is named by the nearest ancestor that names one (``PARTS``); the
+command's processes that name none are ``command``, and what runs beside the command (not
+started by it) is ``outside the command``.
 """
 
 from __future__ import annotations
@@ -30,16 +33,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 TICK = os.sysconf("SC_CLK_TCK")
+#: The command's processes that name no part, and those it did not start.
+COMMAND, OUTSIDE = "command", "outside the command"
 #: Parts inside which a process may name a part of its own.
-TOP_PARTS = ("other", "runner", "go lane")
+TOP_PARTS = (COMMAND, "runner", "go lane")
 
 
 @dataclass
 class Proc:
     pid: int
     ppid: int
-    total: float  # seconds: own user + system, and reaped children's
+    own: float  # seconds: own user + system
+    kids: float  # seconds: the user + system of the children it has reaped
     part: str
+
+    @property
+    def total(self) -> float:
+        return self.own + self.kids
 
 
 @dataclass
@@ -51,8 +61,8 @@ class Profile:
     idle: list[float] = field(default_factory=list)
 
 
-def _stat(pid: int) -> tuple[int, float] | None:
-    """(parent pid, own + reaped children's CPU seconds), or None once it is gone."""
+def _stat(pid: int) -> tuple[int, float, float] | None:
+    """(parent pid, own CPU seconds, reaped children's), or None once it is gone."""
     try:
         raw = Path(f"/proc/{pid}/stat").read_text()
     except OSError:
@@ -60,14 +70,15 @@ def _stat(pid: int) -> tuple[int, float] | None:
     fields = raw[raw.rindex(")") + 2 :].split()
     ppid = int(fields[1])
     utime, stime, cutime, cstime = (int(v) for v in fields[11:15])
-    return ppid, (utime + stime + cutime + cstime) / TICK
+    return ppid, (utime + stime) / TICK, (cutime + cstime) / TICK
 
 
 def _cmdline(pid: int) -> list[str]:
     try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace").split("\0")
+        raw = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
     except OSError:
         return []
+    return raw.split("\0")[:-1] if raw.endswith("\0") else raw.split("\0")
 
 
 def _cwd(pid: int) -> str:
@@ -111,7 +122,11 @@ def name_part(pid: int, argv: list[str]) -> str | None:
 
 
 class Sampler:
-    def __init__(self) -> None:
+    """Samples every process; ``root`` is the command's pid (its tree's parts are named,
+    everything else is :data:`OUTSIDE`)."""
+
+    def __init__(self, root: int | None = None) -> None:
+        self.root = root
         self.procs: dict[int, Proc] = {}
         self.profile = Profile()
         self._own: dict[int, str | None] = {}
@@ -119,8 +134,10 @@ class Sampler:
 
     def _part(self, pid: int, ppid: int) -> str:
         parent = self.procs.get(ppid)
-        inherited = parent.part if parent is not None else "other"
-        if inherited not in TOP_PARTS:
+        inherited = parent.part if parent is not None else OUTSIDE
+        if pid == self.root:
+            inherited = COMMAND
+        if inherited == OUTSIDE or inherited not in TOP_PARTS:
             return inherited  # a make or go inside a goal or a test stays that goal's
         if pid not in self._own:
             self._own[pid] = name_part(pid, _cmdline(pid))
@@ -129,37 +146,57 @@ class Sampler:
     def sample(self) -> float:
         """One pass over /proc; returns the CPU seconds it attributed (none on the first
         pass, the baseline)."""
-        seen: dict[int, tuple[int, float]] = {}
+        seen: dict[int, tuple[int, float, float]] = {}
         for entry in os.listdir("/proc"):
             if entry.isdigit():
                 stat = _stat(int(entry))
                 if stat is not None:
                     seen[int(entry)] = stat
         # Children seen last time and gone now: what they spent was counted already and
-        # shows again in their parent's reaped time.
+        # shows again in their parent's reaped time. A gone process's own gone children
+        # were counted too, and their time is in what its parent reaps from it.
+        gone = {pid: proc for pid, proc in self.procs.items() if pid not in seen}
+        gone_children: dict[int, list[int]] = defaultdict(list)
+        for pid, proc in gone.items():
+            gone_children[proc.ppid].append(pid)
+        counted: dict[int, float] = {}
+
+        def counted_for(pid: int) -> float:
+            if pid not in counted:
+                counted[pid] = gone[pid].total + sum(map(counted_for, gone_children[pid]))
+            return counted[pid]
+
         reaped: dict[int, float] = defaultdict(float)
-        for pid, gone in self.procs.items():
-            if pid not in seen:
-                reaped[gone.ppid] += gone.total
-                self._own.pop(pid, None)
+        reaped_part: dict[int, str] = {}  # what the unseen rest of a reaped child was
+        for pid, proc in gone.items():
+            reaped[proc.ppid] += counted_for(pid)
+            reaped_part.setdefault(proc.ppid, proc.part)
+            self._own.pop(pid, None)
         attributed = 0.0
         current: dict[int, Proc] = {}
         for pid in sorted(seen):  # parents (lower pids) first, as a rule
-            ppid, total = seen[pid]
+            ppid, own, kids = seen[pid]
             old = self.procs.get(pid)
+            deltas: list[tuple[str, float]]
             if old is None:
                 part = self._part(pid, ppid)
                 # New since the last pass: all it spent so far is new (on the first pass,
                 # what ran before is no one's).
-                delta = total if self._baseline_taken else 0.0
+                deltas = [(part, own + kids)] if self._baseline_taken else []
             else:
                 part = old.part
-                delta = total - old.total - reaped.get(pid, 0.0)
-            current[pid] = Proc(pid, ppid, total, part)
+                # What its reaped children spent after they were last seen is theirs (the
+                # command's, when the profiler reaps it); children never seen are its own.
+                deltas = [
+                    (part, own - old.own),
+                    (reaped_part.get(pid, part), kids - old.kids - reaped.get(pid, 0.0)),
+                ]
+            current[pid] = Proc(pid, ppid, own, kids, part)
             self.procs[pid] = current[pid]  # a child found later looks its parent up here
-            if delta > 0:
-                self.profile.seconds[part] += delta
-                attributed += delta
+            for name, delta in deltas:
+                if delta > 0:
+                    self.profile.seconds[name] += delta
+                    attributed += delta
         self.procs = current
         self._baseline_taken = True
         return attributed
@@ -177,6 +214,7 @@ def run(command: list[str], interval: float) -> tuple[int, Profile, float]:
     sampler.sample()  # the baseline: what ran before is not the command's
     began = time.monotonic()
     child = subprocess.Popen(command)
+    sampler.root = child.pid
     busy0, idle0 = _machine()
     minute_end = began + 60
     code: int | None = None
