@@ -3,7 +3,7 @@
 #   make test    every test tier, fastest first (tests/tiers.py), stopping at the first
 #                that fails: lint beside unit (the venv only), then the set-up (Go tools,
 #                control plane binaries, images, training deps) and the tiers needing it
-#   make lint    ruff + mypy --strict + the import contract (tests/layers.py)
+#   make lint    ruff + mypy --strict + the import contract (lint-imports, pyproject.toml)
 SHELL := /bin/bash
 .SHELLFLAGS := -eu -o pipefail -c
 .DEFAULT_GOAL := help
@@ -164,7 +164,7 @@ lint: venv
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
 	$(BIN)/mypy
-	$(BIN)/python -m tests.layers
+	$(BIN)/lint-imports --no-cache
 
 # The unit tier needs nothing but the venv: manifests are checked against the committed
 # schema bundle (tests/data/schemas); tests that need a download or a built tool are in

@@ -113,11 +113,9 @@ def name_part(pid: int, argv: list[str]) -> str | None:
         goals = [a for a in argv[1:] if not a.startswith("-") and "=" not in a]
         if goals and goals[-1] != "test":
             return f"setup {goals[-1]}"
-    for tier in ("ruff", "mypy"):
+    for tier in ("ruff", "mypy", "lint-imports"):
         if exe == tier:
             return f"lint {tier}"
-    if "tests.layers" in line:
-        return "lint layers"
     return None
 
 

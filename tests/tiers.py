@@ -174,7 +174,7 @@ TIERS: tuple[Tier, ...] = (
             Run("ruff", command=(str(BIN / "ruff"), "check", ".")),
             Run("format", command=(str(BIN / "ruff"), "format", "--check", ".")),
             Run("mypy", command=(str(BIN / "mypy"),)),
-            Run("layers", command=_py("-m", "tests.layers")),
+            Run("layers", command=(str(BIN / "lint-imports"), "--no-cache")),
         ),
         beside_next=True,
         gate=True,

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from kubetrain.api import env_names as E
 from kubetrain.api.kinds import KINDS, TRAINER_GROUP, kind_info
 
 # -- labels on every child ------------------------------------------------------------------
@@ -51,7 +52,7 @@ MAX_RESTARTS_ANNOTATION = f"{KUBETRAIN_PREFIX}/max-restarts"
 #: Pod label: the gang attempt a pod belongs to (under restart scope Gang).
 ATTEMPT_LABEL = f"{KUBETRAIN_PREFIX}/attempt"
 #: Environment variable: the gang attempt, for the training program.
-ATTEMPT_ENV = "KUBETRAIN_RESTART_ATTEMPT"
+ATTEMPT_ENV = E.RESTART_ATTEMPT
 #: The linear-scaling arithmetic of a sample job, for people.
 LEARNING_RATE_ANNOTATION = f"{KUBETRAIN_PREFIX}/learning-rate"
 #: The node label naming a block (rail, rack, IB island) when the platform has none.

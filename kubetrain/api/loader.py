@@ -19,7 +19,6 @@ from pathlib import Path
 from typing import Any
 
 from kubetrain.api.common import JobBase
-from kubetrain.api.convert.table import older_version_hint
 from kubetrain.api.embedded import status_is_ignored, without_status
 from kubetrain.api.errors import FieldError, JobValidationError
 from kubetrain.api.invariants import invariants_for
@@ -33,6 +32,7 @@ from kubetrain.api.kinds import (
 )
 from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, MAX_FILE_BYTES, ReplicaLimits
 from kubetrain.api.loading import load_documents, load_typed, read_kind, the_one
+from kubetrain.api.older_versions import older_version_hint
 from kubetrain.api.reading import decode_text
 from kubetrain.api.rules import run_rules
 

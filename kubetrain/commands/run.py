@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TextIO
 
 from kubetrain.api import JobValidationError
+from kubetrain.api import env_names as E
 from kubetrain.api.errors import FieldError
 from kubetrain.api.kinds import JOB_KINDS
 from kubetrain.api.loader import Job, read_manifest
@@ -201,7 +202,7 @@ def _plan(
     if (
         isinstance(resolved, ResolvedTrainJob)
         and resolved.spec.framework == pytorch.POLICY.name
-        and "PET_TEE" not in extra_env
+        and E.PET_TEE not in extra_env
     ):
         out.write(
             "kubetrain: note: torchrun copies each rank's lines with a [rank<N>]: prefix "

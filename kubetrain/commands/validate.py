@@ -17,10 +17,10 @@ import shlex
 import sys
 
 from kubetrain.api import JobValidationError, MPIJob, PyTorchJob, apply_defaults
-from kubetrain.api.convert.table import CONVERT_COMMAND
 from kubetrain.api.keys import TRAINER_FRAMEWORK_LABEL
 from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, ReplicaLimits
 from kubetrain.api.loader import Job, read_manifest
+from kubetrain.api.older_versions import CONVERT_COMMAND
 from kubetrain.api.trainer.loader import KubetrainObject, TrainerObject, load_objects_from_yaml
 from kubetrain.api.trainer.runtime import RuntimeBase
 from kubetrain.api.trainer.sdk import runtime_notes, trainjob_notes

@@ -22,6 +22,7 @@ from typing import Any
 
 import constructs
 
+from kubetrain.api import env_names as E
 from kubetrain.api import keys as K
 from kubetrain.constructs.objects import api_object
 from kubetrain.constructs.types import Image
@@ -239,7 +240,7 @@ class NodeTuner(constructs.Construct):
         ]
 
     def _container(self, name: str, phase: str, mounts: list[dict[str, Any]]) -> dict[str, Any]:
-        env: list[dict[str, Any]] = [{"name": "PYTHONUNBUFFERED", "value": "1"}]
+        env: list[dict[str, Any]] = [{"name": E.PYTHONUNBUFFERED, "value": "1"}]
         if phase == "check":  # the node it labels
             node_name = {"fieldRef": {"fieldPath": "spec.nodeName"}}
             env.insert(0, {"name": "NODE_NAME", "valueFrom": node_name})

@@ -8,7 +8,7 @@ first one that ends the job (or the reconcile) has the last word (a decision tha
 the job is followed by ``policies/finish``, its consequences):
 
     invalid > finished > (created, pinned children) > suspended > deadline > gang restart
-    > failure/restart > success > startup > scaling > children > progress
+    > failure > success > startup > restart > scaling > children > progress
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ from kubetrain.controller.plugins.base import JobPlugin
 from kubetrain.controller.policies import (
     cleanup,
     deadlines,
+    failure,
     gang_restart,
     progress,
     restart,
@@ -49,7 +50,7 @@ PRECEDENCE: tuple[Policy, ...] = (
     suspend.decide,
     deadlines.decide,
     gang_restart.decide,
-    restart.decide_failure,
+    failure.decide,
     success.decide,
     startup.decide,
     restart.decide_recreate,

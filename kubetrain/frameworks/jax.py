@@ -23,6 +23,7 @@ environment upstream injects into the trainer's ``node`` container:
 
 from __future__ import annotations
 
+from kubetrain.api import env_names as E
 from kubetrain.api.common import JobBase
 from kubetrain.api.jax import INFO as JAX
 from kubetrain.api.jax import JAXJob, JAXReplicaType
@@ -40,10 +41,6 @@ DEFAULT_PORT = int(JAX.default_port or 0)
 WORKER = JAXReplicaType.WORKER.value
 
 #: The JAXJob's variables (upstream's names).
-COORDINATOR_PORT = "COORDINATOR_PORT"
-COORDINATOR_ADDRESS = "COORDINATOR_ADDRESS"
-NUM_PROCESSES = "NUM_PROCESSES"
-PROCESS_ID = "PROCESS_ID"
 
 
 def _typed(job: JobBase) -> JAXJob:
@@ -74,11 +71,11 @@ def replica_env(job: JAXJob, replica_type: str, index: int, addressing: Addressi
     namespace = job.metadata.namespace or "default"
     coordinator = ReplicaRef(job_name=job.name, namespace=namespace, replica_type=WORKER, index=0)
     return [
-        env_var("PYTHONUNBUFFERED", "1"),
-        env_var(COORDINATOR_PORT, addressing.replica_port(coordinator, coordinator_port(job))),
-        env_var(COORDINATOR_ADDRESS, addressing.replica_host(coordinator, qualified=False)),
-        env_var(NUM_PROCESSES, num_processes(job)),
-        env_var(PROCESS_ID, index),
+        env_var(E.PYTHONUNBUFFERED, "1"),
+        env_var(E.COORDINATOR_PORT, addressing.replica_port(coordinator, coordinator_port(job))),
+        env_var(E.COORDINATOR_ADDRESS, addressing.replica_host(coordinator, qualified=False)),
+        env_var(E.NUM_PROCESSES, num_processes(job)),
+        env_var(E.PROCESS_ID, index),
     ]
 
 
@@ -114,19 +111,14 @@ FRAMEWORK = Jax()
 
 # -- TrainJob (Kubeflow Trainer v2's jax policy) ---------------------------------------------
 
-#: ``jax.distributed.initialize()``'s variables (upstream reserves none of them).
-JAX_NUM_PROCESSES = "JAX_NUM_PROCESSES"
-JAX_PROCESS_ID = "JAX_PROCESS_ID"
-JAX_COORDINATOR_ADDRESS = "JAX_COORDINATOR_ADDRESS"
-
 
 def trainjob_env(job: ResolvedTrainJob, index: int, addressing: Addressing) -> list[EnvVar]:
     """The JAX variables of node ``index``."""
     port = rank_zero_port(job, addressing, RENDEZVOUS_PORT)
     return [
-        env_var(JAX_NUM_PROCESSES, job.spec.num_nodes),
-        index_env(JAX_PROCESS_ID),
-        env_var(JAX_COORDINATOR_ADDRESS, f"{rank_zero(job, addressing)}:{port}"),
+        env_var(E.JAX_NUM_PROCESSES, job.spec.num_nodes),
+        index_env(E.JAX_PROCESS_ID),
+        env_var(E.JAX_COORDINATOR_ADDRESS, f"{rank_zero(job, addressing)}:{port}"),
     ]
 
 

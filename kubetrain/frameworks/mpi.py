@@ -18,6 +18,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from kubetrain.api import env_names as E
 from kubetrain.api.common import JobBase
 from kubetrain.api.kind_info import KindInfo
 from kubetrain.api.kinds import MPI
@@ -126,35 +127,35 @@ def _typed(job: JobBase) -> MPIJob:
 def launcher_env(job: MPIJob, hostfile_path: str = HOSTFILE_PATH) -> list[EnvVar]:
     """The variables injected into the launcher's first container."""
     slots = slots_per_worker(job)
-    env = [env_var("K_MPI_JOB_ROLE", "launcher")]
+    env = [env_var(E.MPI_JOB_ROLE, "launcher")]
     impl = implementation(job)
     if impl is MPIImplementation.OPEN_MPI:
         env += [
-            env_var("OMPI_MCA_orte_keep_fqdn_hostnames", "true"),
-            env_var("OMPI_MCA_orte_default_hostfile", hostfile_path),
-            env_var("OMPI_MCA_plm_rsh_args", SSH_ARGS),
-            env_var("OMPI_MCA_orte_set_default_slots", slots),
+            env_var(E.OMPI_KEEP_FQDN_HOSTNAMES, "true"),
+            env_var(E.OMPI_HOSTFILE, hostfile_path),
+            env_var(E.OMPI_RSH_ARGS, SSH_ARGS),
+            env_var(E.OMPI_SET_DEFAULT_SLOTS, slots),
         ]
     elif impl is MPIImplementation.INTEL:
         env += [
-            env_var("I_MPI_HYDRA_HOST_FILE", hostfile_path),
-            env_var("I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS", SSH_ARGS),
-            env_var("I_MPI_PERHOST", slots),
+            env_var(E.INTEL_MPI_HOSTFILE, hostfile_path),
+            env_var(E.INTEL_MPI_BOOTSTRAP_ARGS, SSH_ARGS),
+            env_var(E.INTEL_MPI_PERHOST, slots),
         ]
     else:
         env += [
-            env_var("HYDRA_HOST_FILE", hostfile_path),
-            env_var("HYDRA_LAUNCH_EXTRA_ARGS", SSH_ARGS),
+            env_var(E.MPICH_HOSTFILE, hostfile_path),
+            env_var(E.MPICH_LAUNCH_ARGS, SSH_ARGS),
         ]
     if not job.spec.run_launcher_as_worker:
         # The launcher only runs mpirun: keep GPUs on its node free for workers.
-        env += [env_var("NVIDIA_VISIBLE_DEVICES", ""), env_var("NVIDIA_DRIVER_CAPABILITIES", "")]
+        env += [env_var(E.NVIDIA_VISIBLE_DEVICES, ""), env_var(E.NVIDIA_DRIVER_CAPABILITIES, "")]
     return env
 
 
 def worker_env(job: MPIJob) -> list[EnvVar]:
     """The variables injected into each worker's first container."""
-    return [env_var("K_MPI_JOB_ROLE", "worker")]
+    return [env_var(E.MPI_JOB_ROLE, "worker")]
 
 
 def replica_env(job: MPIJob, replica_type: str, index: int, addressing: Addressing) -> list[EnvVar]:
@@ -200,10 +201,10 @@ def trainjob_launcher_env(
 ) -> list[EnvVar]:
     """The launcher's OpenMPI variables (upstream v2.3.0's)."""
     return [
-        env_var(T.OMPI_HOSTFILE, hostfile_path or HOSTFILE_PATH),
-        env_var(T.OMPI_KEEP_FQDN_HOSTNAMES, "true"),
-        env_var(T.OMPI_SET_DEFAULT_SLOTS, trainjob_slots(job)),
-        env_var(T.OMPI_RSH_ARGS, SSH_ARGS),
+        env_var(E.OMPI_HOSTFILE, hostfile_path or HOSTFILE_PATH),
+        env_var(E.OMPI_KEEP_FQDN_HOSTNAMES, "true"),
+        env_var(E.OMPI_SET_DEFAULT_SLOTS, trainjob_slots(job)),
+        env_var(E.OMPI_RSH_ARGS, SSH_ARGS),
     ]
 
 
@@ -242,10 +243,10 @@ POLICY = TrainJobPolicy(
     targets=_trainjob_targets,
     layout=node_layout,
     reserved_env=(
-        T.OMPI_HOSTFILE,
-        T.OMPI_RSH_ARGS,
-        T.OMPI_KEEP_FQDN_HOSTNAMES,
-        T.OMPI_SET_DEFAULT_SLOTS,
+        E.OMPI_HOSTFILE,
+        E.OMPI_RSH_ARGS,
+        E.OMPI_KEEP_FQDN_HOSTNAMES,
+        E.OMPI_SET_DEFAULT_SLOTS,
     ),
 )
 

@@ -23,6 +23,7 @@ Upstream's contract (training-operator v1.9, ``pkg/controller.v1/paddlepaddle``)
 
 from __future__ import annotations
 
+from kubetrain.api import env_names as E
 from kubetrain.api.common import JobBase
 from kubetrain.api.kind_info import KindInfo
 from kubetrain.api.paddle import INFO as PADDLE
@@ -42,15 +43,6 @@ PORT_NAME = str(PADDLE.port_name)
 DEFAULT_PORT = int(PADDLE.default_port or 0)
 MASTER = PaddleReplicaType.MASTER.value
 WORKER = PaddleReplicaType.WORKER.value
-
-#: Upstream's variable names (``envvar.go``).
-ENV_MASTER_ENDPOINT = "PADDLE_MASTER"
-ENV_NUM_NODES = "PADDLE_NNODES"
-ENV_JOB_ID = "PADDLE_JOB_ID"
-ENV_SERVER_NUM = "PADDLE_SERVER_NUM"
-ENV_TRAINER_NUM = "PADDLE_TRAINER_NUM"
-#: The rendezvous pod's own IP, which its ``PADDLE_MASTER`` refers to.
-ENV_POD_IP = "POD_IP_DUMMY"
 
 
 def _typed(job: JobBase) -> PaddleJob:
@@ -96,22 +88,24 @@ def replica_env(
     )
     port = addressing.replica_port(rendezvous, replica_port(job, rendezvous_type))
     env = [
-        env_var("PYTHONUNBUFFERED", "1"),
-        env_var(ENV_JOB_ID, job.name),
-        env_var(ENV_NUM_NODES, nodes(job)),
+        env_var(E.PYTHONUNBUFFERED, "1"),
+        env_var(E.PADDLE_JOB_ID, job.name),
+        env_var(E.PADDLE_NNODES, nodes(job)),
     ]
     # Collective mode: index 0 of any type is the rendezvous (only Workers exist there).
     is_rendezvous = index == 0 and (replica_type == MASTER or not server_mode)
     if is_rendezvous:
         env += [
-            {"name": ENV_POD_IP, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
-            env_var(ENV_MASTER_ENDPOINT, f"$({ENV_POD_IP}):{port}"),
+            {"name": E.PADDLE_POD_IP, "valueFrom": {"fieldRef": {"fieldPath": "status.podIP"}}},
+            env_var(E.PADDLE_MASTER, f"$({E.PADDLE_POD_IP}):{port}"),
         ]
     else:
         host = addressing.replica_host(rendezvous, qualified=False)
-        env.append(env_var(ENV_MASTER_ENDPOINT, f"{host}:{port}"))
+        env.append(env_var(E.PADDLE_MASTER, f"{host}:{port}"))
     if server_mode:
-        env.append(env_var(ENV_SERVER_NUM if replica_type == MASTER else ENV_TRAINER_NUM, 1))
+        env.append(
+            env_var(E.PADDLE_SERVER_NUM if replica_type == MASTER else E.PADDLE_TRAINER_NUM, 1)
+        )
     return env
 
 

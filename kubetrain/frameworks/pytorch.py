@@ -16,11 +16,11 @@
 
 from __future__ import annotations
 
+from kubetrain.api import env_names as E
 from kubetrain.api.common import JobBase
 from kubetrain.api.kind_info import KindInfo
 from kubetrain.api.kinds import PYTORCH
 from kubetrain.api.pytorch import PyTorchJob, PyTorchReplicaType, default_nproc_per_node
-from kubetrain.api.trainer import constants as T
 from kubetrain.api.trainer.resolve import ResolvedTrainJob
 from kubetrain.api.trainer.runtime import TorchElasticPolicy
 from kubetrain.frameworks import trainjob_nodes
@@ -37,10 +37,6 @@ from kubetrain.frameworks.policy import RENDEZVOUS_PORT, TrainJobPolicy, trainer
 from kubetrain.frameworks.replicas import declared_port, replicas_of
 
 CONTAINER = str(PYTORCH.main_container)
-PET_RDZV_ENDPOINT = "PET_RDZV_ENDPOINT"
-PET_RDZV_BACKEND = "PET_RDZV_BACKEND"
-PET_RDZV_ID = "PET_RDZV_ID"
-PET_MAX_RESTARTS = "PET_MAX_RESTARTS"
 #: The rendezvous backend of an elastic launch without a store of its own.
 C10D = "c10d"
 PORT_NAME = str(PYTORCH.port_name)
@@ -54,7 +50,9 @@ def _typed(job: JobBase) -> PyTorchJob:
 
 
 def nproc_per_node(job: PyTorchJob) -> str:
-    """``nprocPerNode``: the spec's, else the deprecated elastic one, else the default."""
+    """``nprocPerNode``: the spec's, else the deprecated elastic one, else the default. The
+    one answer: the pods' ``PET_NPROC_PER_NODE`` and ``WORLD_SIZE`` and ``kubetrain
+    validate``'s summary all read it here."""
     if job.spec.nproc_per_node is not None:
         return job.spec.nproc_per_node
     elastic = job.spec.elastic_policy
@@ -127,26 +125,26 @@ def replica_env(
     namespace = job.metadata.namespace or "default"
     nodes = sum(replicas_of(spec) for spec in specs.values())
     rank = node_rank(replica_type, index, has_master)
-    env = [env_var("PYTHONUNBUFFERED", "1")]
+    env = [env_var(E.PYTHONUNBUFFERED, "1")]
 
     if has_master:
         master = ReplicaRef(job_name=job.name, namespace=namespace, replica_type=MASTER, index=0)
         master_addr = addressing.replica_host(master, qualified=False)
         master_port = addressing.replica_port(master, replica_port(job, MASTER))
         env += [
-            env_var("MASTER_ADDR", master_addr),
-            env_var("MASTER_PORT", master_port),
-            env_var("WORLD_SIZE", world_size(job)),
-            env_var("RANK", rank),
-            env_var("PET_MASTER_ADDR", master_addr),
-            env_var("PET_MASTER_PORT", master_port),
-            env_var("PET_NODE_RANK", rank),
+            env_var(E.MASTER_ADDR, master_addr),
+            env_var(E.MASTER_PORT, master_port),
+            env_var(E.WORLD_SIZE, world_size(job)),
+            env_var(E.RANK, rank),
+            env_var(E.PET_MASTER_ADDR, master_addr),
+            env_var(E.PET_MASTER_PORT, master_port),
+            env_var(E.PET_NODE_RANK, rank),
         ]
-    env.append(env_var("PET_NPROC_PER_NODE", nproc_per_node(job)))
+    env.append(env_var(E.PET_NPROC_PER_NODE, nproc_per_node(job)))
 
     elastic = job.spec.elastic_policy
     if elastic is None:
-        env.append(env_var("PET_NNODES", nodes))
+        env.append(env_var(E.PET_NNODES, nodes))
         return env
 
     low, high = elastic_bounds(job) or (nodes, nodes)
@@ -154,20 +152,20 @@ def replica_env(
     rdzv_host = elastic.rdzv_host or addressing.replica_host(worker0, qualified=False)
     rdzv_port = elastic.rdzv_port or addressing.replica_port(worker0, replica_port(job, WORKER))
     env += [
-        env_var("PET_NNODES", f"{low}:{high}"),
-        env_var(PET_RDZV_ENDPOINT, f"{rdzv_host}:{rdzv_port}"),
-        env_var(PET_RDZV_BACKEND, (elastic.rdzv_backend or C10D)),
-        env_var(PET_RDZV_ID, elastic.rdzv_id or job_uid(job)),
+        env_var(E.PET_NNODES, f"{low}:{high}"),
+        env_var(E.PET_RDZV_ENDPOINT, f"{rdzv_host}:{rdzv_port}"),
+        env_var(E.PET_RDZV_BACKEND, (elastic.rdzv_backend or C10D)),
+        env_var(E.PET_RDZV_ID, elastic.rdzv_id or job_uid(job)),
     ]
     if elastic.rdzv_conf:
         env.append(
-            env_var("PET_RDZV_CONF", ",".join(f"{c.key}={c.value}" for c in elastic.rdzv_conf))
+            env_var(E.PET_RDZV_CONF, ",".join(f"{c.key}={c.value}" for c in elastic.rdzv_conf))
         )
     if elastic.max_restarts is not None:
-        env.append(env_var(PET_MAX_RESTARTS, elastic.max_restarts))
+        env.append(env_var(E.PET_MAX_RESTARTS, elastic.max_restarts))
     if elastic.standalone:
         # torchrun reads boolean PET_* flags as integers.
-        env.append(env_var("PET_STANDALONE", 1))
+        env.append(env_var(E.PET_STANDALONE, 1))
     return env
 
 
@@ -268,21 +266,21 @@ def trainjob_env(job: ResolvedTrainJob, index: int, addressing: Addressing) -> l
     elastic = trainjob_elastic(job)
     nodes = job.spec.num_nodes if elastic is None else f"{elastic.min_nodes}:{elastic.max_nodes}"
     env = [
-        env_var(T.PET_NNODES, nodes),
-        env_var(T.PET_NPROC_PER_NODE, trainjob_nproc_per_node(job)),
-        trainjob_nodes.index_env(T.PET_NODE_RANK),
-        env_var(T.PET_MASTER_ADDR, host),
-        env_var(T.PET_MASTER_PORT, port),
+        env_var(E.PET_NNODES, nodes),
+        env_var(E.PET_NPROC_PER_NODE, trainjob_nproc_per_node(job)),
+        trainjob_nodes.index_env(E.PET_NODE_RANK),
+        env_var(E.PET_MASTER_ADDR, host),
+        env_var(E.PET_MASTER_PORT, port),
     ]
     if elastic is None:
         return env
     env += [
-        env_var(PET_RDZV_ENDPOINT, f"{host}:{port}"),
-        env_var(PET_RDZV_BACKEND, C10D),
-        env_var(PET_RDZV_ID, job_uid(job)),
+        env_var(E.PET_RDZV_ENDPOINT, f"{host}:{port}"),
+        env_var(E.PET_RDZV_BACKEND, C10D),
+        env_var(E.PET_RDZV_ID, job_uid(job)),
     ]
     if elastic.max_restarts is not None:
-        env.append(env_var(PET_MAX_RESTARTS, elastic.max_restarts))
+        env.append(env_var(E.PET_MAX_RESTARTS, elastic.max_restarts))
     return env
 
 
@@ -317,10 +315,10 @@ POLICY = TrainJobPolicy(
     targets=_trainjob_targets,
     rank_port=RENDEZVOUS_PORT,
     reserved_env=(
-        T.PET_NNODES,
-        T.PET_NPROC_PER_NODE,
-        T.PET_NODE_RANK,
-        T.PET_MASTER_ADDR,
-        T.PET_MASTER_PORT,
+        E.PET_NNODES,
+        E.PET_NPROC_PER_NODE,
+        E.PET_NODE_RANK,
+        E.PET_MASTER_ADDR,
+        E.PET_MASTER_PORT,
     ),
 )

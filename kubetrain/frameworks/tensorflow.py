@@ -17,6 +17,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
+from kubetrain.api import env_names as E
 from kubetrain.api.common import JobBase
 from kubetrain.api.kind_info import KindInfo
 from kubetrain.api.kinds import TENSORFLOW
@@ -98,7 +99,7 @@ def replica_env(job: TFJob, replica_type: str, index: int, addressing: Addressin
     config = tf_config(job, replica_type, index, addressing)
     if config is None:
         return []
-    return [env_var("TF_CONFIG", json.dumps(config, separators=(",", ":")))]
+    return [env_var(E.TF_CONFIG, json.dumps(config, separators=(",", ":")))]
 
 
 # -- TrainJob (a runtime labelled trainer.kubeflow.org/framework: tensorflow) ---------------
@@ -125,7 +126,7 @@ def trainjob_env(job: ResolvedTrainJob, index: int, addressing: Addressing) -> l
         "task": {"type": "worker", "index": index},
         "environment": "cloud",
     }
-    return [env_var("TF_CONFIG", json.dumps(config, separators=(",", ":")))]
+    return [env_var(E.TF_CONFIG, json.dumps(config, separators=(",", ":")))]
 
 
 #: kubetrain's TensorFlow policy: ``TF_CONFIG`` in the trainer's ``node`` container, each

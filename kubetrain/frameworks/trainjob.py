@@ -24,6 +24,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from kubetrain.api import env_names as E
 from kubetrain.api.common import JobBase
 from kubetrain.api.kind_info import KindInfo
 from kubetrain.api.kinds import TRAINJOB
@@ -95,17 +96,13 @@ class TrainJobFramework:
         return None
 
 
-#: The Job controller's variable for a pod's index in an Indexed Job.
-COMPLETION_INDEX_ENV = "JOB_COMPLETION_INDEX"
-
-
 def with_completion_index(container: Mapping[str, Any]) -> dict[str, Any]:
     """``container`` with ``JOB_COMPLETION_INDEX`` from the pod's completion-index
     annotation appended to its env, unless it sets the variable itself."""
     out = dict(container)
     env = list(out.get("env") or [])
-    if not any(item.get("name") == COMPLETION_INDEX_ENV for item in env):
-        env.append(index_env(COMPLETION_INDEX_ENV))
+    if not any(item.get("name") == E.JOB_COMPLETION_INDEX for item in env):
+        env.append(index_env(E.JOB_COMPLETION_INDEX))
         out["env"] = env
     return out
 

@@ -23,9 +23,9 @@ injects into the trainer's ``node`` container:
 
 from __future__ import annotations
 
+from kubetrain.api import env_names as E
 from kubetrain.api.common import JobBase
 from kubetrain.api.kind_info import KindInfo
-from kubetrain.api.trainer import constants as T
 from kubetrain.api.trainer.resolve import ResolvedTrainJob
 from kubetrain.api.xgboost import INFO as XGBOOST
 from kubetrain.api.xgboost import XGBoostJob, XGBoostReplicaType
@@ -91,18 +91,18 @@ def replica_env(
     master = ref(MASTER, 0)
     total = world_size(job)
     env = [
-        env_var("MASTER_PORT", addressing.replica_port(master, replica_port(job, MASTER))),
-        env_var("MASTER_ADDR", addressing.replica_host(master, qualified=False)),
-        env_var("WORLD_SIZE", total),
-        env_var("RANK", rank(job, replica_type, index)),
-        env_var("PYTHONUNBUFFERED", "1"),
+        env_var(E.MASTER_PORT, addressing.replica_port(master, replica_port(job, MASTER))),
+        env_var(E.MASTER_ADDR, addressing.replica_host(master, qualified=False)),
+        env_var(E.WORLD_SIZE, total),
+        env_var(E.RANK, rank(job, replica_type, index)),
+        env_var(E.PYTHONUNBUFFERED, "1"),
     ]
     if total > 1:
         # LightGBM's machine list: upstream names total - 1 Workers (the Master is one).
         workers = [ref(WORKER, i) for i in range(total - 1)]
         worker_port = addressing.replica_port(workers[0], replica_port(job, WORKER))
         hosts = ",".join(addressing.replica_host(w, qualified=False) for w in workers)
-        env += [env_var("WORKER_PORT", worker_port), env_var("WORKER_ADDRS", hosts)]
+        env += [env_var(E.WORKER_PORT, worker_port), env_var(E.WORKER_ADDRS, hosts)]
     return env
 
 
@@ -140,10 +140,10 @@ def workers(job: ResolvedTrainJob) -> int:
 def trainjob_env(job: ResolvedTrainJob, index: int, addressing: Addressing) -> list[EnvVar]:
     """The DMLC variables of node ``index``."""
     return [
-        env_var(T.DMLC_TRACKER_URI, rank_zero(job, addressing)),
-        env_var(T.DMLC_TRACKER_PORT, rank_zero_port(job, addressing, RENDEZVOUS_PORT)),
-        index_env(T.DMLC_TASK_ID),
-        env_var(T.DMLC_NUM_WORKER, workers(job)),
+        env_var(E.DMLC_TRACKER_URI, rank_zero(job, addressing)),
+        env_var(E.DMLC_TRACKER_PORT, rank_zero_port(job, addressing, RENDEZVOUS_PORT)),
+        index_env(E.DMLC_TASK_ID),
+        env_var(E.DMLC_NUM_WORKER, workers(job)),
     ]
 
 
@@ -151,5 +151,5 @@ POLICY = TrainJobPolicy(
     name="xgboost",
     env=trainjob_env,
     rank_port=RENDEZVOUS_PORT,
-    reserved_env=(T.DMLC_TRACKER_URI, T.DMLC_TRACKER_PORT, T.DMLC_TASK_ID, T.DMLC_NUM_WORKER),
+    reserved_env=(E.DMLC_TRACKER_URI, E.DMLC_TRACKER_PORT, E.DMLC_TASK_ID, E.DMLC_NUM_WORKER),
 )

@@ -34,13 +34,9 @@ from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from kubetrain.api import env_names as E
 from kubetrain.local.replica import LocalReplica, LocalRunError
 
-NNODES = "PET_NNODES"
-RDZV_BACKEND = "PET_RDZV_BACKEND"
-RDZV_ENDPOINT = "PET_RDZV_ENDPOINT"
-RDZV_CONF = "PET_RDZV_CONF"
-NPROC_PER_NODE = "PET_NPROC_PER_NODE"
 LOCAL_HOSTS = ("127.0.0.1", "localhost")
 #: torch 2.5's agents hand their workers the rendezvous store under the prefix
 #: ``/worker/attempt_<restart count>``, and a membership change does not count as a restart:
@@ -87,10 +83,10 @@ def local_rendezvous(
             out.append(replica)
             continue
         env = {UNSHARED_STORE: "1", CHECKPOINT_DIR: str(checkpoints), **replica.env}
-        conf = env.get(RDZV_CONF, "")
+        conf = env.get(E.PET_RDZV_CONF, "")
         if "is_host" not in {item.partition("=")[0].strip() for item in conf.split(",")}:
             host = f"is_host={1 if replica.index == 0 else 0}"
-            env[RDZV_CONF] = f"{conf},{host}" if conf else host
+            env[E.PET_RDZV_CONF] = f"{conf},{host}" if conf else host
         out.append(replace(replica, env=env))
     return out
 
@@ -100,14 +96,14 @@ def check_elastic_env(where: str, replica: LocalReplica, low: int, high: int) ->
     bounds, the backend c10d and the endpoint on this machine."""
     env = replica.env
     problems = []
-    if env.get(NNODES) != f"{low}:{high}":
-        problems.append(f"{NNODES} is {env.get(NNODES)!r}, expected '{low}:{high}'")
-    if env.get(RDZV_BACKEND, "c10d") != "c10d":
-        problems.append(f"{RDZV_BACKEND} is {env[RDZV_BACKEND]!r}: only c10d runs here")
-    host = env.get(RDZV_ENDPOINT, "").rpartition(":")[0]
+    if env.get(E.PET_NNODES) != f"{low}:{high}":
+        problems.append(f"{E.PET_NNODES} is {env.get(E.PET_NNODES)!r}, expected '{low}:{high}'")
+    if env.get(E.PET_RDZV_BACKEND, "c10d") != "c10d":
+        problems.append(f"{E.PET_RDZV_BACKEND} is {env[E.PET_RDZV_BACKEND]!r}: only c10d runs here")
+    host = env.get(E.PET_RDZV_ENDPOINT, "").rpartition(":")[0]
     if host not in LOCAL_HOSTS:
         problems.append(
-            f"{RDZV_ENDPOINT} is {env.get(RDZV_ENDPOINT)!r}, not on this machine "
+            f"{E.PET_RDZV_ENDPOINT} is {env.get(E.PET_RDZV_ENDPOINT)!r}, not on this machine "
             "(remove elasticPolicy.rdzvHost to run it here)"
         )
     if problems:

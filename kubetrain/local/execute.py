@@ -25,6 +25,7 @@ from pathlib import Path
 from types import FrameType
 from typing import IO, Any, TextIO
 
+from kubetrain.api import env_names as E
 from kubetrain.api.trainer.resolve import ResolvedTrainJob
 from kubetrain.frameworks import StartAfter
 from kubetrain.local.elastic import Rescale, ScaleAt, Scaler, describe, lose_node
@@ -248,7 +249,7 @@ def execute(
     base_env["PATH"] = tools + os.pathsep + base_env.get("PATH", "")
     # A rank's stdout and stderr share its log: unbuffered, its lines land in the order it
     # wrote them (block-buffered stdout came after stderr's last words), as in the images.
-    base_env.setdefault("PYTHONUNBUFFERED", "1")
+    base_env.setdefault(E.PYTHONUNBUFFERED, "1")
 
     lock = threading.Lock()
     started = time.monotonic()
@@ -267,7 +268,7 @@ def execute(
     removed: set[tuple[str, int]] = set()
     gone: list[_Replica] = []
     if scale and plan.elastic is not None:
-        nproc = plan.replicas[0].env.get("PET_NPROC_PER_NODE", "") if plan.replicas else ""
+        nproc = plan.replicas[0].env.get(E.PET_NPROC_PER_NODE, "") if plan.replicas else ""
         scaler = Scaler(plan.elastic, scale, nproc, started)
 
     def on_line(line: str) -> None:

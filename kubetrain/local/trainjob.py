@@ -29,6 +29,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from kubetrain.api import env_names as E
 from kubetrain.api.keys import (
     GPU_RESOURCE,
     JOB_COMPLETION_INDEX,
@@ -231,7 +232,7 @@ def plan_trainjob(
         )
         return [r for r in again.replicas if r.replica_type == trainer_job]
 
-    policy_restarts = plan.replicas[0].env.get("PET_MAX_RESTARTS") if plan.replicas else None
+    policy_restarts = plan.replicas[0].env.get(E.PET_MAX_RESTARTS) if plan.replicas else None
     return elastic_plan(
         plan,
         ElasticGroup(
@@ -267,8 +268,8 @@ def _torchrun_logs(scratch: Path) -> dict[str, str]:
     """torchrun's settings (its options read ``PET_<OPTION>``) that copy each rank's
     stdout and stderr to the console with a ``[rank<N>]:`` prefix."""
     return {
-        "PET_TEE": "3",
-        "PET_LOG_DIR": str(scratch / "torchrun"),
+        E.PET_TEE: "3",
+        E.PET_LOG_DIR: str(scratch / "torchrun"),
         "TORCHELASTIC_LOG_LINE_PREFIX_TEMPLATE": RANK_PREFIX_TEMPLATE,
     }
 

@@ -1,7 +1,7 @@
 """Converting older Kubeflow manifests, and v1 jobs to TrainJobs, onto what kubetrain serves.
 
 :func:`convert` takes one object's wire form: an older version of a job kind
-(``kubetrain.api.convert.table``) is rewritten to the served version
+(``kubetrain.api.older_versions``) is rewritten to the served version
 (``versions_tf_pytorch``, ``versions_mpi``), an object already in a served version passes
 through unchanged, and ``to="trainjob"`` goes on to a Trainer v2 TrainJob. The result
 is validated as ``kubetrain validate`` validates; a field unknown to the served version
@@ -16,10 +16,10 @@ import re
 from typing import Any
 
 from kubetrain.api.convert.report import Conversion, Note, NoteKind
-from kubetrain.api.convert.table import OLDER_VERSIONS, older_version
 from kubetrain.api.convert.versions import convert_version
 from kubetrain.api.errors import FieldError, JobValidationError
 from kubetrain.api.kinds import KINDS, TRAINER_KIND_INFOS
+from kubetrain.api.older_versions import OLDER_VERSIONS, older_version
 from kubetrain.api.wire import wire_copy
 
 #: What ``to`` may name: a job kind's served version, or a TrainJob.

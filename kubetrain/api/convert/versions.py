@@ -1,5 +1,5 @@
 """The version converters, one per (kind, older version): the older versions of each
-kind (``kubetrain.api.convert.table``) to the version kubetrain serves."""
+kind (``kubetrain.api.older_versions``) to the version kubetrain serves."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ from collections.abc import Callable
 from typing import Any
 
 from kubetrain.api.convert.report import Conversion
-from kubetrain.api.convert.table import OLDER_VERSIONS
 from kubetrain.api.convert.versions_mpi import convert_mpi
 from kubetrain.api.convert.versions_tf_pytorch import convert_tf_pytorch
 from kubetrain.api.errors import FieldError, JobValidationError
 from kubetrain.api.kinds import MPI, PYTORCH, TENSORFLOW
+from kubetrain.api.older_versions import OLDER_VERSIONS
 
 Converter = Callable[[dict[str, Any], str, Conversion], None]
 

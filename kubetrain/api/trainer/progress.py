@@ -17,6 +17,7 @@ from typing import Any
 import orjson
 from pydantic import ValidationError
 
+from kubetrain.api import env_names as E
 from kubetrain.api.base import KubeModel
 from kubetrain.api.errors import FieldError, JobValidationError
 from kubetrain.api.kinds import TRAINJOB
@@ -24,9 +25,9 @@ from kubetrain.api.loading import from_pydantic
 from kubetrain.api.trainer.trainjob import TrainerStatus
 
 #: The variables the SDK reads (upstream's ``TrainJobStatus`` runtime plugin sets them).
-URL_ENV = "KUBEFLOW_TRAINER_SERVER_URL"
-CA_CERT_ENV = "KUBEFLOW_TRAINER_SERVER_CA_CERT"
-TOKEN_ENV = "KUBEFLOW_TRAINER_SERVER_TOKEN"
+URL_ENV = E.TRAINER_SERVER_URL
+CA_CERT_ENV = E.TRAINER_SERVER_CA_CERT
+TOKEN_ENV = E.TRAINER_SERVER_TOKEN
 #: Where the token and CA are mounted in trainer containers, and their file names.
 MOUNT_PATH = "/var/run/secrets/kubeflow/trainer"
 CA_FILE = "ca.crt"

@@ -28,6 +28,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from kubetrain.api import env_names as E
 from kubetrain.api import keys as K
 from kubetrain.api.common import ConditionStatus, ConditionType, GangRestartStatus
 from kubetrain.api.trainer.resolve import ResolvedTrainJob
@@ -93,8 +94,8 @@ def with_attempt(job: JobBase, attempt: int, built: list[dict[str, Any]]) -> Non
             env = container.setdefault("env", [])
             names = {e.get("name") for e in env}
             env.append({"name": K.ATTEMPT_ENV, "value": str(attempt)})
-            if "PET_NNODES" in names and "PET_RDZV_ID" not in names:
-                env.append({"name": "PET_RDZV_ID", "value": f"{job.name}-{attempt}"})
+            if E.PET_NNODES in names and E.PET_RDZV_ID not in names:
+                env.append({"name": E.PET_RDZV_ID, "value": f"{job.name}-{attempt}"})
 
 
 def decide(draft: Draft) -> Decision | None:

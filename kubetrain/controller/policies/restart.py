@@ -29,6 +29,9 @@ comes *before* the pod's deletion, and dropped once no pod of that uid is left. 
 operator killed after that write and before (or after) the deletion finds the uid in the
 status and recreates the pod without counting it again; one killed before the write
 finds neither the count nor the uid, and counts the failure once.
+
+``policies/failure`` asks :func:`evaluate` (or ``batch_restart``) for the verdict and ends
+the job on a failure; :func:`decide_recreate` here deletes the pods the verdict recreates.
 """
 
 from __future__ import annotations
@@ -268,82 +271,6 @@ def replica_limits(job: JobBase) -> dict[str, int]:
         if value is not None and str(value).isdigit():
             out[rtype] = int(value)
     return out
-
-
-def _limit(draft: Draft) -> int | None:
-    return draft.run_policy.backoff_limit if draft.run_policy else None
-
-
-def decide_failure(draft: Draft) -> Decision:
-    """Count in-place restarts (a metric and an Event each), and end the job when a failure
-    is not retried or the backoff limit is used up. The pods to recreate are kept on the
-    draft for :func:`decide_recreate`, which runs only if nothing else ends the job."""
-    job, plugin, ctx = draft.job, draft.plugin, draft.ctx
-    assert job is not None
-    limits = plugin.backoff_limits(job)
-    if limits is not None:
-        from kubetrain.controller.policies.batch_restart import evaluate_jobs
-
-        verdict = evaluate_jobs(
-            draft.kind,
-            plugin.replicas(job),
-            draft.observed,
-            limits=limits,
-            restarts=draft.persisted_restarts,
-            counted=draft.persisted_counted,
-            seen_restart_counts=ctx.seen_restart_counts,
-            tolerates_failure=lambda r: plugin.tolerates_failure(job, r),
-            job_name=draft.name,
-        )
-    else:
-        verdict = evaluate(
-            draft.kind,
-            plugin.replicas(job),
-            draft.observed,
-            backoff_limit=_limit(draft),
-            restarts=draft.persisted_restarts,
-            counted=draft.persisted_counted,
-            seen_restart_counts=ctx.seen_restart_counts,
-            tolerates_failure=lambda r: plugin.tolerates_failure(job, r),
-            job_name=draft.name,
-            max_restarts=replica_limits(job),
-        )
-    draft.restart = verdict
-    decision = Decision(outcome=verdict.failure)
-    # Every live pod's count, 0 included: a pod looked at is then told from one never
-    # looked at, whose earlier restarts are no news.
-    decision.seen_restart_counts.update(verdict.restart_counts)
-    for restarted in verdict.in_place:
-        decision.metrics.append("restarted")
-        cause = restarted.cause.describe() if restarted.cause else "a container restarted"
-        reason = restarted.cause.reason if restarted.cause else "BackOff"
-        decision.events.append(
-            Event(
-                "Warning",
-                reason if reason != "Completed" else R.lifecycle(draft.kind, R.Verb.RESTARTING),
-                R.restarted_in_place(
-                    draft.kind,
-                    draft.name,
-                    restarted.replica_type,
-                    restarted.pod,
-                    cause,
-                    restarted.used,
-                    restarted.limit,
-                ),
-                key=f"restart/{restarted.uid}/{restarted.count}",
-            )
-        )
-    replica_statuses = dict(draft.replica_statuses)
-    for rtype, count in verdict.restarts.items():
-        if count and rtype in replica_statuses:
-            replica_statuses[rtype] = replica_statuses[rtype].model_copy(update={"restarts": count})
-    for rtype, uids in verdict.counted.items():
-        if uids and rtype in replica_statuses:
-            replica_statuses[rtype] = replica_statuses[rtype].model_copy(
-                update={"counted_failures": sorted(uids)}
-            )
-    decision.replica_statuses = replica_statuses
-    return decision
 
 
 def decide_recreate(draft: Draft) -> Decision | None:

@@ -8,6 +8,7 @@ from typing import Any
 import pytest
 
 from kubetrain.api import JAXJob, apply_defaults, load_job
+from kubetrain.api import env_names as E
 from kubetrain.api.trainer import constants as T
 from kubetrain.frameworks import ClusterAddressing, EnvVar, LocalAddressing, framework_for, jax
 from kubetrain.frameworks.policy import RENDEZVOUS_PORT
@@ -26,9 +27,9 @@ def test_env_names_are_the_modules_constants() -> None:
     resolved = job({"jax": {}}, numNodes=2)
     env = jax.POLICY.container_env(resolved, "node", T.NODE, 0, ClusterAddressing())
     assert [var["name"] for var in env] == [
-        jax.JAX_NUM_PROCESSES,
-        jax.JAX_PROCESS_ID,
-        jax.JAX_COORDINATOR_ADDRESS,
+        E.JAX_NUM_PROCESSES,
+        E.JAX_PROCESS_ID,
+        E.JAX_COORDINATOR_ADDRESS,
     ]
 
 

@@ -94,10 +94,11 @@ def _modules_naming(word: str) -> set[str]:
 def test_a_framework_is_named_only_in_its_modules_and_the_registries(name: str) -> None:
     """JAX and XGBoost are both a TrainJob policy and a v1 kind (JAXJob, XGBoostJob): their
     name is in the framework's module (the policy and the v1 rules), the kind's API module
-    (row, model, rules), one line each of the three registries (policies, frameworks, the
-    kinds table) and the public API's exports, besides the explained allow-list. (torch,
-    mpi and tensorflow name more: their kinds came first and have constructs, samples and
-    converters of their own.)"""
+    (row, model, rules), the kind's construct, the training environment's names (its
+    variables), one line each of the three registries (policies, frameworks, the kinds
+    table) and the public API's exports, besides the explained allow-list. (torch, mpi and
+    tensorflow name more: their kinds came first and have samples and converters of their
+    own.)"""
     outside = _modules_naming(name) - ALLOWED.keys()
     assert outside == {
         f"frameworks/{name}.py",
@@ -106,4 +107,6 @@ def test_a_framework_is_named_only_in_its_modules_and_the_registries(name: str) 
         "frameworks/registry.py",
         "frameworks/__init__.py",
         "api/kinds.py",
+        "api/env_names.py",
+        f"constructs/{name}_job.py",
     }
