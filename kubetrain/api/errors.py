@@ -45,17 +45,23 @@ class FieldError:
 
     ``path`` is the dotted wire path (``spec.pytorchReplicaSpecs.Worker.replicas``, list
     items as ``containers[0]``); ``expected`` says what would be valid. ``value`` is the
-    received value, or absent when the field is missing.
+    received value, or absent when the field is missing. ``subject``, when set, names in
+    words the object the field refers to that is at fault (``runtime x (TrainingRuntime)``),
+    and the message reads ``<subject> is invalid: <expected>``: the fix is in that object,
+    not in the field's value.
     """
 
     path: str
     expected: str
     value: Any = _MISSING
     kind: str = "invalid"  # invalid | required | unknown
+    subject: str = ""
 
     def __str__(self) -> str:
         where = cap(self.path or "<document>")
         expected = cap(self.expected, 2 * MAX_QUOTED)
+        if self.subject:
+            return f"{cap(self.subject)} is invalid: {expected}"
         if self.kind == "required":
             return f"{where}: is required: {expected}"
         if self.kind == "unknown":

@@ -27,7 +27,7 @@ from kubetrain.api.errors import FieldError, JobValidationError, join_path
 from kubetrain.api.kinds import KINDS
 from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS
 from kubetrain.api.meta import OBJECT_META_FIELDS, check_object_meta
-from kubetrain.api.reading import read_documents
+from kubetrain.api.reading import document_label, read_documents
 from kubetrain.api.wire import wire_copy
 
 Loaded = TypeVar("Loaded")
@@ -106,9 +106,8 @@ def load_documents(
     raises :class:`JobValidationError` before anything is yielded."""
     documents = list(read_documents(text, source))
     for index, document in enumerate(documents):
-        label = f"{source} document {index + 1}" if source else f"document {index + 1}"
         try:
-            yield index, load(document, label)
+            yield index, load(document, document_label(source, index))
         except JobValidationError as exc:
             yield index, exc
 

@@ -372,6 +372,11 @@ def _yaml_problem(exc: yaml.YAMLError) -> str:
     return f"must be valid YAML ({cap(problem, 120)}{where})"
 
 
+def document_label(source: str, index: int) -> str:
+    """How messages name document ``index`` (from 0) of ``source``: ``jobs.yaml document 2``."""
+    return f"{source} document {index + 1}" if source else f"document {index + 1}"
+
+
 def read_documents(text: str, source: str = "") -> Iterator[Any | JobValidationError]:
     """Every non-empty YAML document of ``text`` as a JSON-shaped value (or its error).
 
@@ -417,7 +422,6 @@ def read_documents(text: str, source: str = "") -> Iterator[Any | JobValidationE
     except _ReadError as exc:
         assert document is not None
         where = f" (line {exc.line})" if exc.line else ""
-        label = f"{source} document {index + 1}" if source else f"document {index + 1}"
         raise JobValidationError(
-            [FieldError(document.path(), f"{exc.message}{where}")], label
+            [FieldError(document.path(), f"{exc.message}{where}")], document_label(source, index)
         ) from None

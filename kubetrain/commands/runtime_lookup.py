@@ -1,4 +1,5 @@
-"""Finding the runtime a TrainJob names, for ``kubetrain run --local``.
+"""Finding the runtime a TrainJob names, for ``kubetrain run --local`` (and, among the
+files given, for ``kubetrain validate``).
 
 The runtime named by ``spec.runtimeRef`` is looked for, in order, among the other
 documents of the TrainJob's file, in the ``--runtime`` files, then among the objects a
@@ -8,7 +9,7 @@ when there is one for the stack's current version, else the stack rendered now.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -81,6 +82,11 @@ def _runtimes_among(objects: Sequence[Any], source: str) -> list[RuntimeBase]:
     return found
 
 
+def runtime_among(job: TrainJob, runtimes: Iterable[RuntimeBase]) -> RuntimeBase | None:
+    """The first of ``runtimes`` that ``job``'s ``runtimeRef`` names (None: not among them)."""
+    return next((runtime for runtime in runtimes if runtime_matches(job, runtime)), None)
+
+
 def find_runtime(
     job: TrainJob,
     *,
@@ -102,9 +108,9 @@ def find_runtime(
         found, where = stack_runtimes(stack, dist=dist, root=root)
         searched.append((where, found))
     for where, runtimes in searched:
-        for runtime in runtimes:
-            if runtime_matches(job, runtime):
-                return runtime, where
+        named = runtime_among(job, runtimes)
+        if named is not None:
+            return named, where
     ref = job.spec.runtime_ref
     listing = "; ".join(
         f"{where}: {', '.join(f'{r.kind} {r.name}' for r in runtimes) or 'no runtime'}"

@@ -5,6 +5,11 @@ against the typed API.
 Exit 0 with a one-line summary per job when all are valid; exit 1 listing every error
 with its field path otherwise (all files and documents are checked, not just the first).
 A Trainer object's line also notes what would stop the Kubeflow SDK from using it.
+A TrainJob whose runtime is among the files (any of them, before or after it) is also
+checked with that runtime, as upstream's webhook checks it at submission and the operator
+before it makes anything (:func:`kubetrain.frameworks.registry.resolve_trainjob`): one its
+runtime makes invalid is refused, the runtime named in the message. A TrainJob whose
+runtime is not given is checked on its own (its runtime may be on the cluster).
 Whatever a file holds (not UTF-8, YAML nested too deep, an alias bomb, a huge key), the
 answer is a message naming the file and the path, never a traceback. The replica limits
 are the cluster's: give the ones its CRDs were generated with.
@@ -15,16 +20,26 @@ from __future__ import annotations
 import argparse
 import shlex
 import sys
+from collections.abc import Sequence
 
 from kubetrain.api import JobValidationError, MPIJob, PyTorchJob, apply_defaults
 from kubetrain.api.keys import TRAINER_FRAMEWORK_LABEL
 from kubetrain.api.limits import DEFAULT_REPLICA_LIMITS, ReplicaLimits
 from kubetrain.api.loader import Job, read_manifest
 from kubetrain.api.older_versions import CONVERT_COMMAND
+from kubetrain.api.reading import document_label
+from kubetrain.api.trainer.defaults import apply_trainer_defaults
+from kubetrain.api.trainer.elastic import runtime_nodes
 from kubetrain.api.trainer.loader import KubetrainObject, TrainerObject, load_objects_from_yaml
 from kubetrain.api.trainer.runtime import RuntimeBase
 from kubetrain.api.trainer.sdk import runtime_notes, trainjob_notes
 from kubetrain.api.trainer.trainjob import TrainJob
+from kubetrain.commands.runtime_lookup import runtime_among
+from kubetrain.frameworks import pytorch
+from kubetrain.frameworks.registry import resolve_trainjob
+
+#: A file's documents as loaded: (document index, object or its errors).
+Documents = list[tuple[int, KubetrainObject | JobValidationError]]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,8 +66,8 @@ def describe(job: Job) -> str:
     parts = [f"{rtype} x{count}" for rtype, count in full.summary().items()]
     extra = ""
     if isinstance(full, PyTorchJob):
-        nproc = full.spec.nproc_per_node or "auto"
-        extra = f", nprocPerNode {nproc}"
+        # The value the operator gives the pods (the deprecated elastic field included).
+        extra = f", nprocPerNode {pytorch.nproc_per_node(full)}"
     elif isinstance(full, MPIJob):
         slots = full.spec.slots_per_worker
         extra = f", {slots} slot(s) per worker"
@@ -78,7 +93,7 @@ def describe_trainer(obj: TrainerObject) -> str:
         assert isinstance(obj, RuntimeBase)
         policy = obj.spec.ml_policy
         framework = (obj.metadata.labels or {}).get(TRAINER_FRAMEWORK_LABEL)
-        nodes = policy.num_nodes if policy and policy.num_nodes else 1
+        nodes = runtime_nodes(policy)  # what its TrainJobs start with when they set none
         parts = [
             f"framework {framework or '(no label)'}",
             f"mlPolicy {(policy.framework() if policy else None) or 'plain'}",
@@ -98,6 +113,32 @@ def describe_object(obj: KubetrainObject) -> str:
     return describe(obj)
 
 
+def runtime_refusal(
+    job: TrainJob, runtimes: Sequence[RuntimeBase], label: str
+) -> JobValidationError | None:
+    """What makes ``job`` invalid with the runtime it names, labelled ``label``; None when
+    the pair is valid or that runtime is not among ``runtimes``."""
+    runtime = runtime_among(job, runtimes)
+    if runtime is None:
+        return None
+    try:
+        resolve_trainjob(apply_trainer_defaults(job), apply_trainer_defaults(runtime))
+    except JobValidationError as error:
+        return JobValidationError(error.errors, label)
+    return None
+
+
+def _read(file: str, limits: ReplicaLimits) -> Documents | str:
+    """The documents of ``file`` as loaded, or why it cannot be read at all."""
+    try:
+        results = list(load_objects_from_yaml(read_manifest(file), file, limits=limits))
+    except OSError as exc:
+        return f"{file}: cannot read: {exc.strerror}"
+    except JobValidationError as exc:
+        return str(exc)
+    return results or f"{file}: no documents found"
+
+
 def run(args: argparse.Namespace) -> int:
     try:
         limits = ReplicaLimits(
@@ -107,25 +148,25 @@ def run(args: argparse.Namespace) -> int:
     except ValueError as exc:
         print(f"kubetrain validate: {exc}", file=sys.stderr)
         return 2
+    read = [(file, _read(file, limits)) for file in args.files]
+    runtimes = [
+        obj
+        for _, results in read
+        if not isinstance(results, str)
+        for _, obj in results
+        if isinstance(obj, RuntimeBase)
+    ]
     failed = 0
     checked = 0
-    for file in args.files:
-        try:
-            text = read_manifest(file)
-            results = list(load_objects_from_yaml(text, file, limits=limits))
-        except OSError as exc:
-            print(f"{file}: cannot read: {exc.strerror}", file=sys.stderr)
+    for file, results in read:
+        if isinstance(results, str):
+            print(results, file=sys.stderr)
             failed += 1
             continue
-        except JobValidationError as exc:
-            print(exc, file=sys.stderr)
-            failed += 1
-            continue
-        if not results:
-            print(f"{file}: no documents found", file=sys.stderr)
-            failed += 1
-        for _, result in results:
+        for index, result in results:
             checked += 1
+            if isinstance(result, TrainJob):
+                result = runtime_refusal(result, runtimes, document_label(file, index)) or result
             if isinstance(result, JobValidationError):
                 failed += 1
                 # An older apiVersion's refusal names the command that converts this file.

@@ -17,10 +17,12 @@ markers and adds what only code can decide. Stored:
   default``; a ``failurePolicy``'s ``restartStrategy: Recreate``; a claim policy's
   ``retentionPolicy.whenDeleted: Delete``.
 
-In code only (as upstream, whose CRDs do not store them either): ``mlPolicy.numNodes: 1``
-(upstream applies it in code, and the runtime's printer column shows what was written);
-an empty ``mpiImplementation`` and a ``scheduleTimeoutSeconds`` of 0 mean the defaults
-(a schema default only fills an absent field).
+In code only (as upstream, whose CRDs do not store them either): ``mlPolicy.numNodes``,
+the node count a TrainJob that sets none starts with, from the one rule that decides it
+(:func:`kubetrain.api.trainer.elastic.runtime_nodes`): 1 as upstream, but an elastic
+runtime's ``minNodes`` (a runtime's printer column shows only what was written); an empty
+``mpiImplementation`` and a ``scheduleTimeoutSeconds`` of 0 mean the defaults (a schema
+default only fills an absent field).
 """
 
 from __future__ import annotations
@@ -29,17 +31,18 @@ from typing import Any, TypeVar, cast
 
 from kubetrain.api.stored_defaults import fill_stored_defaults
 from kubetrain.api.trainer.constants import DEFAULT_SCHEDULE_TIMEOUT_SECONDS
+from kubetrain.api.trainer.elastic import runtime_nodes
 from kubetrain.api.trainer.runtime import MPIImplementation, RuntimeBase
 from kubetrain.api.trainer.trainjob import TrainJob
 
 T = TypeVar("T", bound=TrainJob | RuntimeBase)
 
 
-def _runtime(wire: dict[str, Any]) -> None:
+def _runtime(runtime: RuntimeBase, wire: dict[str, Any]) -> None:
     spec = wire["spec"]
     policy = spec.get("mlPolicy")
     if policy is not None:
-        policy.setdefault("numNodes", 1)
+        policy["numNodes"] = runtime_nodes(runtime.spec.ml_policy)
         mpi = policy.get("mpi")
         if mpi is not None and not mpi.get("mpiImplementation"):
             mpi["mpiImplementation"] = MPIImplementation.OPEN_MPI.value
@@ -54,6 +57,6 @@ def apply_trainer_defaults(obj: T) -> T:
     wire = obj.to_wire()
     fill_stored_defaults(type(obj), wire)
     if not isinstance(obj, TrainJob):
-        _runtime(wire)
+        _runtime(obj, wire)
     # The same class as ``obj`` (mypy reads the classmethod on the bound's union).
     return cast(T, type(obj).model_validate(wire, by_alias=True, by_name=False))

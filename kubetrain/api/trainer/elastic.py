@@ -8,8 +8,13 @@ pairing a TrainJob with it, and the node count such a TrainJob starts with.
   cannot carry it (the schema has no such field there).
 - A TrainJob of an elastic runtime: its ``spec.trainer.numNodes``, when set, within the
   bounds (refused as the other pair rules are: the operator fails it with ``InvalidSpec``
-  before making anything). Left out, it starts with the runtime's ``numNodes``, else
-  ``minNodes``.
+  before making anything).
+
+A TrainJob's node count, elastic or not, is decided here: :func:`start_nodes` (the
+TrainJob's ``numNodes``, else the runtime's) over :func:`runtime_nodes` (a runtime's
+``numNodes``, else an elastic runtime's ``minNodes``, else 1). The defaulting step writes a
+runtime's ``numNodes`` from :func:`runtime_nodes` (``kubetrain.api.trainer.defaults``), so
+a defaulted elastic runtime without one starts at ``minNodes`` and still passes its rules.
 
 The update rules (``numNodes`` changes only within the bounds, and only on an elastic
 TrainJob) are in ``kubetrain.api.trainer.trainjob_updates``; the torchrun environment in
@@ -125,16 +130,22 @@ def elastic_rules(limits: ReplicaLimits) -> list[Rule]:
     ]
 
 
-def start_nodes(trainjob: TrainJob, policy: MLPolicy | None) -> int:
-    """The nodes a TrainJob runs: its ``numNodes``, else the runtime's, else (elastic)
-    ``minNodes``, else 1."""
-    trainer = trainjob.spec.trainer
-    if trainer is not None and trainer.num_nodes is not None:
-        return trainer.num_nodes
+def runtime_nodes(policy: MLPolicy | None) -> int:
+    """The nodes a runtime gives a TrainJob that names none: its ``numNodes``, else
+    (elastic) ``minNodes``, else 1 (upstream's default)."""
     if policy is not None and policy.num_nodes is not None:
         return policy.num_nodes
     elastic = elastic_policy(policy)
     return elastic.min_nodes if elastic is not None else 1
+
+
+def start_nodes(trainjob: TrainJob, policy: MLPolicy | None) -> int:
+    """The nodes a TrainJob runs: its ``numNodes``, else the runtime's
+    (:func:`runtime_nodes`)."""
+    trainer = trainjob.spec.trainer
+    if trainer is not None and trainer.num_nodes is not None:
+        return trainer.num_nodes
+    return runtime_nodes(policy)
 
 
 def pair_errors(trainjob: TrainJob, runtime: RuntimeBase) -> list[FieldError]:

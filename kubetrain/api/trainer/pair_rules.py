@@ -3,12 +3,14 @@
 
 Upstream's webhook refuses such a TrainJob at submission; kubetrain has no webhook, so
 the operator fails it (``InvalidSpec``, the message naming the rule) before making
-anything, and ``kubetrain run --local`` refuses it the same way (both go through
-``resolve``):
+anything, and ``kubetrain run --local`` refuses it the same way, as does ``kubetrain
+validate`` given the runtime among its files (all go through ``resolve``):
 
 - ``spec.initializer.dataset`` (``model``) needs the runtime's ``dataset-initializer``
   (``model-initializer``) job, a container of that name in it, and on that container a
   volumeMount named ``initializer`` (where the initializer leaves what the trainer reads);
+  the message names the runtime (``runtime x (TrainingRuntime) is invalid: must have
+  ...``), where the fix is;
 - each ``runtimePatches[].trainingRuntimeSpec.template.spec.replicatedJobs[]`` entry must
   name a job of the runtime, and its (init)containers containers of that job. (Env on
   the ``node`` and initializer containers is refused at admission already, by CEL.)
@@ -36,10 +38,19 @@ def _pod_spec(job_template: Mapping[str, Any]) -> Mapping[str, Any]:
     return ((job_template.get("spec") or {}).get("template") or {}).get("spec") or {}
 
 
+def _runtime_fault(trainjob: TrainJob, runtime: RuntimeBase, problem: str) -> FieldError:
+    """``problem`` of the runtime ``spec.runtimeRef`` names, the runtime named plainly."""
+    return FieldError(
+        "spec.runtimeRef",
+        problem,
+        trainjob.spec.runtime_ref.to_wire(),
+        subject=f"runtime {runtime.name} ({runtime.kind})",
+    )
+
+
 def pair_errors(trainjob: TrainJob, runtime: RuntimeBase) -> list[FieldError]:
     """Every rule above ``trainjob`` breaks against ``runtime``."""
     errors: list[FieldError] = []
-    ref = trainjob.spec.runtime_ref.to_wire()
     pods = {r.name: _pod_spec(r.template) for r in runtime.replicated_jobs()}
     names = {
         job: {
@@ -67,7 +78,7 @@ def pair_errors(trainjob: TrainJob, runtime: RuntimeBase) -> list[FieldError]:
             )
         else:
             continue
-        errors.append(FieldError("spec.runtimeRef", problem, ref))
+        errors.append(_runtime_fault(trainjob, runtime, problem))
     for index, patch in enumerate(trainjob.spec.runtime_patches or []):
         wire = patch.to_wire()
         jobs = ((wire.get("trainingRuntimeSpec") or {}).get("template") or {}).get("spec") or {}

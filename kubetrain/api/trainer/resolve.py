@@ -5,8 +5,8 @@ follows. Pure: the operator and ``kubetrain run --local`` both call :func:`resol
 
 - Pods per replicated job: the trainer's (the one labelled
   ``trainer.kubeflow.org/trainjob-ancestor-step: trainer``) runs ``numNodes`` pods (the
-  TrainJob's, else the runtime's ``mlPolicy.numNodes``, else 1), unless the policy's
-  :class:`NodeLayout` places them otherwise (the MPI policy's, in
+  TrainJob's, else the runtime's: ``kubetrain.api.trainer.elastic.start_nodes``), unless
+  the policy's :class:`NodeLayout` places them otherwise (the MPI policy's, in
   ``kubetrain.frameworks.mpi``: the launcher runs one and ``node`` the rest). Every other
   replicated job runs ``replicas x parallelism`` pods (1 by default).
 - ``spec.trainer``: ``image``, ``command`` and ``args`` replace the trainer's ``node``

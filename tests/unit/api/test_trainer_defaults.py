@@ -9,6 +9,7 @@ import pytest
 
 from kubetrain.api.trainer import load_trainer_object
 from kubetrain.api.trainer.defaults import apply_trainer_defaults
+from kubetrain.api.trainer.runtime import RuntimeBase
 from tests.builders.jobs import set_path
 from tests.builders.trainer import rjob, runtime, sdk_bodies, trainjob, upstream_documents
 
@@ -90,3 +91,24 @@ def test_defaulted_objects_still_pass_every_rule() -> None:
     for obj in objects:
         defaulted = apply_trainer_defaults(load_trainer_object(obj))
         assert load_trainer_object(defaulted.to_wire()) == defaulted
+
+
+@pytest.mark.parametrize(
+    ("policy", "nodes"),
+    [
+        ({"torch": {"elasticPolicy": {"minNodes": 2, "maxNodes": 4}}}, 2),
+        ({"numNodes": 3, "torch": {"elasticPolicy": {"minNodes": 2, "maxNodes": 4}}}, 3),
+        ({"torch": {}}, 1),
+    ],
+    ids=["elastic-without-numNodes", "elastic-with-numNodes", "fixed"],
+)
+def test_a_runtimes_node_count_is_its_numnodes_else_elastic_min_nodes_else_1(
+    policy: dict[str, Any], nodes: int
+) -> None:
+    defaulted = apply_trainer_defaults(
+        load_trainer_object(set_path(runtime(), "spec.mlPolicy", policy))
+    )
+    assert isinstance(defaulted, RuntimeBase) and defaulted.spec.ml_policy is not None
+    assert defaulted.spec.ml_policy.num_nodes == nodes
+    # The defaulted runtime keeps to its own rules (numNodes within minNodes..maxNodes).
+    assert load_trainer_object(defaulted.to_wire()) == defaulted

@@ -320,6 +320,8 @@ def test_an_initializer_the_runtime_cannot_run_is_refused_in_upstreams_words(
         resolve_trainjob(trainjob(initializer=DATASET), runtime(TORCH, jobs))
     (error,) = caught.value.errors
     assert (error.path, error.expected) == ("spec.runtimeRef", problem)
+    # The runtime is named plainly, not the TrainJob's runtimeRef as truncated JSON.
+    assert str(error) == f"runtime rt (ClusterTrainingRuntime) is invalid: {problem}"
 
 
 def test_a_runtime_patch_must_name_the_runtimes_jobs_and_containers() -> None:
@@ -384,7 +386,7 @@ def test_upstreams_multi_step_example_is_refused_as_upstreams_webhook_refuses_it
     with pytest.raises(JobValidationError) as caught:
         resolve_trainjob(apply_trainer_defaults(loaded_job), apply_trainer_defaults(loaded_runtime))
     (error,) = caught.value.errors
-    assert error.expected == (
-        "must have volumeMount with name - initializer in container dataset-initializer of "
-        "the dataset-initializer job"
+    assert str(error) == (
+        "runtime torch-with-dataset-init (TrainingRuntime) is invalid: must have volumeMount "
+        "with name - initializer in container dataset-initializer of the dataset-initializer job"
     )

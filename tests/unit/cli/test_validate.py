@@ -5,12 +5,17 @@ from __future__ import annotations
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
+import yaml
 
 from kubetrain.cli import main
 from kubetrain.manifest import parse_yaml_all
+from tests.builders import jobs, trainer
+from tests.builders.observed import OBSERVED
 from tests.conftest import EXAMPLES, REPO_ROOT
+from tests.unit.controller.test_reconciler import setup
 
 GOOD = sorted(str(p) for p in EXAMPLES.glob("*.yaml"))
 
@@ -178,6 +183,49 @@ def test_validate_reads_stdin(capsys: pytest.CaptureFixture[str]) -> None:
     assert result.stdout.decode().startswith("ok -: TFJob/tf-ps")
 
 
+@pytest.mark.parametrize(
+    ("spec", "nproc"),
+    [
+        ({"nprocPerNode": "4"}, "4"),
+        ({"elasticPolicy": {"maxReplicas": 2, "nProcPerNode": 4}}, "4"),
+        ({"elasticPolicy": {"maxReplicas": 2}}, "auto"),
+        ({}, "auto"),
+    ],
+    ids=["nprocPerNode", "deprecated-elastic-nProcPerNode", "elastic-without", "neither"],
+)
+def test_validate_prints_the_nproc_per_node_the_operators_pods_get(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], spec: dict[str, Any], nproc: str
+) -> None:
+    raw = jobs.pytorch_job(master=False, workers=2, metadata=dict(OBSERVED), **spec)
+    path = tmp_path / "job.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    assert main(["validate", str(path)]) == 0
+    assert capsys.readouterr().out.rstrip().endswith(f"Worker x2, nprocPerNode {nproc}")
+    # The operator, reconciling the same job, gives every pod that value.
+    cluster, reconciler, key, _ = setup(raw)
+    reconciler.reconcile(key)
+    pods = cluster.children["Pod"]
+    assert set(pods) == {"job-worker-0", "job-worker-1"}
+    for pod in pods.values():
+        (container,) = pod["spec"]["containers"]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env["PET_NPROC_PER_NODE"] == nproc
+
+
+def test_validate_prints_the_node_count_an_elastic_runtimes_trainjobs_start_with(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    elastic = trainer.runtime(mlPolicy={"torch": {"elasticPolicy": {"minNodes": 2, "maxNodes": 4}}})
+    path = tmp_path / "runtime.yaml"
+    path.write_text(yaml.safe_dump(elastic))
+    assert main(["validate", str(path)]) == 0
+    line = capsys.readouterr().out.rstrip()
+    assert line.endswith(
+        "ClusterTrainingRuntime/torch: framework torch, mlPolicy torch, 2 node(s), "
+        "replicatedJobs node"
+    )
+
+
 def test_validate_applies_the_clusters_replica_limits(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -195,15 +243,90 @@ def test_validate_applies_the_clusters_replica_limits(
     assert "max_replicas_per_type (0) must be between 1" in capsys.readouterr().err
 
 
-def test_validate_accepts_upstreams_examples(capsys: pytest.CaptureFixture[str]) -> None:
-
+def test_validate_accepts_upstreams_examples_but_the_trainjobs_their_runtimes_refuse(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
     paths = sorted((REPO_ROOT / "tests" / "data" / "upstream").rglob("*.yaml"))
     files = [str(p) for p in paths]
     documents = sum(len([d for d in parse_yaml_all(p.read_text()) if d]) for p in paths)
     assert len(files) >= 35
-    assert main(["validate", *files]) == 0, capsys.readouterr().err
-    # One line per document (Trainer's examples hold a runtime and a TrainJob in one file).
-    assert len(capsys.readouterr().out.splitlines()) == documents
+    # Every TrainJob is checked with its runtime when one of the files holds it (Trainer's
+    # examples hold a runtime and a TrainJob in one file; its shipped runtimes are beside):
+    # 05-multi-step's as upstream's webhook refuses it, Flux's as the operator would.
+    assert main(["validate", *files]) == 1
+    captured = capsys.readouterr()
+    err = captured.err.splitlines()
+    flux = REPO_ROOT / "tests/data/upstream/trainer-v2.3.0/examples/flux"
+    refused = [f"{flux / name}.yaml" for name in FLUX_TRAINJOBS]
+    assert [line for line in err if line.endswith("error(s):")] == [
+        *(f"{path} document 1: 1 error(s):" for path in refused),
+        f"{MULTI_STEP} document 2: 1 error(s):",
+    ]
+    assert f"  {MULTI_STEP_REFUSAL}" in err
+    assert sum("kubetrain has no Flux policy" in line for line in err) == len(refused)
+    assert err[-1] == f"{len(refused) + 1} of {documents} document(s) invalid"
+    assert len(captured.out.splitlines()) == documents - len(refused) - 1
+
+
+#: Upstream's TrainJobs on its Flux runtime, which kubetrain has no policy to run.
+FLUX_TRAINJOBS = ("flux-interactive", "lammps-train-gpus", "lammps-train-job")
+
+
+#: Upstream's example whose runtime lacks what its TrainJob needs (its webhook refuses it).
+MULTI_STEP = REPO_ROOT / "tests/data/upstream/trainer-v2.3.0/examples/yaml/05-multi-step.yaml"
+MULTI_STEP_REFUSAL = (
+    "runtime torch-with-dataset-init (TrainingRuntime) is invalid: must have volumeMount with "
+    "name - initializer in container dataset-initializer of the dataset-initializer job"
+)
+
+
+def test_rejects_a_trainjob_its_runtime_makes_invalid_as_upstreams_webhook_does(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    assert main(["validate", str(MULTI_STEP)]) == 1
+    captured = capsys.readouterr()
+    assert captured.out.splitlines() == [
+        f"ok {MULTI_STEP}: TrainingRuntime/torch-with-dataset-init: framework torch, "
+        "mlPolicy torch, 1 node(s), replicatedJobs dataset-initializer, node"
+    ]
+    assert f"{MULTI_STEP} document 2: 1 error(s):\n  {MULTI_STEP_REFUSAL}\n" in captured.err
+    assert "1 of 2 document(s) invalid" in captured.err
+
+
+def _split_multi_step(tmp_path: Path, *, mount: bool) -> tuple[Path, Path]:
+    """05-multi-step.yaml's runtime and TrainJob in two files (the runtime's
+    dataset-initializer given the ``initializer`` volumeMount when ``mount``)."""
+    runtime, job = (d for d in parse_yaml_all(MULTI_STEP.read_text()) if d)
+    if mount:
+        init = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]
+        (container,) = init["template"]["spec"]["template"]["spec"]["containers"]
+        container["volumeMounts"] = [{"name": "initializer", "mountPath": "/workspace"}]
+    runtime_file, job_file = tmp_path / "runtime.yaml", tmp_path / "job.yaml"
+    runtime_file.write_text(yaml.safe_dump(runtime))
+    job_file.write_text(yaml.safe_dump(job))
+    return runtime_file, job_file
+
+
+def test_rejects_a_trainjob_whose_runtime_is_in_a_later_file(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runtime_file, job_file = _split_multi_step(tmp_path, mount=False)
+    assert main(["validate", str(job_file), str(runtime_file)]) == 1
+    captured = capsys.readouterr()
+    assert f"{job_file} document 1: 1 error(s):\n  {MULTI_STEP_REFUSAL}\n" in captured.err
+    assert f"ok {runtime_file}: TrainingRuntime/torch-with-dataset-init" in captured.out
+
+
+def test_validate_accepts_the_trainjob_once_its_runtime_mounts_the_initializer_volume(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    runtime_file, job_file = _split_multi_step(tmp_path, mount=True)
+    assert main(["validate", str(job_file), str(runtime_file)]) == 0, capsys.readouterr().err
+    out = capsys.readouterr().out.splitlines()
+    assert out[0] == (
+        f"ok {job_file}: TrainJob/multi-step-example: TrainingRuntime/torch-with-dataset-init, "
+        "2 node(s)"
+    )
 
 
 def test_validate_describes_trainer_objects_and_notes_sdk_traps(

@@ -1,6 +1,6 @@
 """The TrainJob through the reconciler, on the in-memory cluster: the status the Kubeflow
-SDK reads, a runtime that is missing, the runtime pinned at the first reconcile, the
-runtime's in-use annotation, and runtimePatches' times."""
+SDK reads, a runtime that is missing or makes the job invalid, the runtime pinned at the
+first reconcile, the runtime's in-use annotation, and runtimePatches' times."""
 
 from __future__ import annotations
 
@@ -16,9 +16,9 @@ from kubetrain.controller.plugins.registry import build_registry
 from kubetrain.controller.plugins.trainjob_status import CODEC
 from kubetrain.controller.reconciler import Reconciler
 from kubetrain.controller.runtimes import in_use_patch
-from kubetrain.manifest import parse_yaml
+from kubetrain.manifest import parse_yaml, parse_yaml_all
 from tests.builders.observed import NOW, pod, stamp
-from tests.builders.trainer import torch_runtime
+from tests.builders.trainer import UPSTREAM_TRAINER, torch_runtime
 from tests.unit.controller.memory_cluster import MemoryCluster
 
 PLUGINS = build_registry(("PyTorchJob", "TFJob", "MPIJob", "TrainJob"))
@@ -207,6 +207,28 @@ def test_a_trainjob_waits_briefly_for_its_runtime_then_fails() -> None:
     (failed,) = cluster.jobs[key]["status"]["conditions"]
     assert (failed["type"], failed["reason"]) == ("Failed", "RuntimeNotFound")
     assert "ClusterTrainingRuntime torch does not exist" in failed["message"]
+
+
+def test_fails_a_trainjob_its_runtime_makes_invalid_naming_the_runtime_plainly() -> None:
+    """issue: upstream's examples/yaml/05-multi-step.yaml failed InvalidSpec quoting
+    ``spec.runtimeRef: {"apiGroup": ... (98 characters) is invalid``; the message names
+    the runtime instead."""
+    path = UPSTREAM_TRAINER / "examples" / "yaml" / "05-multi-step.yaml"
+    runtime, job = (d for d in parse_yaml_all(path.read_text()) if d)
+    runtime["metadata"]["namespace"] = "ns"
+    job["metadata"].update(namespace="ns", uid="tj-uid", creationTimestamp=stamp(5))
+    cluster = MemoryCluster()
+    cluster.runtimes[("TrainingRuntime", "ns", "torch-with-dataset-init")] = runtime
+    key = cluster.add_job(job)
+    Reconciler(cluster, cluster, PLUGINS, clock=Clock()).reconcile(key)
+    assert cluster.children["Pod"] == {}
+    (failed,) = cluster.jobs[key]["status"]["conditions"]
+    assert (failed["type"], failed["reason"]) == ("Failed", "InvalidSpec")
+    assert failed["message"] == (
+        "the job is invalid and will not be run: runtime torch-with-dataset-init "
+        "(TrainingRuntime) is invalid: must have volumeMount with name - initializer in "
+        "container dataset-initializer of the dataset-initializer job"
+    )
 
 
 def test_a_runtime_is_marked_in_use_while_a_trainjob_names_it() -> None:

@@ -120,12 +120,18 @@ def test_rejects_a_trainjob_outside_the_bounds() -> None:
 
 
 def test_without_numnodes_an_elastic_trainjob_starts_with_min_nodes() -> None:
+    # minNodes 2, not 1: a runtime defaulted to numNodes 1 would start below its minimum.
     runtime = _elastic_runtime()
+    runtime["spec"]["mlPolicy"]["torch"]["elasticPolicy"] = {**ELASTIC, "minNodes": 2}
     del runtime["spec"]["mlPolicy"]["numNodes"]
     cluster, reconciler, key = _setup(runtime)
     del cluster.jobs[key]["spec"]["trainer"]
     reconciler.reconcile(key)
-    assert set(cluster.children["Pod"]) == {"tj-node-0-0"}
+    assert set(cluster.children["Pod"]) == {"tj-node-0-0", "tj-node-0-1"}
+    assert _env(cluster.children["Pod"]["tj-node-0-1"])["PET_NNODES"] == "2:4"
+    status = cluster.jobs[key]["status"]
+    assert status["elastic"] == {"minNodes": 2, "maxNodes": 4}
+    assert status["nodes"] == 2
 
 
 CPU = {
