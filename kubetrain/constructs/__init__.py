@@ -11,6 +11,7 @@ quiet_jsii()
 from cdk8s import App, Chart
 
 from kubetrain.constructs.crds import KubeflowCrds, KubeflowCrdsProps
+from kubetrain.constructs.jax_job import JAXJob, JAXJobProps
 from kubetrain.constructs.job_common import Placement
 from kubetrain.constructs.mpi_job import MPIJob, MPIJobProps
 from kubetrain.constructs.namespace_exclusion import (
@@ -28,6 +29,7 @@ from kubetrain.constructs.node_pool import GpuNodePool, GpuNodePoolProps, Taint
 from kubetrain.constructs.node_tuning import NodeTuner, NodeTunerProps
 from kubetrain.constructs.operator import TrainingOperator, TrainingOperatorProps
 from kubetrain.constructs.operator_rbac import OperatorRbac, OperatorRbacProps
+from kubetrain.constructs.paddle_job import PaddleJob, PaddleJobProps
 from kubetrain.constructs.preflight import NcclPreflight, NcclPreflightProps
 from kubetrain.constructs.pytorch_job import PyTorchJob, PyTorchJobProps
 from kubetrain.constructs.runtime_protection import (
@@ -46,8 +48,10 @@ from kubetrain.constructs.runtimes import (
     XGBoostRuntime,
 )
 from kubetrain.constructs.tf_job import TFJob, TFJobProps
+from kubetrain.constructs.train_job import RuntimeKind, TrainJob, TrainJobProps
 from kubetrain.constructs.trainer_access import TrainerUserAccess, TrainerUserAccessProps
 from kubetrain.constructs.types import Image, Quantity, Resources
+from kubetrain.constructs.xgboost_job import XGBoostJob, XGBoostJobProps
 
 __all__ = [
     "App",
@@ -56,6 +60,8 @@ __all__ = [
     "GpuNodePool",
     "GpuNodePoolProps",
     "Image",
+    "JAXJob",
+    "JAXJobProps",
     "JaxRuntime",
     "KubeflowCrds",
     "KubeflowCrdsProps",
@@ -73,12 +79,15 @@ __all__ = [
     "NodeTunerProps",
     "OperatorRbac",
     "OperatorRbacProps",
+    "PaddleJob",
+    "PaddleJobProps",
     "Placement",
     "PyTorchJob",
     "PyTorchJobProps",
     "Quantity",
     "Resources",
     "RuntimeFramework",
+    "RuntimeKind",
     "RuntimeProps",
     "RuntimeProtectionPolicy",
     "RuntimeProtectionPolicyProps",
@@ -89,6 +98,8 @@ __all__ = [
     "Taint",
     "TensorFlowRuntime",
     "TorchRuntime",
+    "TrainJob",
+    "TrainJobProps",
     "TrainerUserAccess",
     "TrainerUserAccessProps",
     "TrainingNetwork",
@@ -96,5 +107,7 @@ __all__ = [
     "TrainingNetworkPolicyProps",
     "TrainingOperator",
     "TrainingOperatorProps",
+    "XGBoostJob",
+    "XGBoostJobProps",
     "XGBoostRuntime",
 ]

@@ -14,6 +14,7 @@ import constructs
 from kubetrain.api import JobValidationError, RunPolicy, load_job
 from kubetrain.api import keys as K
 from kubetrain.api.base import DNS1035_PATTERN
+from kubetrain.api.kind_info import KindInfo
 from kubetrain.api.loader import Job
 from kubetrain.constructs.objects import api_object
 from kubetrain.constructs.types import Image, Resources, check_dns_label, check_labels
@@ -72,49 +73,17 @@ PodTemplatePatch = Callable[[str, dict[str, Any]], dict[str, Any]]
 
 
 @dataclass(frozen=True, kw_only=True)
-class JobProps:
-    """Props every job construct has."""
+class JobMetaProps:
+    """Props every job construct has about the job object itself (a TrainJob's too)."""
 
-    image: Image
-    """The training image, pinned. Required."""
-    command: tuple[str, ...] = ()
-    """Container command. Default: the image's entrypoint."""
-    args: tuple[str, ...] = ()
-    """Container arguments. Default: none."""
-    env: dict[str, str] = field(default_factory=dict)
-    """Extra environment variables (they win over a profile's). Default: none."""
     name: str | None = None
     """Job name. Default: the construct id, lowercased."""
     namespace: str = "default"
     """Namespace of the job."""
-    gpus_per_node: int | None = None
-    """GPUs per pod (``nvidia.com/gpu`` limit). Default: the node pool's, else 0."""
-    resources: Resources = field(default_factory=Resources)
-    """CPU/memory per pod (GPUs come from ``gpus_per_node``). Default: none."""
-    profile: NcclProfileLike | None = None
-    """NCCL fabric profile (env, /dev/shm, capabilities, RDMA resources). Default: none,
-    or the node pool's."""
-    node_pool: NodePoolLike | None = None
-    """GPU node pool to run on: its selector, tolerations, priority and profile."""
-    placement: Placement = Placement.ANY
-    """Pod placement within the topology (see :class:`Placement`)."""
-    topology_key: str | None = None
-    """Node label that names a block. Default: the node pool's, else the zone label."""
-    run_policy: RunPolicy | None = None
-    """Run policy (cleanup, TTL, deadline, backoff, scheduling, suspend). Default: none."""
     labels: dict[str, str] = field(default_factory=dict)
-    """Labels on the job and its pods. Default: none."""
-    pod_labels: dict[str, str] = field(default_factory=dict)
-    """Labels on the pods only, besides ``labels``. Default: none."""
+    """Labels on the job (and on its pods, where the construct makes them). Default: none."""
     annotations: dict[str, str] = field(default_factory=dict)
     """Annotations on the job object. Default: none."""
-    patch_pod_template: PodTemplatePatch | None = None
-    """Escape hatch: called with (replica type, pod template), returns the template to
-    use; the result is still validated against the pinned Kubernetes schema."""
-    service_account_token: bool = False
-    """Mount the ServiceAccount token into the pods. Default: no
-    (``automountServiceAccountToken: false``): training code does not call the Kubernetes
-    API, and a mounted token is a credential a compromised job could use."""
     queue: str | LocalQueueLike | None = None
     """Kueue LocalQueue of the job's namespace (a ``LocalQueue`` or its name): the job
     gets the label ``kueue.x-k8s.io/queue-name``, so Kueue creates it suspended and starts
@@ -130,36 +99,7 @@ class JobProps:
             _check_job_name(self.name)
         check_dns_label("namespace", self.namespace)
         self._check_queue()
-        if self.gpus_per_node is not None and self.gpus_per_node < 0:
-            raise ValueError(f"gpus_per_node ({self.gpus_per_node}) must be >= 0")
-        if self.resources.gpus:
-            raise ValueError(
-                f"resources.gpus ({self.resources.gpus}) must not be set on a job: use "
-                "gpus_per_node, which also sets the process count"
-            )
-        if self.profile is not None and self.node_pool is not None:
-            raise ValueError(
-                f"profile ({self.profile.name}) and node_pool are both set: the node pool "
-                "carries its own profile; set one of them"
-            )
-        if (
-            self.node_pool is not None
-            and self.gpus_per_node is not None
-            and self.gpus_per_node > self.node_pool.gpus_per_node
-        ):
-            raise ValueError(
-                f"gpus_per_node ({self.gpus_per_node}) exceeds the node pool's "
-                f"{self.node_pool.gpus_per_node} GPUs per node"
-            )
         check_labels("labels", self.labels)
-        check_labels("pod_labels", self.pod_labels)
-        for key in self.env:
-            if (
-                not key
-                or not (key[0].isalpha() or key[0] == "_")
-                or not all(c.isalnum() or c in "_.-" for c in key)
-            ):
-                raise ValueError(f"env key ({key!r}) is not a valid environment variable name")
 
     def _check_queue(self) -> None:
         queue = self.queue
@@ -215,12 +155,92 @@ class JobProps:
             out[K.KUEUE_PRIORITY_CLASS_LABEL] = self.workload_priority_class
         return out
 
+
+@dataclass(frozen=True, kw_only=True)
+class JobProps(JobMetaProps):
+    """Props every job construct with pod templates has (the job object's, and its pods')."""
+
+    image: Image
+    """The training image, pinned. Required."""
+    command: tuple[str, ...] = ()
+    """Container command. Default: the image's entrypoint."""
+    args: tuple[str, ...] = ()
+    """Container arguments. Default: none."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Extra environment variables (they win over a profile's). Default: none."""
+    gpus_per_node: int | None = None
+    """GPUs per pod (``nvidia.com/gpu`` limit). Default: the node pool's, else 0."""
+    resources: Resources = field(default_factory=Resources)
+    """CPU/memory per pod (GPUs come from ``gpus_per_node``). Default: none."""
+    profile: NcclProfileLike | None = None
+    """NCCL fabric profile (env, /dev/shm, capabilities, RDMA resources). Default: none,
+    or the node pool's."""
+    node_pool: NodePoolLike | None = None
+    """GPU node pool to run on: its selector, tolerations, priority and profile."""
+    placement: Placement = Placement.ANY
+    """Pod placement within the topology (see :class:`Placement`)."""
+    topology_key: str | None = None
+    """Node label that names a block. Default: the node pool's, else the zone label."""
+    run_policy: RunPolicy | None = None
+    """Run policy (cleanup, TTL, deadline, backoff, scheduling, suspend). Default: none."""
+    pod_labels: dict[str, str] = field(default_factory=dict)
+    """Labels on the pods only, besides ``labels``. Default: none."""
+    patch_pod_template: PodTemplatePatch | None = None
+    """Escape hatch: called with (replica type, pod template), returns the template to
+    use; the result is still validated against the pinned Kubernetes schema."""
+    service_account_token: bool = False
+    """Mount the ServiceAccount token into the pods. Default: no
+    (``automountServiceAccountToken: false``): training code does not call the Kubernetes
+    API, and a mounted token is a credential a compromised job could use."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_gpus(
+            self.gpus_per_node, self.resources, "resources", "which also sets the process count"
+        )
+        if self.profile is not None and self.node_pool is not None:
+            raise ValueError(
+                f"profile ({self.profile.name}) and node_pool are both set: the node pool "
+                "carries its own profile; set one of them"
+            )
+        if (
+            self.node_pool is not None
+            and self.gpus_per_node is not None
+            and self.gpus_per_node > self.node_pool.gpus_per_node
+        ):
+            raise ValueError(
+                f"gpus_per_node ({self.gpus_per_node}) exceeds the node pool's "
+                f"{self.node_pool.gpus_per_node} GPUs per node"
+            )
+        check_labels("pod_labels", self.pod_labels)
+        check_env_names(self.env)
+
     @property
     def gpus(self) -> int:
         """GPUs per pod after defaulting."""
         if self.gpus_per_node is not None:
             return self.gpus_per_node
         return self.node_pool.gpus_per_node if self.node_pool is not None else 0
+
+
+def check_gpus(gpus_per_node: int | None, resources: Resources, prop: str, why: str) -> None:
+    """GPUs are asked for with ``gpus_per_node`` (>= 0), never in ``<prop>.gpus``."""
+    if gpus_per_node is not None and gpus_per_node < 0:
+        raise ValueError(f"gpus_per_node ({gpus_per_node}) must be >= 0")
+    if resources.gpus:
+        raise ValueError(
+            f"{prop}.gpus ({resources.gpus}) must not be set on a job: use gpus_per_node, {why}"
+        )
+
+
+def check_env_names(env: dict[str, str]) -> None:
+    for key in env:
+        if (
+            not key
+            or not (key[0].isalpha() or key[0] == "_")
+            or not all(c.isalnum() or c in "_.-" for c in key)
+        ):
+            raise ValueError(f"env key ({key!r}) is not a valid environment variable name")
 
 
 def _check_job_name(name: str) -> None:
@@ -241,7 +261,7 @@ def check_restart_policy(value: str) -> None:
         raise ValueError(f"restart_policy ({value!r}) must be one of {', '.join(RESTART_POLICIES)}")
 
 
-def job_name(props: JobProps, construct_id: str) -> str:
+def job_name(props: JobMetaProps, construct_id: str) -> str:
     name = props.name or construct_id.lower()
     _check_job_name(name)
     return name
@@ -343,7 +363,7 @@ def emit_job(scope: constructs.Construct, manifest: dict[str, Any]) -> Job:
     return job
 
 
-def metadata(props: JobProps, name: str) -> dict[str, Any]:
+def metadata(props: JobMetaProps, name: str) -> dict[str, Any]:
     meta: dict[str, Any] = {"name": name, "namespace": props.namespace}
     if props.labels or props.kueue_labels:
         meta["labels"] = {**props.labels, **props.kueue_labels}
@@ -354,3 +374,50 @@ def metadata(props: JobProps, name: str) -> dict[str, Any]:
 
 def run_policy_wire(props: JobProps) -> dict[str, Any]:
     return props.run_policy.to_wire() if props.run_policy is not None else {}
+
+
+def replica_spec(
+    props: JobProps,
+    info: KindInfo,
+    *,
+    name: str,
+    replica_type: str,
+    replicas: int,
+    restart_policy: str,
+    trains: bool = True,
+) -> dict[str, Any]:
+    """A replica spec of a Kubeflow v1 job: pods of the kind's main container. A replica
+    that does not train (a parameter server) gets no GPU and no node pool binding."""
+    return {
+        "replicas": replicas,
+        "restartPolicy": restart_policy,
+        "template": pod_template(
+            props,
+            name=name,
+            replica_type=replica_type,
+            container=str(info.main_container),
+            gpus=None if trains else 0,
+            bind_pool=trains,
+        ),
+    }
+
+
+def emit_v1_job(
+    scope: constructs.Construct,
+    info: KindInfo,
+    props: JobProps,
+    name: str,
+    replica_specs: dict[str, Any],
+) -> Job:
+    """A Kubeflow v1 job of kind ``info`` with these replica specs and the props' run
+    policy, validated by the typed API and added as the construct's ``Resource``."""
+    spec: dict[str, Any] = {info.replica_specs_field: replica_specs}
+    if props.run_policy is not None:
+        spec["runPolicy"] = run_policy_wire(props)
+    manifest = {
+        "apiVersion": info.api_version,
+        "kind": info.kind,
+        "metadata": metadata(props, name),
+        "spec": spec,
+    }
+    return emit_job(scope, manifest)

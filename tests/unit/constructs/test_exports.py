@@ -15,7 +15,7 @@ import kubetrain.constructs as package
 FAMILIES = ("queues", "monitoring", "samples")
 #: Bases and machinery, not constructs a stack makes: the runtime constructs' and the
 #: samples' bases, the job constructs' shared props, and the ApiObject the constructs emit.
-NOT_EXPORTED = ("RuntimeConstruct", "SampleProps", "JobProps", "HeldApiObject")
+NOT_EXPORTED = ("RuntimeConstruct", "SampleProps", "JobMetaProps", "JobProps", "HeldApiObject")
 
 
 def _public_classes() -> dict[str, tuple[str, type]]:
