@@ -5,7 +5,9 @@ XGBoost has since removed, so the replicas run a small program of today's API in
 configured only by the environment upstream's controller injects: the Master starts the
 tracker on ``MASTER_ADDR:MASTER_PORT``, every replica joins it with its ``RANK`` out of
 ``WORLD_SIZE`` and they train one model together (histograms all-reduced), which ends the
-same on every rank."""
+same on every rank. Upstream's smoke test example (its Master's and Workers' pods alike),
+converted to a TrainJob (``kubetrain convert --to trainjob``) on upstream Trainer's
+``xgboost-distributed`` runtime, trains the same way."""
 
 from __future__ import annotations
 
@@ -15,7 +17,16 @@ from pathlib import Path
 
 from tests.training.helpers import REPO_ROOT, kubetrain, load_manifest, with_command, write_manifest
 
-EXAMPLE = REPO_ROOT / "tests/data/upstream/training-operator-v1.9.0/xgboost/xgboostjob.yaml"
+UPSTREAM = REPO_ROOT / "tests/data/upstream"
+EXAMPLE = UPSTREAM / "training-operator-v1.9.0/xgboost/xgboostjob.yaml"
+SMOKE = UPSTREAM / "training-operator-v1.9.0/xgboost/smoke-dist/xgboostjob_v1_rabit_test.yaml"
+RUNTIME = UPSTREAM / "trainer-v2.3.0/manifests/base/runtimes/xgboost_distributed.yaml"
+#: The XGBoostJob's variables from the TrainJob's DMLC ones (the report's note names both),
+#: for a program written for the XGBoostJob.
+AS_AN_XGBOOSTJOB = (
+    'export MASTER_ADDR="$DMLC_TRACKER_URI" MASTER_PORT="$DMLC_TRACKER_PORT" '
+    'RANK="$DMLC_TASK_ID" WORLD_SIZE="$DMLC_NUM_WORKER"; exec "$@"'
+)
 
 TRAIN = """
 import hashlib, os
@@ -65,3 +76,23 @@ def test_a_failed_master_fails_the_local_run(tmp_path: Path) -> None:
     result = kubetrain("run", "--local", str(write_manifest(job, tmp_path / "xgb.yaml")))
     assert result.returncode == 3, result.output
     assert "XGBoostJob/xgboost-dist-iris-test-train Failed" in result.output
+
+
+def test_the_smoke_example_converted_to_a_trainjob_trains_one_model(tmp_path: Path) -> None:
+    converted = tmp_path / "converted"
+    result = kubetrain("convert", "--to", "trainjob", str(SMOKE), "-o", str(converted))
+    # Exit 1: imagePullPolicy, the ports and the restart policies have no place in a TrainJob.
+    assert result.returncode == 1, result.output
+    assert 'decide: kind ("XGBoostJob"): the program reads DMLC_TRACKER_URI' in result.output
+    trainjob = load_manifest(converted / SMOKE.name)
+    assert trainjob["spec"]["trainer"]["numNodes"] == 3
+    program = ["sh", "-c", AS_AN_XGBOOSTJOB, "sh", sys.executable, "-c", TRAIN]
+    trainjob["spec"]["trainer"]["command"] = program
+    manifest = write_manifest(trainjob, tmp_path / "trainjob.yaml")
+    result = kubetrain("run", "--local", str(manifest), "--runtime", str(RUNTIME))
+    assert result.returncode == 0, result.output
+    found = re.findall(r"^\[node-(\d)\] rank (\d) of 3 model (\w+)$", result.output, re.M)
+    # Node i is rank i: node 0 plays the Master, whose program starts the tracker.
+    assert sorted((node, rank) for node, rank, _ in found) == [("0", "0"), ("1", "1"), ("2", "2")]
+    assert len({digest for _, _, digest in found}) == 1, result.output
+    assert "TrainJob/xgboost-dist-test Complete" in result.output

@@ -2,8 +2,14 @@
 from Trainer v2.3.0's API and runtimes: ``spec.trainer`` takes the main container's image,
 command, args, env and resources, the node count and processes per node; a runtime patch
 (manager ``kubetrain.dev/convert``) what Trainer's pod patch may set; every other field is a
-note (:mod:`kubetrain.api.convert.report`). TFJobs, and PyTorchJobs whose Master and Worker
-pods differ beyond labels and annotations (a TrainJob runs one template), are refused.
+note (:mod:`kubetrain.api.convert.report`; the steps every kind shares are
+:mod:`~kubetrain.api.convert.trainjob_moves`).
+
+:data:`TO_TRAINJOB` lists the kinds converted: those whose framework has a TrainJob ML policy
+(PyTorchJob, MPIJob, JAXJob, XGBoostJob). A PyTorchJob's, JAXJob's or XGBoostJob's every
+replica becomes a node, in start order (node 0 plays the Master, or Worker 0), all from one
+pod template: one whose replica types' pods differ beyond labels and annotations is
+refused. TFJobs and PaddleJobs are refused, saying why (:data:`NOT_TO_TRAINJOB`).
 """
 
 from __future__ import annotations
@@ -12,34 +18,34 @@ import copy
 from dataclasses import dataclass
 from typing import Any
 
+from kubetrain.api import env_names as E
 from kubetrain.api import keys, kinds
-from kubetrain.api.base import KubeModel
+from kubetrain.api.convert.moves import refuse
 from kubetrain.api.convert.report import Conversion
-from kubetrain.api.errors import FieldError, JobValidationError, render_value
+from kubetrain.api.convert.trainjob_moves import (
+    LAUNCHER_JOB,
+    MANAGER,
+    NODE_JOB,
+    WHY,
+    Converter,
+    KnownRuntime,
+    main_container,
+    sorted_keys,
+)
+from kubetrain.api.errors import render_value
+from kubetrain.api.jax import INFO as JAX_INFO
 from kubetrain.api.loader import load_job
+from kubetrain.api.paddle import INFO as PADDLE_INFO
 from kubetrain.api.trainer import constants as T
 from kubetrain.api.trainer.loader import load_trainer_object
-from kubetrain.api.trainer.trainjob import ContainerPatch, PodSpecPatch
+from kubetrain.api.xgboost import INFO as XGBOOST_INFO
 
-#: The runtime patch's owner (a TrainJob's ``runtimePatches`` are keyed by manager).
-MANAGER = f"{keys.KUBETRAIN_PREFIX}/convert"
-NODE_JOB, LAUNCHER_JOB = "node", "launcher"
-PYTORCH, MPI = kinds.PYTORCH.kind, kinds.MPI.kind
+__all__ = ["KNOWN_RUNTIMES", "MANAGER", "NOT_TO_TRAINJOB", "TO_TRAINJOB", "to_trainjob"]
+
+PYTORCH, MPI, TENSORFLOW = kinds.PYTORCH.kind, kinds.MPI.kind, kinds.TENSORFLOW.kind
+JAX, XGBOOST, PADDLE = JAX_INFO.kind, XGBOOST_INFO.kind, PADDLE_INFO.kind
 TORCH, MPI_POLICY = "torch", "mpi"
-
-
-def _aliases(model: type[KubeModel]) -> list[str]:
-    return [str(f.alias) for f in model.model_fields.values()]  # the wire names
-
-
-@dataclass(frozen=True)
-class KnownRuntime:
-    """A runtime upstream Trainer v2.3.0 or kubetrain's stacks ship (a test checks them)."""
-
-    framework: str
-    run_launcher_as_node: bool = False
-    ssh_auth_mount_path: str | None = None
-
+MASTER = "Master"
 
 MPIUSER_SSH = "/home/mpiuser/.ssh"
 KNOWN_RUNTIMES: dict[str, KnownRuntime] = {
@@ -55,175 +61,79 @@ KNOWN_RUNTIMES: dict[str, KnownRuntime] = {
     "xgboost-distributed": KnownRuntime("xgboost"),
     "tensorflow-distributed": KnownRuntime("tensorflow"),
 }
-#: Per kind: its runtimes' ML policy and the default runtime. No generic MPI runtime ships
-#: since Trainer v2.1 (v2.0's ``mpi-distributed`` is gone): ``deepspeed-distributed`` is
-#: the MPI runtime both upstream and kubetrain's stacks ship.
-FRAMEWORK = {PYTORCH: TORCH, MPI: MPI_POLICY}
-DEFAULT_RUNTIME = {PYTORCH: "torch-distributed", MPI: "deepspeed-distributed"}
 
-#: What Trainer v2.3.0's runtime patch may set: pod fields, and the container fields but env
-#: (the ``node`` container's comes from ``spec.trainer`` only).
-POD_PATCH_FIELDS = frozenset(_aliases(PodSpecPatch)) - {"containers", "initContainers"}
-CONTAINER_PATCH_FIELDS = tuple(a for a in _aliases(ContainerPatch) if a not in ("name", "env"))
-TRAINER_FIELDS = ("image", "command", "args", "env")
+
+@dataclass(frozen=True)
+class ProgramEnv:
+    """What the program of a converted job reads: the variables the TrainJob's ML policy
+    sets, in place of those the v1 kind's operator set (a test compares both with the pods
+    each makes)."""
+
+    reads: tuple[str, ...]
+    instead_of: tuple[str, ...]
+    how: str
+
+    def message(self) -> str:
+        reads, instead_of = ", ".join(self.reads), ", ".join(self.instead_of)
+        return f"the program reads {reads} ({self.how}), not {instead_of}"
+
+
+@dataclass(frozen=True)
+class TrainJobKind:
+    """How a v1 kind becomes a TrainJob: its runtimes' ML policy, the runtime named when none
+    is asked for, and what its program reads instead (None: the same, as torchrun reads the
+    same layout from a PyTorchJob's and a TrainJob's PET_ variables)."""
+
+    policy: str
+    default_runtime: str
+    env: ProgramEnv | None = None
+
+
+#: The kinds converted, in the kinds table's order. No generic MPI runtime ships since
+#: Trainer v2.1 (v2.0's ``mpi-distributed`` is gone): ``deepspeed-distributed`` is the MPI
+#: runtime both upstream and kubetrain's stacks ship.
+TO_TRAINJOB: dict[str, TrainJobKind] = {
+    PYTORCH: TrainJobKind(TORCH, "torch-distributed"),
+    MPI: TrainJobKind(MPI_POLICY, "deepspeed-distributed"),
+    JAX: TrainJobKind(
+        "jax",
+        "jax-distributed",
+        ProgramEnv(
+            reads=(E.JAX_COORDINATOR_ADDRESS, E.JAX_NUM_PROCESSES, E.JAX_PROCESS_ID),
+            instead_of=(E.COORDINATOR_ADDRESS, E.COORDINATOR_PORT, E.NUM_PROCESSES, E.PROCESS_ID),
+            how="what jax.distributed.initialize() reads when given no arguments; the "
+            "coordinator is node 0, port 29500",
+        ),
+    ),
+    XGBOOST: TrainJobKind(
+        "xgboost",
+        "xgboost-distributed",
+        ProgramEnv(
+            reads=(E.DMLC_TRACKER_URI, E.DMLC_TRACKER_PORT, E.DMLC_TASK_ID, E.DMLC_NUM_WORKER),
+            instead_of=(
+                E.MASTER_ADDR,
+                E.MASTER_PORT,
+                E.RANK,
+                E.WORLD_SIZE,
+                E.WORKER_ADDRS,
+                E.WORKER_PORT,
+            ),
+            how=f"the tracker runs on node 0, port 29500; {E.DMLC_NUM_WORKER} counts a worker "
+            "per GPU, else per node",
+        ),
+    ),
+}
+#: The kinds refused, and why (after "a PyTorchJob, ... or XGBoostJob").
+NOT_TO_TRAINJOB = {
+    TENSORFLOW: "(Trainer v2 has no TensorFlow runtime: its ML policies are torch, MPI, JAX, "
+    "XGBoost and Flux); keep the TFJob, which kubetrain serves",
+    PADDLE: "(Trainer v2 has no PaddlePaddle policy, nor has kubetrain: none sets the PADDLE_* "
+    "variables paddle.distributed.launch reads; Trainer's ML policies are torch, MPI, JAX, "
+    "XGBoost and Flux); keep the PaddleJob, which kubetrain serves",
+}
 #: Metadata the API server writes: not the user's to carry.
 SERVER_METADATA = {"uid", "resourceVersion", "generation", "creationTimestamp", "managedFields"}
 LAST_APPLIED = "kubectl.kubernetes.io/last-applied-configuration"
-
-#: Why a field is not carried, or what to check (``{runtime}`` is the runtime's name).
-WHY = {
-    "patch-metadata": "a pod patch sets labels and annotations only",
-    "patch-container": "a runtime patch cannot add a container",
-    "patch-pod": "Trainer v2.3.0's pod patch has no such field: the runtime's template decides",
-    "container": "neither spec.trainer nor a container patch has it: the runtime's decides",
-    "ports": "a TrainJob's rendezvous is the runtime's (node 0, port 29500)",
-    "container-name": "the trainer's container is named node (kubectl logs -c node)",
-    "no-command": "none set: runtime {runtime}'s trainer command runs, else the image's",
-    "reserved": "the runtime's framework sets it; a TrainJob may not",
-    "restart": "the runtime's template decides (upstream's and kubetrain's: OnFailure)",
-    "nodes-torch": "a TrainJob's node 0 plays the Master",
-    "only-one-side": "only the {side}'s pods had it: every node's pod has it now",
-    "differ": "the Master's value ({master}): a TrainJob runs one pod template on every node; "
-    "Master and Worker may differ in labels and annotations only (or convert by hand)",
-    "nproc": "left to the runtime (torch: auto on GPU nodes, else the pod's CPUs); set a number",
-    "elastic": "a TrainJob's elasticity is its runtime's (mlPolicy.torch.elasticPolicy: "
-    "minNodes, maxNodes, metrics); the TrainJob keeps numNodes",
-    "nodes-mpi": "the hostfile's hosts (Workers, and the launcher with runLauncherAsWorker)",
-    "as-node-unknown": "numNodes counts the launcher if {runtime} has runLauncherAsNode: check",
-    "as-node": "runtime {runtime} differs in runLauncherAsNode: same hosts, the launcher {ranks}",
-    "slots": "numProcPerNode is at least 1",
-    "launcher-resources": "the Worker's resourcesPerNode sizes the launcher (runLauncherAsNode)",
-    "worker-image": "Trainer v2.3.0 sets the image on the launcher only: nodes run {runtime}'s",
-    "worker-command": "the node pods run runtime {runtime}'s command (its sshd)",
-    "worker-env": "spec.trainer.env reaches the launcher only; a patch may not set node's env",
-    "ssh-mount": "runtime {runtime}'s mlPolicy.mpi.sshAuthMountPath ({mount}) decides",
-    "mpi-implementation": "Trainer v2.3.0's MPI policy writes OpenMPI's hostfile only",
-    "launcher-creation": "the runtime's dependsOn decides (known runtimes: once nodes are Ready)",
-    "deadline": "counted from the start or the last resume",
-    "managed-by": f"the default, {keys.MANAGED_BY_TRAINER}, which kubetrain's operator serves",
-    "backoffLimit": "a TrainJob's is the runtime's trainer Job template's (batch/v1's: 6)",
-    "ttlSecondsAfterFinished": "the runtime's JobSet ttlSecondsAfterFinished decides",
-    "schedulingPolicy": "the runtime's podGroupPolicy decides gang scheduling; queue with Kueue",
-    "cleanPodPolicy": "a TrainJob's pods are its JobSet's: kubetrain stops the active ones",
-    "run-policy": "a TrainJob has no equivalent",
-    "metadata": "the TrainJob is a new object",
-    "tfjob": "(Trainer v2 has no TensorFlow runtime: its ML policies are torch, MPI, JAX, "
-    "XGBoost and Flux); keep the TFJob, which kubetrain serves",
-    "default-runtime": "no runtime named: {runtime} is the {framework} default; or: {others}",
-    "unknown-runtime": "unknown: it must be a ClusterTrainingRuntime with mlPolicy.{framework}",
-    "known-runtime": "runtime {runtime} (ClusterTrainingRuntime, mlPolicy {framework})",
-}
-
-
-def _refuse(path: str, expected: str, value: Any, source: str) -> JobValidationError:
-    return JobValidationError([FieldError(path, expected, value)], source)
-
-
-def _patch_path(rjob: str, rest: str) -> str:
-    return f"spec.runtimePatches[{MANAGER}]..replicatedJobs[{rjob}].template.spec.template.{rest}"
-
-
-def _main(template: dict[str, Any], kind: str) -> tuple[int, dict[str, Any]]:
-    """The main container (the kind's, else the first) and its index."""
-    containers = (template.get("spec") or {}).get("containers") or [{}]
-    wanted = kinds.KINDS[kind].main_container
-    index = next((i for i, c in enumerate(containers) if c.get("name") == wanted), 0)
-    return index, dict(containers[index])
-
-
-class _Converter:
-    """One conversion under way: its notes, ``spec.trainer`` and the pod patches."""
-
-    def __init__(self, conv: Conversion, runtime: str, known: KnownRuntime | None) -> None:
-        self.conv, self.runtime, self.known = conv, runtime, known
-        self.trainer: dict[str, Any] = {}
-        self.patches: dict[str, dict[str, Any]] = {}
-
-    def why(self, key: str, **values: Any) -> str:
-        return WHY[key].format(runtime=self.runtime, **values)
-
-    def drop(self, path: str, value: Any, key: str, **values: Any) -> None:
-        self.conv.dropped(path, value, self.why(key, **values))
-
-    def decide(self, path: str, target: str | None, value: Any, key: str, **values: Any) -> None:
-        self.conv.decide(path, target, value, self.why(key, **values))
-
-    def pod(self, template: dict[str, Any], path: str, rjob: str, main: int) -> None:
-        """A v1 pod template's pod fields into the ``rjob`` patch; containers but ``main``."""
-        patch = self.patches.setdefault(rjob, {})
-        for key, value in sorted((template.get("metadata") or {}).items()):
-            if key in ("labels", "annotations") and value:
-                patch.setdefault("metadata", {}).setdefault(key, {}).update(value)
-                self.conv.carried(f"{path}.metadata.{key}", _patch_path(rjob, "metadata"))
-            elif value:
-                self.drop(f"{path}.metadata.{key}", value, "patch-metadata")
-        for key, value in sorted((template.get("spec") or {}).items()):
-            where = f"{path}.spec.{key}"
-            if key in POD_PATCH_FIELDS:
-                patch.setdefault("spec", {})[key] = copy.deepcopy(value)
-                self.conv.carried(where, _patch_path(rjob, f"spec.{key}"))
-            elif key == "containers":
-                for index, container in enumerate(value):
-                    if index != main:
-                        self.drop(f"{where}[{index}]", container.get("name"), "patch-container")
-            elif key == "initContainers":
-                self.drop(where, [c.get("name") for c in value], "patch-container")
-            else:
-                self.drop(where, value, "patch-pod")
-
-    def container(self, container: dict[str, Any], path: str, rjob: str) -> None:
-        """The main container's fields ``spec.trainer`` has not: patched or dropped."""
-        fields = {k: copy.deepcopy(container[k]) for k in CONTAINER_PATCH_FIELDS if k in container}
-        if fields:
-            spec = self.patches.setdefault(rjob, {}).setdefault("spec", {})
-            spec.setdefault("containers", []).append({"name": T.NODE, **fields})
-        for key in fields:
-            self.conv.carried(f"{path}.{key}", _patch_path(rjob, f"spec.containers[node].{key}"))
-        for key, value in sorted(container.items()):
-            if key not in (*TRAINER_FIELDS, *CONTAINER_PATCH_FIELDS, "resources", "name"):
-                self.drop(f"{path}.{key}", value, "ports" if key == "ports" else "container")
-        if container.get("name") != T.NODE:
-            self.decide(f"{path}.name", T.NODE, container.get("name"), "container-name")
-
-    def to_trainer(self, container: dict[str, Any], path: str) -> None:
-        for key in TRAINER_FIELDS:
-            if key == "env":
-                self.env(container.get("env") or [], f"{path}.env")
-            elif key in container:
-                self.trainer[key] = copy.deepcopy(container[key])
-                self.conv.carried(f"{path}.{key}", f"spec.trainer.{key}")
-        if "command" not in container:
-            self.decide(f"{path}.command", "spec.trainer.command", None, "no-command")
-
-    def env(self, env: list[dict[str, Any]], path: str) -> None:
-        kept = []
-        for index, var in enumerate(env):
-            if var.get("name") in T.ALL_RESERVED_ENV:
-                self.drop(f"{path}[{index}]", var, "reserved")
-            else:
-                kept.append(copy.deepcopy(var))
-        if kept:
-            self.trainer["env"] = kept
-            self.conv.carried(path, "spec.trainer.env")
-
-    def resources(self, container: dict[str, Any], path: str) -> None:
-        if "resources" in container:
-            self.trainer["resourcesPerNode"] = copy.deepcopy(container["resources"])
-            self.conv.carried(f"{path}.resources", "spec.trainer.resourcesPerNode")
-
-    def replica_policy(self, replica: dict[str, Any], path: str) -> None:
-        for key, value in sorted(replica.items()):
-            if key == "restartPolicy" and value == "OnFailure":
-                self.decide(f"{path}.{key}", None, value, "restart")
-            elif key not in ("replicas", "template"):
-                self.drop(f"{path}.{key}", value, "restart")
-
-
-def _sorted(value: Any) -> Any:
-    """Keys sorted at every level: the same output whatever the input's key order."""
-    if isinstance(value, dict):
-        return {k: _sorted(value[k]) for k in sorted(value)}
-    return [_sorted(v) for v in value] if isinstance(value, list) else value
 
 
 def _first_difference(a: Any, b: Any, path: str) -> tuple[str, Any, Any] | None:
@@ -237,48 +147,58 @@ def _first_difference(a: Any, b: Any, path: str) -> tuple[str, Any, Any] | None:
 
 
 def _one_template(
-    c: _Converter, master: dict[str, Any], worker: dict[str, Any], source: str
+    c: Converter, base: str, types: list[str], templates: list[dict[str, Any]], source: str
 ) -> dict[str, Any]:
-    """The Master's and the Worker's templates as one (labels and annotations merged)."""
-    base = "spec.pytorchReplicaSpecs"
-    diff = _first_difference(master.get("spec"), worker.get("spec"), f"{base}.Worker.template.spec")
-    metadata = {**(worker.get("metadata") or {}), **(master.get("metadata") or {})}
+    """Two replica types' templates as one (labels and annotations merged)."""
+    (first, other), (mine, theirs) = types, templates
+    diff = _first_difference(mine.get("spec"), theirs.get("spec"), f"{base}.{other}.template.spec")
+    metadata = {**(theirs.get("metadata") or {}), **(mine.get("metadata") or {})}
     for key in ("labels", "annotations"):
-        m, w = (((t.get("metadata") or {}).get(key) or {}) for t in (master, worker))
+        m, w = (((t.get("metadata") or {}).get(key) or {}) for t in (mine, theirs))
         clash = next((k for k in sorted(m.keys() & w.keys()) if m[k] != w[k]), None)
         if clash is not None and diff is None:
-            diff = (f"{base}.Worker.template.metadata.{key}.{clash}", m[clash], w[clash])
-        for side, mine, other in (("Master", m, w), ("Worker", w, m)):
-            for k in sorted(mine.keys() - other.keys()):
+            diff = (f"{base}.{other}.template.metadata.{key}.{clash}", m[clash], w[clash])
+        for side, ours, others in ((first, m, w), (other, w, m)):
+            for k in sorted(ours.keys() - others.keys()):
                 where = f"{base}.{side}.template.metadata.{key}.{k}"
-                c.decide(where, None, mine[k], "only-one-side", side=side)
+                c.decide(where, None, ours[k], "only-one-side", side=side)
         metadata[key] = {**w, **m}
     if diff is not None:
-        raise _refuse(diff[0], c.why("differ", master=render_value(diff[1])), diff[2], source)
-    return {"metadata": metadata, "spec": master.get("spec")}
+        why = c.why("differ", first=first, other=other, value=render_value(diff[1]))
+        raise refuse(diff[0], why, diff[2], source)
+    return {"metadata": metadata, "spec": mine.get("spec")}
 
 
-def _pytorch(c: _Converter, spec: dict[str, Any], source: str) -> None:
-    replicas = spec.get("pytorchReplicaSpecs") or {}
-    base = "spec.pytorchReplicaSpecs"
-    present = [t for t in ("Master", "Worker") if t in replicas]
+def _nodes(c: Converter, kind: str, spec: dict[str, Any], source: str) -> None:
+    """A kind whose every replica is a node (PyTorchJob, JAXJob, XGBoostJob): its replica
+    types in start order, node 0 first, all on one pod template."""
+    field = kinds.KINDS[kind].replica_specs_field
+    base, replicas = f"spec.{field}", spec.get(field) or {}
+    present = [t for t in kinds.REPLICA_TYPES[kind] if t in replicas]
     templates = [replicas[t].get("template") or {} for t in present]
     template = templates[0]
     if len(templates) == 2:
-        template = _one_template(c, templates[0], templates[1], source)
+        template = _one_template(c, base, present, templates, source)
     nodes = sum(int(replicas[t].get("replicas", 1)) for t in present)
     c.trainer["numNodes"] = nodes
     counted = " + ".join(f"{base}.{t}.replicas" for t in present)
-    c.conv.carried(counted, "spec.trainer.numNodes", c.why("nodes-torch"), nodes)
+    leader = f"the {MASTER}" if present[0] == MASTER else f"{present[0]} 0"
+    c.conv.carried(counted, "spec.trainer.numNodes", c.why("nodes", leader=leader), nodes)
     for t in present:
         c.replica_policy(replicas[t], f"{base}.{t}")
     path = f"{base}.{present[0]}.template"
-    main, container = _main(template, PYTORCH)
+    main, container = main_container(template, kind)
     c.pod(template, path, NODE_JOB, main)
     cpath = f"{path}.spec.containers[{main}]"
     c.to_trainer(container, cpath)
     c.resources(container, cpath)
     c.container(container, cpath, NODE_JOB)
+    if kind == PYTORCH:
+        _torch_processes(c, spec)
+
+
+def _torch_processes(c: Converter, spec: dict[str, Any]) -> None:
+    """A PyTorchJob's processes per node, and its elastic policy (the runtime's now)."""
     path, value = "spec.nprocPerNode", spec.get("nprocPerNode")
     elastic = spec.get("elasticPolicy") or {}
     if value is None and elastic.get("nProcPerNode") is not None:
@@ -293,7 +213,7 @@ def _pytorch(c: _Converter, spec: dict[str, Any], source: str) -> None:
             c.drop(f"spec.elasticPolicy.{key}", value, "elastic")
 
 
-def _mpi(c: _Converter, spec: dict[str, Any]) -> None:
+def _mpi(c: Converter, spec: dict[str, Any]) -> None:
     replicas = spec.get("mpiReplicaSpecs") or {}
     base = "spec.mpiReplicaSpecs"
     launcher_hosts = bool(spec.get("runLauncherAsWorker", False))
@@ -319,13 +239,13 @@ def _mpi(c: _Converter, spec: dict[str, Any]) -> None:
             continue
         c.replica_policy(replicas[rtype], f"{base}.{rtype}")
         template = replicas[rtype].get("template") or {}
-        main, container = _main(template, MPI)
+        main, container = main_container(template, MPI)
         c.pod(template, f"{base}.{rtype}.template", rjob, main)
         cpath = f"{base}.{rtype}.template.spec.containers[{main}]"
         c.container(container, cpath, rjob)
         if rjob == LAUNCHER_JOB:
             c.to_trainer(container, cpath)
-            worker_resources = _main(worker, MPI)[1].get("resources")
+            worker_resources = main_container(worker, MPI)[1].get("resources")
             if not worker or container.get("resources") == worker_resources:
                 c.resources(container, cpath)
             elif "resources" in container:
@@ -336,7 +256,7 @@ def _mpi(c: _Converter, spec: dict[str, Any]) -> None:
     _mpi_policies(c, spec)
 
 
-def _mpi_worker(c: _Converter, container: dict[str, Any], path: str) -> None:
+def _mpi_worker(c: Converter, container: dict[str, Any], path: str) -> None:
     image = container.get("image")
     if image is not None and image == c.trainer.get("image"):
         c.decide(f"{path}.image", "spec.trainer.image", image, "worker-image")
@@ -349,7 +269,7 @@ def _mpi_worker(c: _Converter, container: dict[str, Any], path: str) -> None:
         c.drop(f"{path}.env[{index}]", var, "worker-env")
 
 
-def _mpi_policies(c: _Converter, spec: dict[str, Any]) -> None:
+def _mpi_policies(c: Converter, spec: dict[str, Any]) -> None:
     mount = spec.get("sshAuthMountPath")
     known_mount = c.known.ssh_auth_mount_path if c.known else None
     if mount is not None and mount != known_mount:
@@ -363,7 +283,7 @@ def _mpi_policies(c: _Converter, spec: dict[str, Any]) -> None:
         c.decide("spec.launcherCreationPolicy", None, creation, "launcher-creation")
 
 
-def _run_policy(c: _Converter, spec: dict[str, Any], out: dict[str, Any]) -> None:
+def _run_policy(c: Converter, spec: dict[str, Any], out: dict[str, Any]) -> None:
     for key, value in sorted((spec.get("runPolicy") or {}).items()):
         path = f"spec.runPolicy.{key}"
         if key == "suspend":
@@ -381,7 +301,7 @@ def _run_policy(c: _Converter, spec: dict[str, Any], out: dict[str, Any]) -> Non
             c.drop(path, value, key if key in WHY else "run-policy")
 
 
-def _metadata(c: _Converter, meta: dict[str, Any]) -> dict[str, Any]:
+def _metadata(c: Converter, meta: dict[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, value in sorted(meta.items()):
         if key == "annotations":
@@ -397,43 +317,47 @@ def _metadata(c: _Converter, meta: dict[str, Any]) -> dict[str, Any]:
 
 
 def _runtime(kind: str, runtime: str | None, conv: Conversion, source: str) -> tuple[str, Any]:
-    framework = FRAMEWORK[kind]
+    framework = TO_TRAINJOB[kind].policy
     fits = sorted(n for n, r in KNOWN_RUNTIMES.items() if r.framework == framework)
-    name = runtime or DEFAULT_RUNTIME[kind]
+    name = runtime or TO_TRAINJOB[kind].default_runtime
     known = KNOWN_RUNTIMES.get(name)
     what = {"runtime": name, "framework": framework}
     target = "spec.runtimeRef.name"
     if runtime is None:
         others = ", ".join(n for n in fits if n != name)
+        others = f"; or: {others}" if others else ""
         conv.decide("kind", target, kind, WHY["default-runtime"].format(**what, others=others))
     elif known is not None and known.framework != framework:
         expected = f"a {framework} runtime for a {kind} ({', '.join(fits)}); {name} is a "
-        raise _refuse(target, f"{expected}{known.framework} runtime", name, source)
+        raise refuse(target, f"{expected}{known.framework} runtime", name, source)
     elif known is None:
         conv.decide("kind", target, name, WHY["unknown-runtime"].format(**what))
     else:
         conv.carried("kind", target, WHY["known-runtime"].format(**what), kind)
+    if (env := TO_TRAINJOB[kind].env) is not None:
+        conv.decide("kind", None, kind, env.message())
     return name, known
 
 
 def to_trainjob(wire: dict[str, Any], *, runtime: str | None, source: str = "") -> Conversion:
-    """A PyTorchJob or MPIJob (wire form) as a TrainJob on ClusterTrainingRuntime ``runtime``
-    (None: the framework's default), with its notes; JobValidationError for a job that is
-    invalid or cannot become a TrainJob."""
+    """A job of a kind in :data:`TO_TRAINJOB` (wire form) as a TrainJob on
+    ClusterTrainingRuntime ``runtime`` (None: the kind's default), with its notes;
+    JobValidationError for a job that is invalid or cannot become a TrainJob."""
     kind = wire.get("kind") if isinstance(wire, dict) else None
-    if kind not in FRAMEWORK:
-        why = WHY["tfjob"] if kind == kinds.TENSORFLOW.kind else "to convert to a TrainJob"
-        raise _refuse("kind", f"a {PYTORCH} or an {MPI} {why}", kind, source)
+    if kind not in TO_TRAINJOB:
+        *some, last = TO_TRAINJOB
+        why = NOT_TO_TRAINJOB.get(str(kind), "to convert to a TrainJob")
+        raise refuse("kind", f"a {', '.join(some)} or {last} {why}", kind, source)
     job = load_job(wire, source).to_wire()
     conv = Conversion(output={}, source=source)
     name, known = _runtime(kind, runtime, conv, source)
-    c = _Converter(conv, name, known)
+    c = Converter(conv, name, known)
     metadata = _metadata(c, job.get("metadata") or {})
     spec = job.get("spec") or {}
-    if kind == PYTORCH:
-        _pytorch(c, spec, source)
-    else:
+    if kind == MPI:
         _mpi(c, spec)
+    else:
+        _nodes(c, kind, spec, source)
     ref = {"name": name, "kind": T.CLUSTER_TRAINING_RUNTIME}
     out: dict[str, Any] = {"runtimeRef": ref, "trainer": c.trainer}
     jobs = [{"name": j, "template": {"spec": {"template": p}}} for j, p in c.patches.items() if p]
@@ -442,6 +366,6 @@ def to_trainjob(wire: dict[str, Any], *, runtime: str | None, source: str = "") 
         out["runtimePatches"] = [{"manager": MANAGER, "trainingRuntimeSpec": patch}]
     _run_policy(c, spec, out)
     head = {"apiVersion": T.API_VERSION, "kind": T.TRAINJOB}
-    conv.output = {**head, "metadata": _sorted(metadata), "spec": _sorted(out)}
+    conv.output = {**head, "metadata": sorted_keys(metadata), "spec": sorted_keys(out)}
     load_trainer_object(conv.output, source)  # the output must be a valid TrainJob
     return conv

@@ -1,7 +1,9 @@
 """Behaviour preserved by ``kubetrain convert``: for each pair of versions, the job converted
 from the older version runs on the local control plane to the same children as the same
 job written natively in the served version (pod names, containers, env with TF_CONFIG and
-the torchrun variables, Services, the MPI hostfile), and both reach Succeeded.
+the torchrun variables, Services, the MPI hostfile), and both reach Succeeded. A v1 job
+and the TrainJob ``--to trainjob`` makes of it (a PyTorchJob; upstream's JAXJob and
+XGBoostJob examples) give each node the same place in the job, and both finish.
 
 The pairs are tests/data/convert/<name>.yaml (the older version) and
 <name>.native.yaml (written by hand in the served version). The two jobs run one after
@@ -14,6 +16,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +31,7 @@ from tests.builders.jobs import GPU_TOLERATION
 from tests.conftest import REPO_ROOT
 from tests.integration.kube import apply, condition, wait_for
 from tests.integration.operator.conftest import RunningOperator
-from tests.integration.operator.jobs import Jobs, env_of, pytorch_job
+from tests.integration.operator.jobs import Jobs, env_of, pytorch_job, release_runtimes
 
 DATA = REPO_ROOT / "tests" / "data" / "convert"
 PAIRS = sorted(p for p in DATA.glob("*.yaml") if not p.name.endswith(".native.yaml"))
@@ -217,3 +220,107 @@ def test_a_pytorchjob_and_its_trainjob_run_with_the_same_torch_layout_and_succee
             ),
             what="the runtime released by the operator",
         )
+
+
+# --- upstream's JAXJob and XGBoostJob examples and their TrainJobs ----------------------------
+
+UPSTREAM_V1 = REPO_ROOT / "tests/data/upstream/training-operator-v1.9.0"
+RUNTIMES = TORCH_RUNTIME.parent
+
+
+@dataclass(frozen=True)
+class Twin:
+    """An upstream v1 example, the runtime its TrainJob names by default, its pods (by name
+    suffix) and the variables that say each pod's place: its index and the count, as the v1
+    kind's operator and as the TrainJob's policy name them."""
+
+    example: str
+    runtime: str
+    pods: tuple[str, ...]
+    container: str
+    v1: tuple[str, str]
+    trainjob: tuple[str, str]
+
+
+TWINS = [
+    Twin(
+        "jax/cpu-demo/demo.yaml",
+        "jax_distributed.yaml",
+        ("worker-0", "worker-1"),
+        "jax",
+        ("PROCESS_ID", "NUM_PROCESSES"),
+        ("JAX_PROCESS_ID", "JAX_NUM_PROCESSES"),
+    ),
+    Twin(
+        "xgboost/smoke-dist/xgboostjob_v1_rabit_test.yaml",
+        "xgboost_distributed.yaml",
+        ("master-0", "worker-0", "worker-1"),
+        "xgboost",
+        ("RANK", "WORLD_SIZE"),
+        ("DMLC_TASK_ID", "DMLC_NUM_WORKER"),
+    ),
+]
+
+
+def _places(pods: dict[str, dict[str, Any]], container: str, names: tuple[str, str]) -> list[Any]:
+    """Each pod's (index, count), by index."""
+    envs = [env_of(pod, container) for pod in pods.values()]
+    return sorted((int(env[names[0]]), int(env[names[1]])) for env in envs)
+
+
+@pytest.mark.parametrize("twin", TWINS, ids=lambda t: t.example.split("/")[0])
+def test_an_upstream_job_and_its_trainjob_give_each_node_its_place_and_both_finish(
+    twin: Twin, operator: RunningOperator, jobs: Jobs, dyn: DynamicClient, namespace: str
+) -> None:
+    """An upstream JAXJob or XGBoostJob example (unchanged but for its namespace) and the
+    TrainJob ``kubetrain convert --to trainjob`` makes of it, on upstream's runtime of its
+    framework (as a TrainingRuntime of the test's namespace): node i has the v1 pod i's
+    index and count, under the policy's names, and both finish."""
+    v1: dict[str, Any] = parse_yaml((UPSTREAM_V1 / twin.example).read_text())
+    v1["metadata"]["namespace"] = namespace
+    name = v1["metadata"]["name"]
+    runtime: dict[str, Any] = parse_yaml((RUNTIMES / twin.runtime).read_text())
+    runtime["kind"] = "TrainingRuntime"
+    runtime["metadata"]["namespace"] = namespace
+    apply(dyn, runtime)
+    trainjob = convert(v1, to="trainjob").output
+    assert trainjob["spec"]["runtimeRef"]["name"] == runtime["metadata"]["name"]
+    trainjob["metadata"]["name"] = f"{name}-tj"
+    trainjob["spec"]["runtimeRef"]["kind"] = "TrainingRuntime"
+    group, version = TRAINER
+    try:
+        jobs.create(v1)
+        v1_pods = jobs.wait_running(name, {f"{name}-{pod}" for pod in twin.pods})
+        jobs.custom.create_namespaced_custom_object(
+            group, version, namespace, "trainjobs", trainjob
+        )
+        node_pods = wait_for(
+            lambda: jobs._by_name(
+                jobs.core.list_namespaced_pod(
+                    namespace, label_selector=f"{K.JOBSET_NAME_LABEL}={name}-tj"
+                )
+            ),
+            lambda pods: (
+                len(pods) == len(twin.pods)
+                and all((p.get("status") or {}).get("phase") == "Running" for p in pods.values())
+            ),
+            what=f"the TrainJob's {len(twin.pods)} node pods Running",
+        )
+        count = len(twin.pods)
+        expected = [(index, count) for index in range(count)]
+        assert _places(v1_pods, twin.container, twin.v1) == expected
+        assert _places(node_pods, "node", twin.trainjob) == expected
+        for pod in [*sorted(v1_pods), *sorted(node_pods)]:
+            try:
+                jobs.exit(pod, 0)
+            except ApiException as error:  # the operator's cleanup stopped it first
+                if error.status != 404:
+                    raise
+        jobs.wait_condition(v1["kind"], name, "Succeeded")
+        wait_for(
+            lambda: _custom(jobs, namespace, "trainjobs", f"{name}-tj"),
+            lambda obj: (condition(obj, "Complete") or {}).get("status") == "True",
+            what="the TrainJob Complete",
+        )
+    finally:
+        release_runtimes(jobs)

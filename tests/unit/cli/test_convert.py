@@ -3,6 +3,8 @@ stderr, exit 1 when a field was not carried or a document failed, never over an 
 
 from __future__ import annotations
 
+import re
+import shlex
 import shutil
 from pathlib import Path
 
@@ -177,3 +179,64 @@ def test_a_tfjob_cannot_become_a_trainjob(capsys: pytest.CaptureFixture[str]) ->
     assert out == ""
     assert "TFJob" in err and "TensorFlow" in err
     assert "Traceback" not in err
+
+
+def test_a_jaxjob_and_an_xgboostjob_become_trainjobs_with_a_report(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    upstream = REPO_ROOT / "tests" / "data" / "upstream" / "training-operator-v1.9.0"
+    jax = upstream / "jax" / "cpu-demo" / "demo.yaml"
+    xgboost = upstream / "xgboost" / "smoke-dist" / "xgboostjob_v1_rabit_test.yaml"
+    # Exit 1: upstream's imagePullPolicy (and the XGBoostJob's ports and restart policies)
+    # have no place in a TrainJob.
+    assert main(["convert", str(jax), str(xgboost), "--to", "trainjob"]) == 1
+    out, err = capsys.readouterr()
+    trainjobs = list(parse_yaml_all(out))
+    assert [
+        (t["kind"], t["metadata"]["name"], t["spec"]["runtimeRef"]["name"]) for t in trainjobs
+    ] == [
+        ("TrainJob", "jaxjob-simple", "jax-distributed"),
+        ("TrainJob", "xgboost-dist-test", "xgboost-distributed"),
+    ]
+    assert [t["spec"]["trainer"]["numNodes"] for t in trainjobs] == [2, 3]
+    heading = "trainer.kubeflow.org/v1alpha1: {} field(s) not carried"
+    assert f"{jax} document 1: TrainJob/jaxjob-simple {heading.format(1)}" in err
+    assert f"{xgboost} document 1: TrainJob/xgboost-dist-test {heading.format(4)}" in err
+    assert (
+        'decide: kind -> spec.runtimeRef.name ("JAXJob"): no runtime named: jax-distributed '
+        "is the jax default" in err
+    )
+    assert 'decide: kind ("XGBoostJob"): the program reads DMLC_TRACKER_URI' in err
+    assert (
+        "dropped: spec.jaxReplicaSpecs.Worker.template.spec.containers[0].imagePullPolicy "
+        '("Always")' in err
+    )
+    assert "2 of 2 file(s) not fully converted" in err
+
+
+def test_the_readme_tour_converts_the_design_documents_old_manifests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The README's one convert command, run as written on the old manifests it names (a
+    TFJob ``v1beta1`` and MPIJobs ``v1alpha2``, in the design documents' shape), converts
+    them all; and validate, which the README says refuses them, names the command."""
+    readme = (REPO_ROOT / "README.md").read_text(encoding="utf-8")
+    (command,) = re.findall(r"^kubetrain convert [^\n]*$", readme, re.M)
+    argv, _, redirect = command.partition(" > ")
+    (tmp_path / "old").mkdir()
+    shutil.copy(TF_DOCS, tmp_path / "old" / "tfjob-v1beta1.yaml")
+    shutil.copy(MPI_DOCS, tmp_path / "old" / "mpijob-v1alpha2.yaml")
+    monkeypatch.chdir(tmp_path)
+    assert main(["validate", "old/tfjob-v1beta1.yaml"]) == 1
+    assert "`kubetrain convert old/tfjob-v1beta1.yaml` converts it" in capsys.readouterr().err
+    assert main(shlex.split(argv)[1:]) == 0
+    out, err = capsys.readouterr()
+    assert redirect == "jobs.yaml"
+    (tmp_path / redirect).write_text(out)
+    assert [(d["kind"], d["apiVersion"]) for d in parse_yaml_all(out)] == [
+        ("TFJob", "kubeflow.org/v1"),
+        ("MPIJob", "kubeflow.org/v2beta1"),
+        ("MPIJob", "kubeflow.org/v2beta1"),
+    ]
+    assert "everything carried" in err
+    assert main(["validate", redirect]) == 0
