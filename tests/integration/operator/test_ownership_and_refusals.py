@@ -114,18 +114,16 @@ def test_the_jobs_own_children_are_still_reconciled(operator: RunningOperator, j
 
 
 @pytest.fixture
-def fast_refusals(
-    installed_crds: list[dict[str, Any]], kubeconfig: Path, namespace: str
-) -> Iterator[RunningOperator]:
-    """The operator with refusal backoff 0.2 s (0.2, 0.4, 0.8, 1.6) instead of 2 s."""
-    config = OperatorConfig(
-        namespaces=(namespace,), workers=2, kube_api_qps=100, kube_api_burst=200
-    )
-    running = RunningOperator(config, kubeconfig, refusal_backoff_seconds=0.2).start()
+def fast_refusals(operator: RunningOperator) -> Iterator[RunningOperator]:
+    """The shared operator with refusal backoff 0.2 s (0.2, 0.4, 0.8, 1.6) instead of 2 s,
+    for one test (the tests of an operator run one at a time; the next gets 2 s again)."""
+    reconciler = operator.operator.reconciler
+    before = reconciler.refusal_backoff_seconds
+    reconciler.refusal_backoff_seconds = 0.2
     try:
-        yield running
+        yield operator
     finally:
-        running.stop()
+        reconciler.refusal_backoff_seconds = before
 
 
 def test_pods_refused_by_pod_security_are_reported_then_fail_the_job(
