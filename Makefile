@@ -41,7 +41,7 @@ export JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION := $(shell node -p 'process
 # The test tiers (tests/tiers.py is their table): `make test-<tier>` runs one.
 TEST_TIERS := lint unit tools cluster realnode training faults
 
-.PHONY: help venv synth helm lint test test-setup test-setup-goals _test-setup-go _test-setup-rest $(addprefix test-,$(TEST_TIERS)) test-schemas openapi schemas cdk8s-cli sdk-venv clean
+.PHONY: help venv synth helm lint test test-setup test-setup-goals _test-setup-go _test-setup-rest $(addprefix test-,$(TEST_TIERS)) test-schemas openapi schemas cdk8s-cli sdk-venv mcp-venv clean
 
 # Component makefiles add their targets and append to TEST_PREREQS (what `make test`
 # must build or install first: the control-plane binaries, torch, the Horovod wheel).
@@ -149,6 +149,19 @@ $(SDK_VENV)/.done: tests/sdk/requirements.txt | $(UV)
 sdk-venv: $(SDK_VENV)/.done
 TEST_PREREQS += sdk-venv
 
+# The Kubeflow MCP server (kubeflow-mcp, the client AI agents use for TrainJobs),
+# unmodified, in its own virtualenv: it pins an older Kubeflow SDK than tests/sdk/ does.
+MCP_VENV := .venv-mcp
+export KUBETRAIN_MCP_PYTHON := $(CURDIR)/$(MCP_VENV)/bin/python
+
+$(MCP_VENV)/.done: tests/mcp/requirements.txt | $(UV)
+	@test -x $(MCP_VENV)/bin/python || $(UV) venv --quiet --seed --python $(PYTHON_PATH) $(MCP_VENV)
+	$(UV) pip install --quiet --python $(MCP_VENV)/bin/python -r tests/mcp/requirements.txt
+	@touch $@
+
+mcp-venv: $(MCP_VENV)/.done
+TEST_PREREQS += mcp-venv
+
 synth: venv
 	@$(BIN)/kubetrain synth local
 
@@ -204,5 +217,5 @@ test: venv
 	$(BIN)/python -m tests.tiers
 
 clean:
-	rm -rf $(VENV) $(SDK_VENV) dist build/test-results cdk8s.out .mypy_cache .ruff_cache .pytest_cache
+	rm -rf $(VENV) $(SDK_VENV) $(MCP_VENV) dist build/test-results cdk8s.out .mypy_cache .ruff_cache .pytest_cache
 

@@ -87,6 +87,13 @@ class TrainingOperatorProps:
     API server's endpoints (``kubectl get endpoints kubernetes``) to close it further."""
     api_server_ports: tuple[int, ...] = (443, 6443)
     """Ports of the API server (the ``kubernetes`` Service's and its endpoints')."""
+    found_as_trainer: bool = False
+    """Label the operator's pods as upstream Trainer's controller (``app.kubernetes.io/name:
+    trainer``, ``app.kubernetes.io/component: manager``) instead of kubetrain's (``name``,
+    ``operator``), so tools that find Trainer's controller by its labels find this one (the
+    Kubeflow MCP server's ``inspect_controller``). Only when the operator serves TrainJobs.
+    The labels are the Deployment's selector, which Kubernetes never changes in place:
+    switch an installed operator by deleting its Deployment first (docs/operator.md)."""
 
     def __post_init__(self) -> None:
         check_dns_label("namespace", self.namespace)
@@ -127,6 +134,19 @@ class TrainingOperatorProps:
                 f"watch_namespaces ({', '.join(self.watch_namespaces)}) and config.namespaces "
                 f"({', '.join(self.config.namespaces)}) disagree: set only one of them"
             )
+        if self.found_as_trainer and TRAINJOB.kind not in self.config.kinds:
+            raise ValueError(
+                f"found_as_trainer (True) needs an operator that serves TrainJobs, as "
+                f"Trainer's controller does; config.kinds is {', '.join(self.config.kinds)}"
+            )
+
+    @property
+    def selector(self) -> dict[str, str]:
+        """The labels that select the operator's pods (its Deployment's, Services', ...)."""
+        name, component = (
+            ("trainer", "manager") if self.found_as_trainer else (self.name, "operator")
+        )
+        return {"app.kubernetes.io/name": name, "app.kubernetes.io/component": component}
 
     def effective_config(self) -> OperatorConfig:
         """The config the operator runs with: watch_namespaces merged in, and leader
@@ -163,10 +183,7 @@ class TrainingOperator(constructs.Construct):
         super().__init__(scope, id)
         self.props = props
         self.config = props.effective_config()
-        self.selector = {
-            "app.kubernetes.io/name": props.name,
-            "app.kubernetes.io/component": "operator",
-        }
+        self.selector = props.selector
         self.labels = {**props.labels, **self.selector, "app.kubernetes.io/part-of": "kubetrain"}
         if props.create_namespace:
             api_object(self, "Namespace", self._namespace())

@@ -125,10 +125,12 @@ def helm_charts(
 
 @pytest.fixture(scope="session")
 def stack_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The ``local`` stack, synthesized as ``make synth`` does, with two operator replicas."""
-    stack = dataclasses.replace(
-        STACK, operator=dataclasses.replace(STACK.operator, replicas=OPERATOR_REPLICAS)
+    """The ``local`` stack, synthesized as ``make synth`` does, with two operator replicas
+    labelled as upstream Trainer's controller (``found_as_trainer``: the MCP server's test)."""
+    operator = dataclasses.replace(
+        STACK.operator, replicas=OPERATOR_REPLICAS, found_as_trainer=True
     )
+    stack = dataclasses.replace(STACK, operator=operator)
     out = tmp_path_factory.mktemp("stack")
     return write_version(stack, render_charts(stack), out).path
 

@@ -6,10 +6,16 @@ token the kubelet projects, security context, probes) running on the real node.
 - ``/healthz``, ``/readyz`` and ``/metrics`` answer on the pod IP, read from the other
   replica's pod (pod-to-pod traffic, as Prometheus and the kubelet reach them).
 - Deleting the leader's pod hands the Lease to another replica, which then reconciles.
+- Labelled as upstream Trainer's controller (``found_as_trainer``), the operator is found by
+  the Kubeflow MCP server (``kubeflow-mcp``, unmodified, asked over MCP as an AI agent asks
+  it), which returns its pod's logs and events.
 """
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +29,7 @@ from tests.realnode.workloads import (
 )
 
 LEASE = "kubetrain-operator"
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def _operator_pods(clients: ClusterClients) -> dict[str, dict[str, Any]]:
@@ -136,3 +143,52 @@ def test_another_replica_takes_over_when_the_leader_pod_is_deleted(
         timeout=180,
         interval=1,
     )
+
+
+def _ask_mcp_server(clients: ClusterClients, *views: str, **env: str) -> dict[str, Any]:
+    """The Kubeflow MCP server's ``inspect_controller`` result for each view
+    (``tests/mcp/inspect_controller.py``, in the MCP virtualenv)."""
+    python = os.environ.get("KUBETRAIN_MCP_PYTHON") or str(ROOT / ".venv-mcp/bin/python")
+    assert Path(python).exists(), f"the MCP virtualenv is missing ({python}): make mcp-venv"
+    # Only what ``env`` sets of the server's settings (none: its defaults).
+    environment = {k: v for k, v in os.environ.items() if not k.startswith("KUBEFLOW_MCP_")}
+    environment |= {"KUBECONFIG": str(clients.cluster.kubeconfig), **env}
+    done = subprocess.run(
+        [python, "-m", "tests.mcp.inspect_controller", *views],
+        cwd=ROOT,
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=180,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    found: dict[str, Any] = json.loads(done.stdout)
+    return found
+
+
+def test_the_kubeflow_mcp_server_finds_the_operator_and_returns_its_logs_and_events(
+    installed_stack: Path, real_node_clients: ClusterClients
+) -> None:
+    """Tools that find Trainer's controller by upstream's labels (name trainer, component
+    manager) find kubetrain's operator labelled so (``found_as_trainer``, docs/operator.md).
+    Pointed at the operator's namespace by its own setting, the MCP server returns one of
+    the operator pods' logs (the operator's start line) and the kubelet's events for it;
+    left to upstream's namespaces, it says where it looked and what to set."""
+    found = _ask_mcp_server(
+        real_node_clients, "logs", "events", KUBEFLOW_MCP_CONTROLLER_NAMESPACE=OPERATOR_NAMESPACE
+    )
+    pods = _operator_pods(real_node_clients)
+    logs, events = found["logs"], found["events"]
+    assert logs["success"] is True, logs
+    assert logs["data"]["pod"] in pods and logs["data"]["namespace"] == OPERATOR_NAMESPACE
+    assert logs["data"]["phase"] == "Running"
+    assert '"starting"' in logs["data"]["logs"], logs["data"]["logs"][-2000:]
+    assert events["success"] is True, events
+    assert events["data"]["pod"] == logs["data"]["pod"]
+    reasons = {event["reason"] for event in events["data"]["events"]}
+    assert {"Scheduled", "Started"} <= reasons, reasons
+    default = _ask_mcp_server(real_node_clients, "logs")["logs"]
+    assert default["success"] is False
+    assert default["details"]["searched_namespace"] == "kubeflow, kubeflow-system", default
+    assert "KUBEFLOW_MCP_CONTROLLER_NAMESPACE" in default["details"]["hint"]

@@ -118,12 +118,7 @@ class OperatorMonitoring(constructs.Construct):
                 "kind": "ServiceMonitor",
                 "metadata": {**meta, "labels": {**labels, **props.labels}},
                 "spec": {
-                    "selector": {
-                        "matchLabels": {
-                            "app.kubernetes.io/name": operator.name,
-                            "app.kubernetes.io/component": "operator",
-                        }
-                    },
+                    "selector": {"matchLabels": operator.selector},
                     "namespaceSelector": {"matchNames": [operator.namespace]},
                     "endpoints": [
                         {

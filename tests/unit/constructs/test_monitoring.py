@@ -159,3 +159,17 @@ def test_every_alert_has_a_runbook_section() -> None:
     docs = (ROOT / "docs" / "observability.md").read_text()
     for a in alerts("j", AlertThresholds()):
         assert f"\n### {a.name}\n" in docs, f"docs/observability.md has no runbook for {a.name}"
+
+
+def test_the_monitor_follows_an_operator_found_as_trainer() -> None:
+    """With upstream Trainer's labels on the operator (``found_as_trainer``), the
+    ServiceMonitor selects its metrics Service by those."""
+    app = cdk8s.App()
+    chart = cdk8s.Chart(app, "c")
+    operator = TrainingOperatorProps(image=OPERATOR.image, found_as_trainer=True)
+    OperatorMonitoring(chart, "m", MonitoringProps(), operator)
+    monitor = chart_manifests(chart)[0]
+    assert monitor["spec"]["selector"]["matchLabels"] == {
+        "app.kubernetes.io/name": "trainer",
+        "app.kubernetes.io/component": "manager",
+    }

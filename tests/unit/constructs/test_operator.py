@@ -572,3 +572,40 @@ def test_rejects_a_bad_gang_scheduler_name(config: dict[str, Any], message: str)
     with pytest.raises(ValueError) as caught:
         OperatorConfig(**config)
     assert message in str(caught.value)
+
+
+TRAINER_MANAGER = {"app.kubernetes.io/name": "trainer", "app.kubernetes.io/component": "manager"}
+
+
+def test_found_as_trainer_labels_the_pods_as_trainers_controller_everywhere_they_are_selected() -> (
+    None
+):
+    """The labels tools look for upstream's controller by (the Kubeflow MCP server's
+    ``inspect_controller``: name=trainer with component=manager) select the pods in every
+    object that selects them, so the Deployment still owns them and the Services, budget
+    and network policies still reach them."""
+    objs = synth(found_as_trainer=True, replicas=2)
+    deployment = one(objs, "Deployment")
+    assert deployment["spec"]["selector"] == {"matchLabels": TRAINER_MANAGER}
+    pod_labels = deployment["spec"]["template"]["metadata"]["labels"]
+    assert TRAINER_MANAGER.items() <= pod_labels.items()
+    assert pod_labels["app.kubernetes.io/part-of"] == "kubetrain"
+    assert [s["spec"]["selector"] for s in by_kind(objs, "Service")] == [TRAINER_MANAGER] * 2
+    assert one(objs, "PodDisruptionBudget")["spec"]["selector"] == {"matchLabels": TRAINER_MANAGER}
+    for policy in by_kind(objs, "NetworkPolicy"):
+        assert policy["spec"]["podSelector"] == {"matchLabels": TRAINER_MANAGER}
+    (spread,) = deployment["spec"]["template"]["spec"]["topologySpreadConstraints"]
+    assert spread["labelSelector"] == {"matchLabels": TRAINER_MANAGER}
+    # The names are the operator's own; only the labels are upstream's.
+    assert deployment["metadata"]["name"] == "kubetrain-operator"
+    assert_valid(objs)
+
+
+def test_found_as_trainer_needs_an_operator_that_serves_trainjobs() -> None:
+    config = OperatorConfig(kinds=("PyTorchJob", "MPIJob"))
+    with pytest.raises(ValueError) as raised:
+        TrainingOperatorProps(image=IMAGE, config=config, found_as_trainer=True)
+    assert str(raised.value) == (
+        "found_as_trainer (True) needs an operator that serves TrainJobs, as Trainer's "
+        "controller does; config.kinds is PyTorchJob, MPIJob"
+    )
