@@ -136,29 +136,28 @@ $(KUBETRAIN_CDK8S_CLI):
 cdk8s-cli: $(KUBETRAIN_CDK8S_CLI)
 TEST_PREREQS += cdk8s-cli
 
-# Kubeflow's Python SDKs (v1 kubeflow-training, v2 kubeflow), unmodified, in their own
-# virtualenv: they pin an older kubernetes client than the operator's (tests/sdk/).
+# A client that pins other versions than the operator's venv has, in a virtualenv of its
+# own: $(1) its directory, $(2) its requirements file.
+define client_venv
+$(1)/.done: $(2) | $$(UV)
+	@test -x $(1)/bin/python || $$(UV) venv --quiet --seed --python $$(PYTHON_PATH) $(1)
+	$$(UV) pip install --quiet --python $(1)/bin/python -r $(2)
+	@touch $$@
+endef
+
+# Kubeflow's Python SDKs (v1 kubeflow-training, v2 kubeflow), unmodified: they pin an older
+# kubernetes client than the operator's (tests/sdk/).
 SDK_VENV := .venv-sdk
 export KUBETRAIN_SDK_PYTHON := $(CURDIR)/$(SDK_VENV)/bin/python
-
-$(SDK_VENV)/.done: tests/sdk/requirements.txt | $(UV)
-	@test -x $(SDK_VENV)/bin/python || $(UV) venv --quiet --seed --python $(PYTHON_PATH) $(SDK_VENV)
-	$(UV) pip install --quiet --python $(SDK_VENV)/bin/python -r tests/sdk/requirements.txt
-	@touch $@
-
+$(eval $(call client_venv,$(SDK_VENV),tests/sdk/requirements.txt))
 sdk-venv: $(SDK_VENV)/.done
 TEST_PREREQS += sdk-venv
 
 # The Kubeflow MCP server (kubeflow-mcp, the client AI agents use for TrainJobs),
-# unmodified, in its own virtualenv: it pins an older Kubeflow SDK than tests/sdk/ does.
+# unmodified: it pins an older Kubeflow SDK than tests/sdk/ does (tests/mcp/).
 MCP_VENV := .venv-mcp
 export KUBETRAIN_MCP_PYTHON := $(CURDIR)/$(MCP_VENV)/bin/python
-
-$(MCP_VENV)/.done: tests/mcp/requirements.txt | $(UV)
-	@test -x $(MCP_VENV)/bin/python || $(UV) venv --quiet --seed --python $(PYTHON_PATH) $(MCP_VENV)
-	$(UV) pip install --quiet --python $(MCP_VENV)/bin/python -r tests/mcp/requirements.txt
-	@touch $@
-
+$(eval $(call client_venv,$(MCP_VENV),tests/mcp/requirements.txt))
 mcp-venv: $(MCP_VENV)/.done
 TEST_PREREQS += mcp-venv
 

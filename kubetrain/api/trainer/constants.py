@@ -41,35 +41,22 @@ MANAGED_BY_VALUES = (keys.MANAGED_BY_TRAINER, keys.MANAGED_BY_MULTIKUEUE)
 
 #: Environment variables the ML policies inject into the ``node`` container, which a
 #: TrainJob's ``spec.trainer.env`` may not set (upstream v2.3.0's reserved names: torchrun's,
-#: OpenMPI's, the DMLC tracker's; :mod:`kubetrain.api.env_names` states them). The API layer
-#: lists them because its rules and the CRD refuse them; each policy module
-#: (:mod:`kubetrain.frameworks.registry`) injects its own and declares them reserved.
-PET_NNODES = E.PET_NNODES
-PET_NPROC_PER_NODE = E.PET_NPROC_PER_NODE
-PET_NODE_RANK = E.PET_NODE_RANK
-PET_MASTER_ADDR = E.PET_MASTER_ADDR
-PET_MASTER_PORT = E.PET_MASTER_PORT
-OMPI_HOSTFILE = E.OMPI_HOSTFILE
-OMPI_RSH_ARGS = E.OMPI_RSH_ARGS
-OMPI_KEEP_FQDN_HOSTNAMES = E.OMPI_KEEP_FQDN_HOSTNAMES
-OMPI_SET_DEFAULT_SLOTS = E.OMPI_SET_DEFAULT_SLOTS
-DMLC_TRACKER_URI = E.DMLC_TRACKER_URI
-DMLC_TRACKER_PORT = E.DMLC_TRACKER_PORT
-DMLC_TASK_ID = E.DMLC_TASK_ID
-DMLC_NUM_WORKER = E.DMLC_NUM_WORKER
-#: Every reserved name, in upstream's order (the CRD's rule lists them so).
+#: OpenMPI's, the DMLC tracker's; :mod:`kubetrain.api.env_names` states them), in upstream's
+#: order (the CRD's rule lists them so). The API layer lists them because its rules and the
+#: CRD refuse them; each policy module (:mod:`kubetrain.frameworks.registry`) injects its
+#: own and declares them reserved.
 ALL_RESERVED_ENV: tuple[str, ...] = (
-    PET_NNODES,
-    PET_NPROC_PER_NODE,
-    PET_NODE_RANK,
-    PET_MASTER_ADDR,
-    PET_MASTER_PORT,
-    OMPI_HOSTFILE,
-    OMPI_RSH_ARGS,
-    OMPI_KEEP_FQDN_HOSTNAMES,
-    OMPI_SET_DEFAULT_SLOTS,
-    DMLC_TRACKER_URI,
-    DMLC_TRACKER_PORT,
-    DMLC_TASK_ID,
-    DMLC_NUM_WORKER,
+    E.PET_NNODES,
+    E.PET_NPROC_PER_NODE,
+    E.PET_NODE_RANK,
+    E.PET_MASTER_ADDR,
+    E.PET_MASTER_PORT,
+    E.OMPI_HOSTFILE,
+    E.OMPI_RSH_ARGS,
+    E.OMPI_KEEP_FQDN_HOSTNAMES,
+    E.OMPI_SET_DEFAULT_SLOTS,
+    E.DMLC_TRACKER_URI,
+    E.DMLC_TRACKER_PORT,
+    E.DMLC_TASK_ID,
+    E.DMLC_NUM_WORKER,
 )
