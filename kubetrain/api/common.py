@@ -157,11 +157,15 @@ class ReplicaStatus(KubeModel):
         description="Pods of this type the operator deleted and recreated after a failure "
         "(kubetrain; counted against runPolicy.backoffLimit).",
     )
+    infrastructure_restarts: NonNegInt32 | None = Field(
+        default=None,
+        description="Pods of this type recreated after an eviction, preemption or lost "
+        "node (kubetrain; not counted against backoffLimit).",
+    )
     counted_failures: Annotated[list[StrictStr], ListType("atomic")] | None = Field(
         default=None,
-        description="uids of failed pods of this type already counted in restarts whose "
-        "deletion is still pending (kubetrain; an operator that restarts mid-way does not "
-        "count them again).",
+        description="uids of failed pods of this type counted, whose deletion is pending "
+        "(kubetrain; an operator that restarts mid-way does not count them again).",
     )
 
 
@@ -175,6 +179,10 @@ class GangRestartStatus(KubeModel):
         default=None,
         max_length=64,
         description="uid of the failed pod that started the current attempt (counted once).",
+    )
+    infrastructure: NonNegInt32 | None = Field(
+        default=None,
+        description="Attempts an infrastructure failure started.",
     )
 
 

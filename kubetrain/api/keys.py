@@ -49,6 +49,12 @@ RESTART_SCOPES = ("Pod", "Gang")
 #: Replica pod-template annotation: how many times the operator may recreate this replica
 #: type's pods after failures (alongside the job-wide ``runPolicy.backoffLimit``).
 MAX_RESTARTS_ANNOTATION = f"{KUBETRAIN_PREFIX}/max-restarts"
+#: Job annotation: how many pods (or gang restarts) the operator may recreate after
+#: infrastructure failures (eviction, preemption, a lost node, ``DisruptionTarget``), which
+#: never count against ``runPolicy.backoffLimit``; a budget of their own, so a job on a
+#: flapping cluster cannot restart forever either.
+INFRASTRUCTURE_RESTART_LIMIT_ANNOTATION = f"{KUBETRAIN_PREFIX}/infrastructure-restart-limit"
+DEFAULT_INFRASTRUCTURE_RESTART_LIMIT = 10
 #: Pod label: the gang attempt a pod belongs to (under restart scope Gang).
 ATTEMPT_LABEL = f"{KUBETRAIN_PREFIX}/attempt"
 #: Environment variable: the gang attempt, for the training program.
@@ -170,6 +176,9 @@ INVALID_SPEC = "InvalidSpec"
 """The job's content is invalid (the typed API or the API server rejected it)."""
 BACKOFF_LIMIT_EXCEEDED = "BackoffLimitExceeded"
 """A failure needed a restart and ``runPolicy.backoffLimit`` restarts were used up."""
+INFRASTRUCTURE_RESTART_LIMIT_EXCEEDED = "InfrastructureRestartLimitExceeded"
+"""kubetrain: an infrastructure failure needed a restart and the job's
+``kubetrain.dev/infrastructure-restart-limit`` restarts were used up."""
 DEADLINE_EXCEEDED = "DeadlineExceeded"
 """``runPolicy.activeDeadlineSeconds`` passed since ``status.startTime``."""
 STARTUP_TIMEOUT = "StartupTimeout"

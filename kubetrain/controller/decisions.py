@@ -29,6 +29,11 @@ from kubetrain.controller.model import Outcome
 NAMED_IN_STATUS = {"Secret": "ssh_auth_secret_name"}
 
 
+#: A Decision's metric event for a restart after an infrastructure failure:
+#: ``infrastructure/<the pod's reason>`` (the others: ``created``, ``restarted``).
+INFRASTRUCTURE_METRIC = "infrastructure/"
+
+
 @dataclass(frozen=True)
 class ChildRef:
     """A child to delete, with the uid it must still have (a precondition)."""
@@ -90,7 +95,7 @@ class Decision:
 
     conditions: list[ConditionChange] = field(default_factory=list)
     events: list[Event] = field(default_factory=list)
-    #: Metric events: created, succeeded, failed, restarted.
+    #: Metric events: created, succeeded, failed, restarted, infrastructure/<cause>.
     metrics: list[str] = field(default_factory=list)
     delete: list[ChildRef] = field(default_factory=list)
     #: Typed status fields to set (``start_time``, ``replica_statuses``, ...).
@@ -143,7 +148,7 @@ class Plan:
     delete_job: bool = False
     seen_restart_counts: dict[str, int] = field(default_factory=dict)
     seen_scale: dict[str, int] = field(default_factory=dict)
-    #: Metric events: created, succeeded, failed, restarted.
+    #: Metric events: created, succeeded, failed, restarted, infrastructure/<cause>.
     metrics: list[str] = field(default_factory=list)
     #: Children (kind, name) the startup gate waits for: events about them wake the job.
     awaiting: frozenset[tuple[str, str]] = frozenset()

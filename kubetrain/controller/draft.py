@@ -37,13 +37,17 @@ from kubetrain.controller.policies import finish
 
 
 def with_restarts(
-    statuses: Mapping[str, ReplicaStatus], restarts: Mapping[str, int]
+    statuses: Mapping[str, ReplicaStatus],
+    restarts: Mapping[str, int],
+    infrastructure: Mapping[str, int] | None = None,
 ) -> dict[str, ReplicaStatus]:
-    """Replica statuses carrying the persisted restart counts."""
+    """Replica statuses carrying the persisted restart counts (the program's failures, and
+    the infrastructure's)."""
     out = dict(statuses)
-    for rtype, count in restarts.items():
-        if count and rtype in out:
-            out[rtype] = out[rtype].model_copy(update={"restarts": count})
+    for field, counts in (("restarts", restarts), ("infrastructure_restarts", infrastructure)):
+        for rtype, count in (counts or {}).items():
+            if count and rtype in out:
+                out[rtype] = out[rtype].model_copy(update={field: count})
     return out
 
 
@@ -116,7 +120,13 @@ class Draft:
             for rtype, st in (self.current.replica_statuses or {}).items()
             if st.restarts
         }
-        #: Failed pods already counted in ``restarts``, by replica type (see restart.py).
+        self.persisted_infrastructure: dict[str, int] = {
+            rtype: st.infrastructure_restarts
+            for rtype, st in (self.current.replica_statuses or {}).items()
+            if st.infrastructure_restarts
+        }
+        #: Failed pods already counted in ``restarts`` or ``infrastructureRestarts``, by
+        #: replica type (see restart.py).
         self.persisted_counted: dict[str, frozenset[str]] = {
             rtype: frozenset(st.counted_failures)
             for rtype, st in (self.current.replica_statuses or {}).items()
@@ -129,7 +139,9 @@ class Draft:
         self.creating: tuple[int, int] | None = None
         if self.job is not None and not self.finished:
             counted = self.plugin.status(self.job, self.observed).replica_statuses or {}
-            self.replica_statuses = with_restarts(counted, self.persisted_restarts)
+            self.replica_statuses = with_restarts(
+                counted, self.persisted_restarts, self.persisted_infrastructure
+            )
 
     # -- what the policies read ----------------------------------------------------------
 

@@ -22,6 +22,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from kubetrain import __version__
 from kubetrain.api import keys as K
+from kubetrain.controller.decisions import INFRASTRUCTURE_METRIC
 from kubetrain.controller.errors import ErrorClass
 
 #: What a job is doing, in one word (``kubetrain_jobs{state}``): ``pending`` (created, not
@@ -109,7 +110,17 @@ CATALOGUE: tuple[MetricDoc, ...] = (
         "kind namespace",
         "How often do jobs restart?",
         "Restarts: pods the operator recreated after a failure, and container restarts in "
-        "place (both count against backoffLimit).",
+        "place (the program's count against backoffLimit; the infrastructure's are also "
+        "counted by cause in kubetrain_jobs_infrastructure_restarts_total).",
+    ),
+    _doc(
+        "kubetrain_jobs_infrastructure_restarts_total",
+        "counter",
+        "kind namespace cause",
+        "Is the cluster failing the jobs?",
+        "Restarts after an infrastructure failure (an eviction, a preemption, a lost node, "
+        "DisruptionTarget), by the pod's reason; counted against the job's "
+        f"{K.INFRASTRUCTURE_RESTART_LIMIT_ANNOTATION}, never backoffLimit.",
     ),
     _doc(
         "kubetrain_gpus_requested",
@@ -230,6 +241,7 @@ class Metrics:
         self.jobs_succeeded = counter("kubetrain_jobs_succeeded_total")
         self.jobs_failed = counter("kubetrain_jobs_failed_total")
         self.jobs_restarted = counter("kubetrain_jobs_restarted_total")
+        self.infrastructure_restarts = counter("kubetrain_jobs_infrastructure_restarts_total")
         self.time_to_running = histogram("kubetrain_job_time_to_running_seconds", _SECONDS)
         self.job_duration = histogram("kubetrain_job_duration_seconds", _LONG_SECONDS)
         self.reconcile_duration = histogram(
@@ -262,7 +274,12 @@ class Metrics:
                 self.reconcile_errors.labels(kind=kind, error=error.value)
 
     def count(self, event: str, kind: str, namespace: str) -> None:
-        """Count a job lifecycle event: created or restarted."""
+        """Count a job lifecycle event: created, restarted, or ``infrastructure/<cause>``
+        (a restart after an infrastructure failure; also counted as restarted)."""
+        if event.startswith(INFRASTRUCTURE_METRIC):
+            cause = event.removeprefix(INFRASTRUCTURE_METRIC) or "Unknown"
+            self.infrastructure_restarts.labels(kind=kind, namespace=namespace, cause=cause).inc()
+            event = "restarted"
         counter = {"created": self.jobs_created, "restarted": self.jobs_restarted}[event]
         counter.labels(kind=kind, namespace=namespace).inc()
 

@@ -173,6 +173,9 @@ class Recreate:
     used: int = 0
     #: The limit it counts against (None: no limit).
     limit: int | None = None
+    #: An infrastructure failure (evicted, preempted, node lost): ``used`` and ``limit``
+    #: are then the job's infrastructure restarts, and backoffLimit is untouched.
+    infrastructure: bool = False
 
 
 @dataclass(frozen=True)
@@ -204,6 +207,8 @@ class RestartVerdict:
     failure: Outcome | None = None
     #: Restarts per replica type the operator has made (the persisted counter).
     restarts: Mapping[str, int] = field(default_factory=dict)
+    #: Recreations after infrastructure failures per replica type (persisted apart).
+    infrastructure: Mapping[str, int] = field(default_factory=dict)
     #: Restarts used against backoffLimit (recreations + in-place restarts).
     used: int = 0
     #: The in-place restarts within the limit not seen before, one per restart, in order.

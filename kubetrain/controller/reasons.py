@@ -23,15 +23,18 @@ from kubetrain.api.keys import (
 from kubetrain.api.keys import (
     DEADLINE_EXCEEDED as DEADLINE_EXCEEDED,
 )
+
+# The reason strings live with the other wire keys; the operator's code reads them here.
+from kubetrain.api.keys import INFRASTRUCTURE_RESTART_LIMIT_ANNOTATION, MAX_RESTARTS_ANNOTATION
+from kubetrain.api.keys import (
+    INFRASTRUCTURE_RESTART_LIMIT_EXCEEDED as INFRASTRUCTURE_RESTART_LIMIT_EXCEEDED,
+)
 from kubetrain.api.keys import (
     INVALID_SPEC as INVALID_SPEC,
 )
 from kubetrain.api.keys import (
     MANAGED_ELSEWHERE as MANAGED_ELSEWHERE,
 )
-
-# The reason strings live with the other wire keys; the operator's code reads them here.
-from kubetrain.api.keys import MAX_RESTARTS_ANNOTATION
 from kubetrain.api.keys import (
     RUNTIME_NOT_FOUND as RUNTIME_NOT_FOUND,
 )
@@ -163,6 +166,29 @@ def restarting(
     )
 
 
+def infrastructure_restarting(
+    kind: str, name: str, replica_type: str, pod: str, cause: str, used: int, limit: int
+) -> str:
+    return (
+        f"{_replica_failed(kind, name, replica_type, 'is restarting')}: pod {pod} is "
+        f"recreated after an infrastructure failure ({cause}); infrastructure restarts "
+        f"used: {used} of {limit}, backoffLimit untouched."
+    )
+
+
+def infrastructure_restarts_exceeded(
+    kind: str, name: str, replica_type: str, pod: str, cause: str, limit: int
+) -> str:
+    failed = (
+        _replica_failed(kind, name, replica_type) if replica_type else f"{kind} {name} is failed"
+    )
+    return (
+        f"{failed} and its infrastructure restarts ({INFRASTRUCTURE_RESTART_LIMIT_ANNOTATION} "
+        f"{limit}) are used up: pod {pod} failed ({cause}), an infrastructure failure. "
+        "Raise the annotation if the cluster fails this often."
+    )
+
+
 def restarted_in_place(
     kind: str, name: str, replica_type: str, pod: str, cause: str, used: int, limit: int | None
 ) -> str:
@@ -224,13 +250,24 @@ GANG_RESTART = "GangRestart"
 
 
 def gang_restarting(
-    kind: str, name: str, pod: str, cause: str, attempt: int, limit: int | None
+    kind: str, name: str, pod: str, cause: str, attempt: int, used: int, limit: int | None
 ) -> str:
-    budget = f"{attempt} of {limit}" if limit is not None else f"{attempt} (no limit)"
+    budget = f"{used} of {limit}" if limit is not None else f"{used} (no limit)"
     return (
         f"{kind} {name} is restarting as a gang: pod {pod} failed ({cause}), so every pod "
         f"is deleted and the gang starts again as attempt {attempt}; gang restarts used: "
         f"{budget}."
+    )
+
+
+def gang_infrastructure_restarting(
+    kind: str, name: str, pod: str, cause: str, attempt: int, used: int, limit: int
+) -> str:
+    return (
+        f"{kind} {name} is restarting as a gang: pod {pod} failed ({cause}), an "
+        f"infrastructure failure, so every pod is deleted and the gang starts again as "
+        f"attempt {attempt}; infrastructure restarts used: {used} of {limit}, the gang's "
+        "restart limit untouched."
     )
 
 

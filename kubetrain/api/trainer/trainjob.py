@@ -385,9 +385,8 @@ class TrainJobStatus(KubeModel):
     )
     restarts: NonNegInt32 | None = Field(
         default=None,
-        description="kubetrain: restarts counted against backoffLimit, as the Job "
-        "controller counts them: pods recreated after a failure, and the in-place container "
-        "restarts of the pods there now.",
+        description="kubetrain: restarts counted against backoffLimit as the Job controller "
+        "counts them: pods recreated, and in-place restarts of the pods there now.",
     )
     start_time: Time | None = Field(
         default=None,

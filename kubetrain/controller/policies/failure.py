@@ -15,10 +15,13 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from kubetrain.api import keys as K
+from kubetrain.api.common import ConditionType
 from kubetrain.controller import reasons as R
 from kubetrain.controller.decisions import Decision, Event
+from kubetrain.controller.model import Outcome
 from kubetrain.controller.policies.batch_restart import evaluate_jobs
-from kubetrain.controller.policies.restart import evaluate, replica_limits
+from kubetrain.controller.policies.restart import evaluate, infrastructure_limit, replica_limits
 
 if TYPE_CHECKING:
     from kubetrain.controller.draft import Draft
@@ -48,12 +51,21 @@ def decide(draft: Draft) -> Decision:
             job_name=draft.name,
         )
     else:
+        infra_limit, invalid = infrastructure_limit(job)
+        if invalid is not None:
+            message = R.invalid(
+                f"metadata.annotations[{K.INFRASTRUCTURE_RESTART_LIMIT_ANNOTATION}]: "
+                f'{invalid!r}: expected a whole number of restarts, e.g. "10"'
+            )
+            return Decision(outcome=Outcome(ConditionType.FAILED, K.INVALID_SPEC, message))
         verdict = evaluate(
             draft.kind,
             plugin.replicas(job),
             draft.observed,
             backoff_limit=_limit(draft),
             restarts=draft.persisted_restarts,
+            infrastructure=draft.persisted_infrastructure,
+            infrastructure_limit=infra_limit,
             counted=draft.persisted_counted,
             seen_restart_counts=ctx.seen_restart_counts,
             tolerates_failure=lambda r: plugin.tolerates_failure(job, r),
@@ -86,9 +98,13 @@ def decide(draft: Draft) -> Decision:
             )
         )
     replica_statuses = dict(draft.replica_statuses)
-    for rtype, count in verdict.restarts.items():
-        if count and rtype in replica_statuses:
-            replica_statuses[rtype] = replica_statuses[rtype].model_copy(update={"restarts": count})
+    for field, counts in (
+        ("restarts", verdict.restarts),
+        ("infrastructure_restarts", verdict.infrastructure),
+    ):
+        for rtype, count in counts.items():
+            if count and rtype in replica_statuses:
+                replica_statuses[rtype] = replica_statuses[rtype].model_copy(update={field: count})
     for rtype, uids in verdict.counted.items():
         if uids and rtype in replica_statuses:
             replica_statuses[rtype] = replica_statuses[rtype].model_copy(

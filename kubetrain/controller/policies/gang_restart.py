@@ -20,7 +20,11 @@ attempt fails:
    with a fresh rendezvous.
 
 Each gang restart counts once against the limit; a failure the replica's restart policy
-does not retry (``Never``, an ``ExitCode`` verdict 1-127) fails the job as before.
+does not retry (``Never``, an ``ExitCode`` verdict 1-127) fails the job as before. An
+infrastructure failure (evicted, preempted, node lost, ``DisruptionTarget``) restarts the
+gang whatever the policy and counts against the job's infrastructure budget instead
+(``kubetrain.dev/infrastructure-restart-limit``; ``status.gangRestart.infrastructure``
+holds how many attempts it started), as in ``policies/restart``.
 """
 
 from __future__ import annotations
@@ -34,10 +38,17 @@ from kubetrain.api.common import ConditionStatus, ConditionType, GangRestartStat
 from kubetrain.api.trainer.resolve import ResolvedTrainJob
 from kubetrain.controller import podstate
 from kubetrain.controller import reasons as R
-from kubetrain.controller.decisions import ChildRef, ConditionChange, Decision, Event, ref
+from kubetrain.controller.decisions import (
+    INFRASTRUCTURE_METRIC,
+    ChildRef,
+    ConditionChange,
+    Decision,
+    Event,
+    ref,
+)
 from kubetrain.controller.model import Outcome
 from kubetrain.controller.ownership import owned_by_batch_job
-from kubetrain.controller.policies.restart import retryable
+from kubetrain.controller.policies.restart import infrastructure_limit, retryable
 
 if TYPE_CHECKING:
     from kubetrain.api.common import JobBase
@@ -112,9 +123,17 @@ def decide(draft: Draft) -> Decision | None:
         return Decision(outcome=Outcome(ConditionType.FAILED, K.INVALID_SPEC, message))
     if not gang:
         return None
+    infra_limit, invalid = infrastructure_limit(job)
+    if invalid is not None:
+        message = R.invalid(
+            f"metadata.annotations[{K.INFRASTRUCTURE_RESTART_LIMIT_ANNOTATION}]: {invalid!r}: "
+            'expected a whole number of restarts, e.g. "10"'
+        )
+        return Decision(outcome=Outcome(ConditionType.FAILED, K.INVALID_SPEC, message))
     state = draft.current.gang_restart or GangRestartStatus(attempt=0)
     attempt = state.attempt
     limit = limit_of(job)
+    infra_used = state.infrastructure or 0
     observed = draft.observed
     replicas = {r.pod_name: r for r in draft.plugin.replicas(job)}
     for name, pod in sorted(observed.pods.items()):
@@ -125,8 +144,8 @@ def decide(draft: Draft) -> Decision | None:
         if uid == state.trigger:
             continue
         cause = podstate.failure(pod, replica.main_container)
-        if not retryable(replica.restart_policy, cause):
-            verb = R.Verb.EVICTED if podstate.is_disruption(cause) else R.Verb.FAILED
+        infrastructure = podstate.is_disruption(cause)
+        if not infrastructure and not retryable(replica.restart_policy, cause):
             message = R.pod_failed(
                 draft.kind,
                 draft.name,
@@ -138,30 +157,48 @@ def decide(draft: Draft) -> Decision | None:
             return Decision(
                 outcome=Outcome(
                     ConditionType.FAILED,
-                    R.lifecycle(draft.kind, verb),
+                    R.lifecycle(draft.kind, R.Verb.FAILED),
                     message,
                     replica_type=replica.replica_type,
                 )
             )
-        if limit is not None and attempt + 1 > limit:
+        program_used = attempt - infra_used  # the gang restarts the program's failures made
+        if infrastructure and infra_used + 1 > infra_limit:
+            message = R.infrastructure_restarts_exceeded(
+                draft.kind, draft.name, replica.replica_type, name, cause.describe(), infra_limit
+            )
+            reason = K.INFRASTRUCTURE_RESTART_LIMIT_EXCEEDED
+        elif not infrastructure and limit is not None and program_used + 1 > limit:
             message = R.gang_restarts_exceeded(
                 draft.kind, draft.name, name, cause.describe(), limit
             )
+            reason = K.BACKOFF_LIMIT_EXCEEDED
+        else:
+            message, reason = "", ""
+        if message:
             return Decision(
                 outcome=Outcome(
-                    ConditionType.FAILED,
-                    K.BACKOFF_LIMIT_EXCEEDED,
-                    message,
-                    replica_type=replica.replica_type,
+                    ConditionType.FAILED, reason, message, replica_type=replica.replica_type
                 )
             )
-        text = R.gang_restarting(draft.kind, draft.name, name, cause.describe(), attempt + 1, limit)
+        if infrastructure:
+            infra_used += 1
+            text = R.gang_infrastructure_restarting(
+                draft.kind, draft.name, name, cause.describe(), attempt + 1, infra_used, infra_limit
+            )
+        else:
+            text = R.gang_restarting(
+                draft.kind, draft.name, name, cause.describe(), attempt + 1, program_used + 1, limit
+            )
+        next_state = GangRestartStatus(
+            attempt=attempt + 1, trigger=uid, infrastructure=infra_used or None
+        )
         return Decision(
-            status={"gang_restart": GangRestartStatus(attempt=attempt + 1, trigger=uid)},
+            status={"gang_restart": next_state},
             delete=_older_than(attempt + 1, draft),
             conditions=[_restarting(draft, text)],
             events=[Event("Warning", R.GANG_RESTART, text, key=f"gang-restart/{uid}")],
-            metrics=["restarted"],
+            metrics=[f"{INFRASTRUCTURE_METRIC}{cause.reason}" if infrastructure else "restarted"],
             final=True,
             requeue_after=POLL_SECONDS,
         )

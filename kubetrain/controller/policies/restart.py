@@ -10,6 +10,15 @@ Per replica ``restartPolicy``:
 - ``OnFailure`` / ``Always``: the kubelet restarts containers in place; a pod that fails
   as a whole (evicted, node lost) is deleted and recreated.
 
+An infrastructure failure is not the program's: a pod evicted (a drain, the Eviction API,
+the kubelet's node-pressure eviction), preempted, lost with its node, or marked
+``DisruptionTarget`` is recreated whatever its restartPolicy (``Never`` included, as
+batch/v1's ``podFailurePolicy`` ``Ignore`` on ``DisruptionTarget`` does for Jobs), counted
+in ``replicaStatuses[*].infrastructureRestarts`` against the job's own budget
+(``kubetrain.dev/infrastructure-restart-limit``, default 10), never against
+``backoffLimit`` or ``kubetrain.dev/max-restarts``; past the budget the job fails
+(``InfrastructureRestartLimitExceeded``), so a flapping cluster cannot restart it forever.
+
 ``runPolicy.backoffLimit`` is the number of restarts the job may use, counting both
 the pods the operator recreated (kept in ``replicaStatuses[*].restarts``, so they survive
 pod deletion) and the in-place container restarts of the current pods. A failure that
@@ -44,7 +53,13 @@ from kubetrain.api import keys as K
 from kubetrain.api.common import ConditionStatus, ConditionType, RestartPolicy
 from kubetrain.controller import podstate
 from kubetrain.controller import reasons as R
-from kubetrain.controller.decisions import ConditionChange, Decision, Event, ref
+from kubetrain.controller.decisions import (
+    INFRASTRUCTURE_METRIC,
+    ConditionChange,
+    Decision,
+    Event,
+    ref,
+)
 from kubetrain.controller.model import (
     InPlaceRestart,
     Observed,
@@ -71,6 +86,17 @@ def retryable(policy: RestartPolicy, cause: Termination) -> bool:
     return True
 
 
+def infrastructure_limit(job: JobBase) -> tuple[int, str | None]:
+    """(the infrastructure restarts the job may use, the annotation's value when it is not
+    a whole number: then the default applies and the job is refused as invalid)."""
+    value = (job.metadata.annotations or {}).get(K.INFRASTRUCTURE_RESTART_LIMIT_ANNOTATION)
+    if value is None:
+        return K.DEFAULT_INFRASTRUCTURE_RESTART_LIMIT, None
+    if isinstance(value, str) and value.isdigit():
+        return int(value), None
+    return K.DEFAULT_INFRASTRUCTURE_RESTART_LIMIT, str(value)
+
+
 def evaluate(
     kind: str,
     replicas: Sequence[Replica],
@@ -78,6 +104,8 @@ def evaluate(
     *,
     backoff_limit: int | None,
     restarts: Mapping[str, int],
+    infrastructure: Mapping[str, int] | None = None,
+    infrastructure_limit: int = K.DEFAULT_INFRASTRUCTURE_RESTART_LIMIT,
     counted: Mapping[str, frozenset[str]] | None = None,
     seen_restart_counts: Mapping[str, int] | None = None,
     tolerates_failure: Callable[[Replica], bool] = lambda r: False,
@@ -87,7 +115,8 @@ def evaluate(
 ) -> RestartVerdict:
     """Decide, for every failed pod, between recreating it and failing the job.
 
-    ``restarts`` are the persisted recreation counts per replica type; ``counted`` the
+    ``restarts`` are the persisted recreation counts per replica type (``infrastructure``
+    those after infrastructure failures, against ``infrastructure_limit``); ``counted`` the
     persisted uids, per replica type, of failed pods already counted whose deletion is
     pending (or not visible yet); ``seen_restart_counts`` the in-place restart counts by
     pod uid at the last look. ``batch_job`` counts as the Job controller does instead
@@ -96,6 +125,8 @@ def evaluate(
     restart that brings the in-place count to the limit (to 1 with a limit of 0) ends it.
     """
     made = dict(restarts)
+    infra = dict(infrastructure or {})
+    infra_used = sum(infra.values())
     counted = counted or {}
     # A counted uid is kept while its pod is still there; once the pod is gone (deleted,
     # or recreated under a new uid) its failure is part of ``restarts`` only.
@@ -151,11 +182,42 @@ def evaluate(
             still_counted.setdefault(replica.replica_type, set()).add(uid)
             recreate.append(Recreate(replica, uid, cause, counted_now=False))
             continue
+        if not batch_job and podstate.is_disruption(cause):
+            if infra_used + 1 > infrastructure_limit:
+                failure = Outcome(
+                    ConditionType.FAILED,
+                    R.INFRASTRUCTURE_RESTART_LIMIT_EXCEEDED,
+                    R.infrastructure_restarts_exceeded(
+                        kind,
+                        job_name,
+                        replica.replica_type,
+                        replica.pod_name,
+                        cause.describe(),
+                        infrastructure_limit,
+                    ),
+                    replica_type=replica.replica_type,
+                )
+                break
+            infra_used += 1
+            infra[replica.replica_type] = infra.get(replica.replica_type, 0) + 1
+            still_counted.setdefault(replica.replica_type, set()).add(uid)
+            recreate.append(
+                Recreate(
+                    replica,
+                    uid,
+                    cause,
+                    counted_now=True,
+                    used=infra_used,
+                    limit=infrastructure_limit,
+                    infrastructure=True,
+                )
+            )
+            continue
         if not (batch_job or retryable(replica.restart_policy, cause)):
-            verb = R.Verb.EVICTED if podstate.is_disruption(cause) else R.Verb.FAILED
+            # The program's own failure (an infrastructure failure is recreated above).
             failure = Outcome(
                 ConditionType.FAILED,
-                R.lifecycle(kind, verb),
+                R.lifecycle(kind, R.Verb.FAILED),
                 R.pod_failed(
                     kind,
                     job_name,
@@ -217,6 +279,7 @@ def evaluate(
         return RestartVerdict(
             failure=failure,
             restarts=dict(restarts),
+            infrastructure=dict(infrastructure or {}),
             used=used,
             in_place=tuple(in_place),
             restart_counts=looked,
@@ -224,6 +287,7 @@ def evaluate(
     return RestartVerdict(
         recreate=tuple(recreate),
         restarts=made,
+        infrastructure=infra,
         used=used,
         in_place=tuple(in_place),
         counted={rtype: frozenset(uids) for rtype, uids in still_counted.items()},
@@ -284,40 +348,50 @@ def decide_recreate(draft: Draft) -> Decision | None:
     for item in verdict.recreate:
         decision.delete.append(ref("Pod", draft.observed.pods[item.replica.pod_name]))
         if item.counted_now:
-            decision.metrics.append("restarted")
+            decision.metrics.append(_metric(item))
             decision.events.append(
                 Event(
                     "Warning",
                     item.cause.reason or R.lifecycle(draft.kind, R.Verb.RESTARTING),
-                    R.restarting(
-                        draft.kind,
-                        draft.name,
-                        item.replica.replica_type,
-                        item.replica.pod_name,
-                        item.cause.describe(),
-                        item.used,
-                        item.limit,
-                    ),
+                    _recreated(draft, item),
                     key=f"recreate/{item.uid}",
                 )
             )
     if verdict.recreate:
         first = verdict.recreate[0]
+        # The job's count of the first one's kind (backoffLimit's counts in-place ones too).
+        used = first.used if first.infrastructure else verdict.used
         decision.conditions.append(
             ConditionChange(
                 ConditionType.RESTARTING,
                 ConditionStatus.TRUE,
                 R.lifecycle(draft.kind, R.Verb.RESTARTING),
-                R.restarting(
-                    draft.kind,
-                    draft.name,
-                    first.replica.replica_type,
-                    first.replica.pod_name,
-                    first.cause.describe(),
-                    verdict.used,
-                    first.limit,
-                ),
+                _recreated(draft, dataclasses.replace(first, used=used)),
                 event=None,
             )
         )
     return decision
+
+
+def _metric(item: Recreate) -> str:
+    """The metric event of a counted recreation."""
+    return f"{INFRASTRUCTURE_METRIC}{item.cause.reason}" if item.infrastructure else "restarted"
+
+
+def _recreated(draft: Draft, item: Recreate) -> str:
+    """What a recreation says: its budget and whether it was the infrastructure's."""
+    replica, cause = item.replica, item.cause.describe()
+    if item.infrastructure:
+        assert item.limit is not None
+        return R.infrastructure_restarting(
+            draft.kind,
+            draft.name,
+            replica.replica_type,
+            replica.pod_name,
+            cause,
+            item.used,
+            item.limit,
+        )
+    return R.restarting(
+        draft.kind, draft.name, replica.replica_type, replica.pod_name, cause, item.used, item.limit
+    )

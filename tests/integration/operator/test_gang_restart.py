@@ -105,13 +105,15 @@ def test_a_replica_type_stops_at_its_own_restart_limit(
     operator: RunningOperator, jobs: Jobs
 ) -> None:
     job = pytorch_job(
-        "capped", workers=1, restart_policy="OnFailure", run_policy={"backoffLimit": 10}
+        "capped", workers=1, restart_policy="ExitCode", run_policy={"backoffLimit": 10}
     )
     template = job["spec"]["pytorchReplicaSpecs"]["Worker"]["template"]
     template["metadata"] = {"annotations": {K.MAX_RESTARTS_ANNOTATION: "1"}}
     jobs.create(job)
     pods = jobs.wait_running("capped", {"capped-master-0", "capped-worker-0"})
-    jobs.evict("capped-worker-0")
+    # Killed by a signal: retried under ExitCode, and the program's (an eviction would be
+    # the infrastructure's, not counted against max-restarts).
+    jobs.exit("capped-worker-0", 137)
     old = pods["capped-worker-0"]["metadata"]["uid"]
     jobs.wait_pods(
         "capped",
@@ -121,6 +123,6 @@ def test_a_replica_type_stops_at_its_own_restart_limit(
         ),
         what="capped-worker-0 recreated once",
     )
-    jobs.evict("capped-worker-0")
+    jobs.exit("capped-worker-0", 137)
     failed = condition(jobs.wait_condition("PyTorchJob", "capped", "Failed"), "Failed")
     assert failed is not None and "(kubetrain.dev/max-restarts 1) are used up" in failed["message"]

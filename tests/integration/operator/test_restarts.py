@@ -87,10 +87,16 @@ def test_always_policy_restarts_in_place(operator: RunningOperator, jobs: Jobs) 
     assert jobs.state("PyTorchJob", "alw") == "Running"
 
 
-def test_an_evicted_pod_is_recreated_under_on_failure(
+def test_an_evicted_pod_is_recreated_as_an_infrastructure_restart(
     operator: RunningOperator, jobs: Jobs
 ) -> None:
-    jobs.create(pytorch_job("evict", workers=1, restart_policy="OnFailure"))
+    """Under restartPolicy Never and backoffLimit 0, an eviction (the kubelet's report) is
+    not the program's failure: the pod is recreated, counted in infrastructureRestarts
+    against the job's own budget, and the job keeps running (before #45: Failed,
+    PyTorchJobEvicted)."""
+    jobs.create(
+        pytorch_job("evict", workers=1, restart_policy="Never", run_policy={"backoffLimit": 0})
+    )
     pods = jobs.wait_running("evict", {"evict-master-0", "evict-worker-0"})
     first = _uid(pods["evict-worker-0"])
     jobs.evict("evict-worker-0")
@@ -101,8 +107,10 @@ def test_an_evicted_pod_is_recreated_under_on_failure(
     )
     event = jobs.wait_event("evict", "Evicted")
     assert "low on resource" in event["message"]
+    assert "infrastructure restarts used: 1 of 10, backoffLimit untouched" in event["message"]
     job = jobs.wait_condition("PyTorchJob", "evict", "Running")
-    assert job["status"]["replicaStatuses"]["Worker"]["restarts"] == 1
+    worker = job["status"]["replicaStatuses"]["Worker"]
+    assert worker["infrastructureRestarts"] == 1 and "restarts" not in worker, worker
 
 
 def test_backoff_limit_counts_recreated_pods(operator: RunningOperator, jobs: Jobs) -> None:

@@ -269,3 +269,24 @@ def test_the_pod_cache_keeps_only_the_gpu_resources_and_the_pool() -> None:
     }
     cpu_only = trim_pod({"metadata": {"name": "p"}, "spec": {"containers": [{"name": "c"}]}})
     assert cpu_only["spec"] == {}
+
+
+def test_an_eviction_is_counted_as_a_restart_and_by_its_infrastructure_cause() -> None:
+    cluster = MemoryCluster()
+    key = cluster.add_job(pytorch_raw(workers=1, restart_policy="Never"))
+    metrics = Metrics(kinds=("PyTorchJob",))
+    reconciler = Reconciler(cluster, cluster, PLUGINS, clock=Clock(), metrics=metrics)
+    reconciler.reconcile(key)
+    for name in ("job-master-0", "job-worker-0"):
+        cluster.children["Pod"][name] = pod(name)
+    reconciler.reconcile(key)
+    cluster.children["Pod"]["job-worker-0"] = pod(
+        "job-worker-0", "Failed", pod_reason="Evicted", message="low on memory"
+    )
+    reconciler.reconcile(key)
+    assert cluster.state(key) == "Restarting"  # recreated, not Failed under Never
+    labels = {"kind": "PyTorchJob", "namespace": "ns"}
+    registry = metrics.registry
+    infrastructure = "kubetrain_jobs_infrastructure_restarts_total"
+    assert sample(registry, infrastructure, **labels, cause="Evicted") == 1
+    assert sample(registry, "kubetrain_jobs_restarted_total", **labels) == 1

@@ -18,9 +18,17 @@ PLUGINS = build_registry(("PyTorchJob",))
 NAMES = ("job-master-0", "job-worker-0", "job-worker-1")
 
 
-def gang_job(*, attempt: int | None = None, trigger: str | None = None, limit: int = 3) -> Any:
-    raw = pytorch_raw(workers=2, restart_policy="OnFailure", run_policy={"backoffLimit": limit})
-    raw["metadata"]["annotations"] = {K.RESTART_SCOPE_ANNOTATION: "Gang"}
+def gang_job(
+    *,
+    attempt: int | None = None,
+    trigger: str | None = None,
+    limit: int = 3,
+    infrastructure: int | None = None,
+    restart_policy: str = "OnFailure",
+    annotations: dict[str, str] | None = None,
+) -> Any:
+    raw = pytorch_raw(workers=2, restart_policy=restart_policy, run_policy={"backoffLimit": limit})
+    raw["metadata"]["annotations"] = {K.RESTART_SCOPE_ANNOTATION: "Gang", **(annotations or {})}
     raw["status"] = {
         "conditions": [
             {"type": "Created", "status": "True", "reason": "PyTorchJobCreated"},
@@ -32,16 +40,28 @@ def gang_job(*, attempt: int | None = None, trigger: str | None = None, limit: i
         raw["status"]["gangRestart"] = {
             "attempt": attempt,
             **({"trigger": trigger} if trigger else {}),
+            **({"infrastructure": infrastructure} if infrastructure else {}),
         }
     return raw
 
 
-def gang_pods(attempt: int, *, failed: str | None = None, deleting: bool = False) -> Observed:
+def gang_pods(
+    attempt: int, *, failed: str | None = None, evicted: str | None = None, deleting: bool = False
+) -> Observed:
     pods = {}
     for name in NAMES:
         labels = {K.ATTEMPT_LABEL: str(attempt)}
         uid = f"{name}-a{attempt}"
-        if name == failed:
+        if name == evicted:
+            pods[name] = pod(
+                name,
+                "Failed",
+                pod_reason="Evicted",
+                message="low on memory",
+                labels=labels,
+                uid=uid,
+            )
+        elif name == failed:
             pods[name] = pod(
                 name, "Failed", exit_code=137, labels=labels, uid=uid, deleting=deleting
             )
@@ -149,3 +169,60 @@ def test_an_unknown_scope_fails_the_job_saying_what_is_expected() -> None:
     failed = condition(decide(raw, gang_pods(0)), "Failed")
     assert failed is not None and failed["reason"] == "InvalidSpec"
     assert "'gang': expected Pod or Gang" in failed["message"]
+
+
+def test_an_infrastructure_failure_restarts_the_gang_against_its_own_budget() -> None:
+    """Under restartPolicy Never, with the gang's restart limit used up by the program's
+    failures: an eviction still restarts the gang, counted as the infrastructure's."""
+    evicted = decide(
+        gang_job(attempt=3, trigger="job-worker-0-a2", restart_policy="Never"),
+        gang_pods(3, evicted="job-worker-1"),
+    )
+    assert evicted.status is not None
+    assert evicted.status["gangRestart"] == {
+        "attempt": 4,
+        "trigger": "job-worker-1-a3",
+        "infrastructure": 1,
+    }
+    assert sorted(r.name for r in evicted.delete) == sorted(NAMES)
+    restarting = condition(evicted, "Restarting")
+    assert restarting is not None
+    assert restarting["message"] == (
+        "PyTorchJob job is restarting as a gang: pod job-worker-1 failed (Evicted: low on "
+        "memory), an infrastructure failure, so every pod is deleted and the gang starts again "
+        "as attempt 4; infrastructure restarts used: 1 of 10, the gang's restart limit "
+        "untouched."
+    )
+    # The program's next failure: 3 of its attempts used (the 4th was the infrastructure's),
+    # so with backoffLimit 3 the job fails.
+    over = decide(
+        gang_job(attempt=4, trigger="job-worker-1-a3", infrastructure=1),
+        gang_pods(4, failed="job-master-0"),
+    )
+    failed = condition(over, "Failed")
+    assert failed is not None and failed["reason"] == "BackoffLimitExceeded"
+
+
+def test_the_infrastructure_budget_of_a_gang_holds() -> None:
+    limited = {K.INFRASTRUCTURE_RESTART_LIMIT_ANNOTATION: "1"}
+    # One program restart and one infrastructure restart so far: the program may go on.
+    program = decide(
+        gang_job(attempt=2, trigger="t", infrastructure=1, annotations=limited),
+        gang_pods(2, failed="job-worker-0"),
+    )
+    assert program.status is not None
+    assert program.status["gangRestart"] == {
+        "attempt": 3,
+        "trigger": "job-worker-0-a2",
+        "infrastructure": 1,
+    }
+    restarting = condition(program, "Restarting")
+    assert restarting is not None and "gang restarts used: 2 of 3" in restarting["message"]
+    # A second eviction is one more than the budget of 1.
+    over = decide(
+        gang_job(attempt=3, trigger="t", infrastructure=1, annotations=limited),
+        gang_pods(3, evicted="job-worker-0"),
+    )
+    failed = condition(over, "Failed")
+    assert failed is not None and failed["reason"] == "InfrastructureRestartLimitExceeded"
+    assert "(kubetrain.dev/infrastructure-restart-limit 1) are used up" in failed["message"]

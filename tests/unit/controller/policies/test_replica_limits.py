@@ -32,7 +32,7 @@ def failed_worker() -> Observed:
         now=NOW,
         pods={
             "job-master-0": pod("job-master-0"),
-            "job-worker-0": pod("job-worker-0", "Failed", pod_reason="Evicted", uid="w0"),
+            "job-worker-0": pod("job-worker-0", "Failed", exit_code=137, uid="w0"),
             "job-worker-1": pod("job-worker-1"),
         },
     )
@@ -53,3 +53,22 @@ def test_a_replica_type_restarts_up_to_its_own_limit() -> None:
     assert (
         "(kubetrain.dev/max-restarts 1) are used up: pod job-worker-0 failed" in failed["message"]
     )
+
+
+def test_an_eviction_is_not_counted_against_the_replica_types_limit() -> None:
+    """The Worker's one restart is used; its eviction is the infrastructure's, recreated
+    against the job's infrastructure budget, neither max-restarts nor backoffLimit."""
+    evicted = Observed(
+        now=NOW,
+        pods={
+            "job-master-0": pod("job-master-0"),
+            "job-worker-0": pod("job-worker-0", "Failed", pod_reason="Evicted", uid="w0"),
+            "job-worker-1": pod("job-worker-1"),
+        },
+    )
+    planned = plan(job(1), PLUGINS["PyTorchJob"], evicted, Context(now=NOW))
+    assert [r.name for r in planned.delete] == ["job-worker-0"]
+    assert condition(planned.status, "Failed") is None
+    assert planned.status is not None
+    worker = planned.status["replicaStatuses"]["Worker"]
+    assert (worker["restarts"], worker["infrastructureRestarts"]) == (1, 1)

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from kubetrain.api import keys as K
 from kubetrain.api.common import RestartPolicy as P
 from kubetrain.controller.model import Observed, Replica
 from kubetrain.controller.plugins.registry import build_registry
@@ -77,15 +78,98 @@ def test_a_non_retryable_failure_fails_the_job_and_never_restarts() -> None:
     assert "exit code 1" in verdict.failure.message and "ExitCode" in verdict.failure.message
 
 
-def test_an_eviction_under_never_fails_with_the_evicted_reason() -> None:
+def disrupted(name: str, how: str) -> dict[str, Any]:
+    """A pod failed by the infrastructure, as the cluster reports each kind."""
+    if how == "evicted":  # the kubelet's node-pressure eviction
+        return pod(name, "Failed", pod_reason="Evicted", message="low on memory")
+    if how == "node-lost":
+        return pod(name, "Failed", pod_reason="NodeLost", message="node gpu-7 lost")
+    # PodGC or the taint manager: the DisruptionTarget condition, the container killed.
+    failed = pod(name, "Failed", exit_code=137, reason="Error")
+    failed["status"]["conditions"] = [
+        {"type": "DisruptionTarget", "status": "True", "reason": "DeletionByPodGC"}
+    ]
+    return failed
+
+
+@pytest.mark.parametrize("policy", [P.NEVER, P.ON_FAILURE, P.EXIT_CODE, P.ALWAYS])
+@pytest.mark.parametrize("how", ["evicted", "node-lost", "disruption-target"])
+def test_an_infrastructure_failure_is_recreated_apart_from_the_backoff_limit(
+    policy: P, how: str
+) -> None:
+    """Whatever the restart policy (Never included), with backoffLimit 2 used up: not the
+    program's failure, so recreated and counted apart."""
     verdict = restart.evaluate(
         "MPIJob",
-        [with_policy(P.NEVER)],
-        observe(pod("job-worker-0", "Failed", pod_reason="Evicted", message="low on memory")),
+        [with_policy(policy)],
+        observe(disrupted("job-worker-0", how)),
+        backoff_limit=2,
+        restarts={"Worker": 2},
+        infrastructure={"Worker": 1},
+    )
+    assert verdict.failure is None
+    (recreated,) = verdict.recreate
+    assert recreated.infrastructure and (recreated.used, recreated.limit) == (2, 10)
+    assert verdict.restarts == {"Worker": 2} and verdict.used == 2
+    assert verdict.infrastructure == {"Worker": 2}
+    assert verdict.counted == {"Worker": frozenset({"uid-job-worker-0"})}
+
+
+def test_the_infrastructure_restart_that_would_exceed_its_budget_fails_the_job() -> None:
+    verdict = restart.evaluate(
+        "PyTorchJob",
+        [WORKER],
+        observe(disrupted("job-worker-0", "evicted")),
         backoff_limit=None,
         restarts={},
+        infrastructure={"Worker": 3},
+        infrastructure_limit=3,
+        job_name="job",
     )
-    assert verdict.failure is not None and verdict.failure.reason == "MPIJobEvicted"
+    assert verdict.recreate == ()
+    assert verdict.failure is not None
+    assert verdict.failure.reason == "InfrastructureRestartLimitExceeded"
+    assert verdict.failure.message == (
+        "PyTorchJob job is failed because 1 Worker replica(s) failed and its infrastructure "
+        "restarts (kubetrain.dev/infrastructure-restart-limit 3) are used up: pod job-worker-0 "
+        "failed (Evicted: low on memory), an infrastructure failure. Raise the annotation if "
+        "the cluster fails this often."
+    )
+    assert verdict.infrastructure == {"Worker": 3}
+
+
+@pytest.mark.parametrize(
+    ("annotations", "limit"),
+    [
+        pytest.param({}, (10, None), id="default"),
+        pytest.param({K.INFRASTRUCTURE_RESTART_LIMIT_ANNOTATION: "0"}, (0, None), id="zero"),
+        pytest.param({K.INFRASTRUCTURE_RESTART_LIMIT_ANNOTATION: "25"}, (25, None), id="set"),
+        pytest.param({K.INFRASTRUCTURE_RESTART_LIMIT_ANNOTATION: "-1"}, (10, "-1"), id="negative"),
+        pytest.param({K.INFRASTRUCTURE_RESTART_LIMIT_ANNOTATION: "many"}, (10, "many"), id="word"),
+    ],
+)
+def test_the_infrastructure_budget_is_the_jobs_annotation(
+    annotations: dict[str, str], limit: tuple[int, str | None]
+) -> None:
+    raw = pytorch_raw(workers=1)
+    raw["metadata"]["annotations"] = annotations
+    job = RECONCILE_PLUGINS["PyTorchJob"].load(raw, Observed()).job
+    assert job is not None
+    assert restart.infrastructure_limit(job) == limit
+
+
+def test_an_invalid_infrastructure_budget_fails_the_job_as_invalid() -> None:
+    cluster = MemoryCluster()
+    raw = pytorch_raw(workers=1)
+    raw["metadata"]["annotations"] = {K.INFRASTRUCTURE_RESTART_LIMIT_ANNOTATION: "many"}
+    key = cluster.add_job(raw)
+    Reconciler(cluster, cluster, RECONCILE_PLUGINS, clock=lambda: NOW).reconcile(key)
+    failed = cluster.condition(key, "Failed")
+    assert failed is not None and failed["reason"] == "InvalidSpec"
+    assert (
+        "metadata.annotations[kubetrain.dev/infrastructure-restart-limit]: 'many': expected a "
+        'whole number of restarts, e.g. "10"' in failed["message"]
+    )
 
 
 def test_the_restart_that_would_exceed_the_limit_fails_the_job() -> None:
@@ -320,12 +404,36 @@ def test_a_recreation_in_the_same_look_is_numbered_after_the_in_place_restarts()
     cluster, reconciler, key = pytorch_onfailure(2)
     cluster.children["Pod"]["job-master-0"] = restarted("job-master-0", 1)
     cluster.children["Pod"]["job-worker-0"] = pod(
-        "job-worker-0", "Failed", pod_reason="Evicted", message="low on memory"
+        "job-worker-0", "Failed", exit_code=137, reason="OOMKilled"
     )
     reconciler.reconcile(key)
-    assert budget_events(cluster) == [("Error", "1 of 2"), ("Evicted", "2 of 2")]
+    assert budget_events(cluster) == [("Error", "1 of 2"), ("OOMKilled", "2 of 2")]
     restarting = cluster.condition(key, "Restarting")
     assert restarting is not None and "restarts used: 2 of 2" in restarting["message"]
+
+
+def test_an_eviction_in_the_same_look_is_worded_against_its_own_budget() -> None:
+    """The in-place restart is the program's (1 of backoffLimit 2); the eviction beside it
+    is the infrastructure's, numbered against its own budget, backoffLimit untouched."""
+    cluster, reconciler, key = pytorch_onfailure(2)
+    cluster.children["Pod"]["job-master-0"] = restarted("job-master-0", 1)
+    cluster.children["Pod"]["job-worker-0"] = disrupted("job-worker-0", "evicted")
+    reconciler.reconcile(key)
+    assert budget_events(cluster) == [("Error", "1 of 2"), ("Evicted", "1 of 10")]
+    evicted = next(e for e in cluster.events if e.reason == "Evicted")
+    assert evicted.message == (
+        "PyTorchJob job is restarting because 1 Worker replica(s) failed: pod job-worker-0 is "
+        "recreated after an infrastructure failure (Evicted: low on memory); infrastructure "
+        "restarts used: 1 of 10, backoffLimit untouched."
+    )
+    restarting = cluster.condition(key, "Restarting")
+    assert (
+        restarting is not None
+        and "infrastructure restarts used: 1 of 10" in (restarting["message"])
+    )
+    statuses = cluster.jobs[key]["status"]["replicaStatuses"]
+    assert statuses["Worker"]["infrastructureRestarts"] == 1
+    assert "restarts" not in statuses["Worker"] and "restarts" not in statuses["Master"]
 
 
 def test_a_new_operator_process_words_only_the_latest_restart_of_a_pod_it_never_saw() -> None:
