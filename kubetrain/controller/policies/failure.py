@@ -16,12 +16,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from kubetrain.api import keys as K
-from kubetrain.api.common import ConditionType
 from kubetrain.controller import reasons as R
 from kubetrain.controller.decisions import Decision, Event
-from kubetrain.controller.model import Outcome
 from kubetrain.controller.policies.batch_restart import evaluate_jobs
-from kubetrain.controller.policies.restart import evaluate, infrastructure_limit, replica_limits
+from kubetrain.controller.policies.restart import (
+    WHOLE_NUMBER,
+    evaluate,
+    infrastructure_limit,
+    invalid_annotation,
+    replica_limits,
+)
 
 if TYPE_CHECKING:
     from kubetrain.controller.draft import Draft
@@ -53,11 +57,8 @@ def decide(draft: Draft) -> Decision:
     else:
         infra_limit, invalid = infrastructure_limit(job)
         if invalid is not None:
-            message = R.invalid(
-                f"metadata.annotations[{K.INFRASTRUCTURE_RESTART_LIMIT_ANNOTATION}]: "
-                f'{invalid!r}: expected a whole number of restarts, e.g. "10"'
-            )
-            return Decision(outcome=Outcome(ConditionType.FAILED, K.INVALID_SPEC, message))
+            key = K.INFRASTRUCTURE_RESTART_LIMIT_ANNOTATION
+            return invalid_annotation(key, invalid, WHOLE_NUMBER)
         verdict = evaluate(
             draft.kind,
             plugin.replicas(job),

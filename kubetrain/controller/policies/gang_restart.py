@@ -48,7 +48,12 @@ from kubetrain.controller.decisions import (
 )
 from kubetrain.controller.model import Outcome
 from kubetrain.controller.ownership import owned_by_batch_job
-from kubetrain.controller.policies.restart import infrastructure_limit, retryable
+from kubetrain.controller.policies.restart import (
+    WHOLE_NUMBER,
+    infrastructure_limit,
+    invalid_annotation,
+    retryable,
+)
 
 if TYPE_CHECKING:
     from kubetrain.api.common import JobBase
@@ -116,20 +121,14 @@ def decide(draft: Draft) -> Decision | None:
     assert job is not None
     gang, invalid = scope(job)
     if invalid is not None:
-        message = R.invalid(
-            f"metadata.annotations[{K.RESTART_SCOPE_ANNOTATION}]: {invalid!r}: expected "
-            f"{' or '.join(K.RESTART_SCOPES)}"
-        )
-        return Decision(outcome=Outcome(ConditionType.FAILED, K.INVALID_SPEC, message))
+        scopes = " or ".join(K.RESTART_SCOPES)
+        return invalid_annotation(K.RESTART_SCOPE_ANNOTATION, invalid, scopes)
     if not gang:
         return None
     infra_limit, invalid = infrastructure_limit(job)
     if invalid is not None:
-        message = R.invalid(
-            f"metadata.annotations[{K.INFRASTRUCTURE_RESTART_LIMIT_ANNOTATION}]: {invalid!r}: "
-            'expected a whole number of restarts, e.g. "10"'
-        )
-        return Decision(outcome=Outcome(ConditionType.FAILED, K.INVALID_SPEC, message))
+        key = K.INFRASTRUCTURE_RESTART_LIMIT_ANNOTATION
+        return invalid_annotation(key, invalid, WHOLE_NUMBER)
     state = draft.current.gang_restart or GangRestartStatus(attempt=0)
     attempt = state.attempt
     limit = limit_of(job)

@@ -86,6 +86,17 @@ def retryable(policy: RestartPolicy, cause: Termination) -> bool:
     return True
 
 
+#: What the infrastructure budget's annotation must hold.
+WHOLE_NUMBER = 'a whole number of restarts, e.g. "10"'
+
+
+def invalid_annotation(key: str, value: str, expected: str) -> Decision:
+    """The job fails ``InvalidSpec``: its annotation ``key`` holds ``value``, not what
+    ``expected`` says."""
+    message = R.invalid(f"metadata.annotations[{key}]: {value!r}: expected {expected}")
+    return Decision(outcome=Outcome(ConditionType.FAILED, K.INVALID_SPEC, message))
+
+
 def infrastructure_limit(job: JobBase) -> tuple[int, str | None]:
     """(the infrastructure restarts the job may use, the annotation's value when it is not
     a whole number: then the default applies and the job is refused as invalid)."""
