@@ -156,6 +156,11 @@ def _replica_failed(kind: str, name: str, replica_type: str, verb: str = "is fai
     return f"{kind} {name} {verb} because 1 {replica_type} replica(s) failed"
 
 
+def _failed(kind: str, name: str, replica_type: str) -> str:
+    """The start of a failure message: the replica type's, or the job's when none is known."""
+    return _replica_failed(kind, name, replica_type) if replica_type else f"{kind} {name} is failed"
+
+
 def restarting(
     kind: str, name: str, replica_type: str, pod: str, cause: str, used: int, limit: int | None
 ) -> str:
@@ -179,9 +184,7 @@ def infrastructure_restarting(
 def infrastructure_restarts_exceeded(
     kind: str, name: str, replica_type: str, pod: str, cause: str, limit: int
 ) -> str:
-    failed = (
-        _replica_failed(kind, name, replica_type) if replica_type else f"{kind} {name} is failed"
-    )
+    failed = _failed(kind, name, replica_type)
     return (
         f"{failed} and its infrastructure restarts ({INFRASTRUCTURE_RESTART_LIMIT_ANNOTATION} "
         f"{limit}) are used up: pod {pod} failed ({cause}), an infrastructure failure. "
@@ -202,9 +205,7 @@ def restarted_in_place(
 def backoff_exceeded(
     kind: str, name: str, replica_type: str, pod: str, cause: str, limit: int
 ) -> str:
-    failed = (
-        _replica_failed(kind, name, replica_type) if replica_type else f"{kind} {name} is failed"
-    )
+    failed = _failed(kind, name, replica_type)
     return (
         f"{failed} and backoffLimit {limit} is used up: "
         f"pod {pod} failed ({cause}). Raise {run_policy_field(kind, 'backoffLimit')} to "

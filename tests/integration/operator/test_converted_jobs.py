@@ -178,21 +178,7 @@ def test_a_pytorchjob_and_its_trainjob_run_with_the_same_torch_layout_and_succee
     try:
         jobs.create(v1)
         v1_pods = jobs.wait_running("ddp", {"ddp-master-0", "ddp-worker-0", "ddp-worker-1"})
-        jobs.custom.create_namespaced_custom_object(
-            group, version, namespace, "trainjobs", trainjob
-        )
-        node_pods = wait_for(
-            lambda: jobs._by_name(
-                jobs.core.list_namespaced_pod(
-                    namespace, label_selector=f"{K.JOBSET_NAME_LABEL}=ddp-trainjob"
-                )
-            ),
-            lambda pods: (
-                len(pods) == 3
-                and all((p.get("status") or {}).get("phase") == "Running" for p in pods.values())
-            ),
-            what="the TrainJob's 3 node pods Running",
-        )
+        node_pods = _run_trainjob(jobs, trainjob, nodes=3)
         layout = _torch_layout(v1_pods, "pytorch")
         assert [entry["PET_NODE_RANK"] for entry in layout] == ["0", "1", "2"]
         assert {(e["PET_NNODES"], e["PET_NPROC_PER_NODE"]) for e in layout} == {("3", "2")}
@@ -220,6 +206,27 @@ def test_a_pytorchjob_and_its_trainjob_run_with_the_same_torch_layout_and_succee
             ),
             what="the runtime released by the operator",
         )
+
+
+def _run_trainjob(jobs: Jobs, trainjob: dict[str, Any], *, nodes: int) -> dict[str, Any]:
+    """Create ``trainjob`` in the test's namespace; its ``nodes`` node pods, once Running."""
+    group, version = TRAINER
+    name = trainjob["metadata"]["name"]
+    jobs.custom.create_namespaced_custom_object(
+        group, version, jobs.namespace, "trainjobs", trainjob
+    )
+    return wait_for(
+        lambda: jobs._by_name(
+            jobs.core.list_namespaced_pod(
+                jobs.namespace, label_selector=f"{K.JOBSET_NAME_LABEL}={name}"
+            )
+        ),
+        lambda pods: (
+            len(pods) == nodes
+            and all((p.get("status") or {}).get("phase") == "Running" for p in pods.values())
+        ),
+        what=f"the TrainJob's {nodes} node pods Running",
+    )
 
 
 # --- upstream's JAXJob and XGBoostJob examples and their TrainJobs ----------------------------
@@ -287,25 +294,10 @@ def test_an_upstream_job_and_its_trainjob_give_each_node_its_place_and_both_fini
     assert trainjob["spec"]["runtimeRef"]["name"] == runtime["metadata"]["name"]
     trainjob["metadata"]["name"] = f"{name}-tj"
     trainjob["spec"]["runtimeRef"]["kind"] = "TrainingRuntime"
-    group, version = TRAINER
     try:
         jobs.create(v1)
         v1_pods = jobs.wait_running(name, {f"{name}-{pod}" for pod in twin.pods})
-        jobs.custom.create_namespaced_custom_object(
-            group, version, namespace, "trainjobs", trainjob
-        )
-        node_pods = wait_for(
-            lambda: jobs._by_name(
-                jobs.core.list_namespaced_pod(
-                    namespace, label_selector=f"{K.JOBSET_NAME_LABEL}={name}-tj"
-                )
-            ),
-            lambda pods: (
-                len(pods) == len(twin.pods)
-                and all((p.get("status") or {}).get("phase") == "Running" for p in pods.values())
-            ),
-            what=f"the TrainJob's {len(twin.pods)} node pods Running",
-        )
+        node_pods = _run_trainjob(jobs, trainjob, nodes=len(twin.pods))
         count = len(twin.pods)
         expected = [(index, count) for index in range(count)]
         assert _places(v1_pods, twin.container, twin.v1) == expected
