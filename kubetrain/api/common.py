@@ -170,19 +170,17 @@ class ReplicaStatus(KubeModel):
 
 
 class GangRestartStatus(KubeModel):
-    """kubetrain: whole-gang restarts (``kubetrain.dev/restart-scope: Gang``)."""
+    """kubetrain: whole-gang restarts."""
 
-    attempt: NonNegInt32 = Field(
-        description="The gang's current attempt: 0 at first, one more per gang restart."
-    )
+    attempt: NonNegInt32 = Field(description="The gang's attempt: 0, +1 per gang restart.")
     trigger: StrictStr | None = Field(
-        default=None,
-        max_length=64,
-        description="uid of the failed pod that started the current attempt (counted once).",
+        default=None, max_length=64, description="uid of the failed pod that started it."
     )
     infrastructure: NonNegInt32 | None = Field(
-        default=None,
-        description="Attempts an infrastructure failure started.",
+        default=None, description="Attempts infrastructure failures started."
+    )
+    reason: StrictStr | None = Field(
+        default=None, max_length=64, description="The pod reason that started it."
     )
 
 

@@ -107,3 +107,6 @@ TRAINER_SERVER_TOKEN = "KUBEFLOW_TRAINER_SERVER_TOKEN"
 
 #: The gang restart attempt a job's pods belong to (``policies/gang_restart``).
 RESTART_ATTEMPT = "KUBETRAIN_RESTART_ATTEMPT"
+#: Why the current attempt started: the failed pod's reason (``NodeLost``, ``Evicted``,
+#: ``Error``, ...); absent in the first attempt.
+RESTART_REASON = "KUBETRAIN_RESTART_REASON"

@@ -55,10 +55,22 @@ MAX_RESTARTS_ANNOTATION = f"{KUBETRAIN_PREFIX}/max-restarts"
 #: flapping cluster cannot restart forever either.
 INFRASTRUCTURE_RESTART_LIMIT_ANNOTATION = f"{KUBETRAIN_PREFIX}/infrastructure-restart-limit"
 DEFAULT_INFRASTRUCTURE_RESTART_LIMIT = 10
-#: Pod label: the gang attempt a pod belongs to (under restart scope Gang).
+#: Job annotation: the restart scope of infrastructure failures, ``Gang`` (the default but
+#: for elastic jobs, whose ranks re-form without the lost one) or ``Pod``.
+INFRASTRUCTURE_RESTART_SCOPE_ANNOTATION = f"{KUBETRAIN_PREFIX}/infrastructure-restart-scope"
+#: Job annotation: seconds a node may stay NotReady or unreachable before the job's pods on
+#: it are moved (the operator's ``--node-lost-grace-seconds`` otherwise).
+NODE_LOST_GRACE_ANNOTATION = f"{KUBETRAIN_PREFIX}/node-lost-grace-seconds"
+#: Job annotation, ``"true"`` or ``"false"``: whether the job's pods stuck Terminating on a
+#: lost node may be force-deleted (the operator's ``--force-delete-lost-pods`` otherwise).
+#: Named after Kueue's ``kueue.x-k8s.io/safe-to-forcefully-delete``.
+FORCE_DELETE_ANNOTATION = f"{KUBETRAIN_PREFIX}/safe-to-forcefully-delete"
+#: Pod label: the gang attempt a pod belongs to (under restart scope Gang, and after a
+#: gang restart of any job).
 ATTEMPT_LABEL = f"{KUBETRAIN_PREFIX}/attempt"
-#: Environment variable: the gang attempt, for the training program.
+#: Environment variables: the gang attempt and why it started, for the training program.
 ATTEMPT_ENV = E.RESTART_ATTEMPT
+RESTART_REASON_ENV = E.RESTART_REASON
 #: The linear-scaling arithmetic of a sample job, for people.
 LEARNING_RATE_ANNOTATION = f"{KUBETRAIN_PREFIX}/learning-rate"
 #: The node label naming a block (rail, rack, IB island) when the platform has none.
@@ -77,6 +89,15 @@ ISTIO_INJECT_ANNOTATION = "sidecar.istio.io/inject"
 #: The NVIDIA device plugin's resource and GPU Feature Discovery's product label.
 GPU_RESOURCE = "nvidia.com/gpu"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
+#: Node conditions that make a node unhealthy for training by default: those of
+#: node-problem-detector's default monitors that stop a node from running pods, and those
+#: of NVIDIA NVSentinel's syslog health monitor (an Xid error, an SXid (NVSwitch/NVLink)
+#: error, a GPU fallen off the bus).
+NODE_PROBLEM_DETECTOR_CONDITIONS = ("KernelDeadlock", "ReadonlyFilesystem")
+NVSENTINEL_CONDITIONS = ("SysLogsXIDError", "SysLogsSXIDError", "SysLogsGPUFallenOff")
+DEFAULT_UNHEALTHY_NODE_CONDITIONS = (*NODE_PROBLEM_DETECTOR_CONDITIONS, *NVSENTINEL_CONDITIONS)
+#: Seconds a node may be NotReady or unreachable before its training pods are moved.
+DEFAULT_NODE_LOST_GRACE_SECONDS = 60
 
 # -- runPolicy.managedBy ------------------------------------------------------------------
 

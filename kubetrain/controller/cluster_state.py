@@ -27,6 +27,7 @@ from kubetrain.controller.kube import (
     Resource,
 )
 from kubetrain.controller.model import Observed
+from kubetrain.controller.node_watch import NodeWatch
 from kubetrain.controller.ownership import Holder, controller_of, holder
 from kubetrain.controller.plugins import runtime_snapshot
 from kubetrain.controller.plugins.trainjob_plugin import runtime_ref
@@ -148,6 +149,8 @@ class KubeCluster:
                     echo_handler=self._on_child_echo,
                     index=child_index,
                 )
+        pods = [i for (kind, _), i in self.child_informers.items() if kind == "Pod"]
+        self.nodes = NodeWatch(api, lambda: pods, enqueue, child_index)
         self.events = EventRecorder(api, identity, may_write, event_qps)
 
     # -- lifecycle -----------------------------------------------------------------------
@@ -161,6 +164,7 @@ class KubeCluster:
             *self.job_informers.values(),
             *self.child_informers.values(),
             *self._runtime_informers(),
+            self.nodes.informer,
         ]
 
     def start(self) -> None:
@@ -169,6 +173,7 @@ class KubeCluster:
         for informer in [
             *self.child_informers.values(),
             *self._runtime_informers(),
+            self.nodes.informer,
             *self.job_informers.values(),
         ]:
             informer.start()
@@ -310,6 +315,7 @@ class KubeCluster:
             now=now,
             runtime=self.runtimes.for_trainjob(raw) if raw and self.runtimes else None,
             runtime_snapshot=self._snapshots.data(snapshot) if raw and snapshot else None,
+            nodes=self.nodes.of(pods.values()),
         )
 
     # -- ClusterWriter -------------------------------------------------------------------
@@ -370,7 +376,7 @@ class KubeCluster:
         """Delete a child with a uid precondition; the cache shows it as being deleted."""
         self._fence()
         resource = self.child_resources[ref.kind]
-        self.api.delete(resource, namespace, ref.name, uid=ref.uid or None)
+        self.api.delete(resource, namespace, ref.name, uid=ref.uid or None, force=ref.force)
         informer = self._child_informer(ref.kind, namespace)
         if informer is not None:
             informer.mark_deleted(namespace, ref.name, ref.uid)

@@ -10,7 +10,9 @@ import re
 from dataclasses import dataclass, fields
 from enum import StrEnum
 
+from kubetrain.api import keys as K
 from kubetrain.api.kinds import OPERATOR_KINDS
+from kubetrain.controller.node_rules import NodeRules
 
 #: The kinds the operator can reconcile: the Kubeflow v1 jobs and Trainer v2's TrainJob.
 JOB_KINDS = tuple(OPERATOR_KINDS)
@@ -114,6 +116,23 @@ class OperatorConfig:
     write; a new token adds a TokenReview and a pod read), apart from ``kube_api_qps``."""
     progress_api_burst: int = 100
     """Burst above ``progress_api_qps``."""
+    node_lost_grace_seconds: int = K.DEFAULT_NODE_LOST_GRACE_SECONDS
+    """How long a node may be NotReady or unreachable before the pods of jobs on it are
+    moved (a job's ``kubetrain.dev/node-lost-grace-seconds`` overrides it). Nodes are
+    watched by a cluster-wide operator only."""
+    force_delete_lost_pods: bool = False
+    """Force-delete (grace period 0) the pods of a job stuck Terminating on a node that is
+    lost, so the job restarts without waiting for it (a job's
+    ``kubetrain.dev/safe-to-forcefully-delete`` overrides it). Off by default: a node that
+    is only partitioned still runs the old process (docs/operator.md, "Lost nodes")."""
+    unhealthy_node_conditions: tuple[str, ...] = K.DEFAULT_UNHEALTHY_NODE_CONDITIONS
+    """Node condition types that, when True, make a node unhealthy for training: its
+    jobs' pods are moved at once. Default: node-problem-detector's KernelDeadlock and
+    ReadonlyFilesystem, NVIDIA NVSentinel's SysLogsXIDError, SysLogsSXIDError and
+    SysLogsGPUFallenOff."""
+    unhealthy_node_taints: tuple[str, ...] = ()
+    """Taint keys that make a node unhealthy for training (e.g. the taint a GPU health
+    system puts on a quarantined node). Default: none."""
 
     def __post_init__(self) -> None:
         unknown = [k for k in self.kinds if k not in JOB_KINDS]
@@ -207,10 +226,21 @@ class OperatorConfig:
             )
         if self.event_qps <= 0:
             raise ValueError(f"event_qps ({self.event_qps}) must be > 0")
+        self.node_rules  # noqa: B018 (it checks the node fields)
 
     @property
     def cluster_wide(self) -> bool:
         return not self.namespaces
+
+    @property
+    def node_rules(self) -> NodeRules:
+        """The rules for lost and unhealthy nodes (``node_health``)."""
+        return NodeRules(
+            grace_seconds=self.node_lost_grace_seconds,
+            force_delete=self.force_delete_lost_pods,
+            conditions=self.unhealthy_node_conditions,
+            taints=self.unhealthy_node_taints,
+        )
 
     def to_args(self) -> list[str]:
         """Command-line flags for every field, in a fixed order (deterministic manifests)."""
@@ -238,6 +268,10 @@ class OperatorConfig:
             f"--progress-secret={self.progress_secret}",
             f"--progress-api-qps={self.progress_api_qps:g}",
             f"--progress-api-burst={self.progress_api_burst}",
+            f"--node-lost-grace-seconds={self.node_lost_grace_seconds}",
+            f"--force-delete-lost-pods={'true' if self.force_delete_lost_pods else 'false'}",
+            f"--unhealthy-node-conditions={','.join(self.unhealthy_node_conditions)}",
+            f"--unhealthy-node-taints={','.join(self.unhealthy_node_taints)}",
         ]
         if self.progress_host:
             args.append(f"--progress-host={self.progress_host}")
@@ -314,6 +348,27 @@ class OperatorConfig:
         parser.add_argument("--progress-secret", default=d.progress_secret)
         parser.add_argument("--progress-api-qps", type=float, default=d.progress_api_qps)
         parser.add_argument("--progress-api-burst", type=int, default=d.progress_api_burst)
+        parser.add_argument(
+            "--node-lost-grace-seconds", type=int, default=d.node_lost_grace_seconds
+        )
+        parser.add_argument(
+            "--force-delete-lost-pods",
+            type=_parse_bool,
+            default=d.force_delete_lost_pods,
+            metavar="true|false",
+            help="force-delete pods stuck Terminating on lost nodes (default: false)",
+        )
+        parser.add_argument(
+            "--unhealthy-node-conditions",
+            default=",".join(d.unhealthy_node_conditions),
+            help="comma-separated node condition types that, True, make a node unhealthy "
+            f"(default: {','.join(d.unhealthy_node_conditions)})",
+        )
+        parser.add_argument(
+            "--unhealthy-node-taints",
+            default=",".join(d.unhealthy_node_taints),
+            help="comma-separated taint keys that make a node unhealthy (default: none)",
+        )
 
     @classmethod
     def from_namespace(cls, args: argparse.Namespace) -> OperatorConfig:
@@ -346,6 +401,10 @@ class OperatorConfig:
             progress_secret=args.progress_secret,
             progress_api_qps=args.progress_api_qps,
             progress_api_burst=args.progress_api_burst,
+            node_lost_grace_seconds=args.node_lost_grace_seconds,
+            force_delete_lost_pods=args.force_delete_lost_pods,
+            unhealthy_node_conditions=_csv(args.unhealthy_node_conditions),
+            unhealthy_node_taints=_csv(args.unhealthy_node_taints),
         )
 
     @classmethod
@@ -357,6 +416,10 @@ class OperatorConfig:
 
 def config_field_names() -> list[str]:
     return [f.name for f in fields(OperatorConfig)]
+
+
+def _csv(text: str) -> tuple[str, ...]:
+    return tuple(v.strip() for v in text.split(",") if v.strip())
 
 
 def _is_ip(text: str) -> bool:

@@ -18,6 +18,7 @@ from kubetrain.api.common import ConditionStatus, ConditionType
 from kubetrain.api.common import JobBase as Job
 from kubetrain.controller import podstate
 from kubetrain.controller.model import Outcome
+from kubetrain.controller.node_rules import NodeRules
 
 #: Children the operator cannot read (Secrets), and the status field that records the
 #: name it gave them. The name is derived from the job's uid (``sshkeys.ssh_secret_name``),
@@ -42,6 +43,8 @@ class ChildRef:
     name: str
     uid: str
     deleting: bool = False
+    #: Delete at once (grace period 0): a pod on a node that cannot confirm its end.
+    force: bool = False
 
 
 def ref(kind: str, obj: Mapping[str, Any]) -> ChildRef:
@@ -73,6 +76,8 @@ class Context:
     seen_restart_counts: Mapping[str, int] = field(default_factory=dict)
     #: The scaled replica type's count, as last reconciled (``policies/scaling``).
     seen_scale: Mapping[str, int] = field(default_factory=dict)
+    #: The operator's rules for lost and unhealthy nodes (``node_health``).
+    node_rules: NodeRules = field(default_factory=NodeRules)
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,7 @@ from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from kubetrain.api import keys as K
+from kubetrain.api.common import GangRestartStatus
 from kubetrain.api.common import JobBase as Job
 from kubetrain.controller import gang as G
 from kubetrain.controller import podstate
@@ -49,9 +50,9 @@ def decide(draft: Draft) -> Decision:
     more = len(surplus) > WRITE_BATCH
     assert draft.gate is not None  # the startup policy comes first
     built: Iterable[dict[str, Any]] = draft.plugin.build(job, observed, draft.gate)
-    if gang_restart.scope(job)[0]:
-        state = draft.current.gang_restart
-        built = _with_attempt(job, state.attempt if state else 0, built)
+    state = draft.current.gang_restart
+    if gang_restart.restarted(job, state):
+        built = _with_attempt(job, state, gang_restart.scope(job)[0], built)
     gang = draft.plugin.gang_of(job)
     held = False
     if gang is not None:
@@ -129,11 +130,13 @@ def with_gang(
 
 
 def _with_attempt(
-    job: Job, attempt: int, built: Iterable[dict[str, Any]]
+    job: Job, state: GangRestartStatus | None, never: bool, built: Iterable[dict[str, Any]]
 ) -> Iterator[dict[str, Any]]:
-    """``built`` with the gang restart's attempt on each pod, one child at a time."""
+    """``built`` with the gang restart's attempt (and its reason) on each pod, one child
+    at a time; ``never``: the pods' restartPolicy is Never (restart scope Gang)."""
+    attempt, reason = (state.attempt, state.reason) if state else (0, None)
     for child in built:
-        gang_restart.with_attempt(job, attempt, [child])
+        gang_restart.with_attempt(job, attempt, [child], reason=reason, never=never)
         yield child
 
 

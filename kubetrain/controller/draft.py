@@ -133,6 +133,8 @@ class Draft:
             if st.counted_failures
         }
         self.restart: RestartVerdict | None = None
+        #: A node annotation that is invalid (key, value): the job is refused.
+        self.node_problem: tuple[str, str] | None = None
         self.gate: Gate | None = None
         #: Set when this reconcile writes only a batch of the children still missing:
         #: (pods there or being created now, pods the job should have).

@@ -430,13 +430,12 @@ class KubeApi:
         *,
         uid: str | None = None,
         propagation: str = "Background",
+        force: bool = False,
     ) -> bool:
-        """Delete (only the object with ``uid`` when given); False when already gone."""
-        body: dict[str, Any] = {
-            "apiVersion": "v1",
-            "kind": "DeleteOptions",
-            "propagationPolicy": propagation,
-        }
+        """Delete (only the object with ``uid``; ``force``: grace period 0); False when
+        already gone."""
+        body: dict[str, Any] = {"kind": "DeleteOptions", "propagationPolicy": propagation}
+        body.update({"apiVersion": "v1", **({"gracePeriodSeconds": 0} if force else {})})
         if uid:
             body["preconditions"] = {"uid": uid}
         try:

@@ -66,6 +66,9 @@ class Observed:
     #: The data of a TrainJob's runtime snapshot ConfigMap, when it has one
     #: (``runtime_snapshot``: the runtime it was started with).
     runtime_snapshot: Mapping[str, Any] | None = None
+    #: The nodes the job's pods are bound to, by name (None: a node the cache does not
+    #: hold, i.e. deleted); None as a whole when the operator does not watch nodes.
+    nodes: Mapping[str, Obj | None] | None = None
 
     def by_kind(self, kind: str) -> Mapping[str, Obj]:
         """The observed children of one kind (``Pod``, ``Service``, ...)."""

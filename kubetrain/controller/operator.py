@@ -124,6 +124,7 @@ class Operator:
             success_grace_seconds=config.success_grace_seconds,
             executor=self.executor,
             refusal_backoff_seconds=refusal_backoff_seconds,
+            node_rules=config.node_rules,
         )
         self.metrics.registry.register(
             ClusterCollector(

@@ -7,7 +7,8 @@ increments, deletions); :data:`PRECEDENCE` is the order in which they are asked,
 first one that ends the job (or the reconcile) has the last word (a decision that ends
 the job is followed by ``policies/finish``, its consequences):
 
-    invalid > finished > (created, pinned children) > suspended > deadline > gang restart
+    invalid > finished > (created, pinned children) > suspended > deadline > node
+    annotations > gang restart
     > failure > success > startup > restart > scaling > children > progress
 """
 
@@ -18,7 +19,7 @@ from typing import Any
 
 from kubetrain.api.common import ConditionStatus, ConditionType, JobStatus
 from kubetrain.controller import conditions as C
-from kubetrain.controller import desired
+from kubetrain.controller import desired, node_health
 from kubetrain.controller.decisions import Context, Decision, Event, Plan
 from kubetrain.controller.draft import Draft, status_wire
 from kubetrain.controller.model import Observed, Outcome
@@ -40,6 +41,14 @@ from kubetrain.controller.policies import (
 Policy = Callable[[Draft], Decision | None]
 
 
+def _node_annotations(draft: Draft) -> Decision | None:
+    """Refuse a job whose node annotations (``node_health.job_rules``) are invalid."""
+    if draft.node_problem is None:
+        return None
+    key, value = draft.node_problem
+    return restart.invalid_annotation(key, value, node_health.EXPECTED[key])
+
+
 #: The policies in order of precedence (see the module docs). ``Draft.created`` gives a
 #: job that is neither invalid nor finished its Created condition.
 PRECEDENCE: tuple[Policy, ...] = (
@@ -49,6 +58,7 @@ PRECEDENCE: tuple[Policy, ...] = (
     desired.decide_pinned,
     suspend.decide,
     deadlines.decide,
+    _node_annotations,
     gang_restart.decide,
     failure.decide,
     success.decide,
@@ -61,12 +71,22 @@ PRECEDENCE: tuple[Policy, ...] = (
 
 
 def plan(raw: Mapping[str, Any], plugin: JobPlugin[Any], observed: Observed, ctx: Context) -> Plan:
-    """Decide one reconcile of ``raw`` (a job as served, managedBy already checked)."""
-    draft = Draft(raw, plugin, observed, ctx)
+    """Decide one reconcile of ``raw`` (a job as served, managedBy already checked).
+
+    The policies see the job's pods on lost or unhealthy nodes as the infrastructure
+    failures they are (``node_health.view``); deletions on unreachable nodes are then
+    forced where the job allows it (``node_health.finish``)."""
+    annotations = (raw.get("metadata") or {}).get("annotations") or {}
+    rules, invalid = node_health.job_rules(annotations, ctx.node_rules)
+    found = node_health.troubles(observed, rules, ctx.now)
+    draft = Draft(raw, plugin, node_health.view(observed, found), ctx)
+    draft.node_problem = invalid
     for policy in PRECEDENCE:
         if draft.take(policy(draft)):
             break
-    return draft.done()
+    done = draft.done()
+    node_health.finish(done, observed, found, rules)
+    return done
 
 
 def plan_failure(

@@ -19,7 +19,15 @@ Obj = Mapping[str, Any]
 ACTIVE_PHASES = frozenset({"Pending", "Running", "Unknown"})
 #: Pod-level reasons that mean the pod was disrupted, not that the program failed.
 DISRUPTION_REASONS = frozenset(
-    {"Evicted", "Preempting", "NodeLost", "NodeShutdown", "Terminated", "UnexpectedAdmissionError"}
+    {
+        "Evicted",
+        "Preempting",
+        "NodeLost",
+        "NodeShutdown",
+        "NodeUnhealthy",
+        "Terminated",
+        "UnexpectedAdmissionError",
+    }
 )
 #: Container waiting reasons that are problems (not a normal start).
 WAITING_PROBLEMS = frozenset(

@@ -118,11 +118,13 @@ def serves_progress(config: OperatorConfig) -> bool:
 def cluster_rules(config: OperatorConfig) -> list[PolicyRule]:
     """Rules on cluster-scoped resources, granted by a ClusterRole even to an operator
     that watches only some namespaces: the ClusterTrainingRuntimes TrainJobs reference,
-    and TokenReviews, which prove a progress report comes from a TrainJob's pod."""
+    and TokenReviews, which prove a progress report comes from a TrainJob's pod; and Nodes,
+    read only, to move jobs off lost and unhealthy ones (``node_health``)."""
+    rules = [PolicyRule(("",), ("nodes",), _WATCHED)]
     if TRAINJOB.kind not in config.kinds:
-        return []
+        return rules
     runtime = CLUSTER_TRAINING_RUNTIME
-    rules = [PolicyRule((runtime.group,), (runtime.plural,), (*_WATCHED, "patch"))]
+    rules.append(PolicyRule((runtime.group,), (runtime.plural,), (*_WATCHED, "patch")))
     if serves_progress(config):
         rules.append(PolicyRule(("authentication.k8s.io",), ("tokenreviews",), ("create",)))
     return rules

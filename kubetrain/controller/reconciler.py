@@ -9,14 +9,14 @@ runs against the informer-backed ``KubeCluster`` and the unit tests' in-memory c
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import functools
 import logging
 import threading
 import time
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Executor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
@@ -35,39 +35,16 @@ from kubetrain.controller.errors import (
     classify,
     refusal_of,
 )
+from kubetrain.controller.memory import JobMemory
 from kubetrain.controller.metrics import Metrics
 from kubetrain.controller.model import Observed, Outcome
+from kubetrain.controller.node_rules import NodeRules
 from kubetrain.controller.plugins.base import JobPlugin
 from kubetrain.controller.policies import managed_by
 from kubetrain.controller.ports import ClusterWriter, JobCache, JobKey
 from kubetrain.controller.runtimes import RUNTIME_KINDS, guard_runtime
 
 log = logging.getLogger("kubetrain.reconciler")
-
-
-@dataclass
-class JobMemory:
-    """What the operator remembers about a job between reconciles (lost on restart, which
-    costs repeated Events only: the counts that matter are in the status)."""
-
-    uid: str = ""
-    #: Consecutive reconciles whose child writes the API server refused.
-    refusals: int = 0
-    #: In-place restart counts, and the scaled replica count, as last reconciled.
-    seen_restart_counts: dict[str, int] = field(default_factory=dict)
-    seen_scale: dict[str, int] = field(default_factory=dict)
-    emitted: OrderedDict[str, None] = field(default_factory=OrderedDict)
-    #: uids of the job's ended pods whose exit was recorded.
-    exited: frozenset[str] = frozenset()
-
-    def remember_event(self, key: str) -> bool:
-        """True the first time ``key`` is seen (keeps the last 256 keys)."""
-        if key in self.emitted:
-            return False
-        self.emitted[key] = None
-        while len(self.emitted) > 256:
-            self.emitted.popitem(last=False)
-        return True
 
 
 @dataclass(frozen=True)
@@ -95,13 +72,19 @@ class Reconciler:
         executor: Executor | None = None,
         refusal_limit: int = 5,
         refusal_backoff_seconds: float = 2.0,
+        node_rules: NodeRules | None = None,
     ) -> None:
         self.cache = cache
         self.writer = writer
         self.plugins = plugins
         self.metrics = metrics or Metrics()
-        self.startup_timeout_seconds = startup_timeout_seconds
-        self.success_grace_seconds = success_grace_seconds
+        #: Every reconcile's context but the time and the job's memory.
+        self.settings = Context(
+            now=clock(),
+            startup_timeout_seconds=startup_timeout_seconds,
+            success_grace_seconds=success_grace_seconds,
+            node_rules=node_rules or NodeRules(),
+        )
         self.clock = clock
         #: Runs a plan's child writes concurrently (None: one after the other).
         self.executor = executor
@@ -183,10 +166,9 @@ class Reconciler:
             return Result()
         raw = stamped
         observed = self.cache.observed(key, uid, now)
-        ctx = Context(
+        ctx = dataclasses.replace(
+            self.settings,
             now=now,
-            startup_timeout_seconds=self.startup_timeout_seconds,
-            success_grace_seconds=self.success_grace_seconds,
             seen_restart_counts=dict(memory.seen_restart_counts),
             seen_scale=dict(memory.seen_scale),
         )

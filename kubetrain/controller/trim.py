@@ -172,3 +172,29 @@ def trim_training_job(obj: Mapping[str, Any]) -> Obj:
         }
     out["metadata"] = meta
     return out
+
+
+def trim_node(obj: Mapping[str, Any]) -> Obj:
+    """Nodes: name, taints, allocatable GPUs and each condition's type, status, reason and
+    transition time (``node_health`` reads them). Heartbeat times are dropped, so a node
+    that only reports it is alive changes nothing in the cache and wakes no job."""
+    status = obj.get("status") or {}
+    meta = obj.get("metadata") or {}
+    conditions = [
+        {k: _shared(c[k]) for k in ("type", "status", "reason", "lastTransitionTime") if k in c}
+        for c in status.get("conditions") or []
+    ]
+    taints = [
+        {k: _shared(t[k]) for k in ("key", "value", "effect") if k in t}
+        for t in (obj.get("spec") or {}).get("taints") or []
+    ]
+    gpus = (status.get("allocatable") or {}).get(K.GPU_RESOURCE)
+    trimmed_status: dict[str, Any] = {"conditions": conditions}
+    if gpus is not None:
+        trimmed_status["allocatable"] = {K.GPU_RESOURCE: gpus}
+    return {
+        "kind": "Node",
+        "metadata": {k: v for k, v in meta.items() if k in ("name", "uid", "resourceVersion")},
+        "spec": {"taints": taints} if taints else {},
+        "status": trimmed_status,
+    }

@@ -25,6 +25,16 @@ infrastructure failure (evicted, preempted, node lost, ``DisruptionTarget``) res
 gang whatever the policy and counts against the job's infrastructure budget instead
 (``kubetrain.dev/infrastructure-restart-limit``; ``status.gangRestart.infrastructure``
 holds how many attempts it started), as in ``policies/restart``.
+
+Infrastructure failures restart the gang **whatever the job's own scope**: ranks of a DDP,
+MPI or TrainJob gang cannot go on without the lost one (they wait in their collective),
+so a job whose pod was evicted or lost with its node starts again as a whole, on healthy
+nodes, with a fresh rendezvous. Elastic jobs (a PyTorchJob's ``elasticPolicy``, an elastic
+TrainJob runtime) re-form without it, so they recreate only the pod; a job annotated
+``kubetrain.dev/infrastructure-restart-scope: Pod`` does too. The program's own failures
+then follow the job's scope (``policies/restart`` under ``Pod``). Once a gang restart
+happened, every pod carries the attempt and ``KUBETRAIN_RESTART_REASON`` (the failed
+pod's reason) in its environment.
 """
 
 from __future__ import annotations
@@ -54,6 +64,7 @@ from kubetrain.controller.policies.restart import (
     invalid_annotation,
     retryable,
 )
+from kubetrain.frameworks.pytorch import trainjob_elastic
 
 if TYPE_CHECKING:
     from kubetrain.api.common import JobBase
@@ -75,6 +86,30 @@ def scope(job: JobBase) -> tuple[bool, str | None]:
     return False, value
 
 
+def _elastic(job: JobBase) -> bool:
+    """Whether the job's ranks re-form without a lost one (torch elastic)."""
+    if isinstance(job, ResolvedTrainJob):
+        return trainjob_elastic(job) is not None
+    return getattr(getattr(job, "spec", None), "elastic_policy", None) is not None
+
+
+def infrastructure_scope(job: JobBase) -> tuple[bool, str | None]:
+    """(whether an infrastructure failure restarts the job's gang, the annotation's value
+    when it is invalid). Default: a gang, but for elastic jobs."""
+    value = (job.metadata.annotations or {}).get(K.INFRASTRUCTURE_RESTART_SCOPE_ANNOTATION)
+    if value is None:
+        return not _elastic(job), None
+    if value in K.RESTART_SCOPES:
+        return value == "Gang", None
+    return False, value
+
+
+def restarted(job: JobBase, state: GangRestartStatus | None) -> bool:
+    """Whether the job's pods carry a gang attempt: under scope Gang always, else once an
+    infrastructure failure restarted the gang."""
+    return scope(job)[0] or (state is not None and state.attempt > 0)
+
+
 def limit_of(job: JobBase) -> int | None:
     """The number of gang restarts the job may use (None: no limit)."""
     if isinstance(job, ResolvedTrainJob):
@@ -91,9 +126,17 @@ def attempt_of(obj: Mapping[str, Any]) -> int:
         return -1
 
 
-def with_attempt(job: JobBase, attempt: int, built: list[dict[str, Any]]) -> None:
+def with_attempt(
+    job: JobBase,
+    attempt: int,
+    built: list[dict[str, Any]],
+    *,
+    reason: str | None = None,
+    never: bool = True,
+) -> None:
     """Put the attempt on every pod (and launcher Job template) of ``built``, in place:
-    the label, the environment, torchrun's rendezvous id, and restartPolicy ``Never``."""
+    the label, the environment (with ``reason``, why the attempt started), torchrun's
+    rendezvous id, and (``never``: the job's scope is Gang) restartPolicy ``Never``."""
     for child in built:
         if child["kind"] == "Pod":
             pod = child
@@ -104,32 +147,38 @@ def with_attempt(job: JobBase, attempt: int, built: list[dict[str, Any]]) -> Non
             continue
         pod.setdefault("metadata", {}).setdefault("labels", {})[K.ATTEMPT_LABEL] = str(attempt)
         spec = pod.setdefault("spec", {})
-        if child["kind"] == "Pod":
+        if child["kind"] == "Pod" and never:
             spec["restartPolicy"] = "Never"
         for container in spec.get("containers") or []:
             env = container.setdefault("env", [])
             names = {e.get("name") for e in env}
             env.append({"name": K.ATTEMPT_ENV, "value": str(attempt)})
+            if reason:
+                env.append({"name": K.RESTART_REASON_ENV, "value": reason})
             if E.PET_NNODES in names and E.PET_RDZV_ID not in names:
                 env.append({"name": E.PET_RDZV_ID, "value": f"{job.name}-{attempt}"})
 
 
 def decide(draft: Draft) -> Decision | None:
     """Start a gang restart, or finish one in progress (see the module docs); None when
-    the job does not restart as a gang or nothing failed."""
+    neither the job's scope nor an infrastructure failure restarts its gang."""
     job = draft.job
     assert job is not None
     gang, invalid = scope(job)
     if invalid is not None:
         scopes = " or ".join(K.RESTART_SCOPES)
         return invalid_annotation(K.RESTART_SCOPE_ANNOTATION, invalid, scopes)
-    if not gang:
+    infra_gang, invalid = infrastructure_scope(job)
+    if invalid is not None:
+        scopes = " or ".join(K.RESTART_SCOPES)
+        return invalid_annotation(K.INFRASTRUCTURE_RESTART_SCOPE_ANNOTATION, invalid, scopes)
+    state = draft.current.gang_restart or GangRestartStatus(attempt=0)
+    if not (gang or infra_gang or state.attempt):
         return None
     infra_limit, invalid = infrastructure_limit(job)
     if invalid is not None:
         key = K.INFRASTRUCTURE_RESTART_LIMIT_ANNOTATION
         return invalid_annotation(key, invalid, WHOLE_NUMBER)
-    state = draft.current.gang_restart or GangRestartStatus(attempt=0)
     attempt = state.attempt
     limit = limit_of(job)
     infra_used = state.infrastructure or 0
@@ -144,6 +193,8 @@ def decide(draft: Draft) -> Decision | None:
             continue
         cause = podstate.failure(pod, replica.main_container)
         infrastructure = podstate.is_disruption(cause)
+        if not (gang if not infrastructure else infra_gang):
+            continue  # the pod alone is recreated (policies/restart)
         if not infrastructure and not retryable(replica.restart_policy, cause):
             message = R.pod_failed(
                 draft.kind,
@@ -190,7 +241,10 @@ def decide(draft: Draft) -> Decision | None:
                 draft.kind, draft.name, name, cause.describe(), attempt + 1, program_used + 1, limit
             )
         next_state = GangRestartStatus(
-            attempt=attempt + 1, trigger=uid, infrastructure=infra_used or None
+            attempt=attempt + 1,
+            trigger=uid,
+            infrastructure=infra_used or None,
+            reason=cause.reason or None,
         )
         return Decision(
             status={"gang_restart": next_state},

@@ -99,6 +99,8 @@ def test_cluster_role_rules_exactly() -> None:
         (("trainer.kubeflow.org",), ("clustertrainingruntimes",)): (*watched, "patch"),
         # The progress server: each report's token is checked with a TokenReview.
         (("authentication.k8s.io",), ("tokenreviews",)): ("create",),
+        # Lost and unhealthy nodes: read only.
+        (("",), ("nodes",)): watched,
     }
     # Nothing is ever PUT but the owner's finalizers (blockOwnerDeletion needs it).
     updated = [r["resources"] for r in rules if "update" in r["verbs"]]
@@ -150,9 +152,11 @@ def test_hpa_rights_come_only_with_a_kind_that_autoscales() -> None:
 
 def test_namespaced_mode_uses_a_role_per_namespace() -> None:
     objs = synth(watch_namespaces=("team-a", "team-b"))
-    # Only the cluster-scoped ClusterTrainingRuntimes and TokenReviews need a ClusterRole.
+    # Only the cluster-scoped Nodes, ClusterTrainingRuntimes and TokenReviews need a
+    # ClusterRole.
     (cluster_role,) = by_kind(objs, "ClusterRole")
     assert [r["resources"] for r in cluster_role["rules"]] == [
+        ["nodes"],
         ["clustertrainingruntimes"],
         ["tokenreviews"],
     ]

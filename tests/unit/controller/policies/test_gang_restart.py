@@ -83,7 +83,11 @@ def test_a_failed_rank_restarts_the_whole_gang_once() -> None:
     # Step 1: the attempt and the failed pod are recorded, every pod is deleted.
     first = decide(gang_job(), gang_pods(0, failed="job-worker-1"))
     assert first.status is not None
-    assert first.status["gangRestart"] == {"attempt": 1, "trigger": "job-worker-1-a0"}
+    assert first.status["gangRestart"] == {
+        "attempt": 1,
+        "trigger": "job-worker-1-a0",
+        "reason": "Error",
+    }
     assert sorted(r.name for r in first.delete) == sorted(NAMES)
     assert first.create == []
     restarting = condition(first, "Restarting")
@@ -136,7 +140,11 @@ def test_a_second_failure_is_a_second_restart_and_the_limit_holds() -> None:
         gang_job(attempt=1, trigger="job-worker-1-a0"), gang_pods(1, failed="job-master-0")
     )
     assert second.status is not None
-    assert second.status["gangRestart"] == {"attempt": 2, "trigger": "job-master-0-a1"}
+    assert second.status["gangRestart"] == {
+        "attempt": 2,
+        "trigger": "job-master-0-a1",
+        "reason": "Error",
+    }
     over = decide(
         gang_job(attempt=2, trigger="job-master-0-a1", limit=2), gang_pods(2, failed="job-worker-0")
     )
@@ -183,6 +191,7 @@ def test_an_infrastructure_failure_restarts_the_gang_against_its_own_budget() ->
         "attempt": 4,
         "trigger": "job-worker-1-a3",
         "infrastructure": 1,
+        "reason": "Evicted",
     }
     assert sorted(r.name for r in evicted.delete) == sorted(NAMES)
     restarting = condition(evicted, "Restarting")
@@ -215,6 +224,7 @@ def test_the_infrastructure_budget_of_a_gang_holds() -> None:
         "attempt": 3,
         "trigger": "job-worker-0-a2",
         "infrastructure": 1,
+        "reason": "Error",
     }
     restarting = condition(program, "Restarting")
     assert restarting is not None and "gang restarts used: 2 of 3" in restarting["message"]

@@ -66,7 +66,10 @@ def test_an_eviction_is_not_counted_against_the_replica_types_limit() -> None:
             "job-worker-1": pod("job-worker-1"),
         },
     )
-    planned = plan(job(1), PLUGINS["PyTorchJob"], evicted, Context(now=NOW))
+    raw = job(1)
+    # Pod scope for infrastructure failures too (the default restarts the gang).
+    raw["metadata"]["annotations"] = {K.INFRASTRUCTURE_RESTART_SCOPE_ANNOTATION: "Pod"}
+    planned = plan(raw, PLUGINS["PyTorchJob"], evicted, Context(now=NOW))
     assert [r.name for r in planned.delete] == ["job-worker-0"]
     assert condition(planned.status, "Failed") is None
     assert planned.status is not None

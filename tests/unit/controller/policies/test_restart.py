@@ -416,6 +416,8 @@ def test_an_eviction_in_the_same_look_is_worded_against_its_own_budget() -> None
     """The in-place restart is the program's (1 of backoffLimit 2); the eviction beside it
     is the infrastructure's, numbered against its own budget, backoffLimit untouched."""
     cluster, reconciler, key = pytorch_onfailure(2)
+    annotations = cluster.jobs[key]["metadata"].setdefault("annotations", {})
+    annotations[K.INFRASTRUCTURE_RESTART_SCOPE_ANNOTATION] = "Pod"  # not the gang default
     cluster.children["Pod"]["job-master-0"] = restarted("job-master-0", 1)
     cluster.children["Pod"]["job-worker-0"] = disrupted("job-worker-0", "evicted")
     reconciler.reconcile(key)
