@@ -10,12 +10,22 @@ code and the given reason, the way the kubelet would report it:
 - restartPolicy Always, or OnFailure with a non-zero code: the containers restart in
   place (restartCount + 1, lastState.terminated holds the code and reason) and the
   annotations are removed so the next exit can be requested the same way.
+
+A node's kubelet can be made to vanish too (:func:`lose_node`): kwok stops reporting the
+node Ready, the node is set NotReady (or Unknown, as the node lifecycle controller says of
+an unreachable node), and the deletion of every pod on it hangs, as it does on a real
+node nobody hears from.
 """
 
 from __future__ import annotations
 
+from datetime import UTC, datetime
 from typing import Any
 
+#: On a fake node: kwok no longer reports it Ready (a test sets its conditions), as if its
+#: kubelet were gone. On a pod: its deletion is never confirmed (it stays Terminating).
+NODE_LOST_ANNOTATION = "kubetrain.dev/fake-node-lost"
+KUBELET_GONE_ANNOTATION = "kubetrain.dev/fake-kubelet-gone"
 EXIT_CODE_ANNOTATION = "kubetrain.dev/fake-exit-code"
 REASON_ANNOTATION = "kubetrain.dev/fake-reason"
 MESSAGE_ANNOTATION = "kubetrain.dev/fake-message"
@@ -60,3 +70,28 @@ def make_pod_exit(
 ) -> None:
     """Annotate pod ``namespace/name`` through a ``kubernetes.client.CoreV1Api``."""
     core_v1.patch_namespaced_pod(name, namespace, exit_patch(exit_code, reason, message))
+
+
+def lose_node(core_v1: Any, name: str, *, status: str = "False") -> list[tuple[str, str]]:
+    """Make fake node ``name`` lost: Ready ``status`` (False: NotReady, Unknown:
+    unreachable) from now on, and the pods on it never confirm their deletion. Returns
+    the (namespace, name) of those pods."""
+    core_v1.patch_node(name, {"metadata": {"annotations": {NODE_LOST_ANNOTATION: "true"}}})
+    pods = core_v1.list_pod_for_all_namespaces(field_selector=f"spec.nodeName={name}").items
+    gone = {"metadata": {"annotations": {KUBELET_GONE_ANNOTATION: "true"}}}
+    for pod in pods:
+        core_v1.patch_namespaced_pod(pod.metadata.name, pod.metadata.namespace, gone)
+    ready = {
+        "type": "Ready",
+        "status": status,
+        "reason": "KubeletStopped" if status == "False" else "NodeStatusUnknown",
+        "message": "the fake kubelet is gone",
+        "lastTransitionTime": _now(),
+        "lastHeartbeatTime": _now(),
+    }
+    core_v1.patch_node_status(name, {"status": {"conditions": [ready]}})
+    return [(p.metadata.namespace, p.metadata.name) for p in pods]
+
+
+def _now() -> str:
+    return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")

@@ -224,11 +224,14 @@ def finish(plan: Plan, observed: Observed, found: Mapping[str, Trouble], rules: 
             replace(d, force=True) if d.kind == "Pod" and unreachable_node(d.name) else d
             for d in plan.delete
         ]
+        # A batch Job deleted now (an MPI launcher's) leaves its pod to the garbage
+        # collector: on an unreachable node it would hang there, so it goes now.
+        jobs = {d.uid for d in plan.delete if d.kind == "Job"}
         for name, pod in sorted(observed.pods.items()):
             trouble = unreachable_node(name)
             if trouble is None or trouble.due_in or name in planned:
                 continue
-            if podstate.is_deleting(pod):
+            if podstate.is_deleting(pod) or _owner_uid(pod) in jobs:
                 plan.delete.append(replace(ref("Pod", pod), force=True))
         return
     for name, pod in sorted(observed.pods.items()):
@@ -247,3 +250,8 @@ def finish(plan: Plan, observed: Observed, found: Mapping[str, Trouble], rules: 
                 key=f"lost-node-wait/{podstate.uid(pod)}",
             )
         )
+
+
+def _owner_uid(pod: Obj) -> str:
+    owners = (pod.get("metadata") or {}).get("ownerReferences") or []
+    return next((str(o.get("uid")) for o in owners if o.get("controller")), "")

@@ -186,16 +186,25 @@ def decide(draft: Draft) -> Decision | None:
     replicas = {r.pod_name: r for r in draft.plugin.replicas(job)}
     for name, pod in sorted(observed.pods.items()):
         replica = replicas.get(name)
-        if replica is None or attempt_of(pod) != attempt or not podstate.is_failed(pod):
+        # An MPI launcher's pod (its batch Job's) counts when its node fails it.
+        launcher = replica is None and owned_by_batch_job(pod)
+        if not (replica or launcher) or attempt_of(pod) != attempt:
+            continue
+        if not podstate.is_failed(pod):
             continue
         uid = podstate.uid(pod)
         if uid == state.trigger:
             continue
-        cause = podstate.failure(pod, replica.main_container)
+        cause = podstate.failure(pod, replica.main_container if replica else None)
         infrastructure = podstate.is_disruption(cause)
-        if not (gang if not infrastructure else infra_gang):
-            continue  # the pod alone is recreated (policies/restart)
-        if not infrastructure and not retryable(replica.restart_policy, cause):
+        if not (infra_gang if infrastructure else gang and replica is not None):
+            continue  # the pod alone is recreated (policies/restart, or its batch Job)
+        replica_type = replica.replica_type if replica else "Launcher"
+        if (
+            replica is not None
+            and not infrastructure
+            and not retryable(replica.restart_policy, cause)
+        ):
             message = R.pod_failed(
                 draft.kind,
                 draft.name,
@@ -215,7 +224,7 @@ def decide(draft: Draft) -> Decision | None:
         program_used = attempt - infra_used  # the gang restarts the program's failures made
         if infrastructure and infra_used + 1 > infra_limit:
             message = R.infrastructure_restarts_exceeded(
-                draft.kind, draft.name, replica.replica_type, name, cause.describe(), infra_limit
+                draft.kind, draft.name, replica_type, name, cause.describe(), infra_limit
             )
             reason = K.INFRASTRUCTURE_RESTART_LIMIT_EXCEEDED
         elif not infrastructure and limit is not None and program_used + 1 > limit:
@@ -227,9 +236,7 @@ def decide(draft: Draft) -> Decision | None:
             message, reason = "", ""
         if message:
             return Decision(
-                outcome=Outcome(
-                    ConditionType.FAILED, reason, message, replica_type=replica.replica_type
-                )
+                outcome=Outcome(ConditionType.FAILED, reason, message, replica_type=replica_type)
             )
         if infrastructure:
             infra_used += 1

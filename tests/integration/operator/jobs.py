@@ -12,12 +12,13 @@ from kubernetes.client.exceptions import ApiException
 
 from cluster.fake_pods import exit_patch
 from kubetrain.api import keys as K
-from kubetrain.api.kinds import KINDS
+from kubetrain.api.kinds import OPERATOR_KINDS
 from tests.builders import jobs as builders
 from tests.integration.kube import condition, wait_for
 
-PLURALS = {kind: info.plural for kind, info in KINDS.items()}
-VERSIONS = {kind: info.version for kind, info in KINDS.items()}
+PLURALS = {kind: info.plural for kind, info in OPERATOR_KINDS.items()}
+VERSIONS = {kind: info.version for kind, info in OPERATOR_KINDS.items()}
+GROUPS = {kind: info.group for kind, info in OPERATOR_KINDS.items()}
 #: The image of the pods the operator tier makes (kwok runs none of them).
 IMAGE = "registry.example/trainer:1"
 
@@ -194,7 +195,7 @@ class Jobs:
     def create(self, job: dict[str, Any]) -> dict[str, Any]:
         kind = job["kind"]
         result = self.custom.create_namespaced_custom_object(
-            "kubeflow.org", VERSIONS[kind], self.namespace, PLURALS[kind], job
+            GROUPS[kind], VERSIONS[kind], self.namespace, PLURALS[kind], job
         )
         assert isinstance(result, dict)
         return result
@@ -202,7 +203,7 @@ class Jobs:
     def get(self, kind: str, name: str) -> dict[str, Any] | None:
         try:
             result = self.custom.get_namespaced_custom_object(
-                "kubeflow.org", VERSIONS[kind], self.namespace, PLURALS[kind], name
+                GROUPS[kind], VERSIONS[kind], self.namespace, PLURALS[kind], name
             )
         except ApiException as err:
             if err.status == 404:
@@ -213,7 +214,7 @@ class Jobs:
 
     def patch(self, kind: str, name: str, patch: dict[str, Any]) -> None:
         self.custom.patch_namespaced_custom_object(
-            "kubeflow.org",
+            GROUPS[kind],
             VERSIONS[kind],
             self.namespace,
             PLURALS[kind],
@@ -224,7 +225,7 @@ class Jobs:
 
     def delete(self, kind: str, name: str) -> None:
         self.custom.delete_namespaced_custom_object(
-            "kubeflow.org", VERSIONS[kind], self.namespace, PLURALS[kind], name
+            GROUPS[kind], VERSIONS[kind], self.namespace, PLURALS[kind], name
         )
 
     def delete_every_job(self) -> None:
@@ -232,11 +233,8 @@ class Jobs:
         running makes no pod for them again (their pods go with them)."""
         for kind in VERSIONS:
             self.custom.delete_collection_namespaced_custom_object(
-                "kubeflow.org", VERSIONS[kind], self.namespace, PLURALS[kind]
+                GROUPS[kind], VERSIONS[kind], self.namespace, PLURALS[kind]
             )
-        self.custom.delete_collection_namespaced_custom_object(
-            "trainer.kubeflow.org", "v1alpha1", self.namespace, "trainjobs"
-        )
 
     def wait(
         self,
