@@ -27,6 +27,12 @@ DISRUPTION_REASONS = frozenset(
         "NodeUnhealthy",
         "Terminated",
         "UnexpectedAdmissionError",
+        # The DisruptionTarget condition's reasons.
+        "PreemptionByScheduler",
+        "DeletionByTaintManager",
+        "EvictionByEvictionAPI",
+        "DeletionByPodGC",
+        "TerminationByKubelet",
     }
 )
 #: Container waiting reasons that are problems (not a normal start).
@@ -152,7 +158,9 @@ def failure(pod: Obj, main_container: str | None = None) -> Termination:
     status = _status(pod)
     reason = str(status.get("reason") or "")
     if reason in DISRUPTION_REASONS or _disrupted(pod):
-        return Termination(None, reason or "DisruptionTarget", str(status.get("message") or ""))
+        marked = condition(pod, "DisruptionTarget") or {}
+        reason = reason or str(marked.get("reason") or "DisruptionTarget")
+        return Termination(None, reason, str(status.get("message") or marked.get("message") or ""))
     failed: list[Termination] = []
     for cs in _containers(pod):
         terminated = (cs.get("state") or {}).get("terminated")
@@ -174,6 +182,14 @@ def failure(pod: Obj, main_container: str | None = None) -> Termination:
 def _disrupted(pod: Obj) -> bool:
     cond = condition(pod, "DisruptionTarget")
     return cond is not None and cond.get("status") == "True"
+
+
+def is_disrupted(pod: Obj) -> bool:
+    """Failed as a whole by the cluster, or being deleted with the ``DisruptionTarget``
+    condition (a drain's eviction, the taint manager, preemption) before it ends."""
+    if is_failed(pod):
+        return is_disruption(failure(pod))
+    return is_deleting(pod) and _disrupted(pod)
 
 
 def is_disruption(termination: Termination) -> bool:

@@ -61,6 +61,11 @@ class AlertThresholds:
     reported for this long."""
     progress_stall_for: str = "1m"
     """... seen this long."""
+    infrastructure_restarts: int = 3
+    """KubetrainInfrastructureRestartsFrequent: a kind's jobs in a namespace restarted
+    this many times after infrastructure failures (lost nodes, evictions, preemptions)..."""
+    infrastructure_window: str = "1h"
+    """... within this window."""
     rate_window: str = "5m"
     """The window of the rate() and histogram rules."""
 
@@ -74,6 +79,7 @@ class AlertThresholds:
             "failure_for",
             "queue_wait_for",
             "progress_stall_for",
+            "infrastructure_window",
             "rate_window",
         ):
             check_duration(f"alerts.{name}", getattr(self, name))
@@ -81,7 +87,12 @@ class AlertThresholds:
             value = getattr(self, name)
             if not 0 < value < 1:
                 raise ValueError(f"alerts.{name} ({value}) must be a share between 0 and 1")
-        for name in ("pending_seconds", "failure_min_jobs", "queue_wait_seconds"):
+        for name in (
+            "pending_seconds",
+            "failure_min_jobs",
+            "queue_wait_seconds",
+            "infrastructure_restarts",
+        ):
             if getattr(self, name) <= 0:
                 raise ValueError(f"alerts.{name} ({getattr(self, name)}) must be above 0")
         if self.progress_stall_seconds <= 0:
@@ -123,6 +134,8 @@ def alerts(job: str, t: AlertThresholds) -> list[Alert]:
     finished = f"kubetrain_job_duration_seconds_count{{{sel}}}"
     failed = f'kubetrain_job_duration_seconds_count{{{sel},result="Failed"}}'
     fw = t.failure_window
+    infra = f"kubetrain_jobs_infrastructure_restarts_total{{{sel}}}"
+    iw = t.infrastructure_window
     return [
         Alert(
             "KubetrainOperatorDown",
@@ -204,6 +217,20 @@ def alerts(job: str, t: AlertThresholds) -> list[Alert]:
             "progress (status.trainerStatus) {{ $value | humanizeDuration }} ago "
             f"(threshold {t.progress_stall_seconds} s).",
             "A running TrainJob that reports progress has gone quiet.",
+        ),
+        Alert(
+            "KubetrainInfrastructureRestartsFrequent",
+            "warning",
+            # A cause's series is born with its first restart: within the window, all of
+            # its value is new (increase() alone would miss that first one).
+            f"sum by (kind, namespace) (increase({infra}[{iw}]) or ({infra} unless "
+            f"{infra} offset {iw})) >= {t.infrastructure_restarts}",
+            "0s",
+            "{{ $labels.kind }} jobs in {{ $labels.namespace }} keep losing their nodes.",
+            "{{ $labels.kind }} jobs in namespace {{ $labels.namespace }} were restarted "
+            "{{ $value }} times after infrastructure failures (lost or unhealthy nodes, "
+            f"evictions, preemptions) within {iw} (threshold {t.infrastructure_restarts}).",
+            "Jobs of a kind in a namespace restart after infrastructure failures too often.",
         ),
     ]
 

@@ -179,6 +179,18 @@ def panels() -> list[Panel]:
             ),
         ),
         Panel(
+            "Infrastructure restarts",
+            "Jobs restarted after infrastructure failures (lost or unhealthy nodes, "
+            "evictions, preemptions), by kind and cause; backoffLimit is not spent on them.",
+            (
+                _q(
+                    "sum by (kind, cause) (increase("
+                    f"kubetrain_jobs_infrastructure_restarts_total{{{j}}}[1h]))",
+                    "{{kind}} {{cause}}",
+                ),
+            ),
+        ),
+        Panel(
             "Watch restarts",
             "Watches re-opened after an error, and relists after an expired version.",
             (

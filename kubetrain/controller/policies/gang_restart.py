@@ -190,7 +190,8 @@ def decide(draft: Draft) -> Decision | None:
         launcher = replica is None and owned_by_batch_job(pod)
         if not (replica or launcher) or attempt_of(pod) != attempt:
             continue
-        if not podstate.is_failed(pod):
+        # A pod being evicted (a drain) ends the attempt as soon as it is marked.
+        if not (podstate.is_failed(pod) or podstate.is_disrupted(pod)):
             continue
         uid = podstate.uid(pod)
         if uid == state.trigger:

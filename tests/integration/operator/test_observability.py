@@ -52,6 +52,8 @@ THRESHOLDS = AlertThresholds(
     queue_wait_for="30s",
     progress_stall_seconds=30,
     progress_stall_for="5s",
+    infrastructure_restarts=1,
+    infrastructure_window="10m",
     rate_window="1m",
 )
 PROPS = MonitoringProps(alerts=THRESHOLDS)
@@ -99,8 +101,9 @@ def _firing(prometheus: Prometheus) -> set[tuple[str, tuple[tuple[str, str], ...
 
 
 def _burst(jobs: Jobs, namespace: str, dyn: DynamicClient) -> None:
-    """Jobs of every kind: successes, failures (PyTorchJob: 3 of 5), a restart, a job whose
-    pods never fit, and a TrainJob left running."""
+    """Jobs of every kind: successes, failures (PyTorchJob: 3 of 5), a restart, an
+    eviction (an infrastructure restart), a job whose pods never fit, and a TrainJob left
+    running."""
     apply(dyn, torch_runtime(RUNTIME, namespace, template("node")))
     for i in range(2):
         jobs.create(pytorch_job(f"pt-ok-{i}", workers=1))
@@ -109,6 +112,7 @@ def _burst(jobs: Jobs, namespace: str, dyn: DynamicClient) -> None:
     for i in range(3):
         jobs.create(pytorch_job(f"pt-bad-{i}", workers=1, restart_policy="Never"))
     jobs.create(pytorch_job("pt-restarts", workers=1))
+    jobs.create(pytorch_job("pt-evicted", workers=1))
     jobs.create(pytorch_job("pt-too-big", workers=1, gpus=64))
     apply(dyn, train_job("tj-quiet", RUNTIME), namespace=namespace)
     for i in range(2):
@@ -120,6 +124,8 @@ def _burst(jobs: Jobs, namespace: str, dyn: DynamicClient) -> None:
         jobs.exit(f"pt-bad-{i}-master-0", 1, "Error")
     jobs.wait_condition("PyTorchJob", "pt-restarts", "Running")
     jobs.exit("pt-restarts-worker-0", 1, "Error")
+    jobs.wait_condition("PyTorchJob", "pt-evicted", "Running")
+    jobs.evict("pt-evicted-worker-0")
     for i in range(2):
         jobs.exit(f"pt-ok-{i}-master-0", 0)
         jobs.exit(f"tf-ok-{i}-chief-0", 0)
@@ -174,6 +180,10 @@ def test_the_alerts_that_must_fire_do_and_none_other(
         ("KubetrainJobStuckPending", (("kind", "PyTorchJob"), ("namespace", namespace))),
         ("KubetrainJobFailureRatioHigh", (("kind", "PyTorchJob"),)),
         ("KubetrainTrainJobProgressStalled", (("namespace", namespace),)),
+        (
+            "KubetrainInfrastructureRestartsFrequent",
+            (("kind", "PyTorchJob"), ("namespace", namespace)),
+        ),
     }
     seen: set[tuple[str, tuple[tuple[str, str], ...]]] = set()
 

@@ -3,6 +3,7 @@ backoffLimit counts restarts, and that every path ends in a final state."""
 
 from __future__ import annotations
 
+from kubetrain.api import keys as K
 from tests.integration.kube import condition, wait_for
 from tests.integration.operator.conftest import RunningOperator
 from tests.integration.operator.jobs import Jobs, pytorch_job
@@ -87,28 +88,56 @@ def test_always_policy_restarts_in_place(operator: RunningOperator, jobs: Jobs) 
     assert jobs.state("PyTorchJob", "alw") == "Running"
 
 
-def test_an_evicted_pod_is_recreated_as_an_infrastructure_restart(
+def test_an_evicted_pod_is_an_infrastructure_restart_of_the_gang_or_the_pod(
     operator: RunningOperator, jobs: Jobs
 ) -> None:
     """Under restartPolicy Never and backoffLimit 0, an eviction (the kubelet's report) is
-    not the program's failure: the pod is recreated, counted in infrastructureRestarts
-    against the job's own budget, and the job keeps running (before #45: Failed,
-    PyTorchJobEvicted)."""
+    not the program's failure: by default the whole gang restarts (the master would wait
+    for the lost worker forever), counted as the job's first infrastructure restart; with
+    infrastructure-restart-scope Pod only the pod is recreated, counted in
+    infrastructureRestarts. Both jobs keep running (before #45: Failed, PyTorchJobEvicted)."""
+    never = {"backoffLimit": 0}
+    jobs.create(pytorch_job("evict", workers=1, restart_policy="Never", run_policy=never))
+    pod_scope = {K.INFRASTRUCTURE_RESTART_SCOPE_ANNOTATION: "Pod"}
     jobs.create(
-        pytorch_job("evict", workers=1, restart_policy="Never", run_policy={"backoffLimit": 0})
+        pytorch_job(
+            "evict-pod", workers=1, restart_policy="Never", run_policy=never, annotations=pod_scope
+        )
     )
-    pods = jobs.wait_running("evict", {"evict-master-0", "evict-worker-0"})
-    first = _uid(pods["evict-worker-0"])
+    gang = jobs.wait_running("evict", {"evict-master-0", "evict-worker-0"})
+    alone = jobs.wait_running("evict-pod", {"evict-pod-master-0", "evict-pod-worker-0"})
     jobs.evict("evict-worker-0")
+    jobs.evict("evict-pod-worker-0")
+    # The gang: both pods new, as attempt 1.
     jobs.wait_pods(
         "evict",
-        lambda p: "evict-worker-0" in p and _uid(p["evict-worker-0"]) != first,
-        what="evict-worker-0 recreated",
+        lambda p: (
+            set(p) == set(gang)
+            and all(_uid(p[n]) != _uid(gang[n]) for n in gang)
+            and all(x["metadata"]["labels"].get(K.ATTEMPT_LABEL) == "1" for x in p.values())
+        ),
+        what="the whole gang recreated as attempt 1",
     )
-    event = jobs.wait_event("evict", "Evicted")
-    assert "low on resource" in event["message"]
-    assert "infrastructure restarts used: 1 of 10, backoffLimit untouched" in event["message"]
+    event = jobs.wait_event("evict", "GangRestart")
+    assert "Evicted: The node was low on resource" in event["message"]
+    assert "infrastructure restarts used: 1 of 10" in event["message"]
     job = jobs.wait_condition("PyTorchJob", "evict", "Running")
+    restart = job["status"]["gangRestart"]
+    assert (restart["attempt"], restart["infrastructure"], restart["reason"]) == (1, 1, "Evicted")
+    assert not any(s.get("restarts") for s in job["status"]["replicaStatuses"].values())
+    # Pod scope: the master kept, the worker recreated.
+    pods = jobs.wait_pods(
+        "evict-pod",
+        lambda p: (
+            "evict-pod-worker-0" in p
+            and _uid(p["evict-pod-worker-0"]) != _uid(alone["evict-pod-worker-0"])
+        ),
+        what="evict-pod-worker-0 recreated",
+    )
+    assert _uid(pods["evict-pod-master-0"]) == _uid(alone["evict-pod-master-0"])
+    event = jobs.wait_event("evict-pod", "Evicted")
+    assert "infrastructure restarts used: 1 of 10, backoffLimit untouched" in event["message"]
+    job = jobs.wait_condition("PyTorchJob", "evict-pod", "Running")
     worker = job["status"]["replicaStatuses"]["Worker"]
     assert worker["infrastructureRestarts"] == 1 and "restarts" not in worker, worker
 

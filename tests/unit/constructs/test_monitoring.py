@@ -38,13 +38,17 @@ KNOWN = {"up"} | {
     ]
     for suffix in suffixes
 }
-_FUNCTIONS = {"sum", "max", "rate", "increase", "histogram_quantile", "absent", "by", "and"}
+_FUNCTIONS = {
+    *("sum", "max", "rate", "increase", "histogram_quantile", "absent"),
+    *("by", "and", "or", "unless"),
+}
 
 
 def metric_names(expr: str) -> set[str]:
     """The series names a PromQL expression reads (label names and functions aside)."""
     without_labels = re.sub(r"\{[^}]*\}|\[[^\]]*\]", "", expr)
-    without_grouping = re.sub(r"by \([^)]*\)", "", without_labels)
+    without_offsets = re.sub(r"offset \d+[smhdwy]", "", without_labels)
+    without_grouping = re.sub(r"by \([^)]*\)", "", without_offsets)
     names = set(re.findall(r"[a-zA-Z_:][a-zA-Z0-9_:]*", without_grouping))
     return {n for n in names if n not in _FUNCTIONS and not re.fullmatch(r"\d+[smhdwy]", n)}
 

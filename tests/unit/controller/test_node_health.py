@@ -308,3 +308,25 @@ def test_a_restarted_gangs_pods_carry_the_attempt_and_the_reason() -> None:
         assert (env[K.ATTEMPT_ENV], env[K.RESTART_REASON_ENV]) == ("1", "NodeLost")
         # The job's own scope is Pod: its restartPolicy is kept.
         assert child["spec"]["restartPolicy"] == "OnFailure"
+
+
+def test_a_drain_eviction_restarts_the_gang_as_soon_as_the_pod_is_marked() -> None:
+    """``kubectl drain`` evicts through the Eviction API: the pod is deleted gracefully
+    (its termination grace for a last checkpoint) with ``DisruptionTarget``. The gang does
+    not wait for it to end: the attempt is over, counted as the infrastructure's."""
+    evicted = pod("job-worker-1", deleting=True)
+    evicted["status"]["conditions"].append(
+        {
+            "type": "DisruptionTarget",
+            "status": "True",
+            "reason": "EvictionByEvictionAPI",
+            "message": "Eviction API: evicting",
+        }
+    )
+    planned = decide(pytorch(), observed(healthy(), **{"job-worker-1": evicted}))
+    assert planned.status is not None
+    assert planned.status["gangRestart"]["reason"] == "EvictionByEvictionAPI"
+    assert planned.status["gangRestart"]["infrastructure"] == 1
+    # The others go now; the evicted one is already going (its grace is its own).
+    assert sorted(d.name for d in planned.delete) == ["job-master-0", "job-worker-0"]
+    assert planned.metrics == ["infrastructure/EvictionByEvictionAPI"]
