@@ -6,6 +6,8 @@ kubelet gone, NotReady, its pods stuck Terminating; the Node deleted)."""
 from __future__ import annotations
 
 import copy
+import functools
+import json
 import time
 from collections.abc import Callable
 from typing import Any
@@ -106,16 +108,34 @@ def every_kind(jobs: Jobs, prefix: str) -> dict[str, str]:
     return names
 
 
+def _json(response: Any) -> dict[str, Any]:
+    """The body of a call made with ``_preload_content=False``."""
+    data: dict[str, Any] = json.loads(response.data)
+    return data
+
+
 def create_nodes(core: client.CoreV1Api, nodes: list[dict[str, Any]]) -> None:
     for node in nodes:
-        core.create_node(node)
+        core.create_node(node)  # type: ignore[arg-type]  # the client takes plain dicts too
+
+    def ready(name: str) -> bool:
+        status = _json(core.read_node_status(name, _preload_content=False))["status"]
+        conds = status.get("conditions") or []
+        return any(c["type"] == "Ready" and c["status"] == "True" for c in conds)
+
     for node in nodes:
         name = node["metadata"]["name"]
-        wait_for(
-            lambda n=name: core.read_node_status(n).status.conditions or [],
-            lambda conds: any(c.type == "Ready" and c.status == "True" for c in conds),
-            what=f"fake node {name} to be Ready",
-        )
+        wait_for(functools.partial(ready, name), bool, what=f"fake node {name} to be Ready")
+
+
+def stuck_pods(core: client.CoreV1Api, namespace: str) -> list[str]:
+    """The namespace's pods on a node whose kubelet is gone (never confirmed deleted)."""
+    found = _json(core.list_namespaced_pod(namespace, _preload_content=False))["items"]
+    return [
+        p["metadata"]["name"]
+        for p in found
+        if (p["metadata"].get("annotations") or {}).get(KUBELET_GONE_ANNOTATION)
+    ]
 
 
 def running(jobs: Jobs, name: str, attempt: int) -> dict[str, dict[str, Any]]:
@@ -190,15 +210,13 @@ SIGNALS: tuple[tuple[str, Callable[[client.CoreV1Api, str], None], str], ...] = 
 
 def remove_pools(jobs: Jobs, names: list[str]) -> None:
     """Delete the jobs' nodes, and any of their pods still held Terminating."""
-    for pod in jobs.core.list_namespaced_pod(jobs.namespace).items:
-        if (pod.metadata.annotations or {}).get(KUBELET_GONE_ANNOTATION):
-            try:
-                jobs.core.delete_namespaced_pod(
-                    pod.metadata.name, jobs.namespace, grace_period_seconds=0
-                )
-            except ApiException as err:
-                if err.status != 404:
-                    raise
-    for node in jobs.core.list_node(label_selector=POOL_KEY).items:
-        if node.metadata.labels.get(POOL_KEY) in names:
-            jobs.core.delete_node(node.metadata.name)
+    for pod in stuck_pods(jobs.core, jobs.namespace):
+        try:
+            jobs.core.delete_namespaced_pod(pod, jobs.namespace, grace_period_seconds=0)
+        except ApiException as err:
+            if err.status != 404:
+                raise
+    nodes = _json(jobs.core.list_node(label_selector=POOL_KEY, _preload_content=False))
+    for node in nodes["items"]:
+        if node["metadata"]["labels"].get(POOL_KEY) in names:
+            jobs.core.delete_node(node["metadata"]["name"])

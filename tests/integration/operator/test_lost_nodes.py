@@ -19,12 +19,12 @@ from tests.integration.kube import condition
 from tests.integration.operator.conftest import RunningOperator
 from tests.integration.operator.jobs import Jobs
 from tests.integration.operator.lost_nodes import (
-    KUBELET_GONE_ANNOTATION,
     SIGNALS,
     every_kind,
     node_of,
     remove_pools,
     running,
+    stuck_pods,
 )
 
 
@@ -72,12 +72,7 @@ def test_every_kind_restarts_its_gang_off_a_lost_node(
                 env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
                 assert (env[K.ATTEMPT_ENV], env[K.RESTART_REASON_ENV]) == ("3", "NodeLost")
         # Nothing was left Terminating on the lost node: the operator forced the deletions.
-        stuck = [
-            p.metadata.name
-            for p in jobs.core.list_namespaced_pod(jobs.namespace).items
-            if (p.metadata.annotations or {}).get(KUBELET_GONE_ANNOTATION)
-        ]
-        assert stuck == []
+        assert stuck_pods(jobs.core, jobs.namespace) == []
     finally:
         jobs.delete_every_job()
         remove_pools(jobs, list(names.values()))
