@@ -32,6 +32,7 @@ from kubetrain.constructs.node_tuning import TUNER_APP, NodeTuner, NodeTunerProp
 from kubetrain.constructs.objects import api_object
 from kubetrain.constructs.preflight import NcclPreflight, NcclPreflightProps
 from kubetrain.constructs.types import Image, check_dns_label, check_labels
+from kubetrain.controller.config import NodeRules
 from kubetrain.node_tuner import parse_sysctl
 
 GPU_PRODUCT_LABEL = K.GPU_PRODUCT_LABEL
@@ -139,9 +140,18 @@ class GpuNodePoolProps:
     """``activeDeadlineSeconds`` of the preflight: a hang fails it."""
     labels: dict[str, str] = field(default_factory=dict)
     """Extra labels on every object. Default: none."""
+    unhealthy_conditions: tuple[str, ...] = K.DEFAULT_UNHEALTHY_NODE_CONDITIONS
+    """Node conditions that, True, mark one of the pool's nodes unhealthy for training:
+    the operator moves the jobs on it at once (a stack's operator watches every pool's).
+    Default: node-problem-detector's KernelDeadlock and ReadonlyFilesystem, NVIDIA
+    NVSentinel's SysLogsXIDError, SysLogsSXIDError and SysLogsGPUFallenOff."""
+    unhealthy_taints: tuple[str, ...] = ()
+    """Taint keys that mark one of the pool's nodes unhealthy (e.g. the taint the GPU
+    health system puts on a quarantined node). Default: none."""
 
     def __post_init__(self) -> None:
         check_dns_label("name", self.name)
+        NodeRules(conditions=self.unhealthy_conditions, taints=self.unhealthy_taints)
         if len(self.name) > MAX_POOL_NAME:
             raise ValueError(
                 f"name ({self.name!r}) has {len(self.name)} characters: at most "

@@ -148,6 +148,19 @@ class TrainingOperatorProps:
         )
         return {"app.kubernetes.io/name": name, "app.kubernetes.io/component": component}
 
+    def watching_node_health(
+        self, conditions: tuple[str, ...], taints: tuple[str, ...]
+    ) -> TrainingOperatorProps:
+        """These props with further node conditions and taints that make a node unhealthy
+        for training (``config.unhealthy_node_conditions``/``_taints``; a stack adds each
+        GPU pool's), each named once."""
+        config = dataclasses.replace(
+            self.config,
+            unhealthy_node_conditions=_union(self.config.unhealthy_node_conditions, conditions),
+            unhealthy_node_taints=_union(self.config.unhealthy_node_taints, taints),
+        )
+        return dataclasses.replace(self, config=config)
+
     def effective_config(self) -> OperatorConfig:
         """The config the operator runs with: watch_namespaces merged in, and leader
         election on whenever there is more than one replica."""
@@ -166,6 +179,10 @@ class TrainingOperatorProps:
                 config, exclude_namespaces=(*config.exclude_namespaces, self.namespace)
             )
         return config
+
+
+def _union(first: tuple[str, ...], more: tuple[str, ...]) -> tuple[str, ...]:
+    return tuple(dict.fromkeys((*first, *more)))
 
 
 class TrainingOperator(constructs.Construct):

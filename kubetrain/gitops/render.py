@@ -68,7 +68,13 @@ def build_charts(stack: Stack, only: Collection[str] = CHART_ORDER) -> dict[str,
             KubeflowCrdsProps(annotations={argo.SYNC_OPTIONS_ANNOTATION: argo.CRD_SYNC_OPTIONS}),
         )
     if "operator" in only:
-        charts["operator"] = OperatorChart(app, "operator", stack.operator)
+        operator = stack.operator
+        for pool in stack.node_pools:
+            # The operator moves jobs off any pool's unhealthy nodes.
+            operator = operator.watching_node_health(
+                pool.unhealthy_conditions, pool.unhealthy_taints
+            )
+        charts["operator"] = OperatorChart(app, "operator", operator)
     gpu_nodes = GpuNodesChart(app, "gpu-nodes", stack.node_pools)
     charts["gpu-nodes"] = gpu_nodes
     charts["runtimes"] = RuntimesChart(app, "runtimes", stack.runtimes, gpu_nodes.pools)

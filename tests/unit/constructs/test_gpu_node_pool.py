@@ -671,3 +671,15 @@ def test_fails_binding_more_gpus_than_a_node_has() -> None:
     pool, _ = synth()
     with pytest.raises(ValueError, match=r"gpus_per_node \(16\) must be from 0 to the pool's 8"):
         pool.bind(pod_template(), gpus_per_node=16)
+
+
+def test_unhealthy_signals_must_be_condition_types_or_taint_keys() -> None:
+    with pytest.raises(ValueError, match=r"unhealthy_node_taints \('no spaces!'\) must be"):
+        props(unhealthy_taints=("no spaces!",))
+    assert props().unhealthy_conditions == (
+        "KernelDeadlock",
+        "ReadonlyFilesystem",
+        "SysLogsXIDError",
+        "SysLogsSXIDError",
+        "SysLogsGPUFallenOff",
+    )

@@ -229,3 +229,25 @@ def test_a_stack_without_monitoring_has_no_monitoring_chart_or_files() -> None:
     assert stack.monitoring is None
     files = render_files(stack, render_charts(stack))
     assert not [p for p in files if p.startswith(("files/", "06-monitoring"))]
+
+
+def test_the_operator_watches_every_pools_unhealthy_conditions_and_taints() -> None:
+    """A pool names the health signals of its nodes (a cloud's own GPU health agent); the
+    stack's operator moves jobs off any pool's unhealthy node."""
+    stack = STACKS["h100-infiniband"]
+    (pool,) = stack.node_pools
+    quarantined = dataclasses.replace(
+        pool,
+        unhealthy_conditions=("GpuHealthy", *pool.unhealthy_conditions),
+        unhealthy_taints=("example.com/gpu-quarantine",),
+    )
+    charts = {
+        c.name: c for c in render_charts(dataclasses.replace(stack, node_pools=(quarantined,)))
+    }
+    (deployment,) = [o for o in charts["operator"].objects if o["kind"] == "Deployment"]
+    args = deployment["spec"]["template"]["spec"]["containers"][0]["args"]
+    assert (
+        "--unhealthy-node-conditions=KernelDeadlock,ReadonlyFilesystem,SysLogsXIDError,"
+        "SysLogsSXIDError,SysLogsGPUFallenOff,GpuHealthy" in args
+    )
+    assert "--unhealthy-node-taints=example.com/gpu-quarantine" in args
