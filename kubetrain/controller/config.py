@@ -12,7 +12,9 @@ from enum import StrEnum
 
 from kubetrain.api import keys as K
 from kubetrain.api.kinds import OPERATOR_KINDS
-from kubetrain.controller.node_rules import NodeRules
+
+# Re-exported: what the generator checks a GPU pool's node health signals with.
+from kubetrain.controller.node_rules import NodeRules as NodeRules
 
 #: The kinds the operator can reconcile: the Kubeflow v1 jobs and Trainer v2's TrainJob.
 JOB_KINDS = tuple(OPERATOR_KINDS)
