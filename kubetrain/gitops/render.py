@@ -69,10 +69,10 @@ def build_charts(stack: Stack, only: Collection[str] = CHART_ORDER) -> dict[str,
         )
     if "operator" in only:
         operator = stack.operator
-        for pool in stack.node_pools:
+        for props in stack.node_pools:
             # The operator moves jobs off any pool's unhealthy nodes.
             operator = operator.watching_node_health(
-                pool.unhealthy_conditions, pool.unhealthy_taints
+                props.unhealthy_conditions, props.unhealthy_taints
             )
         charts["operator"] = OperatorChart(app, "operator", operator)
     gpu_nodes = GpuNodesChart(app, "gpu-nodes", stack.node_pools)
