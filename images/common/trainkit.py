@@ -176,3 +176,17 @@ def log_step(step: int, loss: float, lr: float, samples_per_sec: float) -> None:
 def log_final(rank: int, step: int, digest: str) -> None:
     """Print the closing line with a digest of this rank's parameters."""
     log(f"final rank={rank} step={step} params_sha256={digest}")
+
+
+#: The gang attempt and why it started, as the kubetrain operator sets them on the pods of
+#: a restarted job (``kubetrain.api.env_names``; the images carry no kubetrain package).
+RESTART_ATTEMPT_ENV = "KUBETRAIN_RESTART_ATTEMPT"
+RESTART_REASON_ENV = "KUBETRAIN_RESTART_REASON"
+
+
+def attempt_note() -> str:
+    """`` attempt=N reason=R`` of a pod the operator restarted, else ``""``."""
+    attempt = os.environ.get(RESTART_ATTEMPT_ENV)
+    if not attempt:
+        return ""
+    return f" attempt={attempt} reason={os.environ.get(RESTART_REASON_ENV) or '-'}"

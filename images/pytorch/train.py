@@ -133,10 +133,12 @@ def train(args: argparse.Namespace) -> int:
             if rank == 0:
                 # After an elastic re-rendezvous: where training continues, in which group,
                 # and the rate the linear scaling rule gives that group.
+                # And after the operator restarted the gang: which attempt, and why.
                 restart = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
                 trainkit.log(
                     f"resume step={start_step} world_size={world_size} "
                     f"peak_lr={schedule.peak_lr:.6f} restart={restart}"
+                    f"{trainkit.attempt_note()}"
                 )
 
     ddp: nn.Module = (

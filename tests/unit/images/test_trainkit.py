@@ -6,6 +6,7 @@ import argparse
 
 import pytest
 
+from images.common import trainkit
 from images.common.trainkit import (
     FINAL_LINE,
     STEP_LINE,
@@ -14,6 +15,7 @@ from images.common.trainkit import (
     data_seed,
     validate_common_arguments,
 )
+from kubetrain.api import env_names
 
 
 def test_linear_scaling_rule_scales_with_the_global_batch() -> None:
@@ -72,3 +74,17 @@ def test_log_line_patterns() -> None:
     assert step is not None and step["step"] == "12" and float(step["loss"]) == 0.8123
     final = FINAL_LINE.match(f"final rank=1 step=40 params_sha256={'a' * 64}")
     assert final is not None and final["rank"] == "1"
+
+
+def test_the_restart_note_reads_the_names_the_operator_sets(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    assert (trainkit.RESTART_ATTEMPT_ENV, trainkit.RESTART_REASON_ENV) == (
+        env_names.RESTART_ATTEMPT,
+        env_names.RESTART_REASON,
+    )
+    monkeypatch.delenv(env_names.RESTART_ATTEMPT, raising=False)
+    assert trainkit.attempt_note() == ""
+    monkeypatch.setenv(env_names.RESTART_ATTEMPT, "2")
+    monkeypatch.setenv(env_names.RESTART_REASON, "EvictionByEvictionAPI")
+    assert trainkit.attempt_note() == " attempt=2 reason=EvictionByEvictionAPI"
