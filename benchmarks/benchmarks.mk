@@ -20,7 +20,10 @@
 #   make bench-elastic  benchmarks/elastic_cluster.py: an elastic PyTorchJob's scales on the
 #                control plane with metrics: HPA decision -> new Workers Running, -> surplus
 #                gone, and kubectl scale -> Running (about 3 minutes; ELASTIC_ARGS to change)
-.PHONY: demo demo-kueue bench bench-gang bench-peers bench-scale bench-synth bench-metrics bench-progress bench-elastic
+#   make bench-node-recovery  benchmarks/node_recovery.py: a job's node NotReady, deleted or
+#                unhealthy on kwok -> its gang Running on another node, p50 and max over 10
+#                trials each (about 4 minutes; NODE_RECOVERY_ARGS to change)
+.PHONY: demo demo-kueue bench bench-gang bench-peers bench-scale bench-synth bench-metrics bench-progress bench-elastic bench-node-recovery
 
 demo: venv cluster-tools
 	$(BIN)/python -m benchmarks.demo --workdir $(KUBETRAIN_CLUSTER_DIR)
@@ -51,6 +54,10 @@ bench-metrics: venv
 ELASTIC_ARGS ?=
 bench-elastic: venv cluster-tools
 	$(BIN)/python -m benchmarks.elastic_cluster $(ELASTIC_ARGS)
+
+NODE_RECOVERY_ARGS ?=
+bench-node-recovery: venv cluster-tools
+	$(BIN)/python -m benchmarks.node_recovery $(NODE_RECOVERY_ARGS)
 
 # A stack delivered by the real Argo CD from a local git repository (benchmarks/demo_argocd.py):
 # the control plane with its real node, the images, Argo CD's controller and repo server.

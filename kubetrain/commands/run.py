@@ -20,6 +20,7 @@ from typing import TextIO
 
 from kubetrain.api import JobValidationError
 from kubetrain.api import env_names as E
+from kubetrain.api import keys as K
 from kubetrain.api.errors import FieldError
 from kubetrain.api.kinds import JOB_KINDS
 from kubetrain.api.loader import Job, read_manifest
@@ -27,6 +28,7 @@ from kubetrain.api.trainer import TrainJob, load_objects_from_yaml
 from kubetrain.api.trainer.resolve import ResolvedTrainJob
 from kubetrain.api.trainer.runtime import RuntimeBase
 from kubetrain.commands.runtime_lookup import find_runtime
+from kubetrain.controller.policies.restart import WHOLE_NUMBER, infrastructure_limit
 from kubetrain.frameworks import pytorch
 from kubetrain.local.elastic import check_scale_plan, parse_scale
 from kubetrain.local.execute import EXIT_FAILED, execute
@@ -265,13 +267,26 @@ def run(args: argparse.Namespace) -> int:
         if args.dry_run:
             _print_plan(plan, out)
             return 0
+        restarts, invalid = infrastructure_limit(plan.job)
+        if invalid is not None:
+            key = K.INFRASTRUCTURE_RESTART_LIMIT_ANNOTATION
+            print(
+                f"kubetrain run: metadata.annotations[{key}]: {invalid!r}: expected {WHOLE_NUMBER}",
+                file=sys.stderr,
+            )
+            return EXIT_USAGE
         run_policy = plan.job.run_policy
         deadline = args.timeout
         if deadline is None and run_policy is not None:
             deadline = run_policy.active_deadline_seconds
         try:
             outcome = execute(
-                plan, workdir=workdir, out=out, deadline_seconds=deadline, scale=scale
+                plan,
+                workdir=workdir,
+                out=out,
+                deadline_seconds=deadline,
+                scale=scale,
+                infrastructure_restarts=restarts,
             )
         except LocalRunError as error:
             print(f"kubetrain run: {error}", file=sys.stderr)

@@ -5,8 +5,13 @@ waits for others to be Ready starts once they run, one that waits for them to be
 Complete (a TrainJob's trainer after its initializers) once they exited with 0. The job's
 status follows the operator's rules (its framework's success rule); the remaining
 processes are stopped once it is decided (after a few seconds to finish by themselves
-when it succeeded). Ctrl-C stops every process started. Locally nothing is restarted: a
-failed replica fails the job.
+when it succeeded). Ctrl-C stops every process started. A replica that exits by itself
+with a failure fails the job; one killed by a signal from outside (what a lost node is on
+this machine) restarts the whole gang, as the operator does after an infrastructure
+failure: every replica is stopped and started again with ``KUBETRAIN_RESTART_ATTEMPT``
+and ``KUBETRAIN_RESTART_REASON`` (the signal's name) in its environment, up to
+``infrastructure_restarts`` times (a sample trainer with a checkpoint directory resumes
+from its last checkpoint).
 """
 
 from __future__ import annotations
@@ -138,6 +143,11 @@ def _exit_code_of(code: int) -> int:
     return 128 - code if code < 0 else code
 
 
+def _killed(failed: Sequence[_Replica]) -> _Replica | None:
+    """The first of ``failed`` a signal killed (its peers may have failed because of it)."""
+    return next((r for r in failed if (r.exit_code or 0) < 0), None)
+
+
 def _stop(replicas: Sequence[_Replica], grace: float) -> None:
     """SIGTERM what still runs, SIGKILL it after ``grace`` seconds, then sweep every
     replica's process group so no child (an mpirun rank, a torchrun worker) outlives it."""
@@ -229,6 +239,7 @@ def execute(
     settle_seconds: float = SETTLE_SECONDS,
     log_dir: Path | None = None,
     scale: Sequence[ScaleAt] = (),
+    infrastructure_restarts: int = 0,
 ) -> Outcome:
     """Start every replica of ``plan`` in its start order, stream their logs to ``out``
     (and to ``log_dir``, when given) and decide the job.
@@ -237,6 +248,8 @@ def execute(
     themselves; then (and at once when it failed) they get SIGTERM and, after
     ``grace_seconds``, SIGKILL. ``scale`` is an elastic job's scale plan
     (:mod:`kubetrain.local.elastic`; checked beforehand with ``check_scale_plan``).
+    ``infrastructure_restarts``: how many times a replica killed by a signal restarts the
+    gang (not an elastic job's: its nodes re-form by themselves).
     """
     for path, text in plan.files.items():
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -253,6 +266,7 @@ def execute(
 
     lock = threading.Lock()
     started = time.monotonic()
+    attempt = 0
     replicas: dict[tuple[str, int], _Replica] = {}
     logs: dict[str, Path] = {}
     pending = list(plan.replicas)
@@ -325,7 +339,6 @@ def execute(
                                 f"{'Complete' if holding.until == 'Complete' else 'running'}"
                             )
                         continue
-                    say(f"starting {spec.label}: {shlex.join(spec.argv)}")
                     process, log, log_path = _start(
                         spec,
                         workdir=workdir,
@@ -333,6 +346,7 @@ def execute(
                         log_dir=log_dir,
                         injected=progress.env if spec.replica_type in trainers else {},
                     )
+                    say(f"starting {spec.label}: {shlex.join(spec.argv)}")
                     if log_path is not None:
                         logs[spec.label] = log_path
                     replicas[(spec.replica_type, spec.index)] = _Replica(
@@ -345,6 +359,26 @@ def execute(
                 success = plan.succeeded(exit_codes)
                 if success is not None:
                     phase, reason = plan.success_phase, success
+                elif (
+                    failed
+                    and (killed := _killed(failed))
+                    and scaler is None
+                    and (attempt < infrastructure_restarts)
+                ):
+                    attempt += 1
+                    cause = signal.Signals(-(killed.exit_code or 0)).name
+                    say(
+                        f"{killed.spec.label} was killed ({cause}), an infrastructure failure: "
+                        f"every replica is stopped and the gang starts again as attempt "
+                        f"{attempt}; infrastructure restarts used: {attempt} of "
+                        f"{infrastructure_restarts}"
+                    )
+                    _stop(list(replicas.values()), grace_seconds)
+                    gone.extend(replicas.values())
+                    replicas.clear()
+                    pending[:] = list(plan.replicas)
+                    announced.clear()
+                    base_env.update({E.RESTART_ATTEMPT: str(attempt), E.RESTART_REASON: cause})
                 elif failed:
                     first = failed[0]
                     assert first.exit_code is not None

@@ -2,9 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import re
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.training.helpers import (
+    HANG_GUARD_SECONDS,
     IMAGES,
     assert_trained,
     kubetrain,
@@ -66,3 +72,61 @@ def test_resumed_run_continues_from_its_checkpoint_step(tmp_path: Path) -> None:
     ]
     # Same data, same optimizer state: resuming lands exactly where an uninterrupted run does.
     assert digest == expected and len(digest) == 1
+
+
+def _child_with(parent: int, variable: str) -> int:
+    """The pid of ``parent``'s child process whose environment holds ``variable``."""
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            ppid = int((entry / "stat").read_text().rsplit(")", 1)[1].split()[1])
+            environ = (entry / "environ").read_bytes().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == parent and variable.encode() in environ:
+            return int(entry.name)
+    raise AssertionError(f"no child of {parent} has {variable} in its environment")
+
+
+def test_a_killed_rank_restarts_the_gang_from_its_checkpoint(tmp_path: Path) -> None:
+    """A rank killed from outside (SIGKILL to its process group: locally, a lost node)
+    restarts both ranks as attempt 1; they resume from the last checkpoint and finish
+    every step, as the operator's gang restart does."""
+    manifest = with_command(
+        load_manifest(SAMPLE),
+        [
+            *("python", "-m", "images.pytorch.train", "--steps", "30"),
+            *("--checkpoint-every", "5", "--step-delay", "0.2"),
+        ],
+    )
+    path = write_manifest(manifest, tmp_path / "job.yaml")
+    checkpoints = tmp_path / "checkpoints"
+    command = [sys.executable, "-m", "kubetrain.cli", "run", "--local", str(path)]
+    process = subprocess.Popen(
+        [*command, "--env", f"CHECKPOINT_DIR={checkpoints}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert process.stdout is not None
+    lines: list[str] = []
+    saved = 0
+    try:
+        for line in process.stdout:
+            lines.append(line)
+            if "[master-0] checkpoint step=10 " in line:
+                saved = 10
+                os.killpg(_child_with(process.pid, "RANK=1"), signal.SIGKILL)
+                break
+        output = "".join(lines) + process.communicate(timeout=HANG_GUARD_SECONDS)[0]
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert saved and process.returncode == 0, output
+    assert "worker-0 was killed (SIGKILL), an infrastructure failure" in output, output
+    assert "infrastructure restarts used: 1 of 10" in output
+    resumed = re.search(r"resume step=(\d+) .* attempt=1 reason=SIGKILL", output)
+    assert resumed is not None and int(resumed.group(1)) >= saved, output
+    finals = re.findall(r"final rank=(\d) step=30 params_sha256=(\w+)", output)
+    assert sorted(rank for rank, _ in finals) == ["0", "1"] and len({d for _, d in finals}) == 1
