@@ -11,6 +11,8 @@ against ``backoffLimit``: with 0 the job fails."""
 from __future__ import annotations
 
 import re
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +33,11 @@ CHECKPOINT = re.compile(r"checkpoint step=(\d+)")
 RESUMED = re.compile(r"resume step=(\d+) .* attempt=1 reason=(\w+)")
 
 
-def _checkpointing(job: dict[str, Any], namespace: str) -> dict[str, Any]:
-    """The sample, slowed to half a second a step, checkpointing every EVERY steps to a
-    directory on the node that outlives its pods; backoffLimit 0."""
+def _checkpointing(job: dict[str, Any], directory: Path) -> dict[str, Any]:
+    """The sample, slowed to half a second a step, checkpointing every EVERY steps to
+    ``directory`` on the node (it outlives the pods); backoffLimit 0."""
     job["metadata"]["name"] = "drained"
-    job["spec"]["runPolicy"]["backoffLimit"] = 0
+    job["spec"].setdefault("runPolicy", {})["backoffLimit"] = 0
     for spec in job["spec"]["pytorchReplicaSpecs"].values():
         pod = spec["template"]["spec"]
         container = pod["containers"][0]
@@ -48,10 +50,7 @@ def _checkpointing(job: dict[str, Any], namespace: str) -> dict[str, Any]:
         pod["volumes"] = [
             {
                 "name": "checkpoints",
-                "hostPath": {
-                    "path": f"/tmp/kubetrain-drain-{namespace}",
-                    "type": "DirectoryOrCreate",
-                },
+                "hostPath": {"path": str(directory), "type": "Directory"},
             }
         ]
     return job
@@ -65,12 +64,17 @@ def test_a_drained_job_waits_then_resumes_from_its_checkpoint(
     node_name: str,
 ) -> None:
     jobs = jobs_in(real_node_clients, node_namespace)
-    jobs.create(
-        _checkpointing(sample(installed_stack, "PyTorchJob", node_namespace), node_namespace)
-    )
+    # The real node is this machine: the directory the pods mount is made here, writable by
+    # the images' unprivileged user.
+    directory = Path(tempfile.mkdtemp(prefix="kubetrain-drain-"))
+    directory.chmod(0o777)
+    jobs.create(_checkpointing(sample(installed_stack, "PyTorchJob", node_namespace), directory))
     master = "drained-master-0"
 
     def saved() -> list[int]:
+        job = jobs.get("PyTorchJob", "drained") or {}
+        failed = condition(job, "Failed") or {}
+        assert failed.get("status") != "True", f"the job failed before its drain: {failed}"
         try:
             return [
                 int(m)
@@ -133,6 +137,7 @@ def test_a_drained_job_waits_then_resumes_from_its_checkpoint(
     step = int(resumed.group(1))
     assert step >= max(before) and step % EVERY == 0, (step, before)
     assert resumed.group(2) == "EvictionByEvictionAPI", resumed.group(0)
+    shutil.rmtree(directory, ignore_errors=True)
     digests = final_lines(log) | final_lines(
         pod_log(real_node_clients, node_namespace, "drained-worker-0")
     )
