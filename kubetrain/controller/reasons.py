@@ -171,6 +171,10 @@ def restarting(
     )
 
 
+#: Between a Restarting condition's reason for the restart and what its new pods wait for.
+RESTART_WAITING = " Waiting: "
+
+
 def infrastructure_restarting(
     kind: str, name: str, replica_type: str, pod: str, cause: str, used: int, limit: int
 ) -> str:

@@ -100,17 +100,29 @@ def test_a_drained_job_waits_then_resumes_from_its_checkpoint(
         # The gang restarted as attempt 1 and waits, Pending, for a schedulable node.
         event = jobs.wait_event("drained", "GangRestart", timeout=60)
         assert "infrastructure restarts used: 1 of 10" in event["message"], event["message"]
+        # Its master comes first (the workers wait for it), Pending on the cordoned node.
         pending = jobs.wait_pods(
             "drained",
             lambda p: (
-                set(p) == set(old)
-                and all(x["metadata"]["uid"] != old[n] for n, x in p.items())
+                bool(p)
+                and not set(old.values()) & {x["metadata"]["uid"] for x in p.values()}
                 and all(x["status"].get("phase") == "Pending" for x in p.values())
             ),
             what="the new gang Pending on the cordoned node",
             timeout=90,
         )
         assert {p["metadata"]["labels"][K.ATTEMPT_LABEL] for p in pending.values()} == {"1"}
+        # The Restarting condition says why, and what the new pods wait for.
+        waiting = jobs.wait(
+            "PyTorchJob",
+            "drained",
+            lambda j: "Unschedulable" in str((condition(j, "Restarting") or {}).get("message")),
+            what="the Restarting condition to say the new pods are unschedulable",
+            timeout=30,
+        )
+        message = str((condition(waiting or {}, "Restarting") or {}).get("message"))
+        assert "as attempt 1" in message, message
+        assert "Waiting: pod drained-master-0 Unschedulable" in message, message
         job = jobs.get("PyTorchJob", "drained")
         assert job is not None and (condition(job, "Failed") or {}).get("status") != "True"
     finally:

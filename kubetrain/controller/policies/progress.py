@@ -7,7 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from kubetrain.api.common import ConditionStatus, ConditionType
+from kubetrain.api.common import ConditionStatus, ConditionType, JobStatus
+from kubetrain.controller import conditions as C
 from kubetrain.controller import podstate
 from kubetrain.controller import reasons as R
 from kubetrain.controller.decisions import ConditionChange, Decision, Event
@@ -72,7 +73,25 @@ def decide(draft: Draft) -> Decision:
                 key=f"waiting/{draft.status.start_time}/{','.join(rule.waiting)}",
             )
         )
-    if not draft.has(ConditionType.RUNNING) and not draft.has(ConditionType.RESTARTING):
+    if draft.has(ConditionType.RESTARTING):
+        # A restart's new pods that cannot run yet (a drained node, no capacity): the
+        # Restarting condition says what it waits for, after why it restarted.
+        restarting = C.get(JobStatus(conditions=draft.conditions), ConditionType.RESTARTING)
+        assert restarting is not None
+        base = (restarting.message or "").split(R.RESTART_WAITING)[0]
+        message = f"{base}{R.RESTART_WAITING}{problem_text}" if problem_text else base
+        if message != (restarting.message or ""):
+            decision.conditions.append(
+                ConditionChange(
+                    ConditionType.RESTARTING,
+                    ConditionStatus.TRUE,
+                    restarting.reason or R.lifecycle(kind, R.Verb.RESTARTING),
+                    message,
+                    event=None,
+                )
+            )
+        return decision
+    if not draft.has(ConditionType.RUNNING):
         waiting = "; ".join(
             R.startup_waiting(r.waiting_label, r.needed_label) for r in waiting_rules
         )

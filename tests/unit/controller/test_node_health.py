@@ -330,3 +330,36 @@ def test_a_drain_eviction_restarts_the_gang_as_soon_as_the_pod_is_marked() -> No
     # The others go now; the evicted one is already going (its grace is its own).
     assert sorted(d.name for d in planned.delete) == ["job-master-0", "job-worker-0"]
     assert planned.metrics == ["infrastructure/EvictionByEvictionAPI"]
+
+
+def test_a_restarted_gang_that_cannot_run_says_what_it_waits_for() -> None:
+    """After a drain the new gang is Pending on a cordoned node: the Restarting condition
+    keeps why it restarted and adds what its pods wait for."""
+    raw = pytorch()
+    why = "PyTorchJob job is restarting as a gang: pod job-worker-0 failed (Evicted)."
+    raw["status"]["conditions"][-1] = {
+        "type": "Restarting",
+        "status": "True",
+        "reason": "PyTorchJobRestarting",
+        "message": why,
+    }
+    raw["status"]["gangRestart"] = {"attempt": 1, "trigger": "t", "reason": "Evicted"}
+    labels = {K.ATTEMPT_LABEL: "1"}
+    unschedulable = "0/1 nodes are available: 1 node(s) were unschedulable."
+    pods = {
+        "job-master-0": pod("job-master-0", "Pending", labels=labels, unschedulable=unschedulable)
+    }
+    planned = decide(raw, Observed(now=NOW, pods=pods, nodes={}))
+    restarting = condition(planned, "Restarting")
+    assert restarting is not None and restarting["status"] == "True"
+    assert restarting["message"] == (
+        f"{why} Waiting: pod job-master-0 Unschedulable: {unschedulable}"
+    )
+    # Once it runs again, Running replaces it.
+    running = {n: pod(n, labels=labels) for n in NAMES}
+    again = decide(
+        {**raw, "status": {**raw["status"], "conditions": planned.status["conditions"]}},
+        Observed(now=NOW, pods=running, nodes={}),
+    )
+    assert (condition(again, "Running") or {}).get("status") == "True"
+    assert (condition(again, "Restarting") or {}).get("status") != "True"
