@@ -363,3 +363,31 @@ def test_a_restarted_gang_that_cannot_run_says_what_it_waits_for() -> None:
     )
     assert (condition(again, "Running") or {}).get("status") == "True"
     assert (condition(again, "Restarting") or {}).get("status") != "True"
+
+
+def test_a_second_node_lost_during_a_restart_costs_no_count_and_leaves_no_pod() -> None:
+    """The gang restart to attempt 1 is under way (recorded, the old pods going) when a
+    second node is lost: nothing is counted again, and the old pods stuck there are forced
+    out too, so the new attempt starts as soon as they are gone."""
+    raw = pytorch({K.FORCE_DELETE_ANNOTATION: "true"})
+    raw["status"]["gangRestart"] = {
+        "attempt": 1,
+        "trigger": "uid-job-worker-0",
+        "infrastructure": 1,
+        "reason": "NodeLost",
+    }
+    nodes = healthy() | {"gpu-2": None, "gpu-3": node("gpu-3", ready="Unknown", since=90)}
+    seen = observed(
+        nodes,
+        **{
+            "job-worker-0": pod("job-worker-0", deleting=True),
+            "job-worker-1": pod("job-worker-1", deleting=True),
+        },
+    )
+    planned = decide(raw, seen)
+    assert planned.status is None or planned.status["gangRestart"]["infrastructure"] == 1
+    assert planned.metrics == []
+    forced = sorted(d.name for d in planned.delete if d.force)
+    assert forced == ["job-worker-0", "job-worker-1"]
+    assert [d.name for d in planned.delete if not d.force] == ["job-master-0"]
+    assert planned.create == []  # nothing new while the old gang is there
