@@ -23,7 +23,10 @@
 #   make bench-node-recovery  benchmarks/node_recovery.py: a job's node NotReady, deleted or
 #                unhealthy on kwok -> its gang Running on another node, p50 and max over 10
 #                trials each (about 4 minutes; NODE_RECOVERY_ARGS to change)
-.PHONY: demo demo-kueue bench bench-gang bench-peers bench-scale bench-synth bench-metrics bench-progress bench-elastic bench-node-recovery
+#   make bench-drain-recovery  benchmarks/drain_recovery.py: kubectl drain of the real node
+#                under real torch ranks -> new gang Pending, and uncordon -> training again,
+#                p50 and max over 10 drains (about 15 minutes; DRAIN_ARGS to change)
+.PHONY: demo demo-kueue bench bench-gang bench-peers bench-scale bench-synth bench-metrics bench-progress bench-elastic bench-node-recovery bench-drain-recovery
 
 demo: venv cluster-tools
 	$(BIN)/python -m benchmarks.demo --workdir $(KUBETRAIN_CLUSTER_DIR)
@@ -58,6 +61,10 @@ bench-elastic: venv cluster-tools
 NODE_RECOVERY_ARGS ?=
 bench-node-recovery: venv cluster-tools
 	$(BIN)/python -m benchmarks.node_recovery $(NODE_RECOVERY_ARGS)
+
+DRAIN_ARGS ?=
+bench-drain-recovery: venv cluster-tools node-packages images
+	$(BIN)/python -m benchmarks.drain_recovery $(DRAIN_ARGS)
 
 # A stack delivered by the real Argo CD from a local git repository (benchmarks/demo_argocd.py):
 # the control plane with its real node, the images, Argo CD's controller and repo server.
