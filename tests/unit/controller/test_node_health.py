@@ -357,6 +357,7 @@ def test_a_restarted_gang_that_cannot_run_says_what_it_waits_for() -> None:
     )
     # Once it runs again, Running replaces it.
     running = {n: pod(n, labels=labels) for n in NAMES}
+    assert planned.status is not None
     again = decide(
         {**raw, "status": {**raw["status"], "conditions": planned.status["conditions"]}},
         Observed(now=NOW, pods=running, nodes={}),
