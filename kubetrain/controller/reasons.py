@@ -171,6 +171,17 @@ def restarting(
     )
 
 
+#: The Event of a job running again after a gang restart.
+RECOVERED = "Recovered"
+
+
+def recovered(kind: str, name: str, attempt: int, reason: str, took: str) -> str:
+    cause = f" ({reason})" if reason else ""
+    return (
+        f"{kind} {name} is running again{took} after its gang restart{cause}, as attempt {attempt}."
+    )
+
+
 #: Between a Restarting condition's reason for the restart and what its new pods wait for.
 RESTART_WAITING = " Waiting: "
 

@@ -52,6 +52,9 @@ def decide(draft: Draft) -> Decision:
     if draft.restart is not None and draft.restart.recreate:
         return decision  # Restarting, set by the restart policy
     if draft.plugin.is_running(draft.job, draft.observed):
+        recovered = _recovered(draft)
+        if recovered is not None:
+            decision.events.append(recovered)
         decision.conditions.append(
             ConditionChange(
                 ConditionType.RUNNING,
@@ -116,3 +119,20 @@ def decide(draft: Draft) -> Decision:
             )
         )
     return decision
+
+
+def _recovered(draft: Draft) -> Event | None:
+    """The Event of a job running again after a gang restart: how long it took (from the
+    Restarting condition's transition) and why it restarted."""
+    state = draft.current.gang_restart
+    if state is None or not state.attempt or not draft.has(ConditionType.RESTARTING):
+        return None
+    restarting = C.get(JobStatus(conditions=draft.conditions), ConditionType.RESTARTING)
+    since = C.parse_time(restarting.last_transition_time if restarting else None)
+    took = f" {max(0.0, (draft.ctx.now - since).total_seconds()):.0f} s" if since else ""
+    return Event(
+        "Normal",
+        R.RECOVERED,
+        R.recovered(draft.kind, draft.name, state.attempt, state.reason or "", took),
+        key=f"recovered/{state.attempt}",
+    )

@@ -12,10 +12,11 @@ ranks keep waiting in their collective (docs/operator.md, "Infrastructure failur
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from kubetrain.api import keys as K
-from tests.integration.kube import condition
+from tests.integration.kube import condition, wait_for
 from tests.integration.operator.conftest import RunningOperator
 from tests.integration.operator.jobs import Jobs
 from tests.integration.operator.lost_nodes import (
@@ -26,6 +27,10 @@ from tests.integration.operator.lost_nodes import (
     running,
     stuck_pods,
 )
+
+
+def _events(jobs: Jobs, name: str, reason: str) -> list[dict[str, Any]]:
+    return [e for e in jobs.events(name) if e.get("reason") == reason]
 
 
 def ours(job: dict[str, Any]) -> dict[str, Any]:
@@ -68,6 +73,14 @@ def test_every_kind_restarts_its_gang_off_a_lost_node(
             statuses = ours(job).get("replicaStatuses") or {}
             assert not any(s.get("restarts") for s in statuses.values()), (kind, statuses)
             assert (condition(job, "Failed") or {}).get("status") != "True", kind
+            # Each recovery is told, with how long it took.
+            recovered = wait_for(
+                functools.partial(_events, jobs, name, "Recovered"),
+                lambda found: len(found) == len(SIGNALS),
+                what=f"{kind} {name}'s Recovered Events",
+                timeout=30,
+            )
+            assert "running again" in recovered[-1]["message"], recovered[-1]
             for pod in pods[name].values():
                 env = {e["name"]: e.get("value") for e in pod["spec"]["containers"][0]["env"]}
                 assert (env[K.ATTEMPT_ENV], env[K.RESTART_REASON_ENV]) == ("3", "NodeLost")

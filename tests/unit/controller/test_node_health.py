@@ -342,6 +342,7 @@ def test_a_restarted_gang_that_cannot_run_says_what_it_waits_for() -> None:
         "status": "True",
         "reason": "PyTorchJobRestarting",
         "message": why,
+        "lastTransitionTime": stamp(30),
     }
     raw["status"]["gangRestart"] = {"attempt": 1, "trigger": "t", "reason": "Evicted"}
     labels = {K.ATTEMPT_LABEL: "1"}
@@ -364,6 +365,10 @@ def test_a_restarted_gang_that_cannot_run_says_what_it_waits_for() -> None:
     )
     assert (condition(again, "Running") or {}).get("status") == "True"
     assert (condition(again, "Restarting") or {}).get("status") != "True"
+    (recovered,) = [e for e in again.events if e.reason == "Recovered"]
+    assert recovered.message == (
+        "PyTorchJob job is running again 30 s after its gang restart (Evicted), as attempt 1."
+    )
 
 
 def test_a_second_node_lost_during_a_restart_costs_no_count_and_leaves_no_pod() -> None:
