@@ -221,10 +221,10 @@ def alerts(job: str, t: AlertThresholds) -> list[Alert]:
         Alert(
             "KubetrainInfrastructureRestartsFrequent",
             "warning",
-            # A cause's series is born with its first restart: within the window, all of
-            # its value is new (increase() alone would miss that first one).
-            f"sum by (kind, namespace) (increase({infra}[{iw}]) or ({infra} unless "
-            f"{infra} offset {iw})) >= {t.infrastructure_restarts}",
+            # A cause's series is born with its first restart: one that did not exist a
+            # window ago counts whole (increase() alone would miss that first restart).
+            f"sum by (kind, namespace) ((increase({infra}[{iw}]) and {infra} offset {iw})"
+            f" or {infra}) >= {t.infrastructure_restarts}",
             "0s",
             "{{ $labels.kind }} jobs in {{ $labels.namespace }} keep losing their nodes.",
             "{{ $labels.kind }} jobs in namespace {{ $labels.namespace }} were restarted "
