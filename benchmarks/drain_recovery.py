@@ -2,7 +2,7 @@
 benchmarks.drain_recovery`` (or ``make bench-drain-recovery``; needs what ``make
 test-realnode`` needs: the images built, the real node's packages).
 
-It runs ``tests/realnode/test_drain.py`` with ``KUBETRAIN_DRAIN_TRIALS`` drains in a row:
+It runs ``tests/realnode/test_training_drain.py`` with ``KUBETRAIN_DRAIN_TRIALS`` drains in a row:
 each a 2-pod PyTorchJob of real torch.distributed ranks (the ``local`` stack's sample,
 checkpointing every 5 steps), ``kubectl drain`` of the real node under it, its new gang
 Pending while the node is cordoned, then ``kubectl uncordon``; every trial is checked as
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.trials < 1:
         raise SystemExit(f"--trials ({args.trials}) must be at least 1")
     command = [
-        *(sys.executable, "-m", "pytest", "tests/realnode/test_drain.py"),
+        *(sys.executable, "-m", "pytest", "tests/realnode/test_training_drain.py"),
         *("--tier=realnode", "--profile=realnode", "-s", "-q", "-p", "no:cacheprovider"),
     ]
     env = {**os.environ, "KUBETRAIN_DRAIN_TRIALS": str(args.trials)}

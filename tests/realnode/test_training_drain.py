@@ -6,7 +6,10 @@ its last checkpoint and finishes every step. The job's ``backoffLimit`` is 0: th
 eviction was the infrastructure's, so had it been counted the job would have failed.
 
 Upstream (training-operator v1.9) recreates each evicted pod on its own and counts it
-against ``backoffLimit``: with 0 the job fails."""
+against ``backoffLimit``: with 0 the job fails.
+
+(The file is named to run after ``test_helm_upgrade.py``, which needs the operator not
+installed yet: the tier runs its files in name order.)"""
 
 from __future__ import annotations
 
