@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import sys
 import time
 from dataclasses import dataclass
@@ -176,6 +177,36 @@ def log_step(step: int, loss: float, lr: float, samples_per_sec: float) -> None:
 def log_final(rank: int, step: int, digest: str) -> None:
     """Print the closing line with a digest of this rank's parameters."""
     log(f"final rank={rank} step={step} params_sha256={digest}")
+
+
+class StopRequest:
+    """SIGTERM asks the training loop to stop at its next step boundary.
+
+    The kubelet sends it when it stops a pod: a drain's or an API eviction, a preemption,
+    the operator deleting the old gang of a restart. The sample then checkpoints the step
+    it finished and exits with 128 + the signal's number, within the pod's termination
+    grace (``terminationGracePeriodSeconds``, the constructs' ``termination_grace_seconds``),
+    so the restarted job loses no step. Only the first signal is recorded; a second one
+    changes nothing (the kubelet's SIGKILL at the end of the grace cannot be caught).
+    """
+
+    def __init__(self) -> None:
+        self.signal: int | None = None
+        signal.signal(signal.SIGTERM, self._record)
+
+    def _record(self, signum: int, _frame: object) -> None:
+        if self.signal is None:
+            self.signal = signum
+
+    @property
+    def requested(self) -> bool:
+        """Whether a stop signal arrived."""
+        return self.signal is not None
+
+    @property
+    def exit_code(self) -> int:
+        """The shell's code for a process ended by the signal (143 for SIGTERM)."""
+        return 128 + (self.signal or signal.SIGTERM)
 
 
 #: The gang attempt and why it started, as the kubetrain operator sets them on the pods of

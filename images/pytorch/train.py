@@ -91,13 +91,16 @@ def setup_distributed(backend: str, timeout_s: int) -> tuple[int, int, torch.dev
     return dist.get_rank(), dist.get_world_size(), device
 
 
-def global_mean(value: torch.Tensor, world_size: int) -> float:
-    """The mean of ``value`` over all ranks."""
+def global_mean_and_stop(value: torch.Tensor, stop: bool, world_size: int) -> tuple[float, bool]:
+    """The mean of ``value`` over all ranks, and whether any rank was asked to stop: one
+    all-reduce carries both, so every rank stops at the same step (a drain evicts the pods
+    of one node; the others learn of it here, not from a broken collective later)."""
+    both = torch.stack([value.detach().float().cpu(), torch.tensor(1.0 if stop else 0.0)])
     if world_size > 1:
-        value = value.detach().clone()
-        dist.all_reduce(value, op=dist.ReduceOp.SUM)
-        value /= world_size
-    return float(value.item())
+        both = both.to(value.device)
+        dist.all_reduce(both, op=dist.ReduceOp.SUM)
+        both = both.cpu()
+    return float(both[0].item()) / world_size, bool(both[1].item() > 0)
 
 
 def load_shared_checkpoint(directory: Path, rank: int, world_size: int) -> dict[str, Any] | None:
@@ -115,6 +118,7 @@ def load_shared_checkpoint(directory: Path, rank: int, world_size: int) -> dict[
 def train(args: argparse.Namespace) -> int:
     """Train, checkpointing and resuming as configured; return the process exit code."""
     torchkit.configure_cpu_threads(args.threads)
+    stop = trainkit.StopRequest()
     rank, world_size, device = setup_distributed(args.backend, args.dist_timeout)
     schedule = trainkit.schedule_from_args(args, world_size)
     task = torchkit.SyntheticTask(args.features, args.classes, args.seed)
@@ -162,21 +166,30 @@ def train(args: argparse.Namespace) -> int:
         loss = loss_fn(ddp(inputs), labels)
         loss.backward()
         optimizer.step()
-        mean_loss = global_mean(loss, world_size)
+        mean_loss, stopping = global_mean_and_stop(loss, stop.requested, world_size)
         if rank == 0:
             samples_per_sec = meter.samples_per_sec(schedule.global_batch_size)
             trainkit.log_step(step, mean_loss, lr, samples_per_sec)
         if args.step_delay:
             time.sleep(args.step_delay)
-        if checkpoint_dir is not None and (step % args.checkpoint_every == 0 or step == args.steps):
+        due = step % args.checkpoint_every == 0 or step == args.steps or stopping
+        if checkpoint_dir is not None and due:
             if rank == 0:
                 path = torchkit.save_checkpoint(
                     checkpoint_dir, step=step, model=model, optimizer=optimizer
                 )
-                trainkit.log(f"checkpoint step={step} path={path}")
+                why = " on=SIGTERM" if stopping else ""
+                trainkit.log(f"checkpoint step={step} path={path}{why}")
             if world_size > 1:
                 # Nobody runs ahead of a checkpoint it might be asked to resume from.
                 dist.barrier()
+        if stopping and step < args.steps:
+            # Asked to stop (this pod or a peer's got SIGTERM): the step is finished and,
+            # with a checkpoint directory, saved; the pod's restart resumes after it.
+            trainkit.log(f"rank {rank}: stopped after step {step} on SIGTERM")
+            if world_size > 1:
+                dist.destroy_process_group()
+            return stop.exit_code
 
     trainkit.log_final(rank, max(start_step, args.steps), torchkit.parameters_digest(model))
     if world_size > 1:

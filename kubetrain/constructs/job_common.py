@@ -188,6 +188,10 @@ class JobProps(JobMetaProps):
     patch_pod_template: PodTemplatePatch | None = None
     """Escape hatch: called with (replica type, pod template), returns the template to
     use; the result is still validated against the pinned Kubernetes schema."""
+    termination_grace_seconds: int | None = None
+    """Seconds a stopped pod (drained, evicted, preempted, or deleted by a gang restart)
+    gets between SIGTERM and SIGKILL: long enough to checkpoint (the sample trainers save
+    the step they finished on SIGTERM). Default: Kubernetes' 30."""
     service_account_token: bool = False
     """Mount the ServiceAccount token into the pods. Default: no
     (``automountServiceAccountToken: false``): training code does not call the Kubernetes
@@ -214,6 +218,13 @@ class JobProps(JobMetaProps):
             )
         check_labels("pod_labels", self.pod_labels)
         check_env_names(self.env)
+        grace = self.termination_grace_seconds
+        if grace is not None and (
+            isinstance(grace, bool) or not isinstance(grace, int) or grace < 0
+        ):
+            raise ValueError(
+                f"termination_grace_seconds ({grace!r}) must be a whole number of seconds >= 0"
+            )
 
     @property
     def gpus(self) -> int:
@@ -314,6 +325,8 @@ def pod_template(
     }
     if not props.service_account_token:
         template["spec"]["automountServiceAccountToken"] = False
+    if props.termination_grace_seconds is not None:
+        template["spec"]["terminationGracePeriodSeconds"] = props.termination_grace_seconds
     if not template["metadata"]["labels"]:
         del template["metadata"]["labels"]
     if bind_pool and props.node_pool is not None:

@@ -7,9 +7,11 @@ status follows the operator's rules (its framework's success rule); the remainin
 processes are stopped once it is decided (after a few seconds to finish by themselves
 when it succeeded). Ctrl-C stops every process started. A replica that exits by itself
 with a failure fails the job; one killed by a signal from outside (what a lost node is on
-this machine) restarts the whole gang, as the operator does after an infrastructure
-failure: every replica is stopped and started again with ``KUBETRAIN_RESTART_ATTEMPT``
-and ``KUBETRAIN_RESTART_REASON`` (the signal's name) in its environment, up to
+this machine), or stopped by SIGTERM (exit 143: what a drained pod does, the sample
+trainers after checkpointing the step they finished), restarts the whole gang, as the
+operator does after an infrastructure failure: every replica is stopped and started again
+with ``KUBETRAIN_RESTART_ATTEMPT`` and ``KUBETRAIN_RESTART_REASON`` (the signal's name)
+in its environment, up to
 ``infrastructure_restarts`` times (a sample trainer with a checkpoint directory resumes
 from its last checkpoint).
 """
@@ -143,9 +145,19 @@ def _exit_code_of(code: int) -> int:
     return 128 - code if code < 0 else code
 
 
-def _killed(failed: Sequence[_Replica]) -> _Replica | None:
-    """The first of ``failed`` a signal killed (its peers may have failed because of it)."""
-    return next((r for r in failed if (r.exit_code or 0) < 0), None)
+def _stop_signal(replica: _Replica) -> signal.Signals | None:
+    """The signal that ended ``replica`` from outside: one that killed it, or SIGTERM that
+    it obeyed by exiting 143 (the stop a pod gets when it is drained or evicted)."""
+    code = replica.exit_code or 0
+    if code < 0:
+        return signal.Signals(-code)
+    return signal.SIGTERM if code == 128 + signal.SIGTERM else None
+
+
+def _killed(failed: Sequence[_Replica]) -> tuple[_Replica, signal.Signals] | None:
+    """The first of ``failed`` a signal ended, and the signal (its peers may have failed
+    because of it)."""
+    return next(((r, s) for r in failed if (s := _stop_signal(r)) is not None), None)
 
 
 def _stop(replicas: Sequence[_Replica], grace: float) -> None:
@@ -366,9 +378,10 @@ def execute(
                     and (attempt < infrastructure_restarts)
                 ):
                     attempt += 1
-                    cause = signal.Signals(-(killed.exit_code or 0)).name
+                    replica, cause = killed[0], killed[1].name
+                    how = "stopped" if (replica.exit_code or 0) > 0 else "killed"
                     say(
-                        f"{killed.spec.label} was killed ({cause}), an infrastructure failure: "
+                        f"{replica.spec.label} was {how} ({cause}), an infrastructure failure: "
                         f"every replica is stopped and the gang starts again as attempt "
                         f"{attempt}; infrastructure restarts used: {attempt} of "
                         f"{infrastructure_restarts}"

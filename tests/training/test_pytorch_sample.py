@@ -130,3 +130,58 @@ def test_a_killed_rank_restarts_the_gang_from_its_checkpoint(tmp_path: Path) -> 
     assert resumed is not None and int(resumed.group(1)) >= saved, output
     finals = re.findall(r"final rank=(\d) step=30 params_sha256=(\w+)", output)
     assert sorted(rank for rank, _ in finals) == ["0", "1"] and len({d for _, d in finals}) == 1
+
+
+def test_a_sigtermed_rank_checkpoints_the_step_it_finished_and_loses_none(
+    tmp_path: Path,
+) -> None:
+    """SIGTERM to one rank (a drain evicts the pods of one node): both ranks stop after the
+    same step, rank 0 checkpoints it, and they exit 143; the gang restarts as attempt 1
+    and resumes from that very step (nothing trained twice), ending where an uninterrupted
+    run ends."""
+    steps = 24
+    manifest = with_command(
+        load_manifest(SAMPLE),
+        [
+            *("python", "-m", "images.pytorch.train", "--steps", str(steps)),
+            *("--checkpoint-every", "100", "--step-delay", "0.2"),
+        ],
+    )
+    path = write_manifest(manifest, tmp_path / "job.yaml")
+    command = [sys.executable, "-m", "kubetrain.cli", "run", "--local", str(path)]
+    process = subprocess.Popen(
+        [*command, "--env", f"CHECKPOINT_DIR={tmp_path / 'checkpoints'}"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert process.stdout is not None
+    lines: list[str] = []
+    try:
+        for line in process.stdout:
+            lines.append(line)
+            if "[master-0] step=6 " in line:
+                os.kill(_child_with(process.pid, "RANK=1"), signal.SIGTERM)
+                break
+        output = "".join(lines) + process.communicate(timeout=HANG_GUARD_SECONDS)[0]
+    finally:
+        if process.poll() is None:
+            process.kill()
+    assert process.returncode == 0, output
+    saved = re.search(r"\[master-0\] checkpoint step=(\d+) \S+ on=SIGTERM", output)
+    assert saved is not None, output
+    stopped_at = int(saved.group(1))
+    assert 6 <= stopped_at < steps, output
+    for rank, replica in enumerate(("master-0", "worker-0")):
+        assert f"[{replica}] rank {rank}: stopped after step {stopped_at} on SIGTERM" in output
+    # Both exited 143 at once; the runner names whichever it saw first.
+    assert re.search(r"-0 was stopped \(SIGTERM\), an infrastructure failure", output), output
+    resumed = re.search(r"resume step=(\d+) .* attempt=1 reason=SIGTERM", output)
+    assert resumed is not None and int(resumed.group(1)) == stopped_at, output
+    trained = [int(s) for s in re.findall(r"\[master-0\] step=(\d+) ", output)]
+    assert trained == list(range(1, steps + 1)), trained
+    finals = set(re.findall(r"final rank=\d step=24 params_sha256=(\w+)", output))
+    straight = set(
+        re.findall(r"final rank=0 step=24 params_sha256=(\w+)", _run_steps(tmp_path, 24, tmp_path))
+    )
+    assert len(finals) == 1 and finals == straight, (finals, straight)

@@ -135,6 +135,10 @@ def test_fails_when_the_escape_hatch_breaks_the_pod() -> None:
         ({"restart_policy": "Sometimes"}, "restart_policy ('Sometimes') must be one of"),
         ({"env": {"1BAD": "x"}}, "env key ('1BAD') is not a valid environment variable name"),
         ({"master": False, "workers": 0, "elastic": ElasticPolicy()}, "workers (0) must be >= 1"),
+        (
+            {"termination_grace_seconds": -5},
+            "termination_grace_seconds (-5) must be a whole number of seconds >= 0",
+        ),
     ],
     ids=[
         "nproc-vs-gpus",
@@ -146,12 +150,25 @@ def test_fails_when_the_escape_hatch_breaks_the_pod() -> None:
         "bad-restart-policy",
         "bad-env-key",
         "elastic-without-workers",
+        "negative-grace",
     ],
 )
 def test_fails_on_bad_props(props: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError) as caught:
         PyTorchJobProps(image=TRAINER, **props)
     assert message in str(caught.value)
+
+
+def test_every_replica_gets_the_termination_grace_a_checkpoint_needs() -> None:
+    obj = build(workers=2, termination_grace_seconds=120)
+    specs = obj["spec"]["pytorchReplicaSpecs"]
+    assert {
+        t: s["template"]["spec"]["terminationGracePeriodSeconds"] for t, s in specs.items()
+    } == {
+        "Master": 120,
+        "Worker": 120,
+    }
+    assert "terminationGracePeriodSeconds" not in str(build(workers=1))
 
 
 def test_fails_when_the_name_is_too_long_for_its_pods() -> None:

@@ -125,6 +125,12 @@ def test_restart_backoff_and_ttl() -> None:
     assert pod(node)["restartPolicy"] == "Never"
 
 
+def test_a_runtimes_nodes_get_the_termination_grace_a_checkpoint_needs() -> None:
+    props = RuntimeProps(image=TRAINER, termination_grace_seconds=90)
+    runtime = one(synth(lambda s: TorchRuntime(s, "Graceful", props)))
+    assert pod(jobs(runtime)["node"])["terminationGracePeriodSeconds"] == 90
+
+
 def test_mpi_runtime_nodes_serve_ssh_and_the_launcher_waits_for_them() -> None:
     props = MpiRuntimeProps(
         image=Image("ghcr.io/kubetrain/horovod-trainer:0.1.0"),

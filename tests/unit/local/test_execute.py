@@ -175,3 +175,25 @@ def test_after_success_the_rest_get_time_to_finish_then_are_stopped(tmp_path: Pa
     assert "[worker-0] bye\n" in out.getvalue()
     assert outcome.exit_codes["worker-1"] == 128 + signal.SIGTERM
     assert outcome.seconds < 30
+
+
+def test_a_replica_that_obeys_sigterm_restarts_the_gang_as_a_killed_one_does(
+    tmp_path: Path,
+) -> None:
+    """Exit 143 (stopped by SIGTERM, as a drained pod's trainer exits after checkpointing)
+    is a stop from outside, not the program's failure: the gang starts again."""
+    program = (
+        "import os, sys; attempt = os.environ.get('KUBETRAIN_RESTART_ATTEMPT'); "
+        "print('attempt', attempt, 'reason', os.environ.get('KUBETRAIN_RESTART_REASON')); "
+        "sys.exit(0 if attempt else 143)"
+    )
+    plan = _plan(tmp_path, _pytorchjob(master=program, worker=None))
+    out = io.StringIO()
+    outcome = execute(plan, workdir=tmp_path, out=out, infrastructure_restarts=1)
+    text = out.getvalue()
+    assert outcome.phase == "Succeeded", text
+    assert "master-0 was stopped (SIGTERM), an infrastructure failure" in text
+    assert "[master-0] attempt 1 reason SIGTERM" in text
+    # Without a budget it is the job's failure, with the code a shell reports.
+    outcome = execute(plan, workdir=tmp_path, out=io.StringIO())
+    assert (outcome.phase, outcome.exit_code) == ("Failed", 143)
