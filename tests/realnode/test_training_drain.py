@@ -1,9 +1,16 @@
-"""A drain of the real node under a training PyTorchJob, with real torch.distributed
-processes in real pods: ``kubectl drain`` evicts its pods (the Eviction API, each with
-its termination grace), the gang restarts as the job's next attempt, its pods wait
-Pending while the node is cordoned, and after ``kubectl uncordon`` the job resumes from
-its last checkpoint and finishes every step. The job's ``backoffLimit`` is 0: the
-eviction was the infrastructure's, so had it been counted the job would have failed.
+"""A drain of the real node under a training PyTorchJob and a TrainJob submitted with the
+Kubeflow SDK (``TrainerClient().train(...)``, a checkpoint volume added with the SDK's
+``RuntimePatch`` option), with real torch.distributed processes in real pods:
+``kubectl drain`` evicts their pods (the Eviction API, each with its termination grace),
+each gang restarts as its job's next attempt, its pods wait Pending while the node is
+cordoned, and after ``kubectl uncordon`` both resume and finish every step.
+
+The trainers get SIGTERM and checkpoint the step they finished (the PyTorchJob's
+directly, the TrainJob's through torchrun, which the SDK's ``bash -c`` script ends in), so
+each resumes where it stopped: every step logged before the drain is kept, and at most
+the checkpoint interval could have been trained twice. The PyTorchJob's ``backoffLimit``
+is 0: the eviction was the infrastructure's, so had it been counted the job would have
+failed; both jobs' status counts the restart as an infrastructure one.
 
 Upstream (training-operator v1.9) recreates each evicted pod on its own and counts it
 against ``backoffLimit``: with 0 the job fails.
@@ -13,11 +20,13 @@ installed yet: the tier runs its files in name order.)"""
 
 from __future__ import annotations
 
+import functools
 import os
 import re
 import shutil
 import tempfile
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -28,21 +37,30 @@ from cluster.local import LocalCluster
 from kubetrain.api import keys as K
 from tests.clusters import ClusterClients
 from tests.integration.kube import condition, wait_for
+from tests.integration.operator.jobs import Jobs
+from tests.integration.operator.sdk_users import Sdk, scientist_env
+from tests.integration.sdk import run_sdk
 from tests.realnode.workloads import TRAINING_TIMEOUT, final_lines, jobs_in, pod_log, sample
 
 pytestmark = pytest.mark.usefixtures("installed_stack")
 
-STEPS = 40
+STEPS = 60
 EVERY = 5
 CHECKPOINT = re.compile(r"checkpoint step=(\d+)")
 RESUMED = re.compile(r"resume step=(\d+) .* attempt=1 reason=(\w+)")
+STEP = re.compile(r"^step=(\d+) ", re.MULTILINE)
+#: CPU each pod asks for: the four fit the real node (2 cores) beside the operator.
+CPU = "300m"
+#: The label both jobs' pods carry, for ``kubectl drain --pod-selector``.
+DRAIN_LABEL = "kubetrain-test/drain"
 
 
-def _checkpointing(job: dict[str, Any], directory: Path) -> dict[str, Any]:
+def _checkpointing(job: dict[str, Any], directory: Path, label: str) -> dict[str, Any]:
     """The sample, slowed to half a second a step, checkpointing every EVERY steps to
     ``directory`` on the node (it outlives the pods); backoffLimit 0."""
     job["spec"].setdefault("runPolicy", {})["backoffLimit"] = 0
     for spec in job["spec"]["pytorchReplicaSpecs"].values():
+        spec["template"].setdefault("metadata", {}).setdefault("labels", {})[DRAIN_LABEL] = label
         pod = spec["template"]["spec"]
         container = pod["containers"][0]
         container["command"] = [
@@ -51,6 +69,7 @@ def _checkpointing(job: dict[str, Any], directory: Path) -> dict[str, Any]:
             *("--checkpoint-dir", "/checkpoints"),
         ]
         container.pop("args", None)  # the stack's sample passes --steps there
+        container["resources"] = {"requests": {"cpu": CPU, "memory": "1Gi"}}
         container["volumeMounts"] = [{"name": "checkpoints", "mountPath": "/checkpoints"}]
         pod["volumes"] = [
             {
@@ -66,16 +85,126 @@ def _checkpointing(job: dict[str, Any], directory: Path) -> dict[str, Any]:
 TRIALS = int(os.environ.get("KUBETRAIN_DRAIN_TRIALS", "1"))
 
 
-def test_a_drained_job_waits_then_resumes_from_its_checkpoint(
+def _node_directory() -> Path:
+    """A checkpoint directory on the node. The real node is this machine: it is made here,
+    writable by the images' unprivileged user."""
+    directory = Path(tempfile.mkdtemp(prefix="kubetrain-drain-"))
+    directory.chmod(0o777)
+    return directory
+
+
+class Trained:
+    """One of the drained jobs: its rank 0's log (the current pod's), read through the
+    kubelet, and its state."""
+
+    def __init__(self, jobs: Jobs, clients: ClusterClients, kind: str, name: str) -> None:
+        self.jobs, self.clients, self.kind, self.name = jobs, clients, kind, name
+
+    def rank0(self) -> str | None:
+        """The name of the pod running rank 0 of the newest attempt."""
+        pods = [
+            p
+            for p in self.jobs.pods(self.name).values()
+            if not p["metadata"].get("deletionTimestamp")
+            and p["metadata"]["name"].startswith(
+                f"{self.name}-master-0" if self.kind == "PyTorchJob" else f"{self.name}-node-0-0"
+            )
+        ]
+        return (
+            max(pods, key=lambda p: p["metadata"]["creationTimestamp"])["metadata"]["name"]
+            if pods
+            else None
+        )
+
+    def log(self) -> str:
+        pod = self.rank0()
+        if pod is None:
+            return ""
+        try:
+            return pod_log(self.clients, self.jobs.namespace, pod)
+        except ApiException:  # the container has not started yet
+            return ""
+
+    def saved(self) -> list[int]:
+        current = self.jobs.get(self.kind, self.name) or {}
+        failed = condition(current, "Failed") or {}
+        assert failed.get("status") != "True", f"{self.name} failed before its drain: {failed}"
+        return [int(m) for m in CHECKPOINT.findall(self.log())]
+
+    def pods_of_attempt(self, attempt: str) -> dict[str, dict[str, Any]]:
+        return {
+            n: p
+            for n, p in self.jobs.pods(self.name).items()
+            if p["metadata"]["labels"].get(K.ATTEMPT_LABEL, "0") == attempt
+        }
+
+
+def _gang_restart(trained: Trained, drain: Future[Any]) -> dict[str, Any]:
+    """The job's GangRestart Event; a failed drain, or what the pods look like, if none
+    comes within a minute."""
+
+    def look() -> list[dict[str, Any]]:
+        if drain.done():
+            drain.result()  # raises what kubectl said if it failed
+        events = trained.jobs.events(trained.name)
+        return [e for e in events if e.get("reason") == "GangRestart"]
+
+    try:
+        return wait_for(look, bool, what=f"{trained.name}'s GangRestart Event", timeout=60)[-1]
+    except AssertionError as error:
+        pods = {
+            n: (p["status"].get("phase"), p["metadata"].get("deletionTimestamp"))
+            for n, p in trained.jobs.pods(trained.name).items()
+        }
+        events = [(e.get("reason"), e.get("message")) for e in trained.jobs.events(trained.name)]
+        raise AssertionError(f"{error}; pods: {pods}; events: {events}") from None
+
+
+def _kubetrain_status(trained: Trained, job: dict[str, Any]) -> dict[str, Any]:
+    """kubetrain's status of the job: a v1 job's own, a TrainJob's ``status.kubetrain``
+    (its ``status.conditions`` are upstream's)."""
+    status = dict(job.get("status") or {})
+    return dict(status.get("kubetrain") or {}) if trained.kind == "TrainJob" else status
+
+
+def _restarting(trained: Trained, job: dict[str, Any]) -> str:
+    """The message of kubetrain's Restarting condition on the job, or ''."""
+    found = condition({"status": _kubetrain_status(trained, job)}, "Restarting") or {}
+    return str(found.get("message") or "")
+
+
+def _unschedulable(trained: Trained, job: dict[str, Any]) -> bool:
+    """Whether the Restarting condition says the new pods cannot be scheduled."""
+    return "Unschedulable" in _restarting(trained, job)
+
+
+def _new_gang_pending(old: set[str], pods: dict[str, dict[str, Any]]) -> bool:
+    """Whether ``pods`` are a new gang (no uid in ``old``), all Pending."""
+    return (
+        bool(pods)
+        and not old & {p["metadata"]["uid"] for p in pods.values()}
+        and all(p["status"].get("phase") == "Pending" for p in pods.values())
+    )
+
+
+def _after_resume(trained: Trained) -> str:
+    """What rank 0 logged after its resume line."""
+    return trained.log().partition("resume step=")[2]
+
+
+def test_drained_jobs_wait_then_resume_from_their_checkpoints(
     installed_stack: Path,
     real_node_cluster: LocalCluster,
     real_node_clients: ClusterClients,
     node_namespace: str,
     node_name: str,
+    tmp_path: Path,
 ) -> None:
+    sdk = Sdk(scientist_env(real_node_cluster.kubeconfig, node_namespace, tmp_path))
     for trial in range(TRIALS):
         figures = _drain_once(
             f"drained-{trial}",
+            sdk,
             installed_stack,
             real_node_cluster,
             real_node_clients,
@@ -83,123 +212,156 @@ def test_a_drained_job_waits_then_resumes_from_its_checkpoint(
             node_name,
         )
         print(
-            f"drain trial {trial + 1}: eviction -> new gang Pending {figures[0]:.1f} s; "
-            f"uncordon -> training again {figures[1]:.1f} s"
+            f"drain trial {trial + 1}: PyTorchJob: eviction -> new gang Pending "
+            f"{figures[0]:.1f} s; uncordon -> training again {figures[1]:.1f} s; "
+            f"TrainJob: uncordon -> training again {figures[2]:.1f} s"
         )
 
 
 def _drain_once(
     name: str,
+    sdk: Sdk,
     installed_stack: Path,
     real_node_cluster: LocalCluster,
     real_node_clients: ClusterClients,
     node_namespace: str,
     node_name: str,
-) -> tuple[float, float]:
-    """One drain of a training job, checked; (seconds from the drain's start to the new
-    gang Pending, seconds from the uncordon to the first step trained after resuming)."""
+) -> tuple[float, float, float]:
+    """One drain under a training PyTorchJob and an SDK TrainJob, checked; (seconds from
+    the drain's start to the PyTorchJob's new gang Pending, seconds from the uncordon to
+    the first step each job trained after resuming)."""
     jobs = jobs_in(real_node_clients, node_namespace)
-    # The real node is this machine: the directory the pods mount is made here, writable by
-    # the images' unprivileged user.
-    directory = Path(tempfile.mkdtemp(prefix="kubetrain-drain-"))
-    directory.chmod(0o777)
-    job = _checkpointing(sample(installed_stack, "PyTorchJob", node_namespace), directory)
+    directories = {"PyTorchJob": _node_directory(), "TrainJob": _node_directory()}
+    # The TrainJob first: its pods take longer to start (torchrun, the SDK's script).
+    submitted = sdk(
+        *("train-checkpointing", "--runtime", "torch-distributed", "--num-nodes", "2"),
+        *("--steps", str(STEPS), "--every", str(EVERY)),
+        *("--checkpoint-dir", str(directories["TrainJob"]), "--label", f"{DRAIN_LABEL}={name}"),
+        *("--cpu", CPU),
+    )["name"]
+    job = sample(installed_stack, "PyTorchJob", node_namespace)
     job["metadata"]["name"] = name
-    jobs.create(job)
-    master = f"{name}-master-0"
+    jobs.create(_checkpointing(job, directories["PyTorchJob"], name))
+    trained = [
+        Trained(jobs, real_node_clients, "PyTorchJob", name),
+        Trained(jobs, real_node_clients, "TrainJob", submitted),
+    ]
 
-    def log_of(pod: str) -> str:
-        try:
-            return pod_log(real_node_clients, node_namespace, pod)
-        except ApiException:  # the container has not started yet
-            return ""
-
-    def saved() -> list[int]:
-        current = jobs.get("PyTorchJob", name) or {}
-        failed = condition(current, "Failed") or {}
-        assert failed.get("status") != "True", f"the job failed before its drain: {failed}"
-        return [int(m) for m in CHECKPOINT.findall(log_of(master))]
-
-    before = wait_for(
-        saved, lambda s: len(s) >= 2, what="two checkpoints", timeout=TRAINING_TIMEOUT
-    )
-    old = {n: p["metadata"]["uid"] for n, p in jobs.pods(name).items()}
+    before = {
+        t.kind: wait_for(
+            t.saved,
+            lambda s: len(s) >= 2,
+            what=f"two checkpoints of {t.name}",
+            timeout=TRAINING_TIMEOUT,
+        )
+        for t in trained
+    }
+    old = {t.kind: {p["metadata"]["uid"] for p in t.jobs.pods(t.name).values()} for t in trained}
+    last_step = {t.kind: max(int(s) for s in STEP.findall(t.log())) for t in trained}
     drained = time.monotonic()
+    to_pending = 0.0
+    # kubectl drain returns once every evicted pod is gone (the TrainJob's only at the end
+    # of their grace): it runs beside the checks, which time the PyTorchJob's own recovery.
+    drain = ThreadPoolExecutor(1).submit(
+        real_node_cluster.kubectl,
+        "drain",
+        node_name,
+        f"--pod-selector={DRAIN_LABEL}={name}",
+        "--ignore-daemonsets",
+        "--delete-emptydir-data",
+        "--timeout=120s",
+    )
     try:
-        real_node_cluster.kubectl(
-            "drain",
-            node_name,
-            f"--pod-selector={K.JOB_NAME}={name}",
-            "--ignore-daemonsets",
-            "--delete-emptydir-data",
-            "--timeout=120s",
-        )
-        # The gang restarted as attempt 1 and waits, Pending, for a schedulable node.
-        event = jobs.wait_event(name, "GangRestart", timeout=60)
-        assert "infrastructure restarts used: 1 of 10" in event["message"], event["message"]
-        # Its master comes first (the workers wait for it), Pending on the cordoned node.
-        pending = jobs.wait_pods(
-            name,
-            lambda p: (
-                bool(p)
-                and not set(old.values()) & {x["metadata"]["uid"] for x in p.values()}
-                and all(x["status"].get("phase") == "Pending" for x in p.values())
-            ),
-            what="the new gang Pending on the cordoned node",
-            timeout=90,
-        )
-        to_pending = time.monotonic() - drained
-        assert {p["metadata"]["labels"][K.ATTEMPT_LABEL] for p in pending.values()} == {"1"}
-        # The Restarting condition says why, and what the new pods wait for.
-        waiting = jobs.wait(
-            "PyTorchJob",
-            name,
-            lambda j: "Unschedulable" in str((condition(j, "Restarting") or {}).get("message")),
-            what="the Restarting condition to say the new pods are unschedulable",
-            timeout=30,
-        )
-        message = str((condition(waiting or {}, "Restarting") or {}).get("message"))
-        assert "as attempt 1" in message, message
-        assert f"Waiting: pod {master} Unschedulable" in message, message
+        for t in trained:
+            # The gang restarted as attempt 1 and waits, Pending, for a schedulable node.
+            event = _gang_restart(t, drain)
+            assert "infrastructure restarts used: 1 of 10" in event["message"], event["message"]
+            pending = jobs.wait_pods(
+                t.name,
+                functools.partial(_new_gang_pending, old[t.kind]),
+                what=f"{t.name}'s new gang Pending on the cordoned node",
+                timeout=90,
+            )
+            if t.kind == "PyTorchJob":
+                to_pending = time.monotonic() - drained
+            labels = {p["metadata"]["labels"].get(K.ATTEMPT_LABEL) for p in pending.values()}
+            assert labels == {"1"}, labels
+            # The Restarting condition says why, and what the new pods wait for.
+            waiting = jobs.wait(
+                t.kind,
+                t.name,
+                functools.partial(_unschedulable, t),
+                what=f"{t.name}'s Restarting condition to say its new pods are unschedulable",
+                timeout=30,
+            )
+            message = _restarting(t, waiting or {})
+            assert "as attempt 1" in message and "Waiting: pod " in message, message
+        drain.result(timeout=150)
     finally:
         real_node_cluster.kubectl("uncordon", node_name)
     uncordoned = time.monotonic()
-    # Training again: a step logged after the resume line.
-    wait_for(
-        lambda: log_of(master).partition("resume step=")[2],
-        lambda after: "step=" in after.partition("\n")[2],
-        what=f"{master} to train again after resuming",
-        timeout=TRAINING_TIMEOUT,
-        interval=0.2,
-    )
-    to_training = time.monotonic() - uncordoned
+    to_training = {}
+    for t in trained:
+        # Training again: a step logged after the resume line.
+        wait_for(
+            functools.partial(_after_resume, t),
+            lambda after: "step=" in after.partition("\n")[2],
+            what=f"{t.name} to train again after resuming",
+            timeout=TRAINING_TIMEOUT,
+            interval=0.2,
+        )
+        to_training[t.kind] = time.monotonic() - uncordoned
+
+    pytorch = trained[0]
     done = jobs.wait(
         "PyTorchJob",
         name,
         lambda j: any(
             (condition(j, t) or {}).get("status") == "True" for t in ("Succeeded", "Failed")
         ),
-        what="the drained job to finish",
+        what="the drained PyTorchJob to finish",
         timeout=TRAINING_TIMEOUT,
     )
     assert done is not None
-    log = log_of(master)
+    log = pytorch.log()
     assert (condition(done, "Succeeded") or {}).get("status") == "True", (
         done["status"],
         log[-3000:],
     )
-    # Resumed from the checkpoint it had saved, not from scratch: no more than EVERY steps
-    # (those since the last checkpoint) were trained twice.
+    # It checkpointed the step it finished on SIGTERM and resumed there: every step it
+    # had logged before the drain was kept.
     resumed = RESUMED.search(log)
     assert resumed is not None, log[-3000:]
-    step = int(resumed.group(1))
-    assert step >= max(before) and step % EVERY == 0, (step, before)
+    assert int(resumed.group(1)) >= last_step["PyTorchJob"], (resumed.group(0), last_step)
     assert resumed.group(2) == "EvictionByEvictionAPI", resumed.group(0)
-    shutil.rmtree(directory, ignore_errors=True)
-    digests = final_lines(log) | final_lines(log_of(f"{name}-worker-0"))
+    assert STEP.findall(log)[0] == str(int(resumed.group(1)) + 1), log[-3000:]
+    digests = final_lines(log) | final_lines(
+        pod_log(real_node_clients, node_namespace, f"{name}-worker-0")
+    )
     assert sorted(digests) == [0, 1] and len(set(digests.values())) == 1, digests
-    assert f"final rank=0 step={STEPS} " in log, log[-2000:]
-    statuses = done["status"].get("replicaStatuses") or {}
-    assert not any(s.get("restarts") for s in statuses.values()), statuses
-    jobs.delete("PyTorchJob", name)
-    return to_pending, to_training
+
+    for t in trained:
+        gang = _kubetrain_status(t, jobs.get(t.kind, t.name) or {}).get("gangRestart") or {}
+        assert (gang.get("attempt"), gang.get("infrastructure")) == (1, 1), (t.name, gang)
+
+    # The TrainJob, as its data scientist sees it through the SDK.
+    finished = run_sdk(
+        "trainer_v2",
+        *("wait", "--name", submitted, "--status", "Complete", "--status", "Failed"),
+        *("--timeout", str(int(TRAINING_TIMEOUT))),
+        env=sdk.env,
+        timeout=TRAINING_TIMEOUT + 60,
+    )
+    assert finished.get("job", {}).get("status") == "Complete", finished
+    lines = "\n".join(sdk("logs", "--name", submitted, "--step", "node-0")["lines"])
+    resumed = RESUMED.search(lines)
+    assert resumed is not None, lines[-3000:]
+    step = int(resumed.group(1))
+    # Back to the step it checkpointed on SIGTERM (at worst its last periodic one).
+    assert step >= max(before["TrainJob"]), (step, before["TrainJob"])
+    assert step > last_step["TrainJob"] - EVERY, (step, last_step)
+    assert resumed.group(2) == "EvictionByEvictionAPI", resumed.group(0)
+    assert f"final rank=0 step={STEPS} " in lines, lines[-3000:]
+    for directory in directories.values():
+        shutil.rmtree(directory, ignore_errors=True)
+    return to_pending, to_training["PyTorchJob"], to_training["TrainJob"]

@@ -12,6 +12,18 @@ import json
 from typing import Any
 
 from kubeflow.trainer import CustomTrainer, TrainerClient
+from kubeflow.trainer.options.kubernetes import (
+    ContainerPatch,
+    JobSetSpecPatch,
+    JobSetTemplatePatch,
+    JobSpecPatch,
+    JobTemplatePatch,
+    PodSpecPatch,
+    PodTemplatePatch,
+    ReplicatedJobPatch,
+    RuntimePatch,
+    TrainingRuntimeSpecPatch,
+)
 
 
 def train() -> None:  # the function the SDK ships to every node
@@ -48,6 +60,52 @@ def report_progress() -> None:  # shipped to a real-node TrainJob's node
     print(f"node {os.environ.get('PET_NODE_RANK')} progress reported: {sent}", flush=True)
     if not sent:
         raise SystemExit(3)
+
+
+def checkpointed(steps: int, every: int) -> None:  # shipped to a drained real-node TrainJob
+    import sys
+
+    from images.pytorch import train as sample  # the trainer image's own sample
+
+    sys.exit(
+        sample.main(
+            [
+                *("--steps", str(steps), "--step-delay", "0.5"),
+                *("--checkpoint-every", str(every), "--checkpoint-dir", "/checkpoints"),
+            ]
+        )
+    )
+
+
+def _checkpoint_volume(directory: str, labels: dict[str, str]) -> RuntimePatch:
+    """What a data scientist adds with the SDK's options for checkpoints that outlive the
+    pods: a volume on the ``node`` job's pods (here a directory on the node), mounted at
+    /checkpoints, and labels on those pods."""
+    pod = PodTemplatePatch(
+        metadata={"labels": labels},
+        spec=PodSpecPatch(
+            volumes=[
+                {
+                    "name": "checkpoints",
+                    "hostPath": {"path": directory, "type": "Directory"},
+                }
+            ],
+            containers=[
+                ContainerPatch(
+                    name="node",
+                    volume_mounts=[{"name": "checkpoints", "mountPath": "/checkpoints"}],
+                )
+            ],
+        ),
+    )
+    node = ReplicatedJobPatch(
+        name="node", template=JobTemplatePatch(spec=JobSpecPatch(template=pod))
+    )
+    return RuntimePatch(
+        training_runtime_spec=TrainingRuntimeSpecPatch(
+            template=JobSetTemplatePatch(spec=JobSetSpecPatch(replicated_jobs=[node]))
+        )
+    )
 
 
 def _train_call(client: TrainerClient, call: int) -> str:
@@ -98,6 +156,14 @@ def main() -> None:
     real.add_argument("--num-nodes", type=int, default=2)
     real.add_argument("--cpu", default="500m")
     real.add_argument("--memory", default="1Gi")
+    saving = sub.add_parser("train-checkpointing")
+    saving.add_argument("--runtime", required=True)
+    saving.add_argument("--num-nodes", type=int, default=2)
+    saving.add_argument("--steps", type=int, required=True)
+    saving.add_argument("--every", type=int, required=True)
+    saving.add_argument("--checkpoint-dir", required=True)
+    saving.add_argument("--label", action="append", default=[], help="KEY=VALUE on the pods")
+    saving.add_argument("--cpu", default="500m")
     progress = sub.add_parser("train-progress")
     progress.add_argument("--runtime", required=True)
     logs = sub.add_parser("logs")
@@ -140,6 +206,19 @@ def main() -> None:
                 num_nodes=args.num_nodes,
                 resources_per_node={"cpu": args.cpu, "memory": args.memory},
             ),
+        )
+        out = {"name": name}
+    elif args.command == "train-checkpointing":
+        labels = dict(item.split("=", 1) for item in args.label)
+        name = client.train(
+            runtime=args.runtime,
+            trainer=CustomTrainer(
+                func=checkpointed,
+                func_args={"steps": args.steps, "every": args.every},
+                num_nodes=args.num_nodes,
+                resources_per_node={"cpu": args.cpu, "memory": "1Gi"},
+            ),
+            options=[_checkpoint_volume(args.checkpoint_dir, labels)],
         )
         out = {"name": name}
     elif args.command == "train-progress":

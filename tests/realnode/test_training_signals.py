@@ -1,0 +1,157 @@
+"""A container killed by a signal and a pod evicted, in one training PyTorchJob on the real
+node with real torch.distributed processes: the kill is the program's failure (the job's
+restart limit, ``backoffLimit`` 1 under ``kubetrain.dev/restart-scope: Gang``, is used up
+by it), the eviction the infrastructure's (counted apart, the limit untouched), and the
+job resumes from its checkpoint after each and succeeds. Had the eviction been counted
+too, the job would have failed.
+
+The kill is containerd's (``ctr task kill -s SIGKILL``), what the kernel's OOM killer or a
+crashing runtime does to a container; the eviction is the Eviction API's, what
+``kubectl drain`` and the node-pressure and taint managers use.
+
+(The file is named to run after ``test_helm_upgrade.py``, which needs the operator not
+installed yet: the tier runs its files in name order.)"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import pytest
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from cluster.local import LocalCluster
+from kubetrain.api import keys as K
+from tests.clusters import ClusterClients
+from tests.integration.kube import condition, wait_for
+from tests.integration.operator.jobs import Jobs
+from tests.realnode.workloads import TRAINING_TIMEOUT, final_lines, jobs_in, pod_log, sample
+
+pytestmark = pytest.mark.usefixtures("installed_stack")
+
+STEPS = 30
+EVERY = 5
+CHECKPOINT = re.compile(r"checkpoint step=(\d+)")
+
+
+def _job(installed_stack: Path, namespace: str, directory: Path) -> dict[str, Any]:
+    job = sample(installed_stack, "PyTorchJob", namespace)
+    job["metadata"]["name"] = "signals"
+    job["metadata"]["annotations"] = {K.RESTART_SCOPE_ANNOTATION: "Gang"}
+    job["spec"].setdefault("runPolicy", {})["backoffLimit"] = 1
+    for spec in job["spec"]["pytorchReplicaSpecs"].values():
+        spec["restartPolicy"] = "OnFailure"
+        pod = spec["template"]["spec"]
+        container = pod["containers"][0]
+        container["command"] = [
+            *("python", "-m", "images.pytorch.train", "--steps", str(STEPS)),
+            *("--step-delay", "0.3", "--checkpoint-every", str(EVERY)),
+            *("--checkpoint-dir", "/checkpoints"),
+        ]
+        container.pop("args", None)
+        container["volumeMounts"] = [{"name": "checkpoints", "mountPath": "/checkpoints"}]
+        pod["volumes"] = [
+            {"name": "checkpoints", "hostPath": {"path": str(directory), "type": "Directory"}}
+        ]
+    return job
+
+
+def _log(clients: ClusterClients, namespace: str, pod: str) -> str:
+    try:
+        return pod_log(clients, namespace, pod)
+    except ApiException:  # not started yet, or gone
+        return ""
+
+
+def _checkpointed(
+    jobs: Jobs, clients: ClusterClients, attempt: str, what: str
+) -> dict[str, dict[str, Any]]:
+    """The pods of ``attempt`` once its master logged a checkpoint."""
+
+    def look() -> dict[str, dict[str, Any]]:
+        current = jobs.get("PyTorchJob", "signals") or {}
+        failed = condition(current, "Failed") or {}
+        assert failed.get("status") != "True", f"the job failed: {failed}"
+        return {
+            n: p
+            for n, p in jobs.pods("signals").items()
+            if p["metadata"]["labels"].get(K.ATTEMPT_LABEL, "0") == attempt
+            and not p["metadata"].get("deletionTimestamp")
+        }
+
+    def saved(pods: dict[str, dict[str, Any]]) -> bool:
+        return len(pods) == 2 and bool(
+            CHECKPOINT.search(_log(clients, jobs.namespace, "signals-master-0"))
+        )
+
+    return wait_for(look, saved, what=what, timeout=TRAINING_TIMEOUT)
+
+
+def _gang_restarts(jobs: Jobs) -> list[str]:
+    return [e["message"] for e in jobs.events("signals") if e.get("reason") == "GangRestart"]
+
+
+def test_a_killed_container_is_counted_and_an_eviction_beside_it_is_not(
+    installed_stack: Path,
+    real_node_cluster: LocalCluster,
+    real_node_clients: ClusterClients,
+    node_namespace: str,
+) -> None:
+    node = real_node_cluster.real_node
+    assert node is not None
+    jobs = jobs_in(real_node_clients, node_namespace)
+    directory = Path(tempfile.mkdtemp(prefix="kubetrain-signals-"))
+    directory.chmod(0o777)
+    jobs.create(_job(installed_stack, node_namespace, directory))
+
+    # 1. The worker's container killed by SIGKILL: the program's failure.
+    pods = _checkpointed(jobs, real_node_clients, "0", "a checkpoint of attempt 0")
+    status = pods["signals-worker-0"]["status"]["containerStatuses"][0]
+    container_id = status["containerID"].removeprefix("containerd://")
+    node.images.ctr("task", "kill", "--signal", "SIGKILL", container_id)
+    first = wait_for(lambda: _gang_restarts(jobs), bool, what="the first GangRestart Event")
+    assert "gang restarts used: 1 of 1" in first[0], first
+    assert "infrastructure" not in first[0], first
+
+    # 2. A pod of the next attempt evicted: the infrastructure's.
+    pods = _checkpointed(jobs, real_node_clients, "1", "a checkpoint of attempt 1")
+    real_node_clients.core_v1.create_namespaced_pod_eviction(
+        "signals-worker-0",
+        node_namespace,
+        client.V1Eviction(metadata=client.V1ObjectMeta(name="signals-worker-0")),
+    )
+    both = wait_for(
+        lambda: _gang_restarts(jobs), lambda m: len(m) >= 2, what="the second GangRestart Event"
+    )
+    second = next(m for m in both if "infrastructure" in m)
+    assert "as attempt 2; infrastructure restarts used: 1 of 10" in second, second
+    assert "the gang's restart limit untouched" in second, second
+
+    done = jobs.wait(
+        "PyTorchJob",
+        "signals",
+        lambda j: any(
+            (condition(j, t) or {}).get("status") == "True" for t in ("Succeeded", "Failed")
+        ),
+        what="the job to finish",
+        timeout=TRAINING_TIMEOUT,
+    )
+    assert done is not None
+    log = _log(real_node_clients, node_namespace, "signals-master-0")
+    assert (condition(done, "Succeeded") or {}).get("status") == "True", (
+        done["status"],
+        log[-3000:],
+    )
+    assert done["status"]["gangRestart"]["attempt"] == 2, done["status"]
+    assert done["status"]["gangRestart"]["infrastructure"] == 1, done["status"]
+    # The last attempt resumed from a checkpoint and both ranks ended on the same weights.
+    assert re.search(r"resume step=\d+ .* attempt=2 reason=EvictionByEvictionAPI", log), log
+    digests = final_lines(log) | final_lines(
+        _log(real_node_clients, node_namespace, "signals-worker-0")
+    )
+    assert sorted(digests) == [0, 1] and len(set(digests.values())) == 1, digests
+    shutil.rmtree(directory, ignore_errors=True)
