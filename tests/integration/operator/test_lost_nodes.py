@@ -18,11 +18,16 @@ from typing import Any
 from kubetrain.api import keys as K
 from tests.integration.kube import condition, wait_for
 from tests.integration.operator.conftest import RunningOperator
-from tests.integration.operator.jobs import Jobs
+from tests.integration.operator.jobs import Jobs, pytorch_job
 from tests.integration.operator.lost_nodes import (
+    FAST,
     SIGNALS,
+    create_nodes,
     every_kind,
+    make_lost,
     node_of,
+    pinned,
+    pool,
     remove_pools,
     running,
     stuck_pods,
@@ -89,3 +94,59 @@ def test_every_kind_restarts_its_gang_off_a_lost_node(
     finally:
         jobs.delete_every_job()
         remove_pools(jobs, list(names.values()))
+
+
+def test_a_node_lost_while_the_gang_restarts_is_one_more_attempt_and_leaves_nothing(
+    operator: RunningOperator, jobs: Jobs
+) -> None:
+    """A second node lost while the first restart is under way (the new gang just placed,
+    the old one's pods still stuck on the first lost node): the restart in progress is
+    abandoned for the next attempt, each loss counted once, and no pod of either old
+    attempt is left behind. One pod per node (8 GPUs each), four nodes."""
+    name = "ln-twice"
+    create_nodes(jobs.core, pool(name, 7))  # every_kind's pools are 0-6
+    job = pytorch_job(name, workers=1, gpus=8)
+    job["metadata"]["annotations"] = dict(FAST)
+    try:
+        jobs.create(pinned(job, name))
+        first = node_of(running(jobs, name, 0))
+        make_lost(jobs.core, first)
+        # The new gang is placed (the scheduler named a node for each pod): lose one of
+        # those nodes before the restart is done.
+        placed = jobs.wait_pods(
+            name,
+            lambda p: (
+                sum(
+                    1
+                    for x in p.values()
+                    if x["metadata"]["labels"].get(K.ATTEMPT_LABEL) == "1"
+                    and x["spec"].get("nodeName")
+                )
+                == 2
+            ),
+            what=f"{name}'s attempt 1 placed",
+        )
+        second = next(
+            p["spec"]["nodeName"]
+            for p in placed.values()
+            if p["metadata"]["labels"].get(K.ATTEMPT_LABEL) == "1"
+        )
+        make_lost(jobs.core, second)
+        pods = running(jobs, name, 2)
+        on = {p["spec"]["nodeName"] for p in pods.values()}
+        assert not on & {first, second}, (first, second, on)
+        found = jobs.get("PyTorchJob", name)
+        assert found is not None
+        gang = found["status"]["gangRestart"]
+        assert (gang["attempt"], gang["infrastructure"]) == (2, 2), found["status"]
+        assert not any(s.get("restarts") for s in found["status"]["replicaStatuses"].values())
+        events = [e["message"] for e in jobs.events(name) if e.get("reason") == "GangRestart"]
+        assert len(events) == 2, events
+        assert f"node {first} NotReady for" in events[0] and "attempt 1" in events[0], events
+        assert f"node {second} NotReady for" in events[1] and "attempt 2" in events[1], events
+        # Only attempt 2's pods exist; nothing is held Terminating on either lost node.
+        assert set(jobs.pods(name)) == set(pods) == {f"{name}-master-0", f"{name}-worker-0"}
+        assert stuck_pods(jobs.core, jobs.namespace) == []
+    finally:
+        jobs.delete_every_job()
+        remove_pools(jobs, [name])

@@ -3,6 +3,7 @@ and two replicas with leader election where only the leader acts."""
 
 from __future__ import annotations
 
+import functools
 import json
 from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
@@ -12,6 +13,7 @@ from typing import Any
 import pytest
 from kubernetes import client
 
+from kubetrain.api import keys as K
 from tests.integration.fault_proxy import FaultProxy, Request, Trap
 from tests.integration.kube import condition, wait_for
 from tests.integration.operator.jobs import Jobs, pytorch_job
@@ -113,7 +115,8 @@ def test_a_restart_is_counted_once_whichever_step_the_operator_dies_at(
 ) -> None:
     """A Worker is OOM-killed four times; each time the operator is killed (SIGKILL) at
     another step of the restart, at the exact request, and a new one finishes it. With
-    backoffLimit 4, a failure counted twice would fail the job or show in the count."""
+    backoffLimit 4, a failure counted twice would fail the job or show in the count. Then
+    two evictions restart the whole gang with the operator killed mid-restart."""
     log = tmp_path / "operator.log"
     operator = OperatorProcess(proxy.kubeconfig_path, namespace, log).start()
     processes.append(operator)
@@ -155,9 +158,62 @@ def test_a_restart_is_counted_once_whichever_step_the_operator_dies_at(
         assert job["status"]["replicaStatuses"]["Worker"]["restarts"] == restarts, step
         assert set(pods) == {"steps-master-0", worker}, step
         assert set(jobs.services("steps")) == set(pods), step
+    # backoffLimit 4 is used up. Two evictions (infrastructure failures) restart the gang,
+    # the operator killed mid-way each time: once its status write recorded the attempt,
+    # once it deleted the old gang's first pod. Counted once each, never as the program's
+    # (that would fail the job), and only the last attempt's pods are left.
+    gang_steps = [
+        ("attempt recorded, old gang not deleted", _gang_status("steps", 1), "after"),
+        (
+            "old gang partly deleted, new not created",
+            _pod_call("DELETE", namespace, worker),
+            "after",
+        ),
+    ]
+    for attempt, (step, matches, when) in enumerate(gang_steps, start=1):
+        trap = proxy.arm(Trap(matches, operator.kill, when=when))
+        old = {p["metadata"]["uid"] for p in pods.values()}
+        jobs.evict(worker)
+        assert trap.fired.wait(60), f"the operator never reached the step: {step}"
+        operator = OperatorProcess(proxy.kubeconfig_path, namespace, log).start()
+        processes.append(operator)
+        pods = jobs.wait_pods(
+            "steps",
+            functools.partial(_gang_running, old, attempt),
+            what=f"attempt {attempt} Running after the operator died at: {step}",
+        )
+        job = jobs.wait_condition("PyTorchJob", "steps", "Running")
+        gang = job["status"]["gangRestart"]
+        assert (gang["attempt"], gang["infrastructure"]) == (attempt, attempt), (step, gang)
+        assert job["status"]["replicaStatuses"]["Worker"]["restarts"] == 4, step
+        assert set(jobs.pods("steps")) == set(pods) == {"steps-master-0", worker}, step
     jobs.exit("steps-master-0", 0)
     done = jobs.wait_condition("PyTorchJob", "steps", "Succeeded")
     assert done["status"]["replicaStatuses"]["Worker"]["restarts"] == 4
+    assert done["status"]["gangRestart"]["infrastructure"] == 2
+
+
+def _gang_status(job: str, attempt: int) -> Callable[[Request], bool]:
+    """The status write that records gang attempt ``attempt`` of the job."""
+
+    def matches(request: Request) -> bool:
+        if request.method != "PATCH" or not request.path.endswith(f"/pytorchjobs/{job}/status"):
+            return False
+        gang = ((request.json() or {}).get("status") or {}).get("gangRestart") or {}
+        return bool(gang.get("attempt") == attempt)
+
+    return matches
+
+
+def _gang_running(old: set[str], attempt: int, pods: dict[str, dict[str, Any]]) -> bool:
+    """Both pods new (no uid in ``old``), of ``attempt``, Running, none being deleted."""
+    return len(pods) == 2 and all(
+        p["metadata"]["uid"] not in old
+        and p["metadata"]["labels"].get(K.ATTEMPT_LABEL) == str(attempt)
+        and p["status"].get("phase") == "Running"
+        and not p["metadata"].get("deletionTimestamp")
+        for p in pods.values()
+    )
 
 
 def _settled_after_restart(job: dict[str, Any] | None) -> bool:
