@@ -154,18 +154,18 @@ class ReplicaStatus(KubeModel):
     selector: StrictStr | None = Field(default=None, description="Label selector, serialized.")
     restarts: NonNegInt32 | None = Field(
         default=None,
-        description="Pods of this type the operator deleted and recreated after a failure "
-        "(kubetrain; counted against runPolicy.backoffLimit).",
+        description="kubetrain: pods of this type recreated after a failure (counted "
+        "against backoffLimit).",
     )
     infrastructure_restarts: NonNegInt32 | None = Field(
         default=None,
-        description="Pods of this type recreated after an eviction, preemption or lost "
-        "node (kubetrain; not counted against backoffLimit).",
+        description="kubetrain: pods of this type recreated after an eviction, preemption "
+        "or lost node (not counted against backoffLimit).",
     )
     counted_failures: Annotated[list[StrictStr], ListType("atomic")] | None = Field(
         default=None,
-        description="uids of failed pods of this type counted, whose deletion is pending "
-        "(kubetrain; an operator that restarts mid-way does not count them again).",
+        description="kubetrain: uids of counted failed pods whose deletion is pending (an "
+        "operator restarted mid-way counts them once).",
     )
 
 
@@ -182,6 +182,7 @@ class GangRestartStatus(KubeModel):
     reason: StrictStr | None = Field(
         default=None, max_length=64, description="The pod reason that started it."
     )
+    since: Time | None = Field(default=None, description="When the attempt began.")
 
 
 class JobStatus(KubeModel):
@@ -197,7 +198,7 @@ class JobStatus(KubeModel):
     )
     gang_restart: GangRestartStatus | None = Field(
         default=None,
-        description="Whole-gang restarts made (kubetrain; counted against runPolicy.backoffLimit).",
+        description="Whole-gang restarts made (kubetrain).",
     )
 
 

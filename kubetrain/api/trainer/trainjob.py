@@ -386,7 +386,7 @@ class TrainJobStatus(KubeModel):
     restarts: NonNegInt32 | None = Field(
         default=None,
         description="kubetrain: restarts counted against backoffLimit as the Job controller "
-        "counts them: pods recreated, and in-place restarts of the pods there now.",
+        "counts them: pods recreated and in-place restarts.",
     )
     start_time: Time | None = Field(
         default=None,
@@ -407,8 +407,8 @@ class TrainJobStatus(KubeModel):
     )
     elastic: ElasticBounds | None = Field(
         default=None,
-        description="kubetrain, elastic TrainJobs only: the bounds spec.trainer.numNodes may "
-        "change within while the TrainJob runs (kubectl scale, an HPA).",
+        description="kubetrain, elastic TrainJobs only: the bounds of spec.trainer.numNodes "
+        "while it runs (kubectl scale, an HPA).",
     )
     selector: StrictStr | None = Field(
         default=None,

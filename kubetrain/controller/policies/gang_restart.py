@@ -46,6 +46,7 @@ from kubetrain.api import env_names as E
 from kubetrain.api import keys as K
 from kubetrain.api.common import ConditionStatus, ConditionType, GangRestartStatus
 from kubetrain.api.trainer.resolve import ResolvedTrainJob
+from kubetrain.controller import conditions as C
 from kubetrain.controller import podstate
 from kubetrain.controller import reasons as R
 from kubetrain.controller.decisions import (
@@ -253,6 +254,7 @@ def decide(draft: Draft) -> Decision | None:
             trigger=uid,
             infrastructure=infra_used or None,
             reason=cause.reason or None,
+            since=C.format_time(draft.ctx.now),
         )
         return Decision(
             status={"gang_restart": next_state},

@@ -123,12 +123,13 @@ def decide(draft: Draft) -> Decision:
 
 def _recovered(draft: Draft) -> Event | None:
     """The Event of a job running again after a gang restart: how long it took (from the
-    Restarting condition's transition) and why it restarted."""
+    moment its attempt began, recorded with it; for a status written before that was
+    recorded, the Restarting condition's transition) and why it restarted."""
     state = draft.current.gang_restart
     if state is None or not state.attempt or not draft.has(ConditionType.RESTARTING):
         return None
     restarting = C.get(JobStatus(conditions=draft.conditions), ConditionType.RESTARTING)
-    since = C.parse_time(restarting.last_transition_time if restarting else None)
+    since = C.parse_time(state.since or (restarting.last_transition_time if restarting else None))
     took = f" {max(0.0, (draft.ctx.now - since).total_seconds()):.0f} s" if since else ""
     return Event(
         "Normal",

@@ -209,6 +209,7 @@ def test_a_lost_node_restarts_the_gang_against_the_infrastructure_budget() -> No
         "trigger": "uid-job-worker-0",
         "infrastructure": 1,
         "reason": "NodeLost",
+        "since": stamp(),
     }
     assert sorted(d.name for d in planned.delete) == sorted(NAMES)
     # Not forced by default: the node may still run the old process.
@@ -397,3 +398,29 @@ def test_a_second_node_lost_during_a_restart_costs_no_count_and_leaves_no_pod() 
     assert forced == ["job-worker-0", "job-worker-1"]
     assert [d.name for d in planned.delete if not d.force] == ["job-master-0"]
     assert planned.create == []  # nothing new while the old gang is there
+
+
+def test_a_recovery_is_timed_from_its_own_attempt_not_an_earlier_one() -> None:
+    """Restarting stayed True across two attempts (its transition is the first's): the
+    Recovered Event times the last one from when it began, recorded with the attempt."""
+    raw = pytorch()
+    raw["status"]["conditions"][-1] = {
+        "type": "Restarting",
+        "status": "True",
+        "reason": "PyTorchJobRestarting",
+        "message": "PyTorchJob job is restarting as a gang: pod job-worker-0 failed (NodeLost).",
+        "lastTransitionTime": stamp(300),
+    }
+    raw["status"]["gangRestart"] = {
+        "attempt": 2,
+        "trigger": "t",
+        "reason": "NodeLost",
+        "since": stamp(12),
+    }
+    labels = {K.ATTEMPT_LABEL: "2"}
+    running = {n: pod(n, labels=labels) for n in NAMES}
+    again = decide(raw, Observed(now=NOW, pods=running, nodes={}))
+    (recovered,) = [e for e in again.events if e.reason == "Recovered"]
+    assert recovered.message == (
+        "PyTorchJob job is running again 12 s after its gang restart (NodeLost), as attempt 2."
+    )

@@ -87,6 +87,7 @@ def test_a_failed_rank_restarts_the_whole_gang_once() -> None:
         "attempt": 1,
         "trigger": "job-worker-1-a0",
         "reason": "Error",
+        "since": stamp(),
     }
     assert sorted(r.name for r in first.delete) == sorted(NAMES)
     assert first.create == []
@@ -144,6 +145,7 @@ def test_a_second_failure_is_a_second_restart_and_the_limit_holds() -> None:
         "attempt": 2,
         "trigger": "job-master-0-a1",
         "reason": "Error",
+        "since": stamp(),
     }
     over = decide(
         gang_job(attempt=2, trigger="job-master-0-a1", limit=2), gang_pods(2, failed="job-worker-0")
@@ -192,6 +194,7 @@ def test_an_infrastructure_failure_restarts_the_gang_against_its_own_budget() ->
         "trigger": "job-worker-1-a3",
         "infrastructure": 1,
         "reason": "Evicted",
+        "since": stamp(),
     }
     assert sorted(r.name for r in evicted.delete) == sorted(NAMES)
     restarting = condition(evicted, "Restarting")
@@ -225,6 +228,7 @@ def test_the_infrastructure_budget_of_a_gang_holds() -> None:
         "trigger": "job-worker-0-a2",
         "infrastructure": 1,
         "reason": "Error",
+        "since": stamp(),
     }
     restarting = condition(program, "Restarting")
     assert restarting is not None and "gang restarts used: 2 of 3" in restarting["message"]
