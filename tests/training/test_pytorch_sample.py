@@ -7,6 +7,7 @@ import re
 import signal
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 from tests.training.helpers import (
@@ -89,41 +90,51 @@ def _child_with(parent: int, variable: str) -> int:
     raise AssertionError(f"no child of {parent} has {variable} in its environment")
 
 
-def test_a_killed_rank_restarts_the_gang_from_its_checkpoint(tmp_path: Path) -> None:
-    """A rank killed from outside (SIGKILL to its process group: locally, a lost node)
-    restarts both ranks as attempt 1; they resume from the last checkpoint and finish
-    every step, as the operator's gang restart does."""
+def _run_signalling_rank_1(
+    tmp_path: Path, trainer: list[str], when: str, signal_rank_1: Callable[[int], None]
+) -> tuple[int, str]:
+    """``kubetrain run --local`` of the sample with ``trainer`` as its command and a
+    checkpoint directory; once a line contains ``when``, ``signal_rank_1`` gets the pid of
+    rank 1's process. (The run's exit code, its whole output.)"""
     manifest = with_command(
-        load_manifest(SAMPLE),
-        [
-            *("python", "-m", "images.pytorch.train", "--steps", "30"),
-            *("--checkpoint-every", "5", "--step-delay", "0.2"),
-        ],
+        load_manifest(SAMPLE), ["python", "-m", "images.pytorch.train", *trainer]
     )
     path = write_manifest(manifest, tmp_path / "job.yaml")
-    checkpoints = tmp_path / "checkpoints"
     command = [sys.executable, "-m", "kubetrain.cli", "run", "--local", str(path)]
     process = subprocess.Popen(
-        [*command, "--env", f"CHECKPOINT_DIR={checkpoints}"],
+        [*command, "--env", f"CHECKPOINT_DIR={tmp_path / 'checkpoints'}"],
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
     )
     assert process.stdout is not None
     lines: list[str] = []
-    saved = 0
     try:
         for line in process.stdout:
             lines.append(line)
-            if "[master-0] checkpoint step=10 " in line:
-                saved = 10
-                os.killpg(_child_with(process.pid, "RANK=1"), signal.SIGKILL)
+            if when in line:
+                signal_rank_1(_child_with(process.pid, "RANK=1"))
                 break
         output = "".join(lines) + process.communicate(timeout=HANG_GUARD_SECONDS)[0]
     finally:
         if process.poll() is None:
             process.kill()
-    assert saved and process.returncode == 0, output
+    assert any(when in line for line in lines), output
+    return process.returncode, output
+
+
+def test_a_killed_rank_restarts_the_gang_from_its_checkpoint(tmp_path: Path) -> None:
+    """A rank killed from outside (SIGKILL to its process group: locally, a lost node)
+    restarts both ranks as attempt 1; they resume from the last checkpoint and finish
+    every step, as the operator's gang restart does."""
+    saved = 10
+    code, output = _run_signalling_rank_1(
+        tmp_path,
+        ["--steps", "30", "--checkpoint-every", "5", "--step-delay", "0.2"],
+        f"[master-0] checkpoint step={saved} ",
+        lambda pid: os.killpg(pid, signal.SIGKILL),
+    )
+    assert code == 0, output
     assert "worker-0 was killed (SIGKILL), an infrastructure failure" in output, output
     assert "infrastructure restarts used: 1 of 10" in output
     resumed = re.search(r"resume step=(\d+) .* attempt=1 reason=SIGKILL", output)
@@ -140,34 +151,13 @@ def test_a_sigtermed_rank_checkpoints_the_step_it_finished_and_loses_none(
     and resumes from that very step (nothing trained twice), ending where an uninterrupted
     run ends."""
     steps = 24
-    manifest = with_command(
-        load_manifest(SAMPLE),
-        [
-            *("python", "-m", "images.pytorch.train", "--steps", str(steps)),
-            *("--checkpoint-every", "100", "--step-delay", "0.2"),
-        ],
+    code, output = _run_signalling_rank_1(
+        tmp_path,
+        ["--steps", str(steps), "--checkpoint-every", "100", "--step-delay", "0.2"],
+        "[master-0] step=6 ",
+        lambda pid: os.kill(pid, signal.SIGTERM),
     )
-    path = write_manifest(manifest, tmp_path / "job.yaml")
-    command = [sys.executable, "-m", "kubetrain.cli", "run", "--local", str(path)]
-    process = subprocess.Popen(
-        [*command, "--env", f"CHECKPOINT_DIR={tmp_path / 'checkpoints'}"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert process.stdout is not None
-    lines: list[str] = []
-    try:
-        for line in process.stdout:
-            lines.append(line)
-            if "[master-0] step=6 " in line:
-                os.kill(_child_with(process.pid, "RANK=1"), signal.SIGTERM)
-                break
-        output = "".join(lines) + process.communicate(timeout=HANG_GUARD_SECONDS)[0]
-    finally:
-        if process.poll() is None:
-            process.kill()
-    assert process.returncode == 0, output
+    assert code == 0, output
     saved = re.search(r"\[master-0\] checkpoint step=(\d+) \S+ on=SIGTERM", output)
     assert saved is not None, output
     stopped_at = int(saved.group(1))
