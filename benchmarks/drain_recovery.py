@@ -16,6 +16,11 @@ every trial is checked as the test checks one. Printed per trial and as p50 and 
   first step the resumed rank 0 logs (scheduling, the container start, torch's
   rendezvous and the checkpoint load).
 
+With ``--evictions N`` it also runs ``tests/realnode/test_training_signals.py`` N times: a
+PyTorchJob's worker container killed by SIGKILL (the program's failure), then a pod of
+the next attempt evicted through the Eviction API on the uncordoned node; printed: from
+each to the resumed master's first step.
+
 Figures to compare, never assertions.
 """
 
@@ -28,42 +33,70 @@ import statistics
 import subprocess
 import sys
 
-TRIAL = re.compile(
-    r"drain trial \d+: PyTorchJob: eviction -> new gang Pending ([\d.]+) s; "
-    r"uncordon -> training again ([\d.]+) s; TrainJob: uncordon -> training again ([\d.]+) s"
+#: What each test prints per trial, and the figures' names.
+DRAIN = (
+    "tests/realnode/test_training_drain.py",
+    "KUBETRAIN_DRAIN_TRIALS",
+    re.compile(
+        r"drain trial \d+: PyTorchJob: eviction -> new gang Pending ([\d.]+) s; "
+        r"uncordon -> training again ([\d.]+) s; TrainJob: uncordon -> training again "
+        r"([\d.]+) s"
+    ),
+    (
+        "PyTorchJob: eviction -> new gang Pending",
+        "PyTorchJob: uncordon -> training again",
+        "TrainJob: uncordon -> training again",
+    ),
 )
+EVICTION = (
+    "tests/realnode/test_training_signals.py",
+    "KUBETRAIN_EVICTION_TRIALS",
+    re.compile(
+        r"signal trial \d+: SIGKILL -> training again ([\d.]+) s; "
+        r"eviction -> training again ([\d.]+) s"
+    ),
+    ("container SIGKILL -> training again", "eviction -> training again"),
+)
+
+
+def run(
+    test: str, variable: str, line: re.Pattern[str], labels: tuple[str, ...], trials: int
+) -> None:
+    """Run ``test`` with ``trials`` trials; print each trial's figures, then p50 and max."""
+    command = [
+        *(sys.executable, "-m", "pytest", test),
+        *("--tier=realnode", "--profile=realnode", "-s", "-q", "-p", "no:cacheprovider"),
+    ]
+    env = {**os.environ, variable: str(trials)}
+    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
+    found = [tuple(float(v) for v in values) for values in line.findall(done.stdout)]
+    for index, figures in enumerate(found, 1):
+        named = zip(labels, figures, strict=True)
+        print(f"trial {index}: " + "; ".join(f"{k} {v:.1f} s" for k, v in named))
+    if done.returncode != 0 or len(found) != trials:
+        print(done.stdout[-5000:], done.stderr[-3000:], sep="\n")
+        raise SystemExit(f"{test} failed (exit {done.returncode}) after {len(found)} trials")
+    for column, label in enumerate(labels):
+        values = [figures[column] for figures in found]
+        print(f"{label}: p50 {statistics.median(values):.1f} s, max {max(values):.1f} s")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--trials", type=int, default=10, help="drains in a row")
+    parser.add_argument("--trials", type=int, default=10, help="drains in a row (0: none)")
+    parser.add_argument(
+        "--evictions", type=int, default=0, help="kill-then-evict trials in a row (0: none)"
+    )
     args = parser.parse_args(argv)
-    if args.trials < 1:
-        raise SystemExit(f"--trials ({args.trials}) must be at least 1")
-    command = [
-        *(sys.executable, "-m", "pytest", "tests/realnode/test_training_drain.py"),
-        *("--tier=realnode", "--profile=realnode", "-s", "-q", "-p", "no:cacheprovider"),
-    ]
-    env = {**os.environ, "KUBETRAIN_DRAIN_TRIALS": str(args.trials)}
-    done = subprocess.run(command, env=env, capture_output=True, text=True, check=False)
-    found = [(float(a), float(b), float(c)) for a, b, c in TRIAL.findall(done.stdout)]
-    for index, (pending, training, trainjob) in enumerate(found, 1):
-        print(
-            f"trial {index}: PyTorchJob eviction -> Pending {pending:.1f} s, "
-            f"uncordon -> training {training:.1f} s; TrainJob uncordon -> training "
-            f"{trainjob:.1f} s"
-        )
-    if done.returncode != 0 or len(found) != args.trials:
-        print(done.stdout[-5000:], done.stderr[-3000:], sep="\n")
-        raise SystemExit(
-            f"the drain test failed (exit {done.returncode}) after {len(found)} trials"
-        )
-    for label, values in (
-        ("PyTorchJob: eviction -> new gang Pending", [f[0] for f in found]),
-        ("PyTorchJob: uncordon -> training again", [f[1] for f in found]),
-        ("TrainJob: uncordon -> training again", [f[2] for f in found]),
-    ):
-        print(f"{label}: p50 {statistics.median(values):.1f} s, max {max(values):.1f} s")
+    for option, value in (("--trials", args.trials), ("--evictions", args.evictions)):
+        if value < 0:
+            raise SystemExit(f"{option} ({value}) must be at least 0")
+    if not args.trials and not args.evictions:
+        raise SystemExit("--trials and --evictions are both 0: nothing to measure")
+    if args.trials:
+        run(*DRAIN, args.trials)
+    if args.evictions:
+        run(*EVICTION, args.evictions)
     return 0
 
 
