@@ -265,14 +265,18 @@ def startup_waiting(waiting: str, needed: str) -> str:
 GANG_RESTART = "GangRestart"
 
 
+def gang_starts_again(attempt: int) -> str:
+    """What every gang restart's message says of its attempt (and only theirs)."""
+    return f"the gang starts again as attempt {attempt};"
+
+
 def gang_restarting(
     kind: str, name: str, pod: str, cause: str, attempt: int, used: int, limit: int | None
 ) -> str:
     budget = f"{used} of {limit}" if limit is not None else f"{used} (no limit)"
     return (
         f"{kind} {name} is restarting as a gang: pod {pod} failed ({cause}), so every pod "
-        f"is deleted and the gang starts again as attempt {attempt}; gang restarts used: "
-        f"{budget}."
+        f"is deleted and {gang_starts_again(attempt)} gang restarts used: {budget}."
     )
 
 
@@ -281,9 +285,8 @@ def gang_infrastructure_restarting(
 ) -> str:
     return (
         f"{kind} {name} is restarting as a gang: pod {pod} failed ({cause}), an "
-        f"infrastructure failure, so every pod is deleted and the gang starts again as "
-        f"attempt {attempt}; infrastructure restarts used: {used} of {limit}, the gang's "
-        "restart limit untouched."
+        f"infrastructure failure, so every pod is deleted and {gang_starts_again(attempt)} "
+        f"infrastructure restarts used: {used} of {limit}, the gang's restart limit untouched."
     )
 
 

@@ -129,6 +129,8 @@ def _recovered(draft: Draft) -> Event | None:
     if state is None or not state.attempt or not draft.has(ConditionType.RESTARTING):
         return None
     restarting = C.get(JobStatus(conditions=draft.conditions), ConditionType.RESTARTING)
+    if restarting is None or R.gang_starts_again(state.attempt) not in (restarting.message or ""):
+        return None  # a pod restarted alone since (Pod scope): not the gang's recovery
     since = C.parse_time(state.since or (restarting.last_transition_time if restarting else None))
     took = f" {max(0.0, (draft.ctx.now - since).total_seconds()):.0f} s" if since else ""
     return Event(

@@ -11,6 +11,7 @@ import pytest
 
 from kubetrain.api import keys as K
 from kubetrain.controller import node_health as N
+from kubetrain.controller import reasons as R
 from kubetrain.controller.decisions import Context, Plan
 from kubetrain.controller.model import Observed
 from kubetrain.controller.node_rules import NodeRules
@@ -337,7 +338,9 @@ def test_a_restarted_gang_that_cannot_run_says_what_it_waits_for() -> None:
     """After a drain the new gang is Pending on a cordoned node: the Restarting condition
     keeps why it restarted and adds what its pods wait for."""
     raw = pytorch()
-    why = "PyTorchJob job is restarting as a gang: pod job-worker-0 failed (Evicted)."
+    why = R.gang_infrastructure_restarting(
+        "PyTorchJob", "job", "job-worker-0", "Evicted", attempt=1, used=1, limit=10
+    )
     raw["status"]["conditions"][-1] = {
         "type": "Restarting",
         "status": "True",
@@ -408,7 +411,9 @@ def test_a_recovery_is_timed_from_its_own_attempt_not_an_earlier_one() -> None:
         "type": "Restarting",
         "status": "True",
         "reason": "PyTorchJobRestarting",
-        "message": "PyTorchJob job is restarting as a gang: pod job-worker-0 failed (NodeLost).",
+        "message": R.gang_infrastructure_restarting(
+            "PyTorchJob", "job", "job-worker-0", "NodeLost", attempt=2, used=2, limit=10
+        ),
         "lastTransitionTime": stamp(300),
     }
     raw["status"]["gangRestart"] = {
@@ -424,3 +429,23 @@ def test_a_recovery_is_timed_from_its_own_attempt_not_an_earlier_one() -> None:
     assert recovered.message == (
         "PyTorchJob job is running again 12 s after its gang restart (NodeLost), as attempt 2."
     )
+
+
+def test_a_pod_restarted_alone_after_a_gang_restart_is_no_gang_recovery() -> None:
+    """Under attempt 1, a program failure restarted one pod (Pod scope): its Restarting
+    condition is not the gang's, so running again is no Recovered Event of the gang (the
+    Event's key is the attempt; an operator restarted since would otherwise repeat it)."""
+    raw = pytorch()
+    raw["status"]["conditions"][-1] = {
+        "type": "Restarting",
+        "status": "True",
+        "reason": "PyTorchJobRestarting",
+        "message": "PyTorchJob job is restarting: pod job-worker-0 was recreated.",
+        "lastTransitionTime": stamp(20),
+    }
+    raw["status"]["gangRestart"] = {"attempt": 1, "trigger": "t", "since": stamp(600)}
+    labels = {K.ATTEMPT_LABEL: "1"}
+    running = {n: pod(n, labels=labels) for n in NAMES}
+    again = decide(raw, Observed(now=NOW, pods=running, nodes={}))
+    assert (condition(again, "Running") or {}).get("status") == "True"
+    assert [e for e in again.events if e.reason == "Recovered"] == []
