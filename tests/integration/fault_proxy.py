@@ -19,7 +19,9 @@ write cleared after the Lease changed hands".
 
 from __future__ import annotations
 
+import contextlib
 import json
+import socket
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
@@ -150,6 +152,13 @@ class FaultProxy:
         with self._lock:
             streams = list(self._streams)
         for stream in streams:
+            # A relay thread blocked reading a watch holds the response's read lock, so
+            # closing it would wait for the API server's next event (a minute or more):
+            # shut the socket first, which ends that read at once.
+            sock = getattr(getattr(stream, "connection", None), "sock", None)
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
             stream.release_conn()
         self._pool.clear()
 
