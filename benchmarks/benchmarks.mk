@@ -25,7 +25,8 @@
 #                trials each (about 4 minutes; NODE_RECOVERY_ARGS to change)
 #   make bench-drain-recovery  benchmarks/drain_recovery.py: kubectl drain of the real node
 #                under real torch ranks -> new gang Pending, and uncordon -> training again,
-#                p50 and max over 10 drains (about 15 minutes; DRAIN_ARGS to change)
+#                p50 and max over 10 drains (about 15 minutes; DRAIN_ARGS to change, e.g.
+#                DRAIN_ARGS="--trials 0 --evictions 10": a container kill and an eviction)
 .PHONY: demo demo-kueue bench bench-gang bench-peers bench-scale bench-synth bench-metrics bench-progress bench-elastic bench-node-recovery bench-drain-recovery
 
 demo: venv cluster-tools
