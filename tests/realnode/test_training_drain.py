@@ -24,7 +24,6 @@ import functools
 import os
 import re
 import shutil
-import tempfile
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -40,7 +39,15 @@ from tests.integration.kube import condition, wait_for
 from tests.integration.operator.jobs import Jobs
 from tests.integration.operator.sdk_users import Sdk, scientist_env
 from tests.integration.sdk import run_sdk
-from tests.realnode.workloads import TRAINING_TIMEOUT, final_lines, jobs_in, pod_log, sample
+from tests.realnode.workloads import (
+    TRAINING_TIMEOUT,
+    checkpointing,
+    final_lines,
+    jobs_in,
+    node_directory,
+    pod_log,
+    sample,
+)
 
 pytestmark = pytest.mark.usefixtures("installed_stack")
 
@@ -57,40 +64,19 @@ DRAIN_LABEL = "kubetrain-test/drain"
 
 def _checkpointing(job: dict[str, Any], directory: Path, label: str) -> dict[str, Any]:
     """The sample, slowed to half a second a step, checkpointing every EVERY steps to
-    ``directory`` on the node (it outlives the pods); backoffLimit 0."""
+    ``directory``; backoffLimit 0; its pods labelled for the drain and small enough to
+    share the node with the TrainJob's."""
     job["spec"].setdefault("runPolicy", {})["backoffLimit"] = 0
     for spec in job["spec"]["pytorchReplicaSpecs"].values():
         spec["template"].setdefault("metadata", {}).setdefault("labels", {})[DRAIN_LABEL] = label
-        pod = spec["template"]["spec"]
-        container = pod["containers"][0]
-        container["command"] = [
-            *("python", "-m", "images.pytorch.train", "--steps", str(STEPS)),
-            *("--step-delay", "0.5", "--checkpoint-every", str(EVERY)),
-            *("--checkpoint-dir", "/checkpoints"),
-        ]
-        container.pop("args", None)  # the stack's sample passes --steps there
+        container = spec["template"]["spec"]["containers"][0]
         container["resources"] = {"requests": {"cpu": CPU, "memory": "1Gi"}}
-        container["volumeMounts"] = [{"name": "checkpoints", "mountPath": "/checkpoints"}]
-        pod["volumes"] = [
-            {
-                "name": "checkpoints",
-                "hostPath": {"path": str(directory), "type": "Directory"},
-            }
-        ]
-    return job
+    return checkpointing(job, directory, steps=STEPS, every=EVERY, delay=0.5)
 
 
 #: How many drains the test runs (``benchmarks/drain_recovery.py`` asks for more, to time
 #: them); each prints its figures.
 TRIALS = int(os.environ.get("KUBETRAIN_DRAIN_TRIALS", "1"))
-
-
-def _node_directory() -> Path:
-    """A checkpoint directory on the node. The real node is this machine: it is made here,
-    writable by the images' unprivileged user."""
-    directory = Path(tempfile.mkdtemp(prefix="kubetrain-drain-"))
-    directory.chmod(0o777)
-    return directory
 
 
 class Trained:
@@ -231,7 +217,7 @@ def _drain_once(
     the drain's start to the PyTorchJob's new gang Pending, seconds from the uncordon to
     the first step each job trained after resuming)."""
     jobs = jobs_in(real_node_clients, node_namespace)
-    directories = {"PyTorchJob": _node_directory(), "TrainJob": _node_directory()}
+    directories = {kind: node_directory("kubetrain-drain-") for kind in ("PyTorchJob", "TrainJob")}
     # The TrainJob first: its pods take longer to start (torchrun, the SDK's script).
     submitted = sdk(
         *("train-checkpointing", "--runtime", "torch-distributed", "--num-nodes", "2"),

@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -31,7 +30,15 @@ from kubetrain.api import keys as K
 from tests.clusters import ClusterClients
 from tests.integration.kube import condition, wait_for
 from tests.integration.operator.jobs import Jobs
-from tests.realnode.workloads import TRAINING_TIMEOUT, final_lines, jobs_in, pod_log, sample
+from tests.realnode.workloads import (
+    TRAINING_TIMEOUT,
+    checkpointing,
+    final_lines,
+    jobs_in,
+    node_directory,
+    pod_log,
+    sample,
+)
 
 pytestmark = pytest.mark.usefixtures("installed_stack")
 
@@ -47,19 +54,7 @@ def _job(installed_stack: Path, namespace: str, name: str, directory: Path) -> d
     job["spec"].setdefault("runPolicy", {})["backoffLimit"] = 1
     for spec in job["spec"]["pytorchReplicaSpecs"].values():
         spec["restartPolicy"] = "OnFailure"
-        pod = spec["template"]["spec"]
-        container = pod["containers"][0]
-        container["command"] = [
-            *("python", "-m", "images.pytorch.train", "--steps", str(STEPS)),
-            *("--step-delay", "0.3", "--checkpoint-every", str(EVERY)),
-            *("--checkpoint-dir", "/checkpoints"),
-        ]
-        container.pop("args", None)
-        container["volumeMounts"] = [{"name": "checkpoints", "mountPath": "/checkpoints"}]
-        pod["volumes"] = [
-            {"name": "checkpoints", "hostPath": {"path": str(directory), "type": "Directory"}}
-        ]
-    return job
+    return checkpointing(job, directory, steps=STEPS, every=EVERY, delay=0.3)
 
 
 def _log(clients: ClusterClients, namespace: str, pod: str) -> str:
@@ -147,8 +142,7 @@ def _signals_once(
     node = real_node_cluster.real_node
     assert node is not None
     jobs = jobs_in(real_node_clients, node_namespace)
-    directory = Path(tempfile.mkdtemp(prefix="kubetrain-signals-"))
-    directory.chmod(0o777)
+    directory = node_directory("kubetrain-signals-")
     jobs.create(_job(installed_stack, node_namespace, name, directory))
     worker = f"{name}-worker-0"
 

@@ -3,6 +3,7 @@ synthesized, pod logs, and the closing line every training rank prints."""
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,36 @@ def sample(stack_dir: Path, kind: str, namespace: str) -> dict[str, Any]:
             obj["metadata"].pop("annotations", None)  # Argo CD's sync options only
             return dict(obj)
     raise AssertionError(f"the stack in {stack_dir} has no {kind} sample")
+
+
+def node_directory(prefix: str) -> Path:
+    """A checkpoint directory on the node. The real node is this machine: it is made here,
+    writable by the images' unprivileged user."""
+    directory = Path(tempfile.mkdtemp(prefix=prefix))
+    directory.chmod(0o777)
+    return directory
+
+
+def checkpointing(
+    job: dict[str, Any], directory: Path, *, steps: int, every: int, delay: float
+) -> dict[str, Any]:
+    """The stack's PyTorchJob sample running ``steps`` steps, ``delay`` seconds each,
+    checkpointing every ``every`` steps (and on SIGTERM) to ``directory`` on the node,
+    which outlives the pods."""
+    for spec in job["spec"]["pytorchReplicaSpecs"].values():
+        pod = spec["template"]["spec"]
+        container = pod["containers"][0]
+        container["command"] = [
+            *("python", "-m", "images.pytorch.train", "--steps", str(steps)),
+            *("--step-delay", str(delay), "--checkpoint-every", str(every)),
+            *("--checkpoint-dir", "/checkpoints"),
+        ]
+        container.pop("args", None)  # the stack's sample passes --steps there
+        container["volumeMounts"] = [{"name": "checkpoints", "mountPath": "/checkpoints"}]
+        pod["volumes"] = [
+            {"name": "checkpoints", "hostPath": {"path": str(directory), "type": "Directory"}}
+        ]
+    return job
 
 
 def pod_log(clients: ClusterClients, namespace: str, pod: str, container: str | None = None) -> str:
