@@ -28,6 +28,7 @@ from tests.realnode.workloads import (
     pod_log,
     sample,
     terminated,
+    wait_finished,
 )
 
 pytestmark = pytest.mark.usefixtures("installed_stack")
@@ -40,15 +41,7 @@ def _run_to_success(
     jobs = jobs_in(clients, namespace)
     kind, name = job["kind"], job["metadata"]["name"]
     jobs.create(job)
-    done = jobs.wait(
-        kind,
-        name,
-        lambda j: any(
-            (condition(j, t) or {}).get("status") == "True" for t in ("Succeeded", "Failed")
-        ),
-        what=f"{kind} {name} to finish",
-        timeout=TRAINING_TIMEOUT,
-    )
+    done = wait_finished(jobs, kind, name)
     pods = jobs.pods(name)
     failed = condition(done, "Failed")
     assert not failed or failed["status"] != "True", (

@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from kubernetes.client.exceptions import ApiException
 
 from cluster.local import LocalCluster
 from kubetrain.api import keys as K
@@ -40,6 +39,7 @@ from tests.integration.operator.jobs import Jobs
 from tests.integration.operator.sdk_users import Sdk, scientist_env
 from tests.integration.sdk import run_sdk
 from tests.realnode.workloads import (
+    CHECKPOINT,
     TRAINING_TIMEOUT,
     checkpointing,
     final_lines,
@@ -47,13 +47,14 @@ from tests.realnode.workloads import (
     node_directory,
     pod_log,
     sample,
+    started_log,
+    wait_finished,
 )
 
 pytestmark = pytest.mark.usefixtures("installed_stack")
 
 STEPS = 60
 EVERY = 5
-CHECKPOINT = re.compile(r"checkpoint step=(\d+)")
 RESUMED = re.compile(r"resume step=(\d+) .* attempt=1 reason=(\w+)")
 STEP = re.compile(r"^step=(\d+) ", re.MULTILINE)
 #: CPU each pod asks for: the four fit the real node (2 cores) beside the operator.
@@ -104,12 +105,7 @@ class Trained:
 
     def log(self) -> str:
         pod = self.rank0()
-        if pod is None:
-            return ""
-        try:
-            return pod_log(self.clients, self.jobs.namespace, pod)
-        except ApiException:  # the container has not started yet
-            return ""
+        return "" if pod is None else started_log(self.clients, self.jobs.namespace, pod)
 
     def saved(self) -> list[int]:
         current = self.jobs.get(self.kind, self.name) or {}
@@ -299,16 +295,7 @@ def _drain_once(
         to_training[t.kind] = time.monotonic() - uncordoned
 
     pytorch = trained[0]
-    done = jobs.wait(
-        "PyTorchJob",
-        name,
-        lambda j: any(
-            (condition(j, t) or {}).get("status") == "True" for t in ("Succeeded", "Failed")
-        ),
-        what="the drained PyTorchJob to finish",
-        timeout=TRAINING_TIMEOUT,
-    )
-    assert done is not None
+    done = wait_finished(jobs, "PyTorchJob", name)
     log = pytorch.log()
     assert (condition(done, "Succeeded") or {}).get("status") == "True", (
         done["status"],

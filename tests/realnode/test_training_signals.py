@@ -23,7 +23,6 @@ from typing import Any
 
 import pytest
 from kubernetes import client
-from kubernetes.client.exceptions import ApiException
 
 from cluster.local import LocalCluster
 from kubetrain.api import keys as K
@@ -31,20 +30,21 @@ from tests.clusters import ClusterClients
 from tests.integration.kube import condition, wait_for
 from tests.integration.operator.jobs import Jobs
 from tests.realnode.workloads import (
+    CHECKPOINT,
     TRAINING_TIMEOUT,
     checkpointing,
     final_lines,
     jobs_in,
     node_directory,
-    pod_log,
     sample,
+    started_log,
+    wait_finished,
 )
 
 pytestmark = pytest.mark.usefixtures("installed_stack")
 
 STEPS = 30
 EVERY = 5
-CHECKPOINT = re.compile(r"checkpoint step=(\d+)")
 
 
 def _job(installed_stack: Path, namespace: str, name: str, directory: Path) -> dict[str, Any]:
@@ -55,13 +55,6 @@ def _job(installed_stack: Path, namespace: str, name: str, directory: Path) -> d
     for spec in job["spec"]["pytorchReplicaSpecs"].values():
         spec["restartPolicy"] = "OnFailure"
     return checkpointing(job, directory, steps=STEPS, every=EVERY, delay=0.3)
-
-
-def _log(clients: ClusterClients, namespace: str, pod: str) -> str:
-    try:
-        return pod_log(clients, namespace, pod)
-    except ApiException:  # not started yet, or gone
-        return ""
 
 
 def _checkpointed(
@@ -82,7 +75,7 @@ def _checkpointed(
 
     def saved(pods: dict[str, dict[str, Any]]) -> bool:
         return len(pods) == 2 and bool(
-            CHECKPOINT.search(_log(clients, jobs.namespace, f"{name}-master-0"))
+            CHECKPOINT.search(started_log(clients, jobs.namespace, f"{name}-master-0"))
         )
 
     what = f"a checkpoint of {name}'s attempt {attempt}"
@@ -96,7 +89,9 @@ def _gang_restarts(jobs: Jobs, name: str) -> list[str]:
 def _training_again(clients: ClusterClients, namespace: str, name: str, attempt: int) -> float:
     """Wait for the master of ``attempt`` to log a step after resuming; the time then."""
     wait_for(
-        lambda: _log(clients, namespace, f"{name}-master-0").partition(f"attempt={attempt} ")[2],
+        lambda: started_log(clients, namespace, f"{name}-master-0").partition(
+            f"attempt={attempt} "
+        )[2],
         lambda after: "\nstep=" in after,
         what=f"{name}'s attempt {attempt} to train again",
         timeout=TRAINING_TIMEOUT,
@@ -173,17 +168,8 @@ def _signals_once(
     assert "the gang's restart limit untouched" in second, second
     after_eviction = _training_again(real_node_clients, node_namespace, name, 2) - evicted
 
-    done = jobs.wait(
-        "PyTorchJob",
-        name,
-        lambda j: any(
-            (condition(j, t) or {}).get("status") == "True" for t in ("Succeeded", "Failed")
-        ),
-        what="the job to finish",
-        timeout=TRAINING_TIMEOUT,
-    )
-    assert done is not None
-    log = _log(real_node_clients, node_namespace, f"{name}-master-0")
+    done = wait_finished(jobs, "PyTorchJob", name)
+    log = started_log(real_node_clients, node_namespace, f"{name}-master-0")
     assert (condition(done, "Succeeded") or {}).get("status") == "True", (
         done["status"],
         log[-3000:],
@@ -192,7 +178,7 @@ def _signals_once(
     assert done["status"]["gangRestart"]["infrastructure"] == 1, done["status"]
     # The last attempt resumed from a checkpoint and both ranks ended on the same weights.
     assert re.search(r"resume step=\d+ .* attempt=2 reason=EvictionByEvictionAPI", log), log
-    digests = final_lines(log) | final_lines(_log(real_node_clients, node_namespace, worker))
+    digests = final_lines(log) | final_lines(started_log(real_node_clients, node_namespace, worker))
     assert sorted(digests) == [0, 1] and len(set(digests.values())) == 1, digests
     shutil.rmtree(directory, ignore_errors=True)
     return after_kill, after_eviction

@@ -3,14 +3,18 @@ synthesized, pod logs, and the closing line every training rank prints."""
 
 from __future__ import annotations
 
+import re
 import tempfile
 from pathlib import Path
 from typing import Any
+
+from kubernetes.client.exceptions import ApiException
 
 from images.common.trainkit import FINAL_LINE
 from kubetrain import __version__
 from kubetrain.manifest import parse_yaml
 from tests.clusters import ClusterClients
+from tests.integration.kube import condition
 from tests.integration.operator.jobs import Jobs
 
 OPERATOR_NAMESPACE = "kubetrain-system"
@@ -35,6 +39,10 @@ def sample(stack_dir: Path, kind: str, namespace: str) -> dict[str, Any]:
             obj["metadata"].pop("annotations", None)  # Argo CD's sync options only
             return dict(obj)
     raise AssertionError(f"the stack in {stack_dir} has no {kind} sample")
+
+
+#: The line the PyTorch sample logs for each checkpoint it saves.
+CHECKPOINT = re.compile(r"checkpoint step=(\d+)")
 
 
 def node_directory(prefix: str) -> Path:
@@ -71,6 +79,29 @@ def pod_log(clients: ClusterClients, namespace: str, pod: str, container: str | 
     """The pod's log, as ``kubectl logs`` reads it (through the kubelet)."""
     text = clients.core_v1.read_namespaced_pod_log(pod, namespace, container=container)
     return str(text)
+
+
+def started_log(clients: ClusterClients, namespace: str, pod: str) -> str:
+    """The pod's log, or "" while its container has not started (or once it is gone)."""
+    try:
+        return pod_log(clients, namespace, pod)
+    except ApiException:
+        return ""
+
+
+def wait_finished(jobs: Jobs, kind: str, name: str) -> dict[str, Any]:
+    """The job once it Succeeded or Failed."""
+    done = jobs.wait(
+        kind,
+        name,
+        lambda j: any(
+            (condition(j, t) or {}).get("status") == "True" for t in ("Succeeded", "Failed")
+        ),
+        what=f"{kind} {name} to finish",
+        timeout=TRAINING_TIMEOUT,
+    )
+    assert done is not None
+    return done
 
 
 def final_lines(log: str) -> dict[int, str]:
