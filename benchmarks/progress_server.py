@@ -40,7 +40,7 @@ from cluster.local import LocalCluster
 from cluster.process import free_port
 from cluster.topology import default_topology
 from kubetrain.api.crds import all_crds
-from kubetrain.api.trainer.progress import token_audience
+from kubetrain.api.progress import token_audience
 from kubetrain.controller.kube import JOB_RESOURCES, PODS, SECRETS, KubeApi
 
 

@@ -20,6 +20,7 @@ from kubetrain.api.base import (
     StoredDefault,
     Time,
 )
+from kubetrain.api.progress_status import GoodputStatus, ProgressStatus, TrainerStatus
 
 
 class CleanPodPolicy(StrEnum):
@@ -154,18 +155,15 @@ class ReplicaStatus(KubeModel):
     selector: StrictStr | None = Field(default=None, description="Label selector, serialized.")
     restarts: NonNegInt32 | None = Field(
         default=None,
-        description="kubetrain: pods of this type recreated after a failure (counted "
-        "against backoffLimit).",
+        description="kubetrain: pods recreated after a failure.",
     )
     infrastructure_restarts: NonNegInt32 | None = Field(
         default=None,
-        description="kubetrain: pods of this type recreated after an eviction, preemption "
-        "or lost node (not counted against backoffLimit).",
+        description="kubetrain: pods recreated after an infrastructure failure.",
     )
     counted_failures: Annotated[list[StrictStr], ListType("atomic")] | None = Field(
         default=None,
-        description="kubetrain: uids of counted failed pods whose deletion is pending (an "
-        "operator restarted mid-way counts them once).",
+        description="kubetrain: counted failed pods not deleted yet.",
     )
 
 
@@ -183,6 +181,7 @@ class GangRestartStatus(KubeModel):
         default=None, max_length=64, description="The pod reason that started it."
     )
     since: Time | None = Field(default=None, description="When the attempt began.")
+    hangs: NonNegInt32 | None = Field(default=None, description="Attempts hangs started.")
 
 
 class JobStatus(KubeModel):
@@ -200,6 +199,11 @@ class JobStatus(KubeModel):
         default=None,
         description="Whole-gang restarts made (kubetrain).",
     )
+    trainer_status: TrainerStatus | None = Field(
+        default=None, description="The last progress report's (kubetrain; TrainJob's field)."
+    )
+    progress: ProgressStatus | None = None
+    goodput: GoodputStatus | None = None
 
 
 class JobBase(KubeModel):

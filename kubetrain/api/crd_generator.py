@@ -48,7 +48,7 @@ class CrdInfo:
 
     model: type[KubeModel]
     kind: KindInfo
-    columns: tuple[dict[str, str], ...]
+    columns: tuple[dict[str, str | int], ...]
     rules: Callable[[ReplicaLimits], Iterable[PlacedRule]]
     transitions: Callable[[], Iterable[CelRule]] = _no_transitions
     status: type[KubeModel] | None = None

@@ -110,3 +110,7 @@ RESTART_ATTEMPT = "KUBETRAIN_RESTART_ATTEMPT"
 #: Why the current attempt started: the failed pod's reason (``NodeLost``, ``Evicted``,
 #: ``Error``, ...); absent in the first attempt.
 RESTART_REASON = "KUBETRAIN_RESTART_REASON"
+#: The last checkpoint the job's code reported (``status.progress.checkpoint``): its step
+#: and location, in pods created after it was reported (a restart, a resume).
+CHECKPOINT_STEP = "KUBETRAIN_CHECKPOINT_STEP"
+CHECKPOINT_PATH = "KUBETRAIN_CHECKPOINT_PATH"

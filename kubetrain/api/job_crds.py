@@ -19,9 +19,24 @@ from kubetrain.api.kind_info import KindInfo
 from kubetrain.api.kinds import V1_KINDS
 from kubetrain.api.rules import cel_transitions, placed_rules, replica_node
 
-PRINTER_COLUMNS = [
+PRINTER_COLUMNS: list[dict[str, str | int]] = [
     {"name": "State", "type": "string", "jsonPath": ".status.conditions[-1:].type"},
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
+    # kubetrain: the last progress report and the goodput (kubectl get -o wide).
+    {
+        "name": "Progress",
+        "type": "integer",
+        "jsonPath": ".status.trainerStatus.progressPercentage",
+        "priority": 1,
+    },
+    {"name": "Step", "type": "integer", "jsonPath": ".status.progress.step", "priority": 1},
+    {
+        "name": "Last-Report",
+        "type": "date",
+        "jsonPath": ".status.progress.lastReportTime",
+        "priority": 1,
+    },
+    {"name": "Goodput", "type": "string", "jsonPath": ".status.goodput.ratio", "priority": 1},
 ]
 
 

@@ -68,6 +68,20 @@ FORCE_DELETE_ANNOTATION = f"{KUBETRAIN_PREFIX}/safe-to-forcefully-delete"
 #: Pod label: the gang attempt a pod belongs to (under restart scope Gang, and after a
 #: gang restart of any job).
 ATTEMPT_LABEL = f"{KUBETRAIN_PREFIX}/attempt"
+#: A v1 job's pods get the progress server's environment (TrainJobs' always do).
+REPORT_PROGRESS_ANNOTATION = f"{KUBETRAIN_PREFIX}/report-progress"
+#: Hang detection (``controller/policies/hang``): seconds without a progress report
+#: after which a running job's gang is restarted, and the same before its first report.
+PROGRESS_TIMEOUT_ANNOTATION = f"{KUBETRAIN_PREFIX}/progress-timeout-seconds"
+PROGRESS_STARTUP_TIMEOUT_ANNOTATION = f"{KUBETRAIN_PREFIX}/progress-startup-timeout-seconds"
+PROGRESS_TIMEOUT_ANNOTATIONS = (PROGRESS_TIMEOUT_ANNOTATION, PROGRESS_STARTUP_TIMEOUT_ANNOTATION)
+#: Hang restarts a job may use (``HangRestartLimitExceeded`` past it).
+HANG_RESTART_LIMIT_ANNOTATION = f"{KUBETRAIN_PREFIX}/hang-restart-limit"
+DEFAULT_HANG_RESTART_LIMIT = 3
+HANG_RESTART_LIMIT_EXCEEDED = "HangRestartLimitExceeded"
+#: Seconds a hung gang's pods get to end (a rank stuck in a collective cannot save a
+#: consistent checkpoint, so it is not waited for as long as the pods' own grace).
+HANG_TERMINATION_GRACE_SECONDS = 5
 #: Environment variables: the gang attempt and why it started, for the training program.
 ATTEMPT_ENV = E.RESTART_ATTEMPT
 RESTART_REASON_ENV = E.RESTART_REASON

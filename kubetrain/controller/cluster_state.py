@@ -376,7 +376,7 @@ class KubeCluster:
         """Delete a child with a uid precondition; the cache shows it as being deleted."""
         self._fence()
         resource = self.child_resources[ref.kind]
-        self.api.delete(resource, namespace, ref.name, uid=ref.uid or None, force=ref.force)
+        self.api.delete(resource, namespace, ref.name, uid=ref.uid or None, grace=ref.delete_grace)
         informer = self._child_informer(ref.kind, namespace)
         if informer is not None:
             informer.mark_deleted(namespace, ref.name, ref.uid)

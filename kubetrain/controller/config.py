@@ -93,15 +93,18 @@ class OperatorConfig:
     success_grace_seconds: int = 60
     """With ``cleanPodPolicy`` unset: how long ranks still running after their job
     succeeded may take to exit by themselves before they are deleted."""
+    progress_timeout_seconds: int = 0
+    """Hang detection (0: off): a job silent this long after a report restarts."""
+    progress_startup_timeout_seconds: int = 0
+    """The same before a job's first report (0: off)."""
     event_qps: float = 50.0
     """Events per second the operator records at most (bursts of 10x), on a rate limit of
     their own beside ``kube_api_qps``: Events never crowd out reconciles."""
     log_level: LogLevel = LogLevel.INFO
     """Lowest level of the log lines the operator writes: debug, info, warning, error."""
     progress_server: bool = True
-    """Serve the Kubeflow SDK's progress reports (``update_trainjob_status``) over HTTPS
-    and give TrainJobs' trainer pods what the SDK needs to send them (upstream's
-    ``TrainJobStatus`` feature). Needs TrainJob among ``kinds``."""
+    """Serve progress reports (the Kubeflow SDK's ``update_trainjob_status``) over HTTPS
+    and give jobs' pods what they need to send them (upstream's ``TrainJobStatus``)."""
     progress_port: int = 10443
     """Port of the progress server."""
     progress_bind_address: str = "0.0.0.0"
@@ -145,14 +148,12 @@ class OperatorConfig:
             )
         if len(set(self.kinds)) != len(self.kinds):
             raise ValueError(f"kinds ({', '.join(self.kinds)}) lists a kind twice")
-        bad = [n for n in self.namespaces if not _DNS1123.match(n) or len(n) > 63]
-        if bad:
-            raise ValueError(f"namespaces ({', '.join(bad)}) must be DNS-1123 labels")
+        for name in ("namespaces", "exclude_namespaces"):
+            bad = [n for n in getattr(self, name) if not _DNS1123.match(n) or len(n) > 63]
+            if bad:
+                raise ValueError(f"{name} ({', '.join(bad)}) must be DNS-1123 labels")
         if len(set(self.namespaces)) != len(self.namespaces):
             raise ValueError(f"namespaces ({', '.join(self.namespaces)}) lists one twice")
-        bad = [n for n in self.exclude_namespaces if not _DNS1123.match(n) or len(n) > 63]
-        if bad:
-            raise ValueError(f"exclude_namespaces ({', '.join(bad)}) must be DNS-1123 labels")
         both = sorted(set(self.namespaces) & set(self.exclude_namespaces))
         if both:
             raise ValueError(
@@ -170,14 +171,12 @@ class OperatorConfig:
                 ) from None
         if not 1 <= self.workers <= 64:
             raise ValueError(f"workers ({self.workers}) must be between 1 and 64")
-        if self.kube_api_qps <= 0:
-            raise ValueError(f"kube_api_qps ({self.kube_api_qps}) must be > 0")
-        if self.kube_api_burst < 1:
-            raise ValueError(f"kube_api_burst ({self.kube_api_burst}) must be >= 1")
-        if self.progress_api_qps <= 0:
-            raise ValueError(f"progress_api_qps ({self.progress_api_qps}) must be > 0")
-        if self.progress_api_burst < 1:
-            raise ValueError(f"progress_api_burst ({self.progress_api_burst}) must be >= 1")
+        for name in ("kube_api_qps", "progress_api_qps", "event_qps"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} ({getattr(self, name)}) must be > 0")
+        for name in ("kube_api_burst", "progress_api_burst"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} ({getattr(self, name)}) must be >= 1")
         for name in ("metrics_port", "health_port", "progress_port"):
             port = getattr(self, name)
             if not 1024 <= port <= 65535:
@@ -221,13 +220,14 @@ class OperatorConfig:
             raise ValueError(
                 f"startup_timeout_seconds ({self.startup_timeout_seconds}) must be >= 1"
             )
+        for name in ("progress_timeout_seconds", "progress_startup_timeout_seconds"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} ({getattr(self, name)}) must be >= 0 (0: off)")
         if self.success_grace_seconds < 0:
             raise ValueError(
                 f"success_grace_seconds ({self.success_grace_seconds}) must be >= 0 "
                 "(0 deletes ranks still running as soon as the job succeeded)"
             )
-        if self.event_qps <= 0:
-            raise ValueError(f"event_qps ({self.event_qps}) must be > 0")
         self.node_rules  # noqa: B018 (it checks the node fields)
 
     @property
@@ -262,6 +262,8 @@ class OperatorConfig:
             f"--gang-scheduler={self.gang_scheduler.value}",
             f"--startup-timeout-seconds={self.startup_timeout_seconds}",
             f"--success-grace-seconds={self.success_grace_seconds}",
+            f"--progress-timeout-seconds={self.progress_timeout_seconds}",
+            f"--progress-startup-timeout-seconds={self.progress_startup_timeout_seconds}",
             f"--event-qps={self.event_qps:g}",
             f"--log-level={self.log_level.value}",
             f"--progress-server={'true' if self.progress_server else 'false'}",
@@ -324,10 +326,14 @@ class OperatorConfig:
             default=d.gang_scheduler_name,
             help="schedulerName of gang-scheduled pods (default: the backend's own)",
         )
-        parser.add_argument(
-            "--startup-timeout-seconds", type=int, default=d.startup_timeout_seconds
-        )
-        parser.add_argument("--success-grace-seconds", type=int, default=d.success_grace_seconds)
+        for seconds in (
+            "startup_timeout_seconds",
+            "success_grace_seconds",
+            "progress_timeout_seconds",
+            "progress_startup_timeout_seconds",
+        ):
+            flag = "--" + seconds.replace("_", "-")
+            parser.add_argument(flag, type=int, default=getattr(d, seconds))
         parser.add_argument("--event-qps", type=float, default=d.event_qps)
         parser.add_argument(
             "--log-level", default=d.log_level.value, choices=[level.value for level in LogLevel]
@@ -394,6 +400,8 @@ class OperatorConfig:
             gang_scheduler_name=args.gang_scheduler_name,
             startup_timeout_seconds=args.startup_timeout_seconds,
             success_grace_seconds=args.success_grace_seconds,
+            progress_timeout_seconds=args.progress_timeout_seconds,
+            progress_startup_timeout_seconds=args.progress_startup_timeout_seconds,
             event_qps=args.event_qps,
             log_level=LogLevel(args.log_level),
             progress_server=args.progress_server,

@@ -33,6 +33,8 @@ NAMED_IN_STATUS = {"Secret": "ssh_auth_secret_name"}
 #: A Decision's metric event for a restart after an infrastructure failure:
 #: ``infrastructure/<the pod's reason>`` (the others: ``created``, ``restarted``).
 INFRASTRUCTURE_METRIC = "infrastructure/"
+#: A hang restart's metric event: ``hang/<reason>`` (``policies/hang``).
+HANG_METRIC = "hang/"
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,13 @@ class ChildRef:
     deleting: bool = False
     #: Delete at once (grace period 0): a pod on a node that cannot confirm its end.
     force: bool = False
+    #: The grace period to delete with (None: the pod's own).
+    grace: int | None = None
+
+    @property
+    def delete_grace(self) -> int | None:
+        """The grace period of the delete request (None: the object's own)."""
+        return 0 if self.force else self.grace
 
 
 def ref(kind: str, obj: Mapping[str, Any]) -> ChildRef:
@@ -78,6 +87,9 @@ class Context:
     seen_scale: Mapping[str, int] = field(default_factory=dict)
     #: The operator's rules for lost and unhealthy nodes (``node_health``).
     node_rules: NodeRules = field(default_factory=NodeRules)
+    #: Hang detection's cluster defaults (``policies/hang``; 0: off).
+    progress_timeout_seconds: int = 0
+    progress_startup_timeout_seconds: int = 0
 
 
 @dataclass(frozen=True)

@@ -19,15 +19,19 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
+from kubetrain.api import env_names as E
 from kubetrain.api import keys as K
 from kubetrain.api.common import GangRestartStatus
 from kubetrain.api.common import JobBase as Job
+from kubetrain.api.progress_status import CheckpointStatus
+from kubetrain.api.trainer.resolve import ResolvedTrainJob
 from kubetrain.controller import gang as G
 from kubetrain.controller import podstate
 from kubetrain.controller.decisions import NAMED_IN_STATUS, ChildRef, Decision, ref
 from kubetrain.controller.model import WRITE_BATCH
 from kubetrain.controller.plugins import children
 from kubetrain.controller.plugins.autoscaler import KIND as HPA
+from kubetrain.controller.plugins.progress_env import ProgressInjection, reports_progress
 from kubetrain.controller.policies import gang_restart
 
 if TYPE_CHECKING:
@@ -53,6 +57,12 @@ def decide(draft: Draft) -> Decision:
     state = draft.current.gang_restart
     if gang_restart.restarted(job, state):
         built = _with_attempt(job, state, gang_restart.scope(job)[0], built)
+    injection = draft.plugin.progress
+    if injection is not None and not isinstance(job, ResolvedTrainJob) and reports_progress(job):
+        built = _with_progress(injection, job, built)
+    checkpoint = draft.current.progress.checkpoint if draft.current.progress else None
+    if checkpoint is not None:
+        built = _with_checkpoint(checkpoint, built)
     gang = draft.plugin.gang_of(job)
     held = False
     if gang is not None:
@@ -137,6 +147,36 @@ def _with_attempt(
     attempt, reason = (state.attempt, state.reason) if state else (0, None)
     for child in built:
         gang_restart.with_attempt(job, attempt, [child], reason=reason, never=never)
+        yield child
+
+
+def _with_progress(
+    injection: ProgressInjection, job: Job, built: Iterable[dict[str, Any]]
+) -> Iterator[dict[str, Any]]:
+    """A v1 job's children with the progress server's CA ConfigMap first and its
+    environment in every pod (``plugins/progress_env``)."""
+    yield children.with_hash(injection.config_map(job))
+    for child in built:
+        injection.inject_all(job, [child])
+        yield child
+
+
+def _with_checkpoint(
+    checkpoint: CheckpointStatus, built: Iterable[dict[str, Any]]
+) -> Iterator[dict[str, Any]]:
+    """Children whose pods are told the job's last reported checkpoint (a restarted or
+    resumed gang starts from it)."""
+    env = [
+        {"name": E.CHECKPOINT_STEP, "value": str(checkpoint.step)},
+        {"name": E.CHECKPOINT_PATH, "value": checkpoint.location},
+    ]
+    ours = {e["name"] for e in env}
+    for child in built:
+        if child["kind"] in ("Pod", "Job"):
+            spec = child["spec"] if child["kind"] == "Pod" else child["spec"]["template"]["spec"]
+            for container in spec.get("containers") or []:
+                kept = [e for e in container.get("env") or [] if e.get("name") not in ours]
+                container["env"] = kept + [dict(e) for e in env]
         yield child
 
 

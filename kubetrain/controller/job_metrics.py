@@ -27,6 +27,7 @@ from kubetrain.controller.cluster_state import KubeCluster
 from kubetrain.controller.kube import KubeApi
 from kubetrain.controller.metrics import CATALOGUE, JOB_STATES, WAITING_STATES
 from kubetrain.controller.plugins.base import StatusCodec
+from kubetrain.controller.policies.goodput import ratio
 
 Obj = Mapping[str, Any]
 
@@ -98,6 +99,10 @@ class Summary:
     oldest_waiting: dict[tuple[str, str, str], float] = field(default_factory=dict)
     gpus: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
     progress_stale: dict[str, float] = field(default_factory=dict)
+    #: (kind, namespace): lowest live goodput, lost seconds, steps redone.
+    goodput_min: dict[tuple[str, str], float] = field(default_factory=dict)
+    lost: dict[tuple[str, str], float] = field(default_factory=lambda: defaultdict(float))
+    redone: dict[tuple[str, str], int] = field(default_factory=lambda: defaultdict(int))
 
 
 def summarize(source: JobSource, now: datetime) -> Summary:
@@ -121,6 +126,8 @@ def summarize(source: JobSource, now: datetime) -> Summary:
                 age = max(0.0, (now - since).total_seconds())
                 key = (kind, namespace, state)
                 out.oldest_waiting[key] = max(age, out.oldest_waiting.get(key, 0.0))
+        if status.goodput is not None:
+            _count_goodput(out, (kind, namespace), status, state, now)
         if state not in ("running", "restarting"):
             continue
         for pod in source.pods_of(kind, raw):
@@ -144,6 +151,21 @@ def summarize(source: JobSource, now: datetime) -> Summary:
         for state in JOB_STATES:
             out.jobs.setdefault((kind, namespace, state, queue), 0)
     return out
+
+
+def _count_goodput(
+    out: Summary, key: tuple[str, str], status: JobStatus, state: str, now: datetime
+) -> None:
+    goodput = status.goodput
+    assert goodput is not None
+    live = ratio(goodput, now)
+    opened = C.parse_time(goodput.open_since)
+    out.lost[key] += goodput.lost_seconds + (
+        max(0.0, (now - opened).total_seconds()) if opened else 0.0
+    )
+    out.redone[key] += goodput.steps_redone
+    if live is not None and state in ("running", "restarting"):
+        out.goodput_min[key] = min(live, out.goodput_min.get(key, 1.0))
 
 
 class ClusterCollector(Collector):
@@ -179,13 +201,22 @@ class ClusterCollector(Collector):
         stale = gauge("kubetrain_trainjob_progress_stale_seconds")
         for namespace, age in sorted(summary.progress_stale.items()):
             stale.add_metric([namespace], age)
+        low = gauge("kubetrain_job_goodput_min_ratio")
+        for (kind, namespace), value in sorted(summary.goodput_min.items()):
+            low.add_metric([kind, namespace], value)
+        lost = gauge("kubetrain_job_lost_seconds")
+        for (kind, namespace), seconds in sorted(summary.lost.items()):
+            lost.add_metric([kind, namespace], seconds)
+        redone = gauge("kubetrain_job_steps_redone")
+        for (kind, namespace), steps in sorted(summary.redone.items()):
+            redone.add_metric([kind, namespace], steps)
         requests = counter("kubetrain_api_requests_total")
         for (verb, code), count in sorted(self.source.api_requests().items()):
             requests.add_metric([verb, code], count)
         restarts = counter("kubetrain_watch_restarts_total")
         for (resource, reason), count in sorted(self.source.watch_restarts().items()):
             restarts.add_metric([resource, reason], count)
-        yield from (jobs, oldest, gpus, stale, requests, restarts)
+        yield from (jobs, oldest, gpus, stale, low, lost, redone, requests, restarts)
 
 
 class CacheSource:

@@ -430,12 +430,12 @@ class KubeApi:
         *,
         uid: str | None = None,
         propagation: str = "Background",
-        force: bool = False,
+        grace: int | None = None,
     ) -> bool:
-        """Delete (only the object with ``uid``; ``force``: grace period 0); False when
-        already gone."""
+        """Delete (only the object with ``uid``; with ``grace`` seconds when given, 0: at
+        once); False when already gone."""
         body: dict[str, Any] = {"kind": "DeleteOptions", "propagationPolicy": propagation}
-        body.update({"apiVersion": "v1", **({"gracePeriodSeconds": 0} if force else {})})
+        body.update(apiVersion="v1", **({} if grace is None else {"gracePeriodSeconds": grace}))
         if uid:
             body["preconditions"] = {"uid": uid}
         try:

@@ -22,7 +22,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 from kubetrain import __version__
 from kubetrain.api import keys as K
-from kubetrain.controller.decisions import INFRASTRUCTURE_METRIC
+from kubetrain.controller.decisions import HANG_METRIC, INFRASTRUCTURE_METRIC
 from kubetrain.controller.errors import ErrorClass
 
 #: What a job is doing, in one word (``kubetrain_jobs{state}``): ``pending`` (created, not
@@ -121,6 +121,38 @@ CATALOGUE: tuple[MetricDoc, ...] = (
         "Restarts after an infrastructure failure (an eviction, a preemption, a lost node, "
         "DisruptionTarget), by the pod's reason; counted against the job's "
         f"{K.INFRASTRUCTURE_RESTART_LIMIT_ANNOTATION}, never backoffLimit.",
+    ),
+    _doc(
+        "kubetrain_jobs_hang_restarts_total",
+        "counter",
+        "kind namespace reason",
+        "Do jobs hang?",
+        "Gang restarts after a job stopped reporting progress (reason Hang) or never "
+        "reported within its startup timeout (NoProgressReport); counted against "
+        f"{K.HANG_RESTART_LIMIT_ANNOTATION}.",
+    ),
+    _doc(
+        "kubetrain_job_goodput_min_ratio",
+        "gauge",
+        "kind namespace",
+        "Are failures eating training time?",
+        "Lowest goodput (1 - time lost to failures / time since the job first ran) among "
+        "the running jobs that had a fault; a job without one has goodput 1.",
+    ),
+    _doc(
+        "kubetrain_job_lost_seconds",
+        "gauge",
+        "kind namespace",
+        "How much training time did failures cost?",
+        "Time lost to failures and recovery by the cached jobs (status.goodput.lostSeconds, "
+        "and an open fault's loss so far).",
+    ),
+    _doc(
+        "kubetrain_job_steps_redone",
+        "gauge",
+        "kind namespace",
+        "How much work was computed twice?",
+        "Steps redone after restarts from the last checkpoint, summed over the cached jobs.",
     ),
     _doc(
         "kubetrain_gpus_requested",
@@ -242,6 +274,7 @@ class Metrics:
         self.jobs_failed = counter("kubetrain_jobs_failed_total")
         self.jobs_restarted = counter("kubetrain_jobs_restarted_total")
         self.infrastructure_restarts = counter("kubetrain_jobs_infrastructure_restarts_total")
+        self.hang_restarts = counter("kubetrain_jobs_hang_restarts_total")
         self.time_to_running = histogram("kubetrain_job_time_to_running_seconds", _SECONDS)
         self.job_duration = histogram("kubetrain_job_duration_seconds", _LONG_SECONDS)
         self.reconcile_duration = histogram(
@@ -276,6 +309,10 @@ class Metrics:
     def count(self, event: str, kind: str, namespace: str) -> None:
         """Count a job lifecycle event: created, restarted, or ``infrastructure/<cause>``
         (a restart after an infrastructure failure; also counted as restarted)."""
+        if event.startswith(HANG_METRIC):
+            reason = event.removeprefix(HANG_METRIC)
+            self.hang_restarts.labels(kind=kind, namespace=namespace, reason=reason).inc()
+            return
         if event.startswith(INFRASTRUCTURE_METRIC):
             cause = event.removeprefix(INFRASTRUCTURE_METRIC) or "Unknown"
             self.infrastructure_restarts.labels(kind=kind, namespace=namespace, cause=cause).inc()

@@ -18,7 +18,6 @@ from concurrent.futures import ThreadPoolExecutor
 from datetime import UTC, datetime
 from pathlib import Path
 
-from kubetrain.api.kinds import TRAINJOB
 from kubetrain.controller.cluster_state import JobKey, KubeCluster
 from kubetrain.controller.config import OperatorConfig
 from kubetrain.controller.errors import ApiError, Deposed, ErrorClass
@@ -28,9 +27,8 @@ from kubetrain.controller.job_metrics import CacheSource, ClusterCollector
 from kubetrain.controller.kube import LEASES, POD_GROUP_RESOURCES, KubeApi
 from kubetrain.controller.leader import LeaderElector
 from kubetrain.controller.metrics import Metrics
+from kubetrain.controller.plugins.progress_env import ProgressInjection
 from kubetrain.controller.plugins.registry import build_registry
-from kubetrain.controller.plugins.trainjob_plugin import TrainJobPlugin
-from kubetrain.controller.plugins.trainjob_progress import ProgressInjection
 from kubetrain.controller.reconciler import Reconciler
 from kubetrain.controller.status_auth import TokenAuthorizer
 from kubetrain.controller.status_kube import KubeProgressApi
@@ -122,6 +120,10 @@ class Operator:
             metrics=self.metrics,
             startup_timeout_seconds=config.startup_timeout_seconds,
             success_grace_seconds=config.success_grace_seconds,
+            progress_timeouts=(
+                config.progress_timeout_seconds,
+                config.progress_startup_timeout_seconds,
+            ),
             executor=self.executor,
             refusal_backoff_seconds=refusal_backoff_seconds,
             node_rules=config.node_rules,
@@ -155,11 +157,10 @@ class Operator:
         self._alive = True
 
     def _progress_server(self, api: KubeApi | None) -> ProgressServer | None:
-        """The progress server (and what TrainJobs' trainer pods get to reach it), when
-        it is on, TrainJobs are reconciled and it has an API client of its own."""
+        """The progress server (and what jobs' pods get to reach it), when it is on and
+        has an API client of its own."""
         config = self.config
-        plugin = self.plugins.get(TRAINJOB.kind)
-        if api is None or not config.progress_server or not isinstance(plugin, TrainJobPlugin):
+        if api is None or not config.progress_server:
             return None
         namespace = lease_namespace()
         host = config.progress_host or f"{PROGRESS_SERVICE}.{namespace}.svc"
@@ -178,7 +179,9 @@ class Operator:
             assert material is not None, "the progress server starts before any reconcile"
             return material.ca_bundle
 
-        plugin.progress = ProgressInjection(f"https://{host}:{config.progress_port}", ca_bundle)
+        injection = ProgressInjection(f"https://{host}:{config.progress_port}", ca_bundle)
+        for plugin in self.plugins.values():
+            plugin.progress = injection
         return server
 
     # -- probes ------------------------------------------------------------------------

@@ -8,7 +8,7 @@ first one that ends the job (or the reconcile) has the last word (a decision tha
 the job is followed by ``policies/finish``, its consequences):
 
     invalid > finished > (created, pinned children) > suspended > deadline > node
-    annotations > gang restart
+    annotations > gang restart > hang
     > failure > success > startup > restart > scaling > children > progress
 """
 
@@ -29,6 +29,7 @@ from kubetrain.controller.policies import (
     deadlines,
     failure,
     gang_restart,
+    hang,
     progress,
     restart,
     scaling,
@@ -60,6 +61,7 @@ PRECEDENCE: tuple[Policy, ...] = (
     deadlines.decide,
     _node_annotations,
     gang_restart.decide,
+    hang.decide,
     failure.decide,
     success.decide,
     startup.decide,

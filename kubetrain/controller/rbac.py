@@ -83,14 +83,14 @@ def operator_rules(config: OperatorConfig) -> list[PolicyRule]:
         PolicyRule(("",), ("services",), ("create", "delete", *_WATCHED, "patch")),
         PolicyRule(("",), ("events",), ("create",)),
     ]
+    if mpi or trainjobs or serves_progress(config):
+        # The hostfile and the progress server's CA bundle change; each ConfigMap goes
+        # with its job (GC).
+        rules.append(PolicyRule(("",), ("configmaps",), ("create", *_WATCHED, "patch")))
     if mpi or trainjobs:
-        rules += [
-            # The hostfile changes with the workers; the ConfigMap goes with its job (GC).
-            PolicyRule(("",), ("configmaps",), ("create", *_WATCHED, "patch")),
-            # The SSH key pair: its random name recorded in the job's status first, then
-            # created; never read, listed, changed or deleted (GC removes it with the job).
-            PolicyRule(("",), ("secrets",), ("create",)),
-        ]
+        # The SSH key pair: its random name recorded in the job's status first, then
+        # created; never read, listed, changed or deleted (GC removes it with the job).
+        rules.append(PolicyRule(("",), ("secrets",), ("create",)))
     if mpi:
         rules.append(PolicyRule(("batch",), ("jobs",), ("create", "delete", *_WATCHED)))
     if config.gang_scheduler is not GangScheduler.NONE:
@@ -111,8 +111,8 @@ def operator_rules(config: OperatorConfig) -> list[PolicyRule]:
 
 
 def serves_progress(config: OperatorConfig) -> bool:
-    """Whether the operator runs the progress server (on, and TrainJobs reconciled)."""
-    return config.progress_server and TRAINJOB.kind in config.kinds
+    """Whether the operator runs the progress server."""
+    return config.progress_server
 
 
 def cluster_rules(config: OperatorConfig) -> list[PolicyRule]:
@@ -121,10 +121,9 @@ def cluster_rules(config: OperatorConfig) -> list[PolicyRule]:
     and TokenReviews, which prove a progress report comes from a TrainJob's pod; and Nodes,
     read only, to move jobs off lost and unhealthy ones (``node_health``)."""
     rules = [PolicyRule(("",), ("nodes",), _WATCHED)]
-    if TRAINJOB.kind not in config.kinds:
-        return rules
-    runtime = CLUSTER_TRAINING_RUNTIME
-    rules.append(PolicyRule((runtime.group,), (runtime.plural,), (*_WATCHED, "patch")))
+    if TRAINJOB.kind in config.kinds:
+        runtime = CLUSTER_TRAINING_RUNTIME
+        rules.append(PolicyRule((runtime.group,), (runtime.plural,), (*_WATCHED, "patch")))
     if serves_progress(config):
         rules.append(PolicyRule(("authentication.k8s.io",), ("tokenreviews",), ("create",)))
     return rules

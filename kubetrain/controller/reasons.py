@@ -370,3 +370,53 @@ def truncate(message: str, limit: int = MAX_EVENT_MESSAGE) -> str:
     if len(message) <= limit:
         return message
     return message[: limit - 3] + "..."
+
+
+# -- hangs (policies/hang) --------------------------------------------------------------------
+
+HANG_RESTART = "HangRestart"
+#: The restart reason (``KUBETRAIN_RESTART_REASON``) of a gang that stopped reporting, and
+#: of one that never reported within its startup timeout.
+HANG = "Hang"
+NO_PROGRESS_REPORT = "NoProgressReport"
+
+
+def last_report(step: int | None, at: str, node: str | None, pod: str | None) -> str:
+    """``step 1,234 at 12:03:10 from node-1 (pod p)``, as far as the report says."""
+    where = f" from {node}" if node else ""
+    who = f" (pod {pod})" if pod else ""
+    what = f"step {step:,} " if step is not None else "a report "
+    return f"{what}at {at[11:19] if len(at) >= 19 else at}{where}{who}"
+
+
+def stopped_reporting(seconds: float, last: str) -> str:
+    return f"no progress report for {seconds:.0f} s; last: {last}"
+
+
+def never_reported(seconds: float, again: bool) -> str:
+    when = "since its pods run again" if again else "since its pods started running"
+    return f"no progress report {when}, {seconds:.0f} s ago (its startup timeout)"
+
+
+def resume_point(checkpoint_step: int | None, redo: int | None) -> str:
+    """Where a restarted gang resumes, as the job's own reports say."""
+    if checkpoint_step is None:
+        return "The job reported no checkpoint: it resumes from whatever it saved."
+    steps = f" ({redo:,} steps to redo)" if redo is not None else ""
+    return f"It resumes from checkpoint step {checkpoint_step:,}{steps}."
+
+
+def hang_restarting(
+    kind: str, name: str, silence: str, attempt: int, used: int, limit: int, resume: str
+) -> str:
+    return (
+        f"{kind} {name} is restarting as a gang: {silence}, so every pod is deleted and "
+        f"{gang_starts_again(attempt)} hang restarts used: {used} of {limit}. {resume}"
+    )
+
+
+def hang_restarts_exceeded(kind: str, name: str, silence: str, limit: int, key: str) -> str:
+    return (
+        f"{kind} {name} is failed: {silence}, and the hang restarts allowed ({limit}) are "
+        f"used up. Find what its ranks wait for, or raise metadata.annotations[{key}]."
+    )

@@ -68,6 +68,7 @@ class Reconciler:
         metrics: Metrics | None = None,
         startup_timeout_seconds: int = 600,
         success_grace_seconds: int = 60,
+        progress_timeouts: tuple[int, int] = (0, 0),
         clock: Callable[[], datetime] = lambda: datetime.now(UTC),
         executor: Executor | None = None,
         refusal_limit: int = 5,
@@ -84,6 +85,8 @@ class Reconciler:
             startup_timeout_seconds=startup_timeout_seconds,
             success_grace_seconds=success_grace_seconds,
             node_rules=node_rules or NodeRules(),
+            progress_timeout_seconds=progress_timeouts[0],
+            progress_startup_timeout_seconds=progress_timeouts[1],
         )
         self.clock = clock
         #: Runs a plan's child writes concurrently (None: one after the other).

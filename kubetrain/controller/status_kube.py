@@ -1,17 +1,19 @@
 """The progress server's API calls, through the operator's client
-(:mod:`kubetrain.controller.kube`): TokenReviews, the pod a token is bound to, the
-``status.trainerStatus`` apply, and the certificate Secret."""
+(:mod:`kubetrain.controller.kube`): TokenReviews, the pod a token is bound to (and an MPI
+launcher's batch Job), the report's status write, and the certificate Secret."""
 
 from __future__ import annotations
 
 import base64
 from collections.abc import Mapping
+from datetime import UTC, datetime
 from typing import Any
 
+from kubetrain.api import progress
+from kubetrain.api.kind_info import KindInfo
 from kubetrain.api.kinds import TRAINJOB
-from kubetrain.api.trainer import progress
 from kubetrain.controller.errors import ApiError
-from kubetrain.controller.kube import JOB_RESOURCES, PODS, SECRETS, KubeApi, Resource
+from kubetrain.controller.kube import BATCH_JOBS, JOB_RESOURCES, PODS, SECRETS, KubeApi, Resource
 
 TOKEN_REVIEWS = Resource("authentication.k8s.io", "v1", "tokenreviews", "TokenReview", False)
 
@@ -39,24 +41,47 @@ class KubeProgressApi:
     def pod(self, namespace: str, name: str) -> Mapping[str, Any] | None:
         return self.api.get(PODS, namespace, name)
 
+    def batch_job(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        return self.api.get(BATCH_JOBS, namespace, name)
+
     # -- StatusWriter --------------------------------------------------------------------
 
-    def apply_trainer_status(
-        self, namespace: str, name: str, trainer_status: Mapping[str, Any]
+    def write_report(
+        self,
+        info: KindInfo,
+        namespace: str,
+        name: str,
+        report: progress.Report,
+        reporter: progress.Reporter,
     ) -> None:
-        body = {
-            "apiVersion": TRAINJOB.api_version,
-            "kind": TRAINJOB.kind,
-            "metadata": {"name": name, "namespace": namespace},
-            "status": {"trainerStatus": dict(trainer_status)},
-        }
+        """A JSON merge patch of the status subresource: ``trainerStatus`` replaced whole
+        (when the report has one), kubetrain's ``progress`` updated (what the report
+        leaves out stays)."""
+        status: dict[str, Any] = {}
+        if report.trainer_status is not None:
+            status["trainerStatus"] = progress.trainer_status_patch(report.trainer_status)
+        ours = progress.progress_patch(report, reporter, datetime.now(UTC))
+        if info.kind == TRAINJOB.kind:
+            status["kubetrain"] = {"progress": ours}
+        else:
+            status["progress"] = ours
         self.api.request(
             "PATCH",
-            JOB_RESOURCES[TRAINJOB.kind].path(namespace, name, "status"),
-            query={"fieldManager": progress.FIELD_MANAGER, "force": "true"},
-            body=body,
-            content_type="application/apply-patch+yaml",
+            JOB_RESOURCES[info.kind].path(namespace, name, "status"),
+            query={"fieldManager": progress.FIELD_MANAGER},
+            body={"status": status},
+            content_type="application/merge-patch+json",
         )
+
+    def read_progress(self, info: KindInfo, namespace: str, name: str) -> dict[str, Any] | None:
+        job = self.api.get(JOB_RESOURCES[info.kind], namespace, name)
+        if job is None:
+            raise ApiError(404, "NotFound", f"{info.kind} {namespace}/{name} not found")
+        status = job.get("status") or {}
+        if info.kind == TRAINJOB.kind:
+            status = status.get("kubetrain") or {}
+        found: dict[str, Any] | None = status.get("progress")
+        return found
 
     # -- SecretStore ---------------------------------------------------------------------
 

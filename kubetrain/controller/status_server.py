@@ -1,23 +1,26 @@
-"""The progress server: where a TrainJob's pods report ``status.trainerStatus`` (the
-Kubeflow SDK's ``update_trainjob_status``; upstream Trainer's ``pkg/statusserver``).
+"""The progress server: where a job's pods report their progress (the Kubeflow SDK's
+``update_trainjob_status``; upstream Trainer's ``pkg/statusserver``), for TrainJobs and,
+a kubetrain extension, the Kubeflow v1 kinds (:mod:`kubetrain.api.progress`).
 
 ``POST /apis/trainer.kubeflow.org/v1alpha1/namespaces/<ns>/trainjobs/<name>/status``
-over HTTPS (the certificate of :mod:`~kubetrain.controller.status_tls`, re-read every
+(``/apis/kubeflow.org/v1/namespaces/<ns>/pytorchjobs/<name>/status`` and so on) over HTTPS
+(the certificate of :mod:`~kubetrain.controller.status_tls`, re-read every
 ``refresh_seconds``), with a bearer token checked by
 :mod:`~kubetrain.controller.status_auth`. In order, a request is refused with:
 
 - 404 for any other path, 405 for another method on it;
 - 411 without a Content-Length, 413 over ``MAX_BODY_BYTES`` (64 KiB, upstream's limit);
-- 401 without a bearer token, 403 when the token is not a pod of that TrainJob;
-- 429 (with Retry-After) past the TrainJob's rate (``Limits``: the SDK sends at most one
+- 401 without a bearer token, 403 when the token is not a pod of that job;
+- 429 (with Retry-After) past the job's rate (``Limits``: the SDK sends at most one
   report per 5 s per process);
 - 400 for a body that is not a JSON object, 422 for a field out of the schema;
-- 404 when the TrainJob is gone, and the API server's own 422 when it refuses the write.
+- 409 for a checkpoint whose step goes back within a gang attempt;
+- 404 when the job is gone, and the API server's own 422 when it refuses the write.
 
 Each refusal is a ``metav1.Status`` naming the problem, and writes nothing. A valid
-report is server-side applied to the status subresource as field manager
-``trainer-status`` (upstream's), which owns only ``status.trainerStatus``: the operator's
-own status writes never touch it. The server runs on every replica (no leader needed:
+report is written to the status subresource as field manager ``trainer-status``
+(upstream's), which owns only ``status.trainerStatus`` and kubetrain's ``progress``: the
+operator's own status writes never touch them. The server runs on every replica (no leader needed:
 each write is one apply), through an API client of its own, unfenced and rate limited
 apart from the reconcilers'. At most ``Limits.connections`` connections are served at
 once; each has ``Limits.read_timeout`` seconds to send its request.
@@ -38,8 +41,10 @@ from typing import Any, Protocol
 
 import orjson
 
+from kubetrain.api import progress
 from kubetrain.api.errors import JobValidationError
-from kubetrain.api.trainer import progress
+from kubetrain.api.kind_info import KindInfo
+from kubetrain.api.kinds import PYTORCH
 from kubetrain.controller.errors import ApiError
 from kubetrain.controller.ratelimit import TokenBucket
 from kubetrain.controller.status_auth import Verdict, bearer_token
@@ -51,16 +56,27 @@ DRAIN_LIMIT = 1 << 20
 
 
 class Authorizer(Protocol):
-    def authorize(self, header: str | None, namespace: str, name: str) -> Verdict:
-        """Whether the ``Authorization`` header may report TrainJob namespace/name."""
+    def authorize(
+        self, header: str | None, namespace: str, name: str, info: KindInfo = ...
+    ) -> Verdict:
+        """Whether the ``Authorization`` header may report job namespace/name."""
         ...
 
 
 class StatusWriter(Protocol):
-    def apply_trainer_status(
-        self, namespace: str, name: str, trainer_status: Mapping[str, Any]
+    def write_report(
+        self,
+        info: KindInfo,
+        namespace: str,
+        name: str,
+        report: progress.Report,
+        reporter: progress.Reporter,
     ) -> None:
-        """Write ``status.trainerStatus`` (ApiError when the API server refuses)."""
+        """Write what the report asks (ApiError when the API server refuses)."""
+        ...
+
+    def read_progress(self, info: KindInfo, namespace: str, name: str) -> dict[str, Any] | None:
+        """The job's kubetrain ``progress`` status (ApiError 404 when the job is gone)."""
         ...
 
 
@@ -111,10 +127,10 @@ class ProgressEndpoint:
         self.writer = writer
         self.limits = limits
         self.on_report = on_report or (lambda code: None)
-        self._buckets: dict[tuple[str, str], TokenBucket] = {}
+        self._buckets: dict[tuple[str, str, str], TokenBucket] = {}
         self._lock = threading.Lock()
 
-    def _bucket(self, key: tuple[str, str]) -> TokenBucket:
+    def _bucket(self, key: tuple[str, str, str]) -> TokenBucket:
         with self._lock:
             bucket = self._buckets.get(key)
             if bucket is None:
@@ -149,11 +165,15 @@ class ProgressEndpoint:
                 404,
                 "NotFound",
                 f"no such endpoint {path.split('?', 1)[0]!r}: POST to "
-                + progress.status_path("<namespace>", "<trainjob>"),
+                + progress.status_path("<namespace>", "<trainjob>")
+                + " (or a v1 job's, e.g. "
+                + progress.status_path("<namespace>", "<name>", PYTORCH)
+                + ")",
             )
         if method != "POST":
             return status(405, "MethodNotAllowed", f"{method} is not allowed: use POST")
-        namespace, name = target
+        info, namespace, name = target
+        job = f"{info.kind} {namespace}/{name}"
         length_header = headers.get("content-length")
         if length_header is None:
             return status(411, "BadRequest", "a Content-Length header is required")
@@ -167,20 +187,18 @@ class ProgressEndpoint:
                 "RequestEntityTooLarge",
                 f"the body is {length} bytes; at most {self.limits.max_body_bytes} are accepted",
             )
-        verdict = self.authorizer.authorize(headers.get("authorization"), namespace, name)
+        verdict = self.authorizer.authorize(headers.get("authorization"), namespace, name, info)
         if not verdict.allowed:
             if not bearer_token(headers.get("authorization")):
                 return status(401, "Unauthorized", verdict.reason)
-            return status(
-                403, "Forbidden", f"may not report TrainJob {namespace}/{name}: {verdict.reason}"
-            )
-        bucket = self._bucket((namespace, name))
+            return status(403, "Forbidden", f"may not report {job}: {verdict.reason}")
+        bucket = self._bucket((info.kind, namespace, name))
         if not bucket.try_acquire():
             retry = max(1, round(1 / self.limits.per_job_qps))
             return status(
                 429,
                 "TooManyRequests",
-                f"TrainJob {namespace}/{name} reports more than "
+                f"{job} reports more than "
                 f"{self.limits.per_job_qps:g} times a second; retry in {retry}s",
                 **{"Retry-After": str(retry)},
             )
@@ -191,20 +209,34 @@ class ProgressEndpoint:
             code = 400 if any(not e.path for e in err.errors) else 422
             reason = "BadRequest" if code == 400 else "Invalid"
             return status(code, reason, str(err))
-        if wanted is None:
+        if wanted.empty:
             return Reply(200, {})
+        reporter = verdict.reporter or progress.Reporter("")
         try:
-            self.writer.apply_trainer_status(namespace, name, wanted)
+            if wanted.checkpoint is not None:
+                refused = progress.checkpoint_refusal(
+                    wanted, reporter, self.writer.read_progress(info, namespace, name)
+                )
+                if refused:
+                    return status(409, "Conflict", f"{job}: {refused}")
+            self.writer.write_report(info, namespace, name, wanted, reporter)
         except ApiError as err:
             if err.status == 404:
-                return status(404, "NotFound", f"TrainJob {namespace}/{name} not found")
+                return status(404, "NotFound", f"{job} not found")
             if err.status in (400, 422):
                 return status(422, "Invalid", err.message)
-            log.warning(
-                "progress write failed", extra={"job": f"{namespace}/{name}", "error": str(err)}
-            )
+            log.warning("progress write failed", extra={"job": job, "error": str(err)})
             return status(500, "InternalError", f"the write failed: {err.message}")
-        return Reply(200, {"trainerStatus": wanted})
+        out: dict[str, Any] = {}
+        if wanted.trainer_status is not None:
+            out["trainerStatus"] = wanted.trainer_status
+        if wanted.step is not None or wanted.checkpoint is not None:
+            out["kubetrain"] = {
+                k: v
+                for k, v in (("step", wanted.step), ("checkpoint", wanted.checkpoint))
+                if v is not None
+            }
+        return Reply(200, out)
 
 
 class _Handler(BaseHTTPRequestHandler):

@@ -26,13 +26,14 @@ import sys
 import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import AbstractContextManager, contextmanager, nullcontext, suppress
+from contextlib import contextmanager, suppress
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import FrameType
 from typing import IO, Any, TextIO
 
 from kubetrain.api import env_names as E
+from kubetrain.api.progress import REPORTING_KINDS
 from kubetrain.api.trainer.resolve import ResolvedTrainJob
 from kubetrain.frameworks import StartAfter
 from kubetrain.local.elastic import Rescale, ScaleAt, Scaler, describe, lose_node
@@ -73,17 +74,6 @@ class Outcome:
     """An elastic job's scale decisions, in order, with how long each took to re-form."""
     removed: tuple[str, ...] = ()
     """Nodes a scale plan removed (their exit does not fail the job)."""
-
-
-class _NoProgress:
-    """A run without a progress server (the v1 kinds)."""
-
-    def __init__(self) -> None:
-        self.env: dict[str, str] = {}
-        self.last: dict[str, Any] | None = None
-
-
-_NO_PROGRESS = _NoProgress()
 
 
 class _Replica:
@@ -325,13 +315,13 @@ def execute(
                 say(f"elastic: {replicas[key].spec.label} leaves: its torchrun is killed")
                 lose_node(replicas[key].process.pid)
 
-    # A TrainJob's trainer reports progress as it would to the operator (local/progress.py).
-    trainers: tuple[str, ...] = ()
-    progress_run: AbstractContextManager[Any] = nullcontext(_NO_PROGRESS)
+    # A TrainJob's trainer, and every replica of a v1 job, reports progress as it would to
+    # the operator (local/progress.py).
+    namespace = plan.job.metadata.namespace or "default"
+    trainers: tuple[str, ...] = tuple(plan.job.replica_specs())
     if isinstance(plan.job, ResolvedTrainJob):
         trainers = (plan.job.spec.trainer_job,)
-        namespace = plan.job.metadata.namespace or "default"
-        progress_run = local_progress(namespace, plan.job.name, say)
+    progress_run = local_progress(namespace, plan.job.name, say, REPORTING_KINDS[plan.job.kind])
     with _interrupt_flag() as interrupted, progress_run as progress:
         try:
             phase, reason, code, failed_label = "", "", 0, None

@@ -27,45 +27,56 @@ from kubetrain.api.trainer.trainjob import TrainJob, TrainJobStatus
 #: ``kubectl get trainjobs``: the runtime, the last condition (upstream's State: empty
 #: while the job runs, since kubetrain writes no condition before the terminal one) and
 #: the progress the operator writes in kubetrain's status fields.
-TRAINJOB_COLUMNS = [
+TRAINJOB_COLUMNS: list[dict[str, str | int]] = [
     {"name": "Runtime", "type": "string", "jsonPath": ".spec.runtimeRef.name"},
     {"name": "State", "type": "string", "jsonPath": ".status.state"},
     {
         "name": "Progress",
         "type": "integer",
         "jsonPath": ".status.trainerStatus.progressPercentage",
-        "description": "Percent done, as the training process last reported it "
-        "(the Kubeflow SDK's update_trainjob_status).",
+        "description": "Percent done, as last reported.",
     },
     {
         "name": "ETA",
         "type": "integer",
         "jsonPath": ".status.trainerStatus.estimatedRemainingSeconds",
-        "description": "Seconds left, as the training process last estimated them.",
+        "description": "Seconds left, as last reported.",
     },
     {
         "name": "Ready",
         "type": "integer",
         "jsonPath": ".status.readyNodes",
-        "description": "Node pods Ready or Succeeded (written by kubetrain's operator).",
+        "description": "Node pods Ready or Succeeded.",
     },
     {
         "name": "Nodes",
         "type": "integer",
         "jsonPath": ".status.nodes",
-        "description": "Node pods the TrainJob runs (written by kubetrain's operator).",
+        "description": "Node pods the TrainJob runs.",
     },
     {
         "name": "Restarts",
         "type": "integer",
         "jsonPath": ".status.restarts",
-        "description": "Pods recreated after a failure (written by kubetrain's operator).",
+        "description": "Pods recreated after a failure.",
+    },
+    {
+        "name": "Step",
+        "type": "integer",
+        "jsonPath": ".status.kubetrain.progress.step",
+        "priority": 1,
+    },
+    {
+        "name": "Goodput",
+        "type": "string",
+        "jsonPath": ".status.kubetrain.goodput.ratio",
+        "priority": 1,
     },
     {"name": "Age", "type": "date", "jsonPath": ".metadata.creationTimestamp"},
 ]
 #: ``kubectl get (cluster)trainingruntimes``: the framework label the SDK reads and the
 #: default node count.
-RUNTIME_COLUMNS = [
+RUNTIME_COLUMNS: list[dict[str, str | int]] = [
     {
         "name": "Framework",
         "type": "string",

@@ -32,6 +32,7 @@ from kubetrain.api.base import (
 )
 from kubetrain.api.common import GangRestartStatus, JobCondition, ObjectMeta, ReplicaStatus
 from kubetrain.api.names import DNS1123_SUBDOMAIN_PATTERN, MAX_SUBDOMAIN
+from kubetrain.api.progress_status import GoodputStatus, ProgressStatus, TrainerStatus
 from kubetrain.api.trainer.constants import (
     DEFAULT_RUNTIME_API_GROUP,
     DEFAULT_RUNTIME_KIND,
@@ -65,7 +66,6 @@ CommandList = Annotated[
 ]
 PositiveInt64 = Annotated[StrictInt, Field(ge=1, le=INT64_MAX), SchemaFormat("int64")]
 NonNegInt64 = Annotated[StrictInt, Field(ge=0, le=INT64_MAX), SchemaFormat("int64")]
-Percentage = Annotated[StrictInt, Field(ge=0, le=100), SchemaFormat("int32")]
 
 
 class RuntimeRef(KubeModel):
@@ -75,7 +75,7 @@ class RuntimeRef(KubeModel):
         min_length=1,
         max_length=MAX_SUBDOMAIN,
         pattern=DNS1123_SUBDOMAIN_PATTERN,
-        description="Name of the runtime (a TrainingRuntime must be in the TrainJob's namespace).",
+        description="The runtime (a TrainingRuntime: in the TrainJob's namespace).",
     )
     api_group: Annotated[StrictStr | None, StoredDefault(DEFAULT_RUNTIME_API_GROUP)] = Field(
         default=None, max_length=253, description=f"Default: {DEFAULT_RUNTIME_API_GROUP}."
@@ -83,7 +83,7 @@ class RuntimeRef(KubeModel):
     kind: Annotated[StrictStr | None, StoredDefault(DEFAULT_RUNTIME_KIND)] = Field(
         default=None,
         max_length=253,
-        description="ClusterTrainingRuntime or TrainingRuntime. Default: ClusterTrainingRuntime.",
+        description="ClusterTrainingRuntime (default) or TrainingRuntime.",
     )
 
 
@@ -95,7 +95,7 @@ class DatasetInitializer(KubeModel):
     )
     env: EnvList | None = Field(default=None, description="Added to the step's container.")
     secret_ref: LocalObjectReference | None = Field(
-        default=None, description="Secret in the TrainJob's namespace with the credentials."
+        default=None, description="Secret (same namespace) with the credentials."
     )
 
 
@@ -107,7 +107,7 @@ class ModelInitializer(KubeModel):
     )
     env: EnvList | None = Field(default=None, description="Added to the step's container.")
     secret_ref: LocalObjectReference | None = Field(
-        default=None, description="Secret in the TrainJob's namespace with the credentials."
+        default=None, description="Secret (same namespace) with the credentials."
     )
 
 
@@ -133,8 +133,7 @@ class Trainer(KubeModel):
     )
     num_proc_per_node: PositiveInt32 | None = Field(
         default=None,
-        description="Processes per node (torch: default auto, or the CPU count without GPUs; "
-        "MPI: slots).",
+        description="Processes per node (torch: default auto; MPI: slots).",
     )
 
 
@@ -144,8 +143,7 @@ class ContainerPatch(KubeModel):
     name: StrictStr = Field(min_length=1, max_length=253, description="The runtime's container.")
     env: EnvList | None = Field(
         default=None,
-        description="Not for node, dataset-initializer or model-initializer (use spec.trainer "
-        "and spec.initializer).",
+        description="Not for node or the initializers.",
     )
     volume_mounts: (
         Annotated[list[VolumeMount], ListType("map", ("name",)), Field(max_length=128)] | None
@@ -230,7 +228,7 @@ class RuntimePatch(KubeModel):
     manager: StrictStr = Field(
         min_length=1,
         max_length=253,
-        description="Who owns the patch: a domain-prefixed path such as kueue.x-k8s.io/manager.",
+        description="Its owner, e.g. kueue.x-k8s.io/manager.",
     )
     time: Time | None = Field(default=None, description="When the patch was last written.")
     training_runtime_spec: TrainingRuntimeSpecPatch | None = None
@@ -266,27 +264,25 @@ class TrainJobSpec(KubeModel):
         Annotated[list[RuntimePatch], ListType("map", ("manager",)), Field(max_length=16)] | None
     ) = Field(
         default=None,
-        description="Changes only while the TrainJob is suspended, but for the times, which "
-        "the operator stamps as Trainer's webhook does.",
+        description="Changed only while suspended.",
     )
     pod_template_overrides: (
         Annotated[list[PodTemplateOverride], ListType("atomic"), Field(max_length=16)] | None
     ) = Field(
         default=None,
-        description="Trainer v2.1's form of runtimePatches (Kueue v0.15 writes it), applied "
-        "after them. Changes only while the TrainJob is suspended.",
+        description="Trainer v2.1's runtimePatches (Kueue v0.15's), applied after them.",
     )
     suspend: Annotated[StrictBool | None, StoredDefault(False)] = Field(
         default=None, description="A suspended TrainJob has no pods. Default: false."
     )
     active_deadline_seconds: PositiveInt64 | None = Field(
         default=None,
-        description="Fail the TrainJob this long after it started or resumed. Immutable.",
+        description="Fail it this long after it started or resumed. Immutable.",
     )
     managed_by: Annotated[StrictStr | None, StoredDefault(MANAGED_BY_VALUES[0])] = Field(
         default=None,
         max_length=253,
-        description=f"{MANAGED_BY_VALUES[0]} (kubetrain reconciles it) or "
+        description=f"{MANAGED_BY_VALUES[0]} (kubetrain) or "
         f"{MANAGED_BY_VALUES[1]}. Immutable. Default: the first.",
     )
 
@@ -325,20 +321,6 @@ class JobStatus(KubeModel):
     suspended: NonNegInt32
 
 
-class Metric(KubeModel):
-    name: StrictStr = Field(min_length=1, max_length=64)
-    value: StrictStr = Field(min_length=1, max_length=64)
-
-
-class TrainerStatus(KubeModel):
-    """Progress the training process reports (upstream's alpha TrainJobStatus feature)."""
-
-    progress_percentage: Percentage | None = None
-    estimated_remaining_seconds: NonNegInt32 | None = None
-    metrics: Annotated[list[Metric], ListType("atomic"), Field(max_length=256)] | None = None
-    last_updated_time: Time
-
-
 class Bookkeeping(KubeModel):
     """kubetrain's own record of the TrainJob's lifecycle, which the Kubeflow SDK never
     reads: the conditions it would have as a v1 job (Created, Running, Restarting,
@@ -351,6 +333,8 @@ class Bookkeeping(KubeModel):
     replica_statuses: dict[str, ReplicaStatus] | None = None
     ssh_auth_secret_name: StrictStr | None = Field(default=None, max_length=253)
     gang_restart: GangRestartStatus | None = None
+    progress: ProgressStatus | None = None
+    goodput: GoodputStatus | None = None
 
 
 class ElasticBounds(KubeModel):
@@ -367,9 +351,7 @@ class TrainJobStatus(KubeModel):
         Annotated[list[Condition], ListType("map", ("type",)), Field(max_length=8)] | None
     ) = Field(
         default=None,
-        description="Complete or Failed when the TrainJob ends; Suspended while suspended. "
-        "kubetrain writes none before that: the Kubeflow SDK reports Running only while there "
-        "is none.",
+        description="Complete, Failed or Suspended; none while it runs (for the SDK).",
     )
     jobs_status: (
         Annotated[list[JobStatus], ListType("map", ("name",)), Field(max_length=100)] | None
@@ -377,21 +359,18 @@ class TrainJobStatus(KubeModel):
     trainer_status: TrainerStatus | None = None
     nodes: NonNegInt32 | None = Field(
         default=None,
-        description="kubetrain: node pods the TrainJob runs (numNodes from the TrainJob or "
-        "its runtime).",
+        description="kubetrain: node pods the TrainJob runs.",
     )
     ready_nodes: NonNegInt32 | None = Field(
         default=None, description="kubetrain: node pods Ready, or Succeeded, now."
     )
     restarts: NonNegInt32 | None = Field(
         default=None,
-        description="kubetrain: restarts counted against backoffLimit as the Job controller "
-        "counts them: pods recreated and in-place restarts.",
+        description="kubetrain: restarts counted against backoffLimit.",
     )
     start_time: Time | None = Field(
         default=None,
-        description="kubetrain: when the TrainJob last started or resumed "
-        "(activeDeadlineSeconds counts from it).",
+        description="kubetrain: when it last started or resumed.",
     )
     completion_time: Time | None = Field(
         default=None, description="kubetrain: when the TrainJob completed or failed."
@@ -399,22 +378,19 @@ class TrainJobStatus(KubeModel):
     state: StrictStr | None = Field(
         default=None,
         max_length=32,
-        description="kubetrain: Created, Running, Restarting, Suspended, Complete or Failed "
-        "(what kubectl shows; conditions stay empty until the end, for the SDK).",
+        description="kubetrain: Created, Running, Restarting, Suspended, Complete or Failed.",
     )
     kubetrain: Bookkeeping | None = Field(
-        default=None, description="kubetrain's lifecycle record (the SDK does not read it)."
+        default=None, description="kubetrain's record (the SDK does not read it)."
     )
     elastic: ElasticBounds | None = Field(
         default=None,
-        description="kubetrain, elastic TrainJobs only: the bounds of spec.trainer.numNodes "
-        "while it runs (kubectl scale, an HPA).",
+        description="kubetrain, elastic only: the bounds of spec.trainer.numNodes.",
     )
     selector: StrictStr | None = Field(
         default=None,
         max_length=1024,
-        description="kubetrain, elastic TrainJobs only: the label selector of the node pods "
-        "(the scale subresource's).",
+        description="kubetrain, elastic only: the node pods' selector (scale's).",
     )
 
 

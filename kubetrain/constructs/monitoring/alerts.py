@@ -66,6 +66,11 @@ class AlertThresholds:
     this many times after infrastructure failures (lost nodes, evictions, preemptions)..."""
     infrastructure_window: str = "1h"
     """... within this window."""
+    goodput_ratio: float = 0.8
+    """KubetrainJobGoodputLow: a running job that had a fault has lost more than this share
+    of its time to failures..."""
+    goodput_for: str = "10m"
+    """... for this long."""
     rate_window: str = "5m"
     """The window of the rate() and histogram rules."""
 
@@ -80,10 +85,11 @@ class AlertThresholds:
             "queue_wait_for",
             "progress_stall_for",
             "infrastructure_window",
+            "goodput_for",
             "rate_window",
         ):
             check_duration(f"alerts.{name}", getattr(self, name))
-        for name in ("reconcile_error_ratio", "failure_ratio"):
+        for name in ("reconcile_error_ratio", "failure_ratio", "goodput_ratio"):
             value = getattr(self, name)
             if not 0 < value < 1:
                 raise ValueError(f"alerts.{name} ({value}) must be a share between 0 and 1")
@@ -231,6 +237,19 @@ def alerts(job: str, t: AlertThresholds) -> list[Alert]:
             "{{ $value }} times after infrastructure failures (lost or unhealthy nodes, "
             f"evictions, preemptions) within {iw} (threshold {t.infrastructure_restarts}).",
             "Jobs of a kind in a namespace restart after infrastructure failures too often.",
+        ),
+        Alert(
+            "KubetrainJobGoodputLow",
+            "warning",
+            f"min by (kind, namespace) (kubetrain_job_goodput_min_ratio{{{sel}}})"
+            f" < {t.goodput_ratio:g}",
+            t.goodput_for,
+            "A {{ $labels.kind }} in {{ $labels.namespace }} loses its time to failures.",
+            "A running {{ $labels.kind }} in namespace {{ $labels.namespace }} has goodput "
+            "{{ $value | humanizePercentage }}: the rest of its time went to failures, "
+            f"recovery and steps redone (threshold {t.goodput_ratio:g}). "
+            "kubectl get -o wide shows each job's goodput; its Events say why it restarted.",
+            "A running job's goodput stays below the threshold.",
         ),
     ]
 

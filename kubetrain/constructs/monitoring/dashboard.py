@@ -191,6 +191,31 @@ def panels() -> list[Panel]:
             ),
         ),
         Panel(
+            "Goodput and hangs",
+            "Lowest goodput of a running job that had a fault (1: no time lost), and gang "
+            "restarts of jobs that stopped reporting progress.",
+            (
+                _q(
+                    f"min by (kind) (kubetrain_job_goodput_min_ratio{{{j}}})",
+                    "goodput {{kind}}",
+                ),
+                _q(
+                    "sum by (kind, reason) (increase("
+                    f"kubetrain_jobs_hang_restarts_total{{{j}}}[1h]))",
+                    "hang restarts {{kind}} {{reason}}",
+                ),
+            ),
+        ),
+        Panel(
+            "Time lost to failures",
+            "Seconds of training lost to failures and recovery, and steps computed twice "
+            "after restarts from the last checkpoint, by kind.",
+            (
+                _q(f"sum by (kind) (kubetrain_job_lost_seconds{{{j}}})", "lost s {{kind}}"),
+                _q(f"sum by (kind) (kubetrain_job_steps_redone{{{j}}})", "steps redone {{kind}}"),
+            ),
+        ),
+        Panel(
             "Watch restarts",
             "Watches re-opened after an error, and relists after an expired version.",
             (

@@ -37,6 +37,7 @@ from kubetrain.api.errors import FieldError
 from kubetrain.controller import gang as G
 from kubetrain.controller.model import Gate, J, Loaded, Observed, Outcome, Replica, StartupRule
 from kubetrain.controller.plugins import v1
+from kubetrain.controller.plugins.progress_env import ProgressInjection
 from kubetrain.frameworks.elastic import Autoscaling
 
 
@@ -94,6 +95,9 @@ class JobPlugin(Protocol[J]):
     status_codec: StatusCodec = v1.V1_STATUS
     #: The operator's gang scheduler (None: off); set by the registry.
     gang: G.GangConfig | None = None
+    #: The progress server's environment for the job's pods (None: no server); set by
+    #: the operator.
+    progress: ProgressInjection | None = None
 
     # -- what every plugin implements -----------------------------------------------------
 

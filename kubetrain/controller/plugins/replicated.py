@@ -34,7 +34,8 @@ from kubetrain.frameworks.replicas import replicas_of
 class ReplicatedPlugin(JobPlugin[J]):
     """Reconciles the jobs of one framework whose replicas each get a Pod and a Service."""
 
-    child_kinds: tuple[str, ...] = ("Pod", "Service")
+    #: ConfigMap: the progress server's CA bundle, for a job that reports progress.
+    child_kinds: tuple[str, ...] = ("Pod", "Service", "ConfigMap")
 
     def __init__(
         self,

@@ -46,7 +46,6 @@ from kubetrain.controller.model import Gate, Loaded, Observed, Outcome, Replica,
 from kubetrain.controller.plugins import autoscaler, children, quota, runtime_snapshot, v1
 from kubetrain.controller.plugins.base import JobPlugin, Scaled, StatusCodec
 from kubetrain.controller.plugins.mpi_children import MpiChildren, config_map
-from kubetrain.controller.plugins.trainjob_progress import ProgressInjection
 from kubetrain.controller.plugins.trainjob_status import CODEC
 from kubetrain.controller.policies import success
 from kubetrain.frameworks import mpi, trainjob
@@ -85,7 +84,6 @@ class TrainJobPlugin(MpiChildren, JobPlugin[ResolvedTrainJob]):
     counts_failed_replica = True
     status_codec: StatusCodec = CODEC
     #: Where trainer pods report progress (None: the progress server is off).
-    progress: ProgressInjection | None = None
 
     # -- reading ------------------------------------------------------------------------
 

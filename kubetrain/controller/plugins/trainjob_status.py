@@ -209,6 +209,9 @@ class TrainJobStatusCodec:
             completion_time=status.completion_time,
             ssh_auth_secret_name=book.ssh_auth_secret_name,
             gang_restart=book.gang_restart,
+            trainer_status=status.trainer_status,
+            progress=book.progress,
+            goodput=book.goodput,
         )
 
     def write(self, job: JobBase | None, status: JobStatus, observed: Observed) -> dict[str, Any]:
@@ -261,6 +264,7 @@ class TrainJobStatusCodec:
             replica_statuses=replicas or None,
             ssh_auth_secret_name=status.ssh_auth_secret_name,
             gang_restart=status.gang_restart,
+            goodput=status.goodput,
         ).to_wire()
         if book:
             out["kubetrain"] = book
@@ -268,7 +272,13 @@ class TrainJobStatusCodec:
 
     def normalized(self, raw_status: Any) -> dict[str, Any]:
         wire = self._parse(raw_status).to_wire()
-        wire.pop("trainerStatus", None)  # the training process's, never written here
+        # The training process's (the progress server writes them), never written here.
+        wire.pop("trainerStatus", None)
+        book = wire.get("kubetrain")
+        if isinstance(book, dict):
+            book.pop("progress", None)
+            if not book:
+                wire.pop("kubetrain")
         return wire
 
 

@@ -125,6 +125,10 @@ def load(
     return LOADED.load(raw, validate, job_type)
 
 
+#: Status fields the progress server writes (never the operator).
+REPORTED = ("trainer_status", "progress")
+
+
 class V1StatusCodec:
     """``status`` is the v1 JobStatus (conditions, replicaStatuses, times)."""
 
@@ -132,10 +136,10 @@ class V1StatusCodec:
         return status_or_empty(JobStatus, raw_status)
 
     def write(self, job: JobBase | None, status: JobStatus, observed: Observed) -> dict[str, Any]:
-        return status.to_wire()
+        return status.model_copy(update=dict.fromkeys(REPORTED)).to_wire()
 
     def normalized(self, raw_status: Any) -> dict[str, Any]:
-        return self.read(raw_status).to_wire()
+        return self.write(None, self.read(raw_status), Observed())
 
 
 V1_STATUS = V1StatusCodec()

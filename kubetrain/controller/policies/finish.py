@@ -17,7 +17,7 @@ from kubetrain.api.common import ConditionStatus, ConditionType
 from kubetrain.controller import conditions as C
 from kubetrain.controller.decisions import ConditionChange, Decision, soonest
 from kubetrain.controller.model import Outcome
-from kubetrain.controller.policies import cleanup, deadlines
+from kubetrain.controller.policies import cleanup, deadlines, goodput
 
 if TYPE_CHECKING:
     from kubetrain.controller.draft import Draft
@@ -49,6 +49,9 @@ def decide(draft: Draft, outcome: Outcome) -> Decision:
     # Counted as they are: ranks still running are active, not succeeded.
     completion_time = outcome.at or C.format_time(draft.ctx.now)
     decision.status.update({"completion_time": completion_time, "replica_statuses": statuses})
+    final_goodput = goodput.ended(draft.status, draft.ctx.now)
+    if final_goodput is not None:
+        decision.status["goodput"] = final_goodput
     ended = draft.status.model_copy(update=decision.status)
     decision.delete, grace_after = cleanup.at_end(draft, not failed, ended.completion_time)
     ttl = deadlines.ttl_after_finished(draft.run_policy, ended, draft.ctx.now)

@@ -59,6 +59,7 @@ from kubetrain.controller.decisions import (
 )
 from kubetrain.controller.model import Outcome
 from kubetrain.controller.ownership import owned_by_batch_job
+from kubetrain.controller.policies import goodput
 from kubetrain.controller.policies.restart import (
     WHOLE_NUMBER,
     infrastructure_limit,
@@ -249,23 +250,27 @@ def decide(draft: Draft) -> Decision | None:
             text = R.gang_restarting(
                 draft.kind, draft.name, name, cause.describe(), attempt + 1, program_used + 1, limit
             )
+        redo = goodput.steps_to_redo(draft.status)
+        if redo is not None:
+            text = f"{text} {R.resume_point(*redo)}"
         next_state = GangRestartStatus(
             attempt=attempt + 1,
             trigger=uid,
             infrastructure=infra_used or None,
             reason=cause.reason or None,
             since=C.format_time(draft.ctx.now),
+            hangs=state.hangs,
         )
         return Decision(
-            status={"gang_restart": next_state},
-            delete=_older_than(attempt + 1, draft),
+            status={"gang_restart": next_state, "goodput": goodput.opened(draft)},
+            delete=older_than(attempt + 1, draft),
             conditions=[_restarting(draft, text)],
             events=[Event("Warning", R.GANG_RESTART, text, key=f"gang-restart/{uid}")],
             metrics=[f"{INFRASTRUCTURE_METRIC}{cause.reason}" if infrastructure else "restarted"],
             final=True,
             requeue_after=POLL_SECONDS,
         )
-    stale = _older_than(attempt, draft, include_deleting=True)
+    stale = older_than(attempt, draft, include_deleting=True)
     if stale:
         # The old gang is going: nothing new until every one of its pods is gone.
         return Decision(
@@ -284,7 +289,7 @@ def _restarting(draft: Draft, text: str) -> ConditionChange:
     )
 
 
-def _older_than(attempt: int, draft: Draft, *, include_deleting: bool = False) -> list[ChildRef]:
+def older_than(attempt: int, draft: Draft, *, include_deleting: bool = False) -> list[ChildRef]:
     """Pods and launcher Jobs of an attempt before ``attempt`` (launcher pods go with
     their Job)."""
     out: list[ChildRef] = []

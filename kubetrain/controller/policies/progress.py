@@ -13,7 +13,7 @@ from kubetrain.controller import podstate
 from kubetrain.controller import reasons as R
 from kubetrain.controller.decisions import ConditionChange, Decision, Event
 from kubetrain.controller.model import WRITE_BATCH, Observed
-from kubetrain.controller.policies import scaling
+from kubetrain.controller.policies import goodput, scaling
 
 if TYPE_CHECKING:
     from kubetrain.controller.draft import Draft
@@ -55,6 +55,9 @@ def decide(draft: Draft) -> Decision:
         recovered = _recovered(draft)
         if recovered is not None:
             decision.events.append(recovered)
+        trains = goodput.closed(draft, trains=True)
+        if trains is not None:
+            decision.status["goodput"] = trains
         decision.conditions.append(
             ConditionChange(
                 ConditionType.RUNNING,

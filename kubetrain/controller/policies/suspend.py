@@ -27,6 +27,7 @@ from kubetrain.controller import reasons as R
 from kubetrain.controller.decisions import ChildRef, ConditionChange, Decision, ref
 from kubetrain.controller.model import Observed
 from kubetrain.controller.ownership import owned_by_batch_job
+from kubetrain.controller.policies import goodput
 
 if TYPE_CHECKING:
     from kubetrain.controller.draft import Draft
@@ -81,6 +82,13 @@ def decide(draft: Draft) -> Decision | None:
         reason = R.lifecycle(kind, R.Verb.SUSPENDED)
         message = R.suspended(kind, name)
         stopped = lingering(draft)
+        status: dict[str, Any] = {"replica_statuses": stopped}
+        if not C.is_true(draft.current, ConditionType.SUSPENDED) and C.get(
+            draft.current, ConditionType.RUNNING
+        ):
+            # A job that ran is stopped (Kueue's preemption, a person): a fault for its
+            # goodput, open until it trains again.
+            status["goodput"] = goodput.opened(draft)
         return Decision(
             conditions=[
                 ConditionChange(ConditionType.SUSPENDED, ConditionStatus.TRUE, reason, message),
@@ -90,7 +98,7 @@ def decide(draft: Draft) -> Decision | None:
                 ),
             ],
             delete=children_to_delete(draft.observed),
-            status={"replica_statuses": stopped},
+            status=status,
             final=True,
         )
     if C.is_true(draft.current, ConditionType.SUSPENDED):

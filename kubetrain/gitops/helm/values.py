@@ -38,6 +38,8 @@ CONFIG_VALUES = (
     "kube_api_burst",
     "startup_timeout_seconds",
     "success_grace_seconds",
+    "progress_timeout_seconds",
+    "progress_startup_timeout_seconds",
     "event_qps",
     "progress_server",
 )
@@ -50,6 +52,8 @@ CONFIG_BOUNDS: dict[str, dict[str, float]] = {
     "metrics_port": {"minimum": 1024, "maximum": 65535},
     "startup_timeout_seconds": {"minimum": 1},
     "success_grace_seconds": {"minimum": 0},
+    "progress_timeout_seconds": {"minimum": 0},
+    "progress_startup_timeout_seconds": {"minimum": 0},
     "event_qps": {"exclusiveMinimum": 0},
 }
 REPLICAS_BOUNDS = {"minimum": 1, "maximum": 10}

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from kubetrain.api.trainer.progress import token_audience
+from kubetrain.api.progress import token_audience
 from kubetrain.controller.config import OperatorConfig
 from kubetrain.controller.kube import SECRETS, KubeApi
 from kubetrain.controller.rbac import cluster_rules, operator_rules, progress_rules

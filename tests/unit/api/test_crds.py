@@ -157,6 +157,11 @@ def test_pytorch_scale_subresource_and_printer_columns() -> None:
         assert {c["name"]: c["jsonPath"] for c in _version(kind)["additionalPrinterColumns"]} == {
             "State": ".status.conditions[-1:].type",
             "Age": ".metadata.creationTimestamp",
+            # kubetrain's progress and goodput, with -o wide.
+            "Progress": ".status.trainerStatus.progressPercentage",
+            "Step": ".status.progress.step",
+            "Last-Report": ".status.progress.lastReportTime",
+            "Goodput": ".status.goodput.ratio",
         }
     assert _version("TFJob")["subresources"] == {"status": {}}
 

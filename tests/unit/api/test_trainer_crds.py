@@ -195,6 +195,9 @@ def test_status_subresource_and_printer_columns() -> None:
         "Ready": ".status.readyNodes",
         "Nodes": ".status.nodes",
         "Restarts": ".status.restarts",
+        # kubetrain's progress and goodput, with -o wide.
+        "Step": ".status.kubetrain.progress.step",
+        "Goodput": ".status.kubetrain.goodput.ratio",
         "Age": ".metadata.creationTimestamp",
     }
     status = _root("TrainJob")["properties"]["status"]["properties"]

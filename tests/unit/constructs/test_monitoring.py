@@ -39,7 +39,7 @@ KNOWN = {"up"} | {
     for suffix in suffixes
 }
 _FUNCTIONS = {
-    *("sum", "max", "rate", "increase", "histogram_quantile", "absent"),
+    *("sum", "max", "min", "rate", "increase", "histogram_quantile", "absent"),
     *("by", "and", "or", "unless"),
 }
 

@@ -134,7 +134,12 @@ def test_pytorch_only_needs_no_mpi_rights() -> None:
     rules = one(synth(config=OperatorConfig(kinds=("PyTorchJob",))), "ClusterRole")["rules"]
     resources = {res for r in rules for res in r["resources"]}
     assert "pytorchjobs" in resources
-    assert not resources & {"mpijobs", "tfjobs", "secrets", "configmaps", "jobs"}
+    assert not resources & {"mpijobs", "tfjobs", "secrets", "jobs"}
+    # The progress server's CA bundle, for PyTorchJobs that report progress.
+    assert "configmaps" in resources and "tokenreviews" in resources
+    off = OperatorConfig(kinds=("PyTorchJob",), progress_server=False)
+    rules_off = one(synth(config=off), "ClusterRole")["rules"]
+    assert not {res for r in rules_off for res in r["resources"]} & {"configmaps", "tokenreviews"}
     pods = next(r for r in rules if r["resources"] == ["pods"])
     assert "patch" not in pods["verbs"]  # only MPI launchers are ever ungated
 
@@ -210,8 +215,11 @@ def test_the_progress_server_gets_a_service_its_host_and_only_its_own_secret() -
     ]
 
 
-def test_no_progress_objects_when_it_is_off_or_trainjobs_are_not_served() -> None:
-    for config in (OperatorConfig(progress_server=False), OperatorConfig(kinds=("PyTorchJob",))):
+def test_no_progress_objects_when_it_is_off() -> None:
+    for config in (
+        OperatorConfig(progress_server=False),
+        OperatorConfig(kinds=("PyTorchJob",), progress_server=False),
+    ):
         objs = synth(config=config)
         names = [o["metadata"]["name"] for o in objs]
         assert "kubetrain-operator-progress" not in names

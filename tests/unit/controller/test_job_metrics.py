@@ -231,6 +231,9 @@ def test_the_collector_exposes_only_catalogued_metrics_with_their_labels() -> No
         "kubetrain_job_oldest_waiting_seconds",
         "kubetrain_gpus_requested",
         "kubetrain_trainjob_progress_stale_seconds",
+        "kubetrain_job_goodput_min_ratio",
+        "kubetrain_job_lost_seconds",
+        "kubetrain_job_steps_redone",
         "kubetrain_api_requests_total",
         "kubetrain_watch_restarts_total",
     }

@@ -13,7 +13,15 @@ from typing import Any
 import pytest
 import requests
 
-from kubetrain.api.trainer.progress import status_path, token_audience
+from kubetrain.api.kind_info import KindInfo
+from kubetrain.api.kinds import KINDS, TRAINJOB
+from kubetrain.api.progress import (
+    Report,
+    Reporter,
+    progress_patch,
+    status_path,
+    token_audience,
+)
 from kubetrain.controller.errors import ApiError
 from kubetrain.controller.status_auth import TokenAuthorizer
 from kubetrain.controller.status_server import Limits, ProgressEndpoint, ProgressServer
@@ -22,6 +30,10 @@ from tests.unit.controller.test_status_tls import MemoryStore
 
 GOOD = "token-of-tj-node-0-0"
 OTHER_JOB = "token-of-other-node-0-0"
+PYTORCH = KINDS["PyTorchJob"]
+MPI = KINDS["MPIJob"]
+WORKER = "token-of-pj-worker-0"
+LAUNCHER = "token-of-mj-launcher"
 
 
 class Cluster:
@@ -32,18 +44,25 @@ class Cluster:
         self.pods = {
             "tj-node-0-0": _pod("tj-node-0-0", "uid-1", "tj"),
             "other-node-0-0": _pod("other-node-0-0", "uid-2", "other"),
+            "pj-worker-0": _pod("pj-worker-0", "uid-3", "pj", "PyTorchJob", attempt=2),
+            # An MPIJob's launcher pod: its batch Job's, which the MPIJob controls.
+            "mj-launcher-x": _pod("mj-launcher-x", "uid-4", "mj-launcher", "Job"),
         }
+        self.batch_jobs = {"mj-launcher": _pod("mj-launcher", "mj-launcher-uid", "mj", "MPIJob")}
         self.tokens = {
-            GOOD: ("tj-node-0-0", "uid-1", "tj"),
-            OTHER_JOB: ("other-node-0-0", "uid-2", "other"),
+            GOOD: ("tj-node-0-0", "uid-1", "tj", TRAINJOB),
+            OTHER_JOB: ("other-node-0-0", "uid-2", "other", TRAINJOB),
+            WORKER: ("pj-worker-0", "uid-3", "pj", PYTORCH),
+            LAUNCHER: ("mj-launcher-x", "uid-4", "mj", MPI),
         }
-        self.written: list[tuple[str, str, dict[str, Any]]] = []
+        self.written: list[tuple[str, str, dict[str, Any] | None]] = []
+        self.progress: dict[tuple[str, str], dict[str, Any]] = {}
         self.missing_jobs: set[str] = set()
 
     def review_token(self, token: str, audience: str) -> Mapping[str, Any]:
         self.reviews.append((token, audience))
         found = self.tokens.get(token)
-        if found is None or audience != token_audience("ns", found[2]):
+        if found is None or audience != token_audience("ns", found[2], found[3]):
             return {"authenticated": False, "error": "invalid bearer token"}
         return {
             "authenticated": True,
@@ -60,17 +79,32 @@ class Cluster:
     def pod(self, namespace: str, name: str) -> Mapping[str, Any] | None:
         return self.pods.get(name) if namespace == "ns" else None
 
-    def apply_trainer_status(
-        self, namespace: str, name: str, trainer_status: Mapping[str, Any]
+    def batch_job(self, namespace: str, name: str) -> Mapping[str, Any] | None:
+        return self.batch_jobs.get(name) if namespace == "ns" else None
+
+    def write_report(
+        self, info: KindInfo, namespace: str, name: str, report: Report, reporter: Reporter
     ) -> None:
         if name in self.missing_jobs:
-            raise ApiError(404, "NotFound", f"trainjobs {name} not found", "PATCH")
-        self.written.append((namespace, name, dict(trainer_status)))
+            raise ApiError(404, "NotFound", f"{info.plural} {name} not found", "PATCH")
+        self.written.append((namespace, name, report.trainer_status))
+        patch = progress_patch(report, reporter, datetime.now(UTC))
+        self.progress[(info.kind, name)] = {**self.progress.get((info.kind, name), {}), **patch}
+
+    def read_progress(self, info: KindInfo, namespace: str, name: str) -> dict[str, Any] | None:
+        return self.progress.get((info.kind, name))
 
 
-def _pod(name: str, uid: str, job: str) -> dict[str, Any]:
-    owner = {"kind": "TrainJob", "name": job, "controller": True, "uid": f"{job}-uid"}
-    return {"metadata": {"name": name, "uid": uid, "ownerReferences": [owner]}}
+def _pod(
+    name: str, uid: str, job: str, kind: str = "TrainJob", *, attempt: int | None = None
+) -> dict[str, Any]:
+    api = "batch/v1" if kind == "Job" else "x/v1"
+    owner = {"kind": kind, "apiVersion": api, "name": job, "controller": True, "uid": f"{job}-uid"}
+    labels = {} if attempt is None else {"kubetrain.dev/attempt": str(attempt)}
+    return {
+        "metadata": {"name": name, "uid": uid, "ownerReferences": [owner], "labels": labels},
+        "spec": {"nodeName": "node-1"},
+    }
 
 
 @pytest.fixture
@@ -109,12 +143,13 @@ def post(
     *,
     token: str | None = GOOD,
     job: str = "tj",
+    kind: KindInfo = TRAINJOB,
     path: str | None = None,
     method: str = "POST",
     **kw: Any,
 ) -> requests.Response:
     server, _, ca = served
-    url = f"https://127.0.0.1:{server.port}" + (path or status_path("ns", job))
+    url = f"https://127.0.0.1:{server.port}" + (path or status_path("ns", job, kind))
     headers = {"Authorization": f"Bearer {token}"} if token else {}
     data = body if isinstance(body, bytes) else None
     return requests.request(
@@ -133,7 +168,7 @@ def test_a_report_is_written_as_the_api_server_stores_a_time(served: Any) -> Non
     response = post(served, report())
     assert response.status_code == 200, response.text
     ((namespace, name, status),) = served[1].written
-    assert (namespace, name) == ("ns", "tj")
+    assert (namespace, name) == ("ns", "tj") and status is not None
     assert status["progressPercentage"] == 42 and status["estimatedRemainingSeconds"] == 120
     assert status["metrics"][0] == {"name": "loss", "value": "0.123"}
     assert status["lastUpdatedTime"].endswith("Z") and "." not in status["lastUpdatedTime"]
@@ -188,6 +223,65 @@ def test_rejects_a_report_for_a_trainjob_that_is_gone(served: Any) -> None:
     response = post(served, report())
     assert response.status_code == 404
     assert response.json()["message"] == "TrainJob ns/tj not found"
+
+
+def test_a_v1_jobs_pod_reports_its_step_and_checkpoints(served: Any) -> None:
+    """A PyTorchJob's pod, through its own path and audience: the step and checkpoint it
+    sends, and who sent it (pod, node, gang attempt), are the job's progress."""
+    ours = {"step": 120, "checkpoint": {"step": 100, "location": "/ckpt/step-100.pt"}}
+    response = post(served, {"kubetrain": ours}, token=WORKER, job="pj", kind=PYTORCH)
+    assert response.status_code == 200, response.text
+    assert response.json() == {"kubetrain": ours}
+    progress = served[1].progress[("PyTorchJob", "pj")]
+    assert progress["step"] == 120 and progress["pod"] == "pj-worker-0"
+    assert progress["node"] == "node-1" and progress["attempt"] == 2
+    point = progress["checkpoint"]
+    assert (point["step"], point["location"], point["attempt"]) == (100, "/ckpt/step-100.pt", 2)
+    assert point["time"].endswith("Z")
+    # A report without a checkpoint keeps the last one.
+    assert post(served, {"kubetrain": {"step": 121}}, token=WORKER, job="pj", kind=PYTORCH).ok
+    assert served[1].progress[("PyTorchJob", "pj")]["checkpoint"] == point
+    # The TrainJob path does not take a PyTorchJob's token, nor another kind's path.
+    refused = post(served, {"kubetrain": ours}, token=WORKER, job="pj")
+    assert refused.status_code == 403
+
+
+def test_an_mpi_launchers_pod_reports_through_its_batch_job(served: Any) -> None:
+    body = {"kubetrain": {"step": 5}}
+    response = post(served, body, token=LAUNCHER, job="mj", kind=MPI)
+    assert response.status_code == 200, response.text
+    served[1].batch_jobs["mj-launcher"]["metadata"]["ownerReferences"][0]["name"] = "another"
+    served[0].endpoint.authorizer._cache.clear()
+    refused = post(served, body, token=LAUNCHER, job="mj", kind=MPI)
+    assert refused.status_code == 403 and "is not a pod of MPIJob ns/mj" in refused.text
+
+
+def test_a_checkpoint_step_going_back_in_the_same_attempt_is_refused(served: Any) -> None:
+    def checkpoint(step: int) -> requests.Response:
+        body = {"kubetrain": {"checkpoint": {"step": step, "location": f"/c/{step}"}}}
+        return post(served, body, token=WORKER, job="pj", kind=PYTORCH)
+
+    assert checkpoint(200).status_code == 200
+    refused = checkpoint(150)
+    assert refused.status_code == 409, refused.text
+    assert refused.json()["reason"] == "Conflict"
+    assert "checkpoint step 150 is below the last checkpoint's, step 200" in refused.text
+    assert served[1].progress[("PyTorchJob", "pj")]["checkpoint"]["step"] == 200
+    # A later gang attempt that lost the checkpoint may start over.
+    served[1].pods["pj-worker-0"]["metadata"]["labels"]["kubetrain.dev/attempt"] = "3"
+    served[0].endpoint.authorizer._cache.clear()
+    assert checkpoint(10).status_code == 200
+    assert served[1].progress[("PyTorchJob", "pj")]["checkpoint"]["step"] == 10
+
+
+def test_rejects_a_checkpoint_out_of_the_schema(served: Any) -> None:
+    body = {"kubetrain": {"step": -1, "checkpoint": {"step": 3, "location": "x" * 2000}}}
+    response = post(served, body, token=WORKER, job="pj", kind=PYTORCH)
+    assert response.status_code == 422, response.text
+    message = response.json()["message"]
+    assert "kubetrain.step: -1 is invalid" in message
+    assert "kubetrain.checkpoint.location" in message
+    assert served[1].written == []
 
 
 def test_rejects_reports_past_the_trainjobs_rate_with_retry_after(served: Any) -> None:

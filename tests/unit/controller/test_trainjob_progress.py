@@ -7,9 +7,9 @@ from __future__ import annotations
 import copy
 from typing import Any
 
+from kubetrain.controller.plugins.progress_env import ProgressInjection
 from kubetrain.controller.plugins.registry import build_registry
 from kubetrain.controller.plugins.trainjob_plugin import TrainJobPlugin
-from kubetrain.controller.plugins.trainjob_progress import ProgressInjection
 from kubetrain.controller.reconciler import Reconciler
 from tests.builders.trainer import torch_runtime
 from tests.unit.controller.memory_cluster import MemoryCluster

@@ -1,14 +1,15 @@
-"""What a TrainJob's trainer pods get so the Kubeflow SDK's ``update_trainjob_status``
-reaches the operator's progress server (upstream's ``TrainJobStatus`` runtime plugin):
+"""What a job's pods get so the Kubeflow SDK's ``update_trainjob_status`` (and
+kubetrain's own reporting helper) reaches the operator's progress server (upstream's
+``TrainJobStatus`` runtime plugin, for TrainJobs; the same for the v1 kinds):
 
-- ConfigMap ``<trainjob>-tls-config`` with the CA bundle the server's certificate chains
+- ConfigMap ``<job>-tls-config`` with the CA bundle the server's certificate chains
   to (``ca.crt``), re-applied when the bundle changes;
-- in every container of the trainer's replicated job: ``KUBEFLOW_TRAINER_SERVER_URL``
-  (this TrainJob's status path on the server), ``KUBEFLOW_TRAINER_SERVER_CA_CERT`` and
-  ``KUBEFLOW_TRAINER_SERVER_TOKEN`` (set over the container's own values, as upstream
-  does), and a read-only mount at ``/var/run/secrets/kubeflow/trainer`` of a projected
-  volume: a ServiceAccount token for this TrainJob's audience (an hour, refreshed by the
-  kubelet) and the CA bundle.
+- in every container of a TrainJob's trainer pods (every pod of a v1 job that reports,
+  ``reports_progress``): ``KUBEFLOW_TRAINER_SERVER_URL`` (this job's status path on the
+  server), ``KUBEFLOW_TRAINER_SERVER_CA_CERT`` and ``KUBEFLOW_TRAINER_SERVER_TOKEN`` (set
+  over the container's own values, as upstream does), and a read-only mount at
+  ``/var/run/secrets/kubeflow/trainer`` of a projected volume: a ServiceAccount token for
+  this job's audience (an hour, refreshed by the kubelet) and the CA bundle.
 """
 
 from __future__ import annotations
@@ -17,9 +18,19 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kubetrain.api import keys as K
+from kubetrain.api import progress as P
 from kubetrain.api.common import JobBase as Job
-from kubetrain.api.trainer import progress as P
 from kubetrain.controller.plugins import children
+
+
+def reports_progress(job: Job) -> bool:
+    """Whether a v1 job's pods get the progress environment: annotated
+    ``kubetrain.dev/report-progress: "true"``, or given a progress timeout of its own."""
+    annotations = job.metadata.annotations or {}
+    return annotations.get(K.REPORT_PROGRESS_ANNOTATION) == "true" or any(
+        key in annotations for key in K.PROGRESS_TIMEOUT_ANNOTATIONS
+    )
 
 
 @dataclass(frozen=True)
@@ -30,7 +41,8 @@ class ProgressInjection:
     ca_bundle: Callable[[], str]
 
     def url(self, job: Job) -> str:
-        return self.base_url + P.status_path(children.namespace_of(job), job.name)
+        info = P.REPORTING_KINDS[job.kind]
+        return self.base_url + P.status_path(children.namespace_of(job), job.name, info)
 
     def config_map(self, job: Job) -> dict[str, Any]:
         return {
@@ -41,6 +53,14 @@ class ProgressInjection:
             ),
             "data": {P.CA_FILE: self.ca_bundle()},
         }
+
+    def inject_all(self, job: Job, built: list[dict[str, Any]]) -> None:
+        """Inject into every pod (and batch Job's pod template) of ``built``, in place."""
+        for child in built:
+            if child["kind"] == "Pod":
+                self.inject(job, child["spec"])
+            elif child["kind"] == "Job":
+                self.inject(job, child["spec"]["template"]["spec"])
 
     def inject(self, job: Job, pod_spec: dict[str, Any]) -> None:
         """Add the env, mount and volume to a trainer pod's spec (in place)."""
@@ -56,6 +76,7 @@ class ProgressInjection:
             container["env"] = kept + env
             mounts = [m for m in container.get("volumeMounts") or [] if m.get("name") != P.VOLUME]
             container["volumeMounts"] = [*mounts, mount]
+        namespace, info = children.namespace_of(job), P.REPORTING_KINDS[job.kind]
         volumes = [v for v in pod_spec.get("volumes") or [] if v.get("name") != P.VOLUME]
         volumes.append(
             {
@@ -64,7 +85,7 @@ class ProgressInjection:
                     "sources": [
                         {
                             "serviceAccountToken": {
-                                "audience": P.token_audience(children.namespace_of(job), job.name),
+                                "audience": P.token_audience(namespace, job.name, info),
                                 "expirationSeconds": P.TOKEN_EXPIRY_SECONDS,
                                 "path": P.TOKEN_FILE,
                             }
