@@ -10,12 +10,18 @@ outside the standard library; each image copies it next to its ``train.py``.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import signal
+import ssl
 import sys
+import threading
 import time
+import urllib.error
+import urllib.request
 from dataclasses import dataclass
+from datetime import UTC, datetime
 
 #: A per-step log line, e.g. ``step=12 loss=0.8123 lr=0.100000 samples_per_sec=2210.4``.
 STEP_LINE = re.compile(
@@ -98,6 +104,13 @@ def add_common_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--checkpoint-every", type=int, default=50, help="steps between checkpoints"
+    )
+    parser.add_argument(
+        "--report-seconds",
+        type=float,
+        default=2.0,
+        help="seconds between progress reports (the step reached) to the operator's "
+        "progress server, when the pod has one (0: none)",
     )
     parser.add_argument("--seed", type=int, default=1234, help="seed for data and weights")
     parser.add_argument("--features", type=int, default=32, help="input features")
@@ -221,3 +234,121 @@ def attempt_note() -> str:
     if not attempt:
         return ""
     return f" attempt={attempt} reason={os.environ.get(RESTART_REASON_ENV) or '-'}"
+
+
+#: Where the operator's progress server is, its CA and the pod's token (the Kubeflow SDK's
+#: variables; kubetrain sets them in TrainJobs' trainer pods and in v1 jobs that report).
+SERVER_URL_ENV = "KUBEFLOW_TRAINER_SERVER_URL"
+SERVER_CA_ENV = "KUBEFLOW_TRAINER_SERVER_CA_CERT"
+SERVER_TOKEN_ENV = "KUBEFLOW_TRAINER_SERVER_TOKEN"
+#: The last checkpoint the job reported, as the operator tells a restarted or resumed pod.
+CHECKPOINT_STEP_ENV = "KUBETRAIN_CHECKPOINT_STEP"
+CHECKPOINT_PATH_ENV = "KUBETRAIN_CHECKPOINT_PATH"
+
+
+def checkpoint_note() -> str:
+    """`` checkpoint_reported=N`` when the operator told the pod its last checkpoint."""
+    step = os.environ.get(CHECKPOINT_STEP_ENV)
+    return f" checkpoint_reported={step}" if step else ""
+
+
+class ProgressReporter:
+    """Reports the training step and each checkpoint to the operator's progress server
+    (kubetrain's extension of the Kubeflow SDK's report: ``{"kubetrain": {"step": N,
+    "checkpoint": {...}}}``), from a thread of its own so a slow server never slows a step.
+
+    Steps are sent at most every ``interval`` seconds, and only when the step advanced: a
+    rank stuck in a collective stops reporting, which is what the operator's hang
+    detection waits for. Checkpoints are sent as they complete; ``close`` sends what is
+    left (a checkpoint written on SIGTERM) before the process exits. Without the server's
+    variables (a local run without it, another operator) nothing is sent. A refused or
+    failed report is logged once per kind of error, and training goes on.
+    """
+
+    def __init__(self, interval: float = 2.0) -> None:
+        self.url = os.environ.get(SERVER_URL_ENV, "")
+        self.interval = interval
+        self._step: int | None = None
+        self._sent_step: int | None = None
+        self._checkpoints: list[dict[str, object]] = []
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._stop = threading.Event()
+        self._errors: set[str] = set()
+        self._thread: threading.Thread | None = None
+        if self.url and interval > 0:
+            self._context = ssl.create_default_context(cafile=os.environ.get(SERVER_CA_ENV))
+            self._thread = threading.Thread(target=self._run, name="progress", daemon=True)
+            self._thread.start()
+
+    @property
+    def enabled(self) -> bool:
+        return self._thread is not None
+
+    def step(self, step: int) -> None:
+        """The step just finished (sent with the next report)."""
+        with self._lock:
+            self._step = step
+
+    def checkpoint(self, step: int, location: str) -> None:
+        """A checkpoint just completed (sent at once)."""
+        completed = datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
+        with self._lock:
+            self._step = max(step, self._step or step)
+            self._checkpoints.append(
+                {"step": step, "location": location, "completedTime": completed}
+            )
+        self._wake.set()
+
+    def close(self, timeout: float = 3.0) -> None:
+        """Send what is pending and stop (within ``timeout`` seconds)."""
+        if self._thread is None:
+            return
+        self._stop.set()
+        self._wake.set()
+        self._thread.join(timeout)
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait(self.interval)
+            self._wake.clear()
+            self._flush()
+            if self._stop.is_set():
+                return
+
+    def _flush(self) -> None:
+        with self._lock:
+            checkpoints, self._checkpoints = self._checkpoints, []
+            step = self._step
+        for point in checkpoints:
+            self._send({"kubetrain": {"step": point["step"], "checkpoint": point}})
+        if (
+            step is not None
+            and step != self._sent_step
+            and self._send({"kubetrain": {"step": step}})
+        ):
+            self._sent_step = step
+
+    def _send(self, body: dict[str, object]) -> bool:
+        try:
+            with open(os.environ.get(SERVER_TOKEN_ENV, ""), encoding="utf-8") as handle:
+                token = handle.read().strip()
+            request = urllib.request.Request(
+                self.url,
+                data=json.dumps(body).encode(),
+                method="POST",
+                headers={"Content-Type": "application/json", "Authorization": f"Bearer {token}"},
+            )
+            with urllib.request.urlopen(request, timeout=5, context=self._context) as reply:
+                reply.read()
+            return True
+        except urllib.error.HTTPError as err:
+            self._once(f"HTTP {err.code}", err.read().decode(errors="replace")[:300])
+        except (OSError, ValueError) as err:
+            self._once(type(err).__name__, str(err))
+        return False
+
+    def _once(self, kind: str, detail: str) -> None:
+        if kind not in self._errors:
+            self._errors.add(kind)
+            log(f"progress report failed ({kind}): {detail}")

@@ -142,7 +142,7 @@ def train(args: argparse.Namespace) -> int:
                 trainkit.log(
                     f"resume step={start_step} world_size={world_size} "
                     f"peak_lr={schedule.peak_lr:.6f} restart={restart}"
-                    f"{trainkit.attempt_note()}"
+                    f"{trainkit.attempt_note()}{trainkit.checkpoint_note()}"
                 )
 
     ddp: nn.Module = (
@@ -155,6 +155,9 @@ def train(args: argparse.Namespace) -> int:
 
     loss_fn = nn.CrossEntropyLoss()
     meter = trainkit.ThroughputMeter()
+    # Rank 0 tells the operator each step reached and each checkpoint (its hang
+    # detection and the restart's resume point); a hung rank stops it reporting.
+    reporter = trainkit.ProgressReporter(args.report_seconds if rank == 0 else 0)
     for step in range(start_step + 1, args.steps + 1):
         meter.restart()
         lr = schedule.lr_at(step)
@@ -170,6 +173,7 @@ def train(args: argparse.Namespace) -> int:
         if rank == 0:
             samples_per_sec = meter.samples_per_sec(schedule.global_batch_size)
             trainkit.log_step(step, mean_loss, lr, samples_per_sec)
+            reporter.step(step)
         if args.step_delay:
             time.sleep(args.step_delay)
         due = step % args.checkpoint_every == 0 or step == args.steps or stopping
@@ -180,6 +184,7 @@ def train(args: argparse.Namespace) -> int:
                 )
                 why = " on=SIGTERM" if stopping else ""
                 trainkit.log(f"checkpoint step={step} path={path}{why}")
+                reporter.checkpoint(step, str(path))
             if world_size > 1:
                 # Nobody runs ahead of a checkpoint it might be asked to resume from.
                 dist.barrier()
@@ -187,10 +192,12 @@ def train(args: argparse.Namespace) -> int:
             # Asked to stop (this pod or a peer's got SIGTERM): the step is finished and,
             # with a checkpoint directory, saved; the pod's restart resumes after it.
             trainkit.log(f"rank {rank}: stopped after step {step} on SIGTERM")
+            reporter.close()
             if world_size > 1:
                 dist.destroy_process_group()
             return stop.exit_code
 
+    reporter.close()
     trainkit.log_final(rank, max(start_step, args.steps), torchkit.parameters_digest(model))
     if world_size > 1:
         # Every rank is done with every collective before any tears its connections down
