@@ -116,26 +116,30 @@ def decide(draft: Draft) -> Decision | None:
         return invalid_annotation(*invalid)
     if not (found.timeout or found.startup):
         return None
-    running = C.get(draft.current, ConditionType.RUNNING)
-    if running is None or running.status != ConditionStatus.TRUE:
-        return None
     if not draft.plugin.is_running(job, draft.observed):
         return None
     state = draft.current.gang_restart or GangRestartStatus(attempt=0)
     if any(attempt_of(p) != state.attempt for p in draft.observed.pods.values()):
         return None  # an attempt is being replaced (policies/gang_restart)
     now = ctx.now
+    running = C.get(draft.current, ConditionType.RUNNING)
+    # Its pods all run since the Running condition's transition (now, when this reconcile
+    # is the one that finds them running), and not before the attempt or the resume.
+    began = now
+    if running is not None and running.status == ConditionStatus.TRUE:
+        began = C.parse_time(running.last_transition_time) or now
+    started = [t for t in (C.parse_time(state.since), C.parse_time(draft.current.start_time)) if t]
+    this_run = max(started) if started else None
+    began = max(began, this_run) if this_run else began
     progress = draft.current.progress
-    began = C.parse_time(running.last_transition_time) or now
-    attempt_since = C.parse_time(state.since)
     reported = C.parse_time(progress.last_report_time) if progress else None
-    this_attempt = (
+    reports_now = (
         progress is not None
         and reported is not None
         and (progress.attempt or 0) == state.attempt
-        and (attempt_since is None or reported >= attempt_since)
+        and (this_run is None or reported >= this_run)
     )
-    if this_attempt:
+    if reports_now:
         assert progress is not None and reported is not None
         limit, silent_from = found.timeout, reported
         at = C.format_time(reported)
@@ -145,9 +149,13 @@ def decide(draft: Draft) -> Decision | None:
         )
         reason = R.HANG
     else:
+        # Not reported since this attempt or resume began: a job that reported before is
+        # held to its startup timeout, else its progress timeout; one that never did, to
+        # its startup timeout only.
         limit = found.startup or (found.timeout if progress is not None else 0)
-        silent_from = max(began, attempt_since) if attempt_since else began
-        why = R.never_reported((now - silent_from).total_seconds(), state.attempt > 0)
+        silent_from = began
+        again = state.attempt > 0 or progress is not None
+        why = R.never_reported((now - silent_from).total_seconds(), again)
         reason = R.NO_PROGRESS_REPORT
     if not limit:
         return None

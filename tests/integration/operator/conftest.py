@@ -21,9 +21,10 @@ from kubernetes import client
 from kubetrain.controller.config import OperatorConfig
 from kubetrain.controller.kube import KubeApi
 from tests.integration.operator.jobs import Jobs
+from tests.integration.operator.progress import progress_operator
 from tests.integration.operator.running import SHARED_KEY, RunningOperator, SharedOperator
 
-__all__ = ["RunningOperator"]
+__all__ = ["RunningOperator", "progress_operator"]
 
 
 @pytest.fixture(scope="session")

@@ -8,60 +8,23 @@ node tier runs the same call inside a pod."""
 from __future__ import annotations
 
 import base64
-import json
-import ssl
 import subprocess
-import urllib.error
-import urllib.request
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import pytest
-
 from kubetrain.api.progress import token_audience
-from kubetrain.controller.config import OperatorConfig
 from kubetrain.controller.kube import SECRETS, KubeApi
-from kubetrain.controller.rbac import cluster_rules, operator_rules, progress_rules
 from tests.integration.credentials import (
-    create_service_account,
     request_token,
-    write_token_kubeconfig,
 )
 from tests.integration.kube import apply, wait_for
 from tests.integration.operator.jobs import Jobs, template, torch_runtime, train_job
 from tests.integration.operator.process import OperatorProcess
+from tests.integration.operator.progress import pod_token, post
 from tests.integration.sdk import run_sdk
 
 TRAINJOBS = ("trainer.kubeflow.org", "v1alpha1", "trainjobs")
 POD_SERVICE_ACCOUNT = "trainer"
-
-
-@pytest.fixture
-def progress_operator(
-    installed_crds: list[dict[str, Any]],
-    admin: KubeApi,
-    kubeconfig: Path,
-    namespace: str,
-    tmp_path: Path,
-) -> Iterator[OperatorProcess]:
-    """The operator as a ServiceAccount bound to exactly its declared rules, its own
-    namespace (the certificate Secret's) being the test's."""
-    config = OperatorConfig(namespaces=(namespace,))
-    create_service_account(
-        admin,
-        namespace,
-        "operator",
-        [("operator", operator_rules(config)), ("operator-progress", progress_rules(config))],
-        cluster_roles=[("operator", cluster_rules(config))],
-    )
-    token = request_token(admin, namespace, "operator")
-    credentials = write_token_kubeconfig(kubeconfig, token, tmp_path / "operator.kubeconfig")
-    process = OperatorProcess(credentials, namespace, tmp_path / "operator.log").start()
-    try:
-        yield process
-    finally:
-        process.stop()
 
 
 def _start(jobs: Jobs, name: str, runtime: str) -> dict[str, Any]:
@@ -84,32 +47,6 @@ def _trainjob(jobs: Jobs, name: str) -> dict[str, Any]:
 def _pod_env(pod: dict[str, Any]) -> dict[str, str]:
     (node,) = pod["spec"]["containers"]
     return {e["name"]: e["value"] for e in node["env"] if "value" in e}
-
-
-def _pod_token(admin: KubeApi, namespace: str, pod: dict[str, Any], job: str) -> str:
-    """What the kubelet writes to the pod's token file: a token for the pod's
-    ServiceAccount, bound to the pod, for its TrainJob's audience."""
-    meta = pod["metadata"]
-    return request_token(
-        admin,
-        namespace,
-        pod["spec"]["serviceAccountName"],
-        bound_to={"kind": "Pod", "name": meta["name"], "uid": meta["uid"]},
-        audiences=(token_audience(namespace, job),),
-        seconds=3600,
-    )
-
-
-def _post(url: str, ca: Path, token: str, body: dict[str, Any]) -> tuple[int, dict[str, Any]]:
-    context = ssl.create_default_context(cafile=str(ca))
-    request = urllib.request.Request(
-        url, data=json.dumps(body).encode(), headers={"Authorization": f"Bearer {token}"}
-    )
-    try:
-        with urllib.request.urlopen(request, context=context, timeout=10) as answer:
-            return answer.status, json.loads(answer.read())
-    except urllib.error.HTTPError as refused:
-        return refused.code, json.loads(refused.read())
 
 
 def _report(progress: int) -> dict[str, Any]:
@@ -164,7 +101,7 @@ def test_the_sdk_reports_progress_from_a_trainjobs_pod_and_no_other_pod_can(
     ca = tmp_path / "ca.crt"
     ca.write_text(config_map.data["ca.crt"])
     token_file = tmp_path / "token"
-    token_file.write_text(_pod_token(admin, namespace, pod, "tj"))
+    token_file.write_text(pod_token(admin, namespace, pod, "tj"))
     sent = run_sdk(
         "report_progress",
         "42",
@@ -197,18 +134,18 @@ def test_the_sdk_reports_progress_from_a_trainjobs_pod_and_no_other_pod_can(
     # A pod of another TrainJob: its own token (its job's audience) is refused, and so is
     # one minted for this job's audience by a pod this job does not control.
     for token in (
-        _pod_token(admin, namespace, other, "other"),
-        _pod_token(admin, namespace, other, "tj"),
+        pod_token(admin, namespace, other, "other"),
+        pod_token(admin, namespace, other, "tj"),
         request_token(admin, namespace, POD_SERVICE_ACCOUNT),  # not bound, API audience
     ):
-        code, refusal = _post(url, ca, token, _report(99))
+        code, refusal = post(url, ca, token, _report(99))
         assert (code, refusal["reason"]) == (403, "Forbidden"), refusal
-    code, refusal = _post(url, ca, "", _report(99))
+    code, refusal = post(url, ca, "", _report(99))
     assert code == 401, refusal
     assert _trainjob(jobs, "tj")["status"]["trainerStatus"] == status
 
     # A token of a pod that is gone is refused (TokenReview checks the bound pod).
-    stale = _pod_token(admin, namespace, other, "other")
+    stale = pod_token(admin, namespace, other, "other")
     jobs.core.delete_namespaced_pod(other["metadata"]["name"], namespace, grace_period_seconds=0)
     wait_for(
         lambda: [
@@ -220,7 +157,7 @@ def test_the_sdk_reports_progress_from_a_trainjobs_pod_and_no_other_pod_can(
         what="the other pod gone",
     )
     other_url = url.replace("/trainjobs/tj/", "/trainjobs/other/")
-    code, refusal = _post(other_url, ca, stale, _report(5))
+    code, refusal = post(other_url, ca, stale, _report(5))
     assert code == 403 and "other" in refusal["message"], refusal
 
     # The operator's own status writes leave the reported progress alone.

@@ -252,3 +252,26 @@ def test_a_suspension_of_a_job_that_ran_is_a_fault_and_its_end_closes_it() -> No
     # A job created suspended (Kueue's) has no fault.
     fresh = pytorch_raw(workers=2, run_policy={"suspend": True})
     assert "goodput" not in (decide(fresh, Observed(now=NOW)).status or {})
+
+
+def test_a_resumed_job_gets_its_timeout_from_the_resume_not_its_last_report() -> None:
+    # Suspended (Kueue's preemption) after its last report 200 s ago, resumed 30 s ago.
+    raw = hang_job(TIMEOUT, reported=progress(200), running_for=20)
+    raw["status"]["startTime"] = stamp(30)
+    waiting = decide(raw, running())
+    assert "gangRestart" not in (waiting.status or {}) and not waiting.delete
+    assert waiting.requeue_after is not None and 40 <= waiting.requeue_after <= 41
+    raw["status"]["startTime"] = stamp(70)
+    raw["status"]["conditions"][1]["lastTransitionTime"] = stamp(65)
+    p = decide(raw, running())
+    restarting = condition(p, "Restarting")
+    assert restarting is not None and "since its pods run again, 65 s ago" in restarting["message"]
+
+
+def test_a_job_found_running_in_this_reconcile_is_looked_at_again_at_its_timeout() -> None:
+    # Its Running condition is written by this very reconcile: the clock starts now.
+    raw = hang_job({K.PROGRESS_STARTUP_TIMEOUT_ANNOTATION: "30"})
+    raw["status"]["conditions"] = raw["status"]["conditions"][:1]
+    p = decide(raw, running())
+    assert condition(p, "Running") is not None
+    assert p.requeue_after is not None and 30 <= p.requeue_after <= 31
