@@ -27,7 +27,13 @@
 #                under real torch ranks -> new gang Pending, and uncordon -> training again,
 #                p50 and max over 10 drains (about 15 minutes; DRAIN_ARGS to change, e.g.
 #                DRAIN_ARGS="--trials 0 --evictions 10": a container kill and an eviction)
-.PHONY: demo demo-kueue bench bench-gang bench-peers bench-scale bench-synth bench-metrics bench-progress bench-elastic bench-node-recovery bench-drain-recovery
+#   make bench-goodput  benchmarks/goodput.py: a 2-rank PyTorchJob (gloo, CPU) on the real node
+#                under the real Kueue for about 10 minutes with seeded faults (rank 1 SIGKILLed,
+#                rank 1 SIGSTOPped, its pod evicted, a Kueue preemption and readmission), run by
+#                kubetrain and by training-operator v1.9: goodput from rank 0's log, each fault ->
+#                training again, steps redone, finished or not (about 30 minutes; GOODPUT_ARGS
+#                to change, e.g. GOODPUT_ARGS="--seed 2 --systems kubetrain --minutes 6 --gap 60")
+.PHONY: demo demo-kueue bench bench-gang bench-peers bench-scale bench-synth bench-metrics bench-progress bench-elastic bench-node-recovery bench-drain-recovery bench-goodput
 
 demo: venv cluster-tools
 	$(BIN)/python -m benchmarks.demo --workdir $(KUBETRAIN_CLUSTER_DIR)
@@ -66,6 +72,10 @@ bench-node-recovery: venv cluster-tools
 DRAIN_ARGS ?=
 bench-drain-recovery: venv cluster-tools node-packages images
 	$(BIN)/python -m benchmarks.drain_recovery $(DRAIN_ARGS)
+
+GOODPUT_ARGS ?=
+bench-goodput: venv cluster-tools node-packages images peer-tools
+	$(BIN)/python -m benchmarks.goodput $(GOODPUT_ARGS)
 
 # A stack delivered by the real Argo CD from a local git repository (benchmarks/demo_argocd.py):
 # the control plane with its real node, the images, Argo CD's controller and repo server.

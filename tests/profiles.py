@@ -64,9 +64,12 @@ PROFILES: dict[str, Profile] = {
         ),
         Profile(
             name="realnode",
-            why="one real node (kubelet, containerd) running the built images",
+            why=(
+                "one real node (kubelet, containerd) running the built images; the real "
+                "Kueue for the hang test's preemption, its webhooks removed after it"
+            ),
             real_node=True,
-            tools=("control-plane", "node", "coredns"),
+            tools=("control-plane", "node", "coredns", "kueue"),
         ),
         Profile(
             name="argocd",

@@ -127,3 +127,66 @@ def terminated(pod: dict[str, Any]) -> dict[str, Any]:
 
 def jobs_in(clients: ClusterClients, namespace: str) -> Jobs:
     return Jobs(clients.api_client, namespace)
+
+
+# -- Kueue on the real node (the hang test's preemption, benchmarks/goodput.py) ---------------
+
+KUEUE_API = "kueue.x-k8s.io/v1beta2"
+PRIORITY_LABEL = "kueue.x-k8s.io/priority-class"
+#: The queue (ClusterQueue and LocalQueues) of ``queue_objects``.
+QUEUE = "goodput"
+#: What each pod of a queued training job requests: two pods fit the queue's quota, four
+#: do not.
+CPU = "300m"
+
+
+def queue_objects() -> list[dict[str, Any]]:
+    """A flavor, a ClusterQueue fitting one job (1 CPU: two pods of 300m, not four) that
+    preempts lower priorities, and the priority classes ``batch`` and ``urgent``."""
+    quota = [{"name": "cpu", "nominalQuota": "1"}, {"name": "memory", "nominalQuota": "64Gi"}]
+    return [
+        {"apiVersion": KUEUE_API, "kind": "ResourceFlavor", "metadata": {"name": "node"}},
+        {
+            "apiVersion": KUEUE_API,
+            "kind": "ClusterQueue",
+            "metadata": {"name": QUEUE},
+            "spec": {
+                "namespaceSelector": {},
+                "preemption": {"withinClusterQueue": "LowerPriority"},
+                "resourceGroups": [
+                    {
+                        "coveredResources": ["cpu", "memory"],
+                        "flavors": [{"name": "node", "resources": quota}],
+                    }
+                ],
+            },
+        },
+        *(
+            {
+                "apiVersion": KUEUE_API,
+                "kind": "WorkloadPriorityClass",
+                "metadata": {"name": name},
+                "value": value,
+            }
+            for name, value in (("batch", 100), ("urgent", 1000))
+        ),
+    ]
+
+
+def local_queue(namespace: str) -> dict[str, Any]:
+    """The LocalQueue ``goodput`` of ``namespace``, into the ClusterQueue of that name."""
+    return {
+        "apiVersion": KUEUE_API,
+        "kind": "LocalQueue",
+        "metadata": {"name": QUEUE, "namespace": namespace},
+        "spec": {"clusterQueue": QUEUE},
+    }
+
+
+def sized(job: dict[str, Any]) -> dict[str, Any]:
+    """``job`` with :data:`CPU` and 1 GiB requested by every pod, restarted on failure."""
+    for spec in job["spec"]["pytorchReplicaSpecs"].values():
+        spec["restartPolicy"] = "OnFailure"
+        container = spec["template"]["spec"]["containers"][0]
+        container["resources"] = {"requests": {"cpu": CPU, "memory": "1Gi"}}
+    return job

@@ -1,0 +1,324 @@
+"""Goodput under faults on the real node: ``python -m benchmarks.goodput`` (or ``make
+bench-goodput``; needs the images built, the real node's packages and ``make peer-tools``).
+
+One control plane with the real node (the ``realnode`` profile's), the images imported
+into its containerd, the ``local`` stack installed as users install it (the operator as
+its Deployment's pod) and the real Kueue with one ClusterQueue whose CPU quota fits one
+job. Per system, the same PyTorchJob of real torch.distributed ranks (gloo, CPU: the
+stack's sample, ``--step-delay`` a step, checkpointing every ``--every`` steps and on
+SIGTERM to a node directory, 300m a pod), queued in Kueue, and the same seeded faults at
+the same times after its creation (``benchmarks/goodput_report.py``):
+
+- ``kill``: rank 1's container killed by SIGKILL (``ctr task kill``);
+- ``hang``: rank 1's processes stopped by SIGSTOP (``ctr task kill --all``), never resumed;
+- ``evict``: rank 1's pod evicted through the Eviction API;
+- ``preempt``: a higher-priority job of the same size queued: Kueue preempts the job,
+  runs the other (about 30 s) and admits the job again.
+
+Systems: ``kubetrain`` (the operator of the stack; the job opts in to progress reports
+with a progress timeout, so it restarts a hung gang) and ``training-operator`` (upstream
+v1.9 as a local process watching a namespace of its own, which kubetrain's operator
+excludes; its worker init container, upstream's ``nslookup`` loop in alpine, which the node
+cannot pull, is the same wait written in Python on the trainer image). Upstream Trainer v2.3
+with JobSet is not measured (see ``TRAINER_NOT_MEASURED``).
+
+Rank 0's log is read from the node's pod log files as it is written (the kubelet's
+timestamps), and the goodput is computed from it the same way for every system; each run
+stops when the job finishes or at ``--deadline-minutes``. Figures to compare, never
+assertions.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from benchmarks.goodput_faults import FaultInjector, PodLogTail, Run
+from benchmarks.goodput_report import FAULTS, Fault, SystemResult, goodput, schedule, table
+from cluster.kueue import QUEUE_NAME_LABEL, Kueue
+from cluster.local import LocalCluster
+from cluster.process import free_port
+from cluster.tools import Tools, find_tools
+from cluster.topology import default_topology
+from kubetrain.api import keys as K
+from kubetrain.gitops.render import render_charts
+from kubetrain.gitops.writer import write_version
+from stacks.local import STACK
+from tests.clusters import ClusterClients
+from tests.realnode.workloads import (
+    OPERATOR_IMAGE,
+    PRIORITY_LABEL,
+    QUEUE,
+    checkpointing,
+    local_queue,
+    node_directory,
+    queue_objects,
+    sample,
+    sized,
+)
+
+SYSTEMS = ("kubetrain", "training-operator", "trainer")
+TRAINER_NOT_MEASURED = (
+    "upstream Trainer v2.3 + JobSet share the TrainJob CRD with kubetrain and need a phase "
+    "of their own (their CRDs in place of kubetrain's, kubetrain's operator not "
+    "reconciling TrainJobs); not built into this benchmark yet"
+)
+TRAINER_IMAGE = OPERATOR_IMAGE.replace("/operator:", "/pytorch-trainer:")
+UPSTREAM_NAMESPACE = "goodput-training-operator"
+#: The urgent job's steps (half a second each: about 30 s of training).
+URGENT_STEPS = 60
+#: Upstream's worker init container waits for the master's DNS name as upstream's does.
+INIT_TEMPLATE = """\
+- name: init-pytorch
+  image: {{.InitContainerImage}}
+  imagePullPolicy: IfNotPresent
+  resources:
+    requests:
+      cpu: 10m
+      memory: 64Mi
+  command:
+    - python
+    - -c
+    - "import socket, time\\nfor _ in range({{.MaxTries}}):\\n  try:\\n    \
+socket.gethostbyname('{{.MasterAddr}}'); break\\n  except OSError:\\n    time.sleep(2)"
+"""
+
+
+class Bench:
+    """The control plane with the real node, the stack, Kueue and upstream's operator."""
+
+    def __init__(self, args: argparse.Namespace) -> None:
+        self.args = args
+        self.workdir: Path = args.workdir.resolve()
+        peers = ("training-operator",) if "training-operator" in args.systems else ()
+        self.tools: Tools = find_tools(only=("control-plane", "node", "coredns", "kueue", *peers))
+        self.cluster = LocalCluster(
+            self.workdir / "cluster",
+            tools=self.tools,
+            real_node=True,
+            topology=default_topology(cpu_nodes=0, gpu_nodes=2),
+        )
+        self.kueue = Kueue(self.cluster, integrations=("kubeflow.org/pytorchjob",))
+        self.stack_dir = Path()
+        self.upstream: subprocess.Popen[bytes] | None = None
+
+    def up(self) -> ClusterClients:
+        started = time.monotonic()
+        self.cluster.up(timeout=300)
+        node = self.cluster.real_node
+        assert node is not None
+        node.import_images([OPERATOR_IMAGE, TRAINER_IMAGE])
+        config = STACK.operator.config
+        excluded = (*config.exclude_namespaces, UPSTREAM_NAMESPACE)
+        operator = dataclasses.replace(
+            STACK.operator, config=dataclasses.replace(config, exclude_namespaces=excluded)
+        )
+        stack = dataclasses.replace(STACK, operator=operator)
+        self.stack_dir = write_version(stack, render_charts(stack), self.workdir / "stack").path
+        self.cluster.kubectl("apply", "--server-side", "-k", str(self.stack_dir / "00-crds"))
+        self.cluster.kubectl("wait", "--for=condition=Established", "crd", "--all")
+        self.kueue.start()
+        self.cluster.kubectl("apply", "--server-side", "-k", str(self.stack_dir / "01-operator"))
+        self.cluster.kubectl(
+            *("-n", STACK.operator.namespace, "rollout", "status", "deployment"),
+            *(STACK.operator.name, "--timeout=240s"),
+        )
+        self.cluster.kubectl(
+            "apply", "--server-side", "-f", "-", input=json.dumps(_list(queue_objects()))
+        )
+        print(f"control plane, real node, stack and Kueue up in {time.monotonic() - started:.0f} s")
+        return ClusterClients.connect(self.cluster)
+
+    def start_upstream(self) -> None:
+        template = self.workdir / "init-container.yaml"
+        template.write_text(INIT_TEMPLATE, encoding="utf-8")
+        log = (self.workdir / "training-operator.log").open("wb")
+        self.upstream = subprocess.Popen(
+            [
+                str(self.tools.path("training-operator")),
+                f"--kubeconfig={self.cluster.kubeconfig}",
+                f"--namespace={UPSTREAM_NAMESPACE}",
+                "--enable-scheme=pytorchjob",
+                f"--pytorch-init-container-image={TRAINER_IMAGE}",
+                f"--pytorch-init-container-template-file={template}",
+                f"--metrics-bind-address=127.0.0.1:{free_port()}",
+                f"--health-probe-bind-address=127.0.0.1:{free_port()}",
+                f"--webhook-server-port={free_port()}",
+            ],
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+
+    def stop_upstream(self) -> None:
+        if self.upstream is not None and self.upstream.poll() is None:
+            self.upstream.terminate()
+            self.upstream.wait(timeout=30)
+
+    def down(self) -> None:
+        self.stop_upstream()
+        self.kueue.stop()
+        self.cluster.down()
+
+
+def _list(items: list[dict[str, Any]]) -> dict[str, Any]:
+    return {"apiVersion": "v1", "kind": "List", "items": items}
+
+
+def training_job(
+    stack_dir: Path, namespace: str, name: str, directory: Path, args: argparse.Namespace
+) -> dict[str, Any]:
+    """The stack's PyTorchJob sample as the benchmark runs it: queued at priority
+    ``batch``, reporting progress with a timeout (kubetrain; upstream ignores both)."""
+    job = sample(stack_dir, "PyTorchJob", namespace)
+    job["metadata"]["name"] = name
+    job["metadata"]["labels"] = {QUEUE_NAME_LABEL: QUEUE, PRIORITY_LABEL: "batch"}
+    job["metadata"]["annotations"] = {
+        K.REPORT_PROGRESS_ANNOTATION: "true",
+        K.PROGRESS_TIMEOUT_ANNOTATION: str(args.hang_timeout),
+    }
+    job["spec"].setdefault("runPolicy", {})["backoffLimit"] = args.backoff_limit
+    checkpointing(job, directory, steps=args.steps, every=args.every, delay=args.step_delay)
+    sized(job)
+    return job
+
+
+def urgent_job(stack_dir: Path, namespace: str, name: str, directory: Path) -> dict[str, Any]:
+    """The preempting job: the same size, priority ``urgent``, about 30 s of training."""
+    job = sample(stack_dir, "PyTorchJob", namespace)
+    job["metadata"]["name"] = name
+    job["metadata"]["labels"] = {QUEUE_NAME_LABEL: QUEUE, PRIORITY_LABEL: "urgent"}
+    checkpointing(job, directory, steps=URGENT_STEPS, every=URGENT_STEPS, delay=0.5)
+    sized(job)
+    return job
+
+
+@contextlib.contextmanager
+def namespace_for(bench: Bench, clients: ClusterClients, name: str) -> Iterator[str]:
+    """A namespace with the LocalQueue ``goodput``; deleted afterwards, waiting for its pods
+    (the quota and the node's CPUs free for the next system)."""
+    namespace = {"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name}}
+    bench.cluster.kubectl(
+        "apply", "--server-side", "-f", "-", input=json.dumps(_list([namespace, local_queue(name)]))
+    )
+    try:
+        yield name
+    finally:
+        bench.cluster.kubectl("delete", "namespace", name, "--timeout=300s", check=False)
+
+
+def run_system(
+    bench: Bench, clients: ClusterClients, system: str, faults: list[Fault]
+) -> SystemResult:
+    if system == "trainer":
+        return SystemResult(system="Trainer v2.3 + JobSet", skipped=TRAINER_NOT_MEASURED)
+    args = bench.args
+    upstream = system == "training-operator"
+    title = "training-operator v1.9" if upstream else "kubetrain"
+    name = "goodput"
+    directory = node_directory(f"kubetrain-goodput-{system}-")
+    urgent_dir = node_directory(f"kubetrain-goodput-{system}-urgent-")
+    namespace = UPSTREAM_NAMESPACE if upstream else "goodput-kubetrain"
+    if upstream:
+        bench.start_upstream()
+    node = bench.cluster.real_node
+    assert node is not None
+    try:
+        with namespace_for(bench, clients, namespace):
+            tail = PodLogTail(node.root / "pod-logs", namespace, f"{name}-master-0")
+            injector = FaultInjector(
+                clients,
+                node.images.ctr,
+                namespace,
+                name,
+                urgent=lambda: urgent_job(bench.stack_dir, namespace, f"{name}-urgent", urgent_dir),
+            )
+            job = training_job(bench.stack_dir, namespace, name, directory, args)
+            run = Run(clients, namespace, name, tail, injector, faults)
+            outcome = run.go(job, deadline=args.deadline_minutes * 60)
+            (bench.workdir / f"{system}-rank0.log").write_text(tail.log.text(), encoding="utf-8")
+            measure = goodput(
+                tail.log.steps(), run.created, None if run.finished else run.created + run.limit
+            )
+            return SystemResult(
+                system=title,
+                outcome=outcome,
+                measure=measure,
+                recoveries=tuple(run.recoveries()),
+                own_goodput="n/a (upstream has none)" if upstream else run.own_goodput(),
+            )
+    finally:
+        if upstream:
+            bench.stop_upstream()
+        for folder in (directory, urgent_dir):
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+def default_steps(minutes: float, delay: float) -> int:
+    """Steps that take about three quarters of the run without faults (a step costs about
+    ``delay`` plus 0.1 s of compute and the allreduce on 300m)."""
+    return int(minutes * 60 * 0.75 / (delay + 0.1))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--minutes", type=float, default=10.0, help="the job's planned length")
+    parser.add_argument("--seed", type=int, default=1, help="seeds the fault schedule")
+    parser.add_argument("--systems", default="kubetrain,training-operator,trainer")
+    parser.add_argument("--faults", default=",".join(FAULTS), help="which faults, by name")
+    parser.add_argument("--gap", type=float, default=90.0, help="least seconds between faults")
+    parser.add_argument("--step-delay", type=float, default=0.5)
+    parser.add_argument("--every", type=int, default=20, help="checkpoint interval (steps)")
+    parser.add_argument("--steps", type=int, default=0, help="0: from --minutes")
+    parser.add_argument("--hang-timeout", type=int, default=60, help="progress timeout (s)")
+    parser.add_argument("--backoff-limit", type=int, default=3)
+    parser.add_argument("--deadline-minutes", type=float, default=0.0, help="0: 1.5 x --minutes")
+    parser.add_argument("--workdir", type=Path, default=Path(tempfile.mkdtemp(prefix="goodput-")))
+    args = parser.parse_args(argv)
+    args.systems = [s for s in args.systems.split(",") if s]
+    unknown = sorted(set(args.systems) - set(SYSTEMS))
+    if unknown:
+        raise SystemExit(f"--systems {unknown} unknown: expected some of {', '.join(SYSTEMS)}")
+    args.steps = args.steps or default_steps(args.minutes, args.step_delay)
+    args.deadline_minutes = args.deadline_minutes or 1.5 * args.minutes
+    try:
+        faults = schedule(
+            args.seed,
+            args.minutes * 60,
+            kinds=[f for f in args.faults.split(",") if f],
+            gap=args.gap,
+        )
+    except ValueError as err:
+        raise SystemExit(str(err)) from None
+    print(
+        f"seed {args.seed}: {args.steps} steps of {args.step_delay:g} s + compute, checkpoint "
+        f"every {args.every}; faults "
+        + ", ".join(f"{f.kind} at +{f.at:.0f} s" for f in faults)
+        + f"; deadline {args.deadline_minutes:g} min; work directory {args.workdir}",
+        flush=True,
+    )
+    args.workdir.mkdir(parents=True, exist_ok=True)
+    bench = Bench(args)
+    results = []
+    try:
+        clients = bench.up()
+        for system in args.systems:
+            results.append(run_system(bench, clients, system, faults))
+            print(table(results[-1:]), flush=True)
+    finally:
+        bench.down()
+    print("\n" + table(results))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,213 @@
+"""The run half of ``benchmarks/goodput.py``: rank 0's log read from the node's pod log
+files as the kubelet writes them, the faults injected into rank 1 (``ctr`` signals, the
+Eviction API, a higher-priority job for Kueue), and one job's run from its creation to
+its end or the deadline."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from kubernetes import client
+from kubernetes.client.exceptions import ApiException
+
+from benchmarks.goodput_report import Fault, RankLog, Recovery, recovery
+from tests.clusters import ClusterClients
+
+#: How long a fault waits for rank 1's container to run before it is given up.
+INJECT_PATIENCE = 60.0
+
+
+class PodLogTail:
+    """Every line the containers of one pod name write (each pod of that name, each
+    container restart: a file of its own under ``root``), read as they are written, so
+    that a deleted pod's lines are kept."""
+
+    def __init__(self, root: Path, namespace: str, pod: str) -> None:
+        self.root = root
+        self.pattern = f"{namespace}_{pod}_*/*/*.log"
+        self.offsets: dict[Path, int] = {}
+        self.partial: dict[Path, str] = {}
+        self.log = RankLog()
+
+    def poll(self) -> None:
+        for path in sorted(self.root.glob(self.pattern)):
+            if "init" in path.parent.name:
+                continue
+            try:
+                with path.open("r", encoding="utf-8", errors="replace") as handle:
+                    handle.seek(self.offsets.get(path, 0))
+                    chunk = handle.read()
+                    self.offsets[path] = handle.tell()
+            except OSError:
+                continue  # removed with its pod
+            text = self.partial.pop(path, "") + chunk
+            lines = text.split("\n")
+            if lines[-1]:
+                self.partial[path] = lines[-1]
+            instance = str(path.relative_to(self.root))
+            for line in lines[:-1]:
+                self.log.add(instance, line)
+
+
+class FaultInjector:
+    """Injects each fault into rank 1 (``<job>-worker-0``) of job ``name``."""
+
+    def __init__(
+        self,
+        clients: ClusterClients,
+        ctr: Callable[..., str | None],
+        namespace: str,
+        name: str,
+        urgent: Callable[[], dict[str, Any]],
+    ) -> None:
+        self.clients = clients
+        self.ctr = ctr
+        self.namespace = namespace
+        self.name = name
+        self.worker = f"{name}-worker-0"
+        self.urgent = urgent
+
+    def _container(self) -> str | None:
+        """Rank 1's running container's id, None while it is not running."""
+        try:
+            pod = self.clients.core_v1.read_namespaced_pod(self.worker, self.namespace)
+        except ApiException:
+            return None
+        if pod.metadata is None or pod.status is None:
+            return None
+        if pod.metadata.deletion_timestamp or pod.status.phase != "Running":
+            return None
+        for status in pod.status.container_statuses or []:
+            if status.state and status.state.running and status.container_id:
+                return str(status.container_id).removeprefix("containerd://")
+        return None
+
+    def inject(self, kind: str) -> bool:
+        """Inject ``kind`` now; False when rank 1 is not running (try again later)."""
+        if kind == "preempt":
+            body = self.urgent()
+            self.clients.dyn.resources.get(api_version="kubeflow.org/v1", kind="PyTorchJob").create(
+                body=body, namespace=self.namespace
+            )
+            return True
+        if kind == "evict":
+            if self._container() is None:
+                return False
+            meta = client.V1ObjectMeta(name=self.worker)
+            self.clients.core_v1.create_namespaced_pod_eviction(
+                self.worker, self.namespace, client.V1Eviction(metadata=meta)
+            )
+            return True
+        container = self._container()
+        if container is None:
+            return False
+        if kind == "kill":
+            self.ctr("task", "kill", "--signal", "SIGKILL", container)
+        else:  # hang: every process of the container stopped, never continued
+            self.ctr("task", "kill", "--all", "--signal", "SIGSTOP", container)
+        return True
+
+
+class Run:
+    """One job from its creation to its end or the deadline, faults injected on time."""
+
+    def __init__(
+        self,
+        clients: ClusterClients,
+        namespace: str,
+        name: str,
+        tail: PodLogTail,
+        injector: FaultInjector,
+        faults: list[Fault],
+    ) -> None:
+        self.clients = clients
+        self.namespace = namespace
+        self.name = name
+        self.tail = tail
+        self.injector = injector
+        self.faults = faults
+        self.injected: dict[int, float] = {}
+        self.notes: dict[int, str] = {}
+        self.created = 0.0
+        self.limit = 0.0
+        self.finished = False
+        self.last: dict[str, Any] = {}
+        self.jobs = clients.dyn.resources.get(api_version="kubeflow.org/v1", kind="PyTorchJob")
+
+    def _job(self) -> dict[str, Any]:
+        try:
+            found: dict[str, Any] = self.jobs.get(
+                name=self.name, namespace=self.namespace
+            ).to_dict()
+        except ApiException:
+            return self.last
+        return found
+
+    def go(self, job: dict[str, Any], *, deadline: float) -> str:
+        """Create ``job``, inject the faults, return its outcome in words."""
+        self.limit = deadline
+        self.created = time.time()
+        self.jobs.create(body=job, namespace=self.namespace)
+        outcome = f"did not finish within the {deadline / 60:g}-minute deadline"
+        checked = 0.0
+        while (now := time.time()) - self.created < deadline:
+            self.tail.poll()
+            self._inject_due(now - self.created)
+            if now - checked >= 2.0:
+                checked = now
+                self.last = self._job()
+                done = {
+                    c.get("type"): c
+                    for c in (self.last.get("status") or {}).get("conditions") or []
+                    if c.get("status") == "True" and c.get("type") in ("Succeeded", "Failed")
+                }
+                if "Succeeded" in done:
+                    self.finished, outcome = True, "finished (Succeeded)"
+                    break
+                if "Failed" in done:
+                    failed = done["Failed"]
+                    outcome = f"Failed ({failed.get('reason')}: {failed.get('message')})"
+                    self.limit = now - self.created
+                    break
+            time.sleep(0.5)
+        for _ in range(4):  # the last lines the kubelet has not flushed yet
+            time.sleep(0.5)
+            self.tail.poll()
+        for index, _fault in enumerate(self.faults):
+            if index not in self.injected and index not in self.notes:
+                self.notes[index] = "not injected: the run ended first"
+        return outcome
+
+    def _inject_due(self, elapsed: float) -> None:
+        for index, fault in enumerate(self.faults):
+            if index in self.injected or index in self.notes or elapsed < fault.at:
+                continue
+            if self.injector.inject(fault.kind):
+                self.injected[index] = time.time()
+                late = elapsed - fault.at
+                if late > 2.0:
+                    self.notes[index] = f"injected {late:.0f} s late: rank 1 was not running"
+                    # a note alone does not mark it done: keep the time
+            elif elapsed - fault.at > INJECT_PATIENCE:
+                self.notes[index] = f"not injected: rank 1 not running for {INJECT_PATIENCE:g} s"
+
+    def recoveries(self) -> list[Recovery]:
+        return [
+            recovery(fault, self.injected.get(index), self.tail.log, self.notes.get(index, ""))
+            for index, fault in enumerate(self.faults)
+        ]
+
+    def own_goodput(self) -> str:
+        """kubetrain's ``status.goodput`` and its gang restarts, as the job ended."""
+        status = self.last.get("status") or {}
+        measured = status.get("goodput")
+        if not measured:
+            return "none in status"
+        parts = [f"{key}={value}" for key, value in sorted(measured.items())]
+        restarts = status.get("gangRestart")
+        if restarts:
+            parts.append("gangRestart=" + ",".join(f"{k}={v}" for k, v in sorted(restarts.items())))
+        return "; ".join(parts)
