@@ -334,6 +334,13 @@ def _drain_once(
     assert step >= max(before["TrainJob"]), (step, before["TrainJob"])
     assert step > last_step["TrainJob"] - EVERY, (step, last_step)
     assert resumed.group(2) == "EvictionByEvictionAPI", resumed.group(0)
+    # Its trainer reported its checkpoints through the progress server, and the operator
+    # handed the last one it heard of to the resumed pods (the SIGTERM one may not have
+    # reached it: the drain evicts the operator's own pods too).
+    line = lines[resumed.start() :].splitlines()[0]
+    passed = re.search(r"checkpoint_reported=(\d+)", line)
+    assert passed is not None, line
+    assert step - EVERY <= int(passed.group(1)) <= step, (line, step)
     assert f"final rank=0 step={STEPS} " in lines, lines[-3000:]
     for directory in directories.values():
         shutil.rmtree(directory, ignore_errors=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from benchmarks.goodput import default_steps
+from benchmarks.goodput import default_steps, training_seconds
 from benchmarks.goodput_faults import PodLogTail
 from benchmarks.goodput_report import (
     FAULTS,
@@ -190,5 +190,9 @@ def test_the_cluster_queue_fits_one_job_of_two_pods_not_two() -> None:
     assert quota == {"name": "cpu", "nominalQuota": "1"}  # 2 x 300m fit, 4 x 300m do not
 
 
-def test_the_default_steps_take_three_quarters_of_the_run() -> None:
-    assert default_steps(10.0, 0.5) == 750
+def test_the_default_steps_fill_the_run_and_the_faults_land_while_it_trains() -> None:
+    steps = default_steps(10.0, 0.5)
+    assert steps == 1000
+    # The faults (four, 90 s apart) fall within the steps' own training time.
+    span = training_seconds(steps, 0.5)
+    assert all(f.at <= span - 90 for f in schedule(1, span))

@@ -48,8 +48,12 @@ func main() {
 	flag.IntVar(&controllerThreads, "controller-threads", 1, "workers per controller (upstream's default)")
 	flag.IntVar(&qps, "kube-api-qps", 20, "client QPS (upstream's default)")
 	flag.IntVar(&burst, "kube-api-burst", 30, "client burst (upstream's default)")
-	config.Config.PyTorchInitContainerImage = config.PyTorchInitContainerImageDefault
-	config.Config.PyTorchInitContainerTemplateFile = config.PyTorchInitContainerTemplateFileDefault
+	// Upstream's own flags for the workers' init container (it waits for the master's DNS
+	// name): a node that cannot pull alpine gives it an image it has (bench-goodput).
+	flag.StringVar(&config.Config.PyTorchInitContainerImage, "pytorch-init-container-image",
+		config.PyTorchInitContainerImageDefault, "image of the PyTorch workers' init container")
+	flag.StringVar(&config.Config.PyTorchInitContainerTemplateFile, "pytorch-init-container-template-file",
+		config.PyTorchInitContainerTemplateFileDefault, "template of the PyTorch workers' init container")
 	config.Config.PyTorchInitContainerMaxTries = config.PyTorchInitContainerMaxTriesDefault
 	config.Config.MPIKubectlDeliveryImage = config.MPIKubectlDeliveryImageDefault
 	logOpts := zap.Options{Development: true, StacktraceLevel: zapcore.DPanicLevel}
