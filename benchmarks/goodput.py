@@ -153,11 +153,16 @@ class Bench:
                 f"--pytorch-init-container-template-file={template}",
                 f"--metrics-bind-address=127.0.0.1:{free_port()}",
                 f"--health-probe-bind-address=127.0.0.1:{free_port()}",
-                f"--webhook-server-port={free_port()}",
             ],
             stdout=log,
             stderr=subprocess.STDOUT,
         )
+        time.sleep(3)
+        if self.upstream.poll() is not None:
+            tail = (self.workdir / "training-operator.log").read_text(errors="replace")[-2000:]
+            raise SystemExit(
+                f"training-operator exited at once ({self.upstream.returncode}):\n{tail}"
+            )
 
     def stop_upstream(self) -> None:
         if self.upstream is not None and self.upstream.poll() is None:
