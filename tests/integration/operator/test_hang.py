@@ -100,9 +100,14 @@ def _failed(jobs: Jobs, kind: str, name: str) -> dict[str, Any]:
 class Reports:
     """Sends a job's reports as its pods would."""
 
-    def __init__(self, operator: OperatorProcess, admin: KubeApi, namespace: str, ca: Path):
+    def __init__(self, operator: OperatorProcess, admin: KubeApi, namespace: str, tmp: Path):
+        """Trusting the CA the operator keeps in its Secret (written under ``tmp``)."""
         self.base = f"https://127.0.0.1:{operator.progress_port}"
-        self.admin, self.namespace, self.ca = admin, namespace, ca
+        self.admin, self.namespace = admin, namespace
+        secret = admin.get(SECRETS, namespace, "kubetrain-progress-tls")
+        assert secret is not None
+        self.ca = tmp / "ca.crt"
+        self.ca.write_bytes(base64.b64decode(secret["data"]["ca.crt"]))
 
     def url(self, kind: str, name: str) -> str:
         return self.base + status_path(self.namespace, name, REPORTING_KINDS[kind])
@@ -136,11 +141,7 @@ def test_every_kind_restarts_when_it_stops_reporting_and_fails_past_its_budget(
     starting["metadata"]["annotations"] = {K.PROGRESS_STARTUP_TIMEOUT_ANNOTATION: TIMEOUT}
     jobs.create(quiet)
     jobs.create(starting)
-    secret = admin.get(SECRETS, namespace, "kubetrain-progress-tls")
-    assert secret is not None
-    ca = tmp_path / "ca.crt"
-    ca.write_bytes(base64.b64decode(secret["data"]["ca.crt"]))
-    reports = Reports(progress_operator, admin, namespace, ca)
+    reports = Reports(progress_operator, admin, namespace, tmp_path)
 
     first = {name: running(jobs, name, 0) for name in names.values()}
     for kind, name in names.items():
@@ -207,11 +208,7 @@ def test_bad_reports_are_refused_with_a_clear_status_and_change_nothing(
         job = pytorch_job(name, workers=1)
         job["metadata"]["annotations"] = {K.REPORT_PROGRESS_ANNOTATION: "true"}
         jobs.create(job)
-    secret = admin.get(SECRETS, namespace, "kubetrain-progress-tls")
-    assert secret is not None
-    ca = tmp_path / "ca.crt"
-    ca.write_bytes(base64.b64decode(secret["data"]["ca.crt"]))
-    reports = Reports(progress_operator, admin, namespace, ca)
+    reports = Reports(progress_operator, admin, namespace, tmp_path)
     one = running(jobs, "b-one", 0)["b-one-master-0"]
     two = running(jobs, "b-two", 0)["b-two-master-0"]
     assert reports.send("PyTorchJob", "b-one", one, _checkpointed(50, 40))[0] == 200
@@ -228,8 +225,8 @@ def test_bad_reports_are_refused_with_a_clear_status_and_change_nothing(
     # A body past the limit, and one out of the schema.
     token = pod_token(admin, namespace, one, "b-one", "PyTorchJob")
     url = reports.url("PyTorchJob", "b-one")
-    code, body = post(url, ca, token, {"kubetrain": {"step": 1}, "pad": "x" * 70_000})
+    code, body = post(url, reports.ca, token, {"kubetrain": {"step": 1}, "pad": "x" * 70_000})
     assert (code, body["reason"]) == (413, "RequestEntityTooLarge"), body
-    code, body = post(url, ca, token, {"kubetrain": {"step": -3}})
+    code, body = post(url, reports.ca, token, {"kubetrain": {"step": -3}})
     assert (code, body["reason"]) == (422, "Invalid") and "kubetrain.step" in body["message"]
     assert _status(jobs, "PyTorchJob", "b-one")["progress"] == before

@@ -132,7 +132,13 @@ def test_a_node_lost_while_the_gang_restarts_is_one_more_attempt_and_leaves_noth
             if p["metadata"]["labels"].get(K.ATTEMPT_LABEL) == "1"
         )
         make_lost(jobs.core, second)
-        pods = running(jobs, name, 2)
+        # Both pods of attempt 2 running (the worker is created once the master runs).
+        both = {f"{name}-master-0", f"{name}-worker-0"}
+        pods = wait_for(
+            lambda: running(jobs, name, 2),
+            lambda found: set(found) == both,
+            what=f"both pods of {name}'s attempt 2 running",
+        )
         on = {p["spec"]["nodeName"] for p in pods.values()}
         assert not on & {first, second}, (first, second, on)
         found = jobs.get("PyTorchJob", name)
