@@ -134,7 +134,7 @@ ODD_STATUSES: dict[str, Any] = {
 }
 #: A status with a field the kind's status does not have: strict field validation refuses
 #: it, before the server would drop the status.
-UNKNOWN_STATUS_FIELD = {"conditions": [], "progress": "50%"}
+UNKNOWN_STATUS_FIELD = {"conditions": [], "percentDone": "50%"}
 
 
 @pytest.mark.parametrize("kind", ["PyTorchJob", "TFJob", "MPIJob", "TrainJob"])
@@ -201,5 +201,5 @@ def test_validate_refuses_an_unknown_field_in_a_submitted_status_as_the_server_d
         client.CustomObjectsApi(api_client).create_namespaced_custom_object(
             group, version, namespace, f"{kind.lower()}s", job, field_validation="Strict"
         )
-    assert 'unknown field "status.progress"' in api_error_message(refused.value)
-    assert "status.progress: unknown field" in str(caught.value)
+    assert 'unknown field "status.percentDone"' in api_error_message(refused.value)
+    assert "status.percentDone: unknown field" in str(caught.value)

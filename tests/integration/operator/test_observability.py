@@ -20,6 +20,7 @@ from kubernetes import client
 from kubernetes.dynamic import DynamicClient
 
 from cluster.prometheus import Prometheus
+from kubetrain.api import keys as K
 from kubetrain.constructs.monitoring import AlertThresholds, MonitoringProps, rules_file
 from kubetrain.constructs.monitoring.dashboard import panels
 from kubetrain.constructs.operator import TrainingOperatorProps
@@ -101,9 +102,9 @@ def _firing(prometheus: Prometheus) -> set[tuple[str, tuple[tuple[str, str], ...
 
 
 def _burst(jobs: Jobs, namespace: str, dyn: DynamicClient) -> None:
-    """Jobs of every kind: successes, failures (PyTorchJob: 3 of 5), a restart, an
-    eviction (an infrastructure restart), a job whose pods never fit, and a TrainJob left
-    running."""
+    """Jobs of every kind: successes, failures (PyTorchJob: 3 of 5, and a hung one), a
+    restart, an eviction (an infrastructure restart), a hang restart, a job whose pods
+    never fit, and a TrainJob left running."""
     apply(dyn, torch_runtime(RUNTIME, namespace, template("node")))
     for i in range(2):
         jobs.create(pytorch_job(f"pt-ok-{i}", workers=1))
@@ -114,6 +115,13 @@ def _burst(jobs: Jobs, namespace: str, dyn: DynamicClient) -> None:
     jobs.create(pytorch_job("pt-restarts", workers=1))
     jobs.create(pytorch_job("pt-evicted", workers=1))
     jobs.create(pytorch_job("pt-too-big", workers=1, gpus=64))
+    # A job that never reports within its startup timeout: one hang restart, then it fails.
+    hung = pytorch_job("pt-hung", workers=1)
+    hung["metadata"]["annotations"] = {
+        K.PROGRESS_STARTUP_TIMEOUT_ANNOTATION: "2",
+        K.HANG_RESTART_LIMIT_ANNOTATION: "1",
+    }
+    jobs.create(hung)
     apply(dyn, train_job("tj-quiet", RUNTIME), namespace=namespace)
     for i in range(2):
         for kind, name in (("PyTorchJob", f"pt-ok-{i}"), ("TFJob", f"tf-ok-{i}")):
@@ -131,6 +139,7 @@ def _burst(jobs: Jobs, namespace: str, dyn: DynamicClient) -> None:
         jobs.exit(f"tf-ok-{i}-chief-0", 0)
         (launcher,) = [n for n in jobs.pods(f"mpi-ok-{i}") if "launcher" in n]
         jobs.exit(launcher, 0)
+    jobs.wait_event("pt-hung", "HangRestart")
     for i in range(3):
         jobs.wait_condition("PyTorchJob", f"pt-bad-{i}", "Failed")
     for i in range(2):
