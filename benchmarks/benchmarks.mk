@@ -30,8 +30,9 @@
 #   make bench-goodput  benchmarks/goodput.py: a 2-rank PyTorchJob (gloo, CPU) on the real node
 #                under the real Kueue for about 10 minutes with seeded faults (rank 1 SIGKILLed,
 #                rank 1 SIGSTOPped, its pod evicted, a Kueue preemption and readmission), run by
-#                kubetrain and by training-operator v1.9: goodput from rank 0's log, each fault ->
-#                training again, steps redone, finished or not (about 30 minutes; GOODPUT_ARGS
+#                kubetrain, by training-operator v1.9 and (as a TrainJob) by Trainer v2.3 + JobSet:
+#                goodput from rank 0's log, each fault -> training again, steps redone, finished
+#                or not (about 45 minutes; GOODPUT_ARGS
 #                to change, e.g. GOODPUT_ARGS="--seed 2 --systems kubetrain --minutes 6 --gap 60")
 .PHONY: demo demo-kueue bench bench-gang bench-peers bench-scale bench-synth bench-metrics bench-progress bench-elastic bench-node-recovery bench-drain-recovery bench-goodput
 

@@ -15,12 +15,14 @@ the same times after its creation (``benchmarks/goodput_report.py``):
 - ``preempt``: a higher-priority job of the same size queued: Kueue preempts the job,
   runs the other (about 30 s) and admits the job again.
 
-Systems: ``kubetrain`` (the operator of the stack; the job opts in to progress reports
-with a progress timeout, so it restarts a hung gang) and ``training-operator`` (upstream
-v1.9 as a local process watching a namespace of its own, which kubetrain's operator
-excludes; its worker init container, upstream's ``nslookup`` loop in alpine, which the node
-cannot pull, is the same wait written in Python on the trainer image). Upstream Trainer v2.3
-with JobSet is not measured (see ``TRAINER_NOT_MEASURED``).
+Systems, run in this order: ``kubetrain`` (the operator of the stack; the job opts in to
+progress reports with a progress timeout, so it restarts a hung gang),
+``training-operator`` (upstream v1.9 as a local process watching a namespace of its own,
+which kubetrain's operator excludes; its worker init container, upstream's ``nslookup``
+loop in alpine, which the node cannot pull, is the same wait written in Python on the
+trainer image) and ``trainer`` (upstream Trainer v2.3 + JobSet v0.12, which take the
+cluster's TrainJobs over: the same training submitted as a TrainJob, see
+``benchmarks/goodput_trainer.py``; it comes last).
 
 Rank 0's log is read from the node's pod log files as it is written (the kubelet's
 timestamps), and the goodput is computed from it the same way for every system; each run
@@ -39,12 +41,14 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from benchmarks.goodput_faults import FaultInjector, PodLogTail, Run
+from benchmarks.goodput_faults import PYTORCHJOB, TRAINJOB, FaultInjector, JobKind, PodLogTail, Run
 from benchmarks.goodput_report import FAULTS, Fault, SystemResult, goodput, schedule, table
+from benchmarks.goodput_trainer import take_over, trainjob
+from benchmarks.peer_trainer import UpstreamTrainer
 from cluster.kueue import QUEUE_NAME_LABEL, Kueue
 from cluster.local import LocalCluster
 from cluster.process import free_port
@@ -67,12 +71,13 @@ from tests.realnode.workloads import (
     sized,
 )
 
+#: The systems, in the order they run (Trainer takes the TrainJob CRD over: last).
 SYSTEMS = ("kubetrain", "training-operator", "trainer")
-TRAINER_NOT_MEASURED = (
-    "upstream Trainer v2.3 + JobSet share the TrainJob CRD with kubetrain and need a phase "
-    "of their own (their CRDs in place of kubetrain's, kubetrain's operator not "
-    "reconciling TrainJobs); not built into this benchmark yet"
-)
+TITLES = {
+    "kubetrain": "kubetrain",
+    "training-operator": "training-operator v1.9",
+    "trainer": "Trainer v2.3 + JobSet v0.12",
+}
 TRAINER_IMAGE = OPERATOR_IMAGE.replace("/operator:", "/pytorch-trainer:")
 UPSTREAM_NAMESPACE = "goodput-training-operator"
 #: The urgent job's steps (half a second each: about 30 s of training).
@@ -100,7 +105,8 @@ class Bench:
     def __init__(self, args: argparse.Namespace) -> None:
         self.args = args
         self.workdir: Path = args.workdir.resolve()
-        peers = ("training-operator",) if "training-operator" in args.systems else ()
+        peers = tuple(p for p in ("training-operator",) if p in args.systems)
+        peers += ("trainer", "jobset") if "trainer" in args.systems else ()
         self.tools: Tools = find_tools(only=("control-plane", "node", "coredns", "kueue", *peers))
         self.cluster = LocalCluster(
             self.workdir / "cluster",
@@ -111,6 +117,7 @@ class Bench:
         self.kueue = Kueue(self.cluster, integrations=("kubeflow.org/pytorchjob",))
         self.stack_dir = Path()
         self.upstream: subprocess.Popen[bytes] | None = None
+        self.trainer: UpstreamTrainer | None = None
 
     def up(self) -> ClusterClients:
         started = time.monotonic()
@@ -169,8 +176,22 @@ class Bench:
             self.upstream.terminate()
             self.upstream.wait(timeout=30)
 
+    def take_over(self, namespace: str, directory: Path) -> None:
+        """Upstream Trainer and JobSet hold the TrainJobs from now on."""
+        self.trainer, self.kueue = take_over(
+            self.cluster,
+            self.kueue,
+            self.tools,
+            self.workdir,
+            namespace=namespace,
+            directory=directory,
+            backoff_limit=self.args.backoff_limit,
+        )
+
     def down(self) -> None:
         self.stop_upstream()
+        if self.trainer is not None:
+            self.trainer.stop()
         self.kueue.stop()
         self.cluster.down()
 
@@ -179,18 +200,24 @@ def _list(items: list[dict[str, Any]]) -> dict[str, Any]:
     return {"apiVersion": "v1", "kind": "List", "items": items}
 
 
+def progress_annotations(args: argparse.Namespace) -> dict[str, str]:
+    """The job reports progress and restarts past ``--hang-timeout`` (kubetrain; upstream
+    ignores both)."""
+    return {
+        K.REPORT_PROGRESS_ANNOTATION: "true",
+        K.PROGRESS_TIMEOUT_ANNOTATION: str(args.hang_timeout),
+    }
+
+
 def training_job(
     stack_dir: Path, namespace: str, name: str, directory: Path, args: argparse.Namespace
 ) -> dict[str, Any]:
     """The stack's PyTorchJob sample as the benchmark runs it: queued at priority
-    ``batch``, reporting progress with a timeout (kubetrain; upstream ignores both)."""
+    ``batch``, with ``progress_annotations``."""
     job = sample(stack_dir, "PyTorchJob", namespace)
     job["metadata"]["name"] = name
     job["metadata"]["labels"] = {QUEUE_NAME_LABEL: QUEUE, PRIORITY_LABEL: "batch"}
-    job["metadata"]["annotations"] = {
-        K.REPORT_PROGRESS_ANNOTATION: "true",
-        K.PROGRESS_TIMEOUT_ANNOTATION: str(args.hang_timeout),
-    }
+    job["metadata"]["annotations"] = progress_annotations(args)
     job["spec"].setdefault("runPolicy", {})["backoffLimit"] = args.backoff_limit
     checkpointing(job, directory, steps=args.steps, every=args.every, delay=args.step_delay)
     sized(job)
@@ -221,48 +248,72 @@ def namespace_for(bench: Bench, clients: ClusterClients, name: str) -> Iterator[
         bench.cluster.kubectl("delete", "namespace", name, "--timeout=300s", check=False)
 
 
+def jobs_for(
+    bench: Bench, system: str, namespace: str, name: str, directories: tuple[Path, Path]
+) -> tuple[dict[str, Any], Callable[[], dict[str, Any]]]:
+    """The training job ``system`` runs, and what makes the preempting one."""
+    args = bench.args
+    if system != "trainer":
+        job = training_job(bench.stack_dir, namespace, name, directories[0], args)
+        return job, lambda: urgent_job(bench.stack_dir, namespace, f"{name}-urgent", directories[1])
+    annotations = progress_annotations(args)
+    job = trainjob(
+        name,
+        namespace,
+        TRAINER_IMAGE,
+        priority="batch",
+        steps=args.steps,
+        every=args.every,
+        delay=args.step_delay,
+        annotations=annotations,
+    )
+    return job, lambda: trainjob(
+        f"{name}-urgent",
+        namespace,
+        TRAINER_IMAGE,
+        priority="urgent",
+        steps=URGENT_STEPS,
+        every=URGENT_STEPS,
+        delay=0.5,
+    )
+
+
 def run_system(
     bench: Bench, clients: ClusterClients, system: str, faults: list[Fault]
 ) -> SystemResult:
-    if system == "trainer":
-        return SystemResult(system="Trainer v2.3 + JobSet", skipped=TRAINER_NOT_MEASURED)
     args = bench.args
-    upstream = system == "training-operator"
-    title = "training-operator v1.9" if upstream else "kubetrain"
     name = "goodput"
     directory = node_directory(f"kubetrain-goodput-{system}-")
     urgent_dir = node_directory(f"kubetrain-goodput-{system}-urgent-")
-    namespace = UPSTREAM_NAMESPACE if upstream else "goodput-kubetrain"
-    if upstream:
-        bench.start_upstream()
+    namespace = UPSTREAM_NAMESPACE if system == "training-operator" else f"goodput-{system}"
+    kind: JobKind = TRAINJOB if system == "trainer" else PYTORCHJOB
     node = bench.cluster.real_node
     assert node is not None
     try:
         with namespace_for(bench, clients, namespace):
-            tail = PodLogTail(node.root / "pod-logs", namespace, f"{name}-master-0")
-            injector = FaultInjector(
-                clients,
-                node.images.ctr,
-                namespace,
-                name,
-                urgent=lambda: urgent_job(bench.stack_dir, namespace, f"{name}-urgent", urgent_dir),
-            )
-            job = training_job(bench.stack_dir, namespace, name, directory, args)
-            run = Run(clients, namespace, name, tail, injector, faults)
+            if system == "training-operator":
+                bench.start_upstream()
+            if system == "trainer":
+                bench.take_over(namespace, directory)
+                clients = ClusterClients.connect(bench.cluster)  # the CRDs changed
+            job, urgent = jobs_for(bench, system, namespace, name, (directory, urgent_dir))
+            tail = PodLogTail(node.root / "pod-logs", namespace, kind.rank0.format(name=name))
+            injector = FaultInjector(clients, node.images.ctr, namespace, name, kind, urgent)
+            run = Run(clients, namespace, name, kind, tail, injector, faults)
             outcome = run.go(job, deadline=args.deadline_minutes * 60)
             (bench.workdir / f"{system}-rank0.log").write_text(tail.log.text(), encoding="utf-8")
             measure = goodput(
                 tail.log.steps(), run.created, None if run.finished else run.created + run.limit
             )
             return SystemResult(
-                system=title,
+                system=TITLES[system],
                 outcome=outcome,
                 measure=measure,
                 recoveries=tuple(run.recoveries()),
-                own_goodput="n/a (upstream has none)" if upstream else run.own_goodput(),
+                own_goodput=run.own_goodput() if system == "kubetrain" else "n/a (none upstream)",
             )
     finally:
-        if upstream:
+        if system == "training-operator":
             bench.stop_upstream()
         for folder in (directory, urgent_dir):
             shutil.rmtree(folder, ignore_errors=True)
@@ -296,10 +347,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--deadline-minutes", type=float, default=0.0, help="0: 1.5 x --minutes")
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.mkdtemp(prefix="goodput-")))
     args = parser.parse_args(argv)
-    args.systems = [s for s in args.systems.split(",") if s]
-    unknown = sorted(set(args.systems) - set(SYSTEMS))
-    if unknown:
-        raise SystemExit(f"--systems {unknown} unknown: expected some of {', '.join(SYSTEMS)}")
+    asked = [s for s in args.systems.split(",") if s]
+    unknown = sorted(set(asked) - set(SYSTEMS))
+    if unknown or not asked:
+        raise SystemExit(
+            f"--systems {args.systems!r}: {', '.join(unknown) or 'none'} unknown; expected "
+            f"some of {', '.join(SYSTEMS)}"
+        )
+    args.systems = [s for s in SYSTEMS if s in asked]
     args.steps = args.steps or default_steps(args.minutes, args.step_delay)
     args.deadline_minutes = args.deadline_minutes or 1.5 * args.minutes
     try:

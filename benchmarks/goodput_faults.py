@@ -1,12 +1,13 @@
 """The run half of ``benchmarks/goodput.py``: rank 0's log read from the node's pod log
 files as the kubelet writes them, the faults injected into rank 1 (``ctr`` signals, the
 Eviction API, a higher-priority job for Kueue), and one job's run from its creation to
-its end or the deadline."""
+its end or the deadline, for a PyTorchJob or a TrainJob (``JobKind``)."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -18,6 +19,39 @@ from tests.clusters import ClusterClients
 
 #: How long a fault waits for rank 1's container to run before it is given up.
 INJECT_PATIENCE = 60.0
+
+
+@dataclass(frozen=True)
+class JobKind:
+    """How the benchmark finds a kind's ranks and reads its end. ``rank0`` is a glob of
+    rank 0's pod names and ``rank1`` a label selector of rank 1's pods (``{name}``: the
+    job's); ``done`` the condition type of success."""
+
+    api_version: str
+    kind: str
+    done: str
+    rank0: str
+    rank1: str
+
+
+#: The v1 kind: rank 0 is the master, rank 1 the first worker.
+PYTORCHJOB = JobKind(
+    "kubeflow.org/v1",
+    "PyTorchJob",
+    "Succeeded",
+    rank0="{name}-master-0",
+    rank1="training.kubeflow.org/job-name={name},training.kubeflow.org/replica-type=worker,"
+    "training.kubeflow.org/replica-index=0",
+)
+#: Trainer's kind: the JobSet's ``node`` Job's pods by completion index (the Job
+#: controller appends five random characters to their names).
+TRAINJOB = JobKind(
+    "trainer.kubeflow.org/v1alpha1",
+    "TrainJob",
+    "Complete",
+    rank0="{name}-node-0-0-?????",
+    rank1="jobset.sigs.k8s.io/jobset-name={name},batch.kubernetes.io/job-completion-index=1",
+)
 
 
 class PodLogTail:
@@ -53,7 +87,8 @@ class PodLogTail:
 
 
 class FaultInjector:
-    """Injects each fault into rank 1 (``<job>-worker-0``) of job ``name``."""
+    """Injects each fault into rank 1 of job ``name`` (of ``kind``); ``urgent`` makes the
+    preempting job's body."""
 
     def __init__(
         self,
@@ -61,49 +96,53 @@ class FaultInjector:
         ctr: Callable[..., str | None],
         namespace: str,
         name: str,
+        kind: JobKind,
         urgent: Callable[[], dict[str, Any]],
     ) -> None:
         self.clients = clients
         self.ctr = ctr
         self.namespace = namespace
-        self.name = name
-        self.worker = f"{name}-worker-0"
+        self.selector = kind.rank1.format(name=name)
         self.urgent = urgent
 
-    def _container(self) -> str | None:
-        """Rank 1's running container's id, None while it is not running."""
+    def _running(self) -> tuple[str, str] | None:
+        """Rank 1's running pod and container id, None while it is not running."""
         try:
-            pod = self.clients.core_v1.read_namespaced_pod(self.worker, self.namespace)
+            pods = self.clients.core_v1.list_namespaced_pod(
+                self.namespace, label_selector=self.selector
+            ).items
         except ApiException:
             return None
-        if pod.metadata is None or pod.status is None:
-            return None
-        if pod.metadata.deletion_timestamp or pod.status.phase != "Running":
-            return None
-        for status in pod.status.container_statuses or []:
-            if status.state and status.state.running and status.container_id:
-                return str(status.container_id).removeprefix("containerd://")
+        for pod in pods:
+            if pod.metadata is None or pod.status is None:
+                continue
+            if pod.metadata.deletion_timestamp or pod.status.phase != "Running":
+                continue
+            for status in pod.status.container_statuses or []:
+                if status.state and status.state.running and status.container_id:
+                    container = str(status.container_id).removeprefix("containerd://")
+                    return str(pod.metadata.name), container
         return None
 
     def inject(self, kind: str) -> bool:
         """Inject ``kind`` now; False when rank 1 is not running (try again later)."""
         if kind == "preempt":
             body = self.urgent()
-            self.clients.dyn.resources.get(api_version="kubeflow.org/v1", kind="PyTorchJob").create(
-                body=body, namespace=self.namespace
+            resource = self.clients.dyn.resources.get(
+                api_version=body["apiVersion"], kind=body["kind"]
             )
+            resource.create(body=body, namespace=self.namespace)
             return True
-        if kind == "evict":
-            if self._container() is None:
-                return False
-            meta = client.V1ObjectMeta(name=self.worker)
-            self.clients.core_v1.create_namespaced_pod_eviction(
-                self.worker, self.namespace, client.V1Eviction(metadata=meta)
-            )
-            return True
-        container = self._container()
-        if container is None:
+        running = self._running()
+        if running is None:
             return False
+        pod, container = running
+        if kind == "evict":
+            meta = client.V1ObjectMeta(name=pod)
+            self.clients.core_v1.create_namespaced_pod_eviction(
+                pod, self.namespace, client.V1Eviction(metadata=meta)
+            )
+            return True
         if kind == "kill":
             self.ctr("task", "kill", "--signal", "SIGKILL", container)
         else:  # hang: every process of the container stopped, never continued
@@ -119,11 +158,13 @@ class Run:
         clients: ClusterClients,
         namespace: str,
         name: str,
+        kind: JobKind,
         tail: PodLogTail,
         injector: FaultInjector,
         faults: list[Fault],
     ) -> None:
         self.clients = clients
+        self.done = kind.done
         self.namespace = namespace
         self.name = name
         self.tail = tail
@@ -135,7 +176,7 @@ class Run:
         self.limit = 0.0
         self.finished = False
         self.last: dict[str, Any] = {}
-        self.jobs = clients.dyn.resources.get(api_version="kubeflow.org/v1", kind="PyTorchJob")
+        self.jobs = clients.dyn.resources.get(api_version=kind.api_version, kind=kind.kind)
 
     def _job(self) -> dict[str, Any]:
         try:
@@ -162,10 +203,10 @@ class Run:
                 done = {
                     c.get("type"): c
                     for c in (self.last.get("status") or {}).get("conditions") or []
-                    if c.get("status") == "True" and c.get("type") in ("Succeeded", "Failed")
+                    if c.get("status") == "True" and c.get("type") in (self.done, "Failed")
                 }
-                if "Succeeded" in done:
-                    self.finished, outcome = True, "finished (Succeeded)"
+                if self.done in done:
+                    self.finished, outcome = True, f"finished ({self.done})"
                     break
                 if "Failed" in done:
                     failed = done["Failed"]

@@ -1,6 +1,7 @@
 """benchmarks/goodput_report.py: the seeded fault schedule, rank 0's CRI log lines, the
 goodput computed from them and each fault's recovery; goodput_faults.PodLogTail over real
-files laid out as the kubelet lays them out."""
+files laid out as the kubelet lays them out; goodput_trainer's TrainJob on upstream's
+runtime, resolved as Trainer v2.3 resolves it."""
 
 from __future__ import annotations
 
@@ -11,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from benchmarks.goodput import default_steps, training_seconds
-from benchmarks.goodput_faults import PodLogTail
+from benchmarks.goodput_faults import PYTORCHJOB, TRAINJOB, PodLogTail
 from benchmarks.goodput_report import (
     FAULTS,
     Fault,
@@ -23,7 +24,12 @@ from benchmarks.goodput_report import (
     schedule,
     table,
 )
-from tests.realnode.workloads import queue_objects
+from benchmarks.goodput_trainer import MOUNT, RUNTIME, goodput_runtime, trainjob
+from kubetrain.api.trainer.defaults import apply_trainer_defaults
+from kubetrain.api.trainer.loader import load_trainer_object
+from kubetrain.frameworks.registry import resolve_trainjob
+from tests.conftest import REPO_ROOT
+from tests.realnode.workloads import CPU, queue_objects
 
 T0 = 1_800_000_000.0
 
@@ -196,3 +202,35 @@ def test_the_default_steps_fill_the_run_and_the_faults_land_while_it_trains() ->
     # The faults (four, 90 s apart) fall within the steps' own training time.
     span = training_seconds(steps, 0.5)
     assert all(f.at <= span - 90 for f in schedule(1, span))
+
+
+def test_the_trainjob_runs_the_same_training_on_upstreams_runtime_with_the_checkpoints(
+    tmp_path: Path,
+) -> None:
+    runtimes = REPO_ROOT / "tests/data/upstream/trainer-v2.3.0/manifests/base/runtimes"
+    runtime = goodput_runtime(runtimes, tmp_path, backoff_limit=3)
+    assert runtime["metadata"]["name"] == RUNTIME
+    assert runtime["spec"]["template"]["spec"]["failurePolicy"] == {"maxRestarts": 3}
+    job = trainjob("goodput", "ns", "img:1", priority="batch", steps=10, every=5, delay=0.5)
+    assert job["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "batch"
+    resolved = resolve_trainjob(
+        apply_trainer_defaults(load_trainer_object(job)),
+        apply_trainer_defaults(load_trainer_object(runtime)),
+    )
+    node = resolved.spec.replicated_jobs["node"]
+    assert node.replicas == 2
+    assert node.restart_policy == "OnFailure"
+    pod = node.template["spec"]
+    (container,) = pod["containers"]
+    assert container["command"][:3] == ["torchrun", "-m", "images.pytorch.train"]
+    assert container["command"][-2:] == ["--checkpoint-dir", f"{MOUNT}/goodput"]
+    assert container["resources"] == {"requests": {"cpu": CPU, "memory": "1Gi"}}
+    assert container["volumeMounts"] == [{"name": "checkpoints", "mountPath": MOUNT}]
+    assert pod["volumes"][0]["hostPath"] == {"path": str(tmp_path), "type": "Directory"}
+
+
+def test_each_kind_names_its_ranks_pods() -> None:
+    assert PYTORCHJOB.rank0.format(name="j") == "j-master-0"
+    assert "replica-type=worker" in PYTORCHJOB.rank1.format(name="j")
+    assert TRAINJOB.rank0.format(name="j") == "j-node-0-0-?????"
+    assert TRAINJOB.rank1.format(name="j").endswith("job-completion-index=1")
