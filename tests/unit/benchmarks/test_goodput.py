@@ -27,6 +27,8 @@ from benchmarks.goodput_report import (
 from benchmarks.goodput_trainer import MOUNT, RUNTIME, goodput_runtime, trainjob
 from kubetrain.api.trainer.defaults import apply_trainer_defaults
 from kubetrain.api.trainer.loader import load_trainer_object
+from kubetrain.api.trainer.runtime import RuntimeBase
+from kubetrain.api.trainer.trainjob import TrainJob
 from kubetrain.frameworks.registry import resolve_trainjob
 from tests.conftest import REPO_ROOT
 from tests.realnode.workloads import CPU, queue_objects
@@ -213,9 +215,10 @@ def test_the_trainjob_runs_the_same_training_on_upstreams_runtime_with_the_check
     assert runtime["spec"]["template"]["spec"]["failurePolicy"] == {"maxRestarts": 3}
     job = trainjob("goodput", "ns", "img:1", priority="batch", steps=10, every=5, delay=0.5)
     assert job["metadata"]["labels"]["kueue.x-k8s.io/priority-class"] == "batch"
+    loaded_job, loaded_runtime = load_trainer_object(job), load_trainer_object(runtime)
+    assert isinstance(loaded_job, TrainJob) and isinstance(loaded_runtime, RuntimeBase)
     resolved = resolve_trainjob(
-        apply_trainer_defaults(load_trainer_object(job)),
-        apply_trainer_defaults(load_trainer_object(runtime)),
+        apply_trainer_defaults(loaded_job), apply_trainer_defaults(loaded_runtime)
     )
     node = resolved.spec.replicated_jobs["node"]
     assert node.replicas == 2
