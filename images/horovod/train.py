@@ -72,6 +72,9 @@ def train(args: argparse.Namespace) -> int:
 
     loss_fn = nn.CrossEntropyLoss()
     meter = trainkit.ThroughputMeter()
+    # Rank 0 tells the operator each step reached and each checkpoint it wrote (the
+    # server's variables reach the ranks through mpirun: kubetrain forwards them).
+    reporter = trainkit.ProgressReporter(args.report_seconds if rank == 0 else 0)
     for step in range(start_step + 1, args.steps + 1):
         meter.restart()
         lr = schedule.lr_at(step)
@@ -87,14 +90,17 @@ def train(args: argparse.Namespace) -> int:
         if rank == 0:
             samples_per_sec = meter.samples_per_sec(schedule.global_batch_size)
             trainkit.log_step(step, mean_loss, lr, samples_per_sec)
+            reporter.step(step)
         if checkpoint_dir is not None and (step % args.checkpoint_every == 0 or step == args.steps):
             if rank == 0:
                 path = torchkit.save_checkpoint(
                     checkpoint_dir, step=step, model=model, optimizer=optimizer
                 )
                 trainkit.log(f"checkpoint step={step} path={path}")
+                reporter.checkpoint(step, str(path))
             hvd.barrier()
 
+    reporter.close()
     trainkit.log_final(rank, max(start_step, args.steps), torchkit.parameters_digest(model))
     hvd.shutdown()
     return 0

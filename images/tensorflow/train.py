@@ -133,6 +133,8 @@ def train(args: argparse.Namespace) -> int:
     if is_chief:
         trainkit.log_start(args, schedule, "cpu")
     meter = trainkit.ThroughputMeter()
+    # The chief tells the operator each step reached and each checkpoint it wrote.
+    reporter = trainkit.ProgressReporter(args.report_seconds if is_chief else 0)
     for step in range(start_step + 1, args.steps + 1):
         meter.restart()
         lr = schedule.lr_at(step)
@@ -145,11 +147,14 @@ def train(args: argparse.Namespace) -> int:
         if is_chief:
             samples_per_sec = meter.samples_per_sec(schedule.global_batch_size)
             trainkit.log_step(step, loss, lr, samples_per_sec)
+            reporter.step(step)
         if manager is not None and (step % args.checkpoint_every == 0 or step == args.steps):
             path = manager.save(checkpoint_number=step)
             if is_chief:
                 trainkit.log(f"checkpoint step={step} path={path}")
+                reporter.checkpoint(step, str(path))
 
+    reporter.close()
     if write_dir is not None and not is_chief:
         shutil.rmtree(write_dir, ignore_errors=True)
     trainkit.log_final(rank, max(start_step, args.steps), weights_digest(model))

@@ -55,6 +55,9 @@ OMPI_HOSTFILE = "OMPI_MCA_orte_default_hostfile"
 OMPI_RSH_ARGS = "OMPI_MCA_plm_rsh_args"
 OMPI_KEEP_FQDN_HOSTNAMES = "OMPI_MCA_orte_keep_fqdn_hostnames"
 OMPI_SET_DEFAULT_SLOTS = "OMPI_MCA_orte_set_default_slots"
+#: The variables OpenMPI's mpirun forwards from its own environment to every rank
+#: (``;``-separated; the progress server's, when the job reports).
+OMPI_ENV_LIST = "OMPI_MCA_mca_base_env_list"
 INTEL_MPI_HOSTFILE = "I_MPI_HYDRA_HOST_FILE"
 INTEL_MPI_BOOTSTRAP_ARGS = "I_MPI_HYDRA_BOOTSTRAP_EXEC_EXTRA_ARGS"
 INTEL_MPI_PERHOST = "I_MPI_PERHOST"

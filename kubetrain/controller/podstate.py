@@ -220,6 +220,18 @@ def last_restart(pod: Obj) -> Termination | None:
     return latest[1] if latest else None
 
 
+def restarted_at(pod: Obj, container: str) -> str:
+    """When ``container`` last ended and was restarted in place (its ``lastState``'s
+    ``finishedAt``), "" when it never was."""
+    for cs in _containers(pod, init=False):
+        if cs.get("name") != container or not int(cs.get("restartCount") or 0):
+            continue
+        terminated = (cs.get("lastState") or {}).get("terminated")
+        if isinstance(terminated, Mapping):
+            return str(terminated.get("finishedAt") or "")
+    return ""
+
+
 #: The PodScheduled reason the API server sets on a pod created with scheduling gates (it
 #: stays until the scheduler binds the pod, after the gates are gone).
 SCHEDULING_GATED = "SchedulingGated"

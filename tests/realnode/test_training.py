@@ -8,17 +8,22 @@ pods' real exit codes.
   ``TF_CONFIG`` and end with one digest.
 - MPIJob: the launcher runs ``mpirun`` over SSH to the workers (hostfile of headless
   Service hostnames, the operator's SSH Secret) with the Horovod image.
+- Progress: every sample, annotated to report, reports its last step from rank 0's pod
+  through the progress server (the MPIJob's rank 0 on a worker, the variables forwarded
+  by the launcher's ``mpirun``).
 - Failures: a script's exit code and an OOMKilled container reach the job's status.
 """
 
 from __future__ import annotations
 
 import copy
+import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from kubetrain.api import keys as K
 from tests.clusters import ClusterClients
 from tests.integration.kube import condition
 from tests.realnode.workloads import (
@@ -36,10 +41,12 @@ pytestmark = pytest.mark.usefixtures("installed_stack")
 
 def _run_to_success(
     clients: ClusterClients, namespace: str, job: dict[str, Any]
-) -> dict[str, dict[str, Any]]:
-    """Submit ``job``, wait until it Succeeded; its pods, all on the real node."""
+) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """Submit ``job``, reporting its progress, wait until it Succeeded; the job as it
+    ended and its pods, all on the real node."""
     jobs = jobs_in(clients, namespace)
     kind, name = job["kind"], job["metadata"]["name"]
+    job["metadata"].setdefault("annotations", {})[K.REPORT_PROGRESS_ANNOTATION] = "true"
     jobs.create(job)
     done = wait_finished(jobs, kind, name)
     pods = jobs.pods(name)
@@ -48,7 +55,16 @@ def _run_to_success(
         f"{kind} {name} failed: {failed}\n"
         + "\n".join(f"--- {p}\n{pod_log(clients, namespace, p)[-3000:]}" for p in pods)
     )
-    return pods
+    return done, pods
+
+
+def _reported_last_step(done: dict[str, Any], log: str, reporter: str) -> None:
+    """Rank 0 (in pod ``reporter``) reported the final step its log names."""
+    final = re.search(r"final rank=0 step=(\d+)", log)
+    assert final, log[-3000:]
+    progress = done.get("status", {}).get("progress") or {}
+    assert progress.get("step") == int(final[1]), progress
+    assert progress.get("pod") == reporter, progress
 
 
 def _on_real_node(pods: dict[str, dict[str, Any]], node: str) -> None:
@@ -67,14 +83,17 @@ def test_ranks_train_to_one_digest(
     # Each rank draws its own batches, so equal digests mean the gradients were averaged:
     # the ranks found each other from the operator's env (MASTER_ADDR, TF_CONFIG).
     job = sample(installed_stack, kind, node_namespace)
-    pods = _run_to_success(real_node_clients, node_namespace, job)
+    done, pods = _run_to_success(real_node_clients, node_namespace, job)
     _on_real_node(pods, node_name)
     digests: dict[int, str] = {}
+    logs = {pod: pod_log(real_node_clients, node_namespace, pod) for pod in pods}
     for pod in pods:
         assert terminated(pods[pod]).get("exitCode") == 0, pods[pod]["status"]
-        digests.update(final_lines(pod_log(real_node_clients, node_namespace, pod)))
+        digests.update(final_lines(logs[pod]))
     assert sorted(digests) == [0, 1], digests
     assert len(set(digests.values())) == 1, f"ranks disagree: {digests}"
+    rank0 = next(pod for pod in pods if 0 in final_lines(logs[pod]))
+    _reported_last_step(done, logs[rank0], rank0)
 
 
 def test_mpijob_launcher_reaches_workers_over_ssh(
@@ -82,13 +101,16 @@ def test_mpijob_launcher_reaches_workers_over_ssh(
 ) -> None:
     job = sample(installed_stack, "MPIJob", node_namespace)
     name = job["metadata"]["name"]
-    pods = _run_to_success(real_node_clients, node_namespace, job)
+    done, pods = _run_to_success(real_node_clients, node_namespace, job)
     _on_real_node(pods, node_name)
     launcher = next(p for p in pods if p.endswith("-launcher") or "launcher" in p)
     log = pod_log(real_node_clients, node_namespace, launcher)
     digests = final_lines(log)
     assert sorted(digests) == [0, 1], log[-3000:]
     assert len(set(digests.values())) == 1, f"ranks disagree: {digests}"
+    # Rank 0 ran on the first worker and reported with that pod's token: the launcher's
+    # mpirun forwarded the progress variables over SSH.
+    _reported_last_step(done, log, f"{name}-worker-0")
     # The ranks ran on the workers, reached by their headless-Service hostnames.
     hostfile = jobs_in(real_node_clients, node_namespace).config_maps(name)
     hosts = "\n".join(str(cm.get("data", {}).get("hostfile", "")) for cm in hostfile.values())

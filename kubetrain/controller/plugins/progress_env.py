@@ -9,7 +9,12 @@ kubetrain's own reporting helper) reaches the operator's progress server (upstre
   server), ``KUBEFLOW_TRAINER_SERVER_CA_CERT`` and ``KUBEFLOW_TRAINER_SERVER_TOKEN`` (set
   over the container's own values, as upstream does), and a read-only mount at
   ``/var/run/secrets/kubeflow/trainer`` of a projected volume: a ServiceAccount token for
-  this job's audience (an hour, refreshed by the kubelet) and the CA bundle.
+  this job's audience (an hour, refreshed by the kubelet) and the CA bundle;
+- in an OpenMPI launcher's containers (those with ``OMPI_MCA_orte_default_hostfile``):
+  the three variables added to ``OMPI_MCA_mca_base_env_list``, so ``mpirun`` forwards them
+  to the ranks it starts over SSH (whose sessions do not inherit the worker's env; each
+  rank reads its own pod's token at the same path). Intel MPI and MPICH forward the
+  launcher's whole environment already.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from kubetrain.api import env_names as E
 from kubetrain.api import keys as K
 from kubetrain.api import progress as P
 from kubetrain.api.common import JobBase as Job
@@ -73,7 +79,7 @@ class ProgressInjection:
         mount = {"name": P.VOLUME, "mountPath": P.MOUNT_PATH, "readOnly": True}
         for container in pod_spec.get("containers") or []:
             kept = [e for e in container.get("env") or [] if e.get("name") not in ours]
-            container["env"] = kept + env
+            container["env"] = _forwarded_by_mpirun(kept, sorted(ours)) + env
             mounts = [m for m in container.get("volumeMounts") or [] if m.get("name") != P.VOLUME]
             container["volumeMounts"] = [*mounts, mount]
         namespace, info = children.namespace_of(job), P.REPORTING_KINDS[job.kind]
@@ -101,3 +107,15 @@ class ProgressInjection:
             }
         )
         pod_spec["volumes"] = volumes
+
+
+def _forwarded_by_mpirun(env: list[dict[str, Any]], names: list[str]) -> list[dict[str, Any]]:
+    """``env`` with ``names`` in OpenMPI's forwarded list when it is an OpenMPI launcher's
+    (see the module); other containers' ``env`` unchanged."""
+    if not any(e.get("name") == E.OMPI_HOSTFILE for e in env):
+        return env
+    current = next((e for e in env if e.get("name") == E.OMPI_ENV_LIST), None)
+    listed = [n for n in str((current or {}).get("value") or "").split(";") if n]
+    value = ";".join([*listed, *(n for n in names if n not in listed)])
+    others = [e for e in env if e.get("name") != E.OMPI_ENV_LIST]
+    return [*others, {"name": E.OMPI_ENV_LIST, "value": value}]

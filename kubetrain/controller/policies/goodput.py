@@ -3,8 +3,10 @@
 A job's ``goodput`` status (``status.goodput``; a TrainJob's under ``status.kubetrain``)
 starts at its first fault, and counts:
 
-- ``faults``: gang restarts (a failed or lost pod, a hang) and suspensions (Kueue's
-  preemption among them) after the job had run;
+- ``faults``: gang restarts (a failed or lost pod, a hang), suspensions (Kueue's
+  preemption among them) after the job had run, and, in a job that reports, a replica's
+  main container restarted in place (``OnFailure``/``Always`` at pod scope: a rank that
+  crashed) after the job's last report;
 - ``lostSeconds``: for each fault, the time from the last checkpoint the job's code
   reported before it (``status.progress.checkpoint``; the fault itself when there is
   none: only the recovery is counted then) until the job trained again: its first
@@ -26,6 +28,7 @@ from typing import TYPE_CHECKING
 from kubetrain.api.common import ConditionType, JobStatus
 from kubetrain.api.progress_status import GoodputStatus
 from kubetrain.controller import conditions as C
+from kubetrain.controller import podstate
 
 if TYPE_CHECKING:
     from kubetrain.controller.draft import Draft
@@ -86,6 +89,33 @@ def opened(draft: Draft) -> GoodputStatus:
     )
 
 
+def _crash(draft: Draft) -> datetime | None:
+    """When a replica's main container last restarted in place, among the job's pods."""
+    assert draft.job is not None
+    mains = {r.pod_name: r.main_container for r in draft.plugin.replicas(draft.job)}
+    times = [
+        C.parse_time(podstate.restarted_at(pod, mains[name]))
+        for name, pod in draft.observed.pods.items()
+        if name in mains and podstate.is_active(pod)
+    ]
+    return max((t for t in times if t is not None), default=None)
+
+
+def crashed(draft: Draft) -> GoodputStatus | None:
+    """The goodput status once a fault opened for a rank restarted in place since the
+    job's last report; None otherwise (a fault already open, a job that does not report:
+    its pods stay Running, so nothing would say when it trains again)."""
+    progress = draft.status.progress
+    goodput = draft.status.goodput
+    if progress is None or (goodput is not None and goodput.open_since is not None):
+        return None
+    crash = _crash(draft)
+    reported = C.parse_time(progress.last_report_time)
+    if crash is None or reported is None or crash <= reported:
+        return None
+    return opened(draft)
+
+
 def steps_to_redo(status: JobStatus) -> tuple[int, int] | None:
     """(checkpoint step, steps to redo) as the job's last report says, when it says."""
     progress = status.progress
@@ -110,7 +140,7 @@ def closed(draft: Draft, trains: bool) -> GoodputStatus | None:
         state = current.gang_restart
         fault = C.parse_time(state.since) if state else None
         resumed = C.parse_time(current.start_time)
-        after = max((t for t in (fault, resumed) if t is not None), default=None)
+        after = max((t for t in (fault, resumed, _crash(draft)) if t is not None), default=None)
         reported = C.parse_time(progress.last_report_time)
         attempt = state.attempt if state else 0
         if reported is None or (progress.attempt or 0) != attempt:

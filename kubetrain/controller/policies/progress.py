@@ -55,9 +55,9 @@ def decide(draft: Draft) -> Decision:
         recovered = _recovered(draft)
         if recovered is not None:
             decision.events.append(recovered)
-        trains = goodput.closed(draft, trains=True)
-        if trains is not None:
-            decision.status["goodput"] = trains
+        accounted = goodput.closed(draft, trains=True) or goodput.crashed(draft)
+        if accounted is not None:
+            decision.status["goodput"] = accounted
         decision.conditions.append(
             ConditionChange(
                 ConditionType.RUNNING,

@@ -1,16 +1,19 @@
 """What a TrainJob's pods get when the progress server is on (upstream's TrainJobStatus
 runtime plugin): the ConfigMap with the CA bundle, and in the trainer's containers the
-SDK's three variables and the projected token + CA volume."""
+SDK's three variables and the projected token + CA volume; an MPIJob's OpenMPI launcher
+also forwards the three to its ranks."""
 
 from __future__ import annotations
 
 import copy
 from typing import Any
 
+from kubetrain.api import keys as K
 from kubetrain.controller.plugins.progress_env import ProgressInjection
 from kubetrain.controller.plugins.registry import build_registry
 from kubetrain.controller.plugins.trainjob_plugin import TrainJobPlugin
 from kubetrain.controller.reconciler import Reconciler
+from tests.builders.jobs import mpi_job
 from tests.builders.trainer import torch_runtime
 from tests.unit.controller.memory_cluster import MemoryCluster
 from tests.unit.controller.test_trainjob import RUNTIME_KEY, trainjob
@@ -121,3 +124,30 @@ def test_nothing_is_injected_when_the_server_is_off() -> None:
     assert "tj-tls-config" not in cluster.children.get("ConfigMap", {})
     spec = cluster.children["Pod"]["tj-node-0-0"]["spec"]
     assert "kubeflow-trainer-token" not in [v["name"] for v in spec.get("volumes") or []]
+
+
+def test_an_openmpi_launcher_forwards_the_variables_to_the_ranks_it_starts() -> None:
+    plugins = build_registry(("MPIJob",))
+    plugins["MPIJob"].progress = ProgressInjection("https://p:1", lambda: BUNDLE)
+    cluster = MemoryCluster()
+    annotations = {K.REPORT_PROGRESS_ANNOTATION: "true"}
+    job = mpi_job(name="hv", metadata={"namespace": "ns", "uid": "u1", "annotations": annotations})
+    launcher = job["spec"]["mpiReplicaSpecs"]["Launcher"]["template"]["spec"]["containers"][0]
+    launcher["env"] = [
+        {"name": "OMPI_MCA_mca_base_env_list", "value": "MINE;KUBEFLOW_TRAINER_SERVER_URL"}
+    ]
+    key = cluster.add_job(job)
+    Reconciler(cluster, cluster, plugins).reconcile(key)
+    pods = cluster.children["Pod"]
+    # The launcher is a batch Job's pod, as upstream's mpi-operator runs it.
+    pod = cluster.children["Job"]["hv-launcher"]["spec"]["template"]["spec"]
+    env = {e["name"]: e.get("value") for e in pod["containers"][0]["env"]}
+    # The user's entries kept, each variable listed once.
+    assert env["OMPI_MCA_mca_base_env_list"] == (
+        "MINE;KUBEFLOW_TRAINER_SERVER_URL;KUBEFLOW_TRAINER_SERVER_CA_CERT;"
+        "KUBEFLOW_TRAINER_SERVER_TOKEN"
+    )
+    assert env["KUBEFLOW_TRAINER_SERVER_URL"].endswith("/namespaces/ns/mpijobs/hv/status")
+    worker = {e["name"] for e in pods["hv-worker-0"]["spec"]["containers"][0]["env"]}
+    assert "KUBEFLOW_TRAINER_SERVER_TOKEN" in worker
+    assert "OMPI_MCA_mca_base_env_list" not in worker

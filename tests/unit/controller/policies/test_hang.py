@@ -275,3 +275,47 @@ def test_a_job_found_running_in_this_reconcile_is_looked_at_again_at_its_timeout
     p = decide(raw, running())
     assert condition(p, "Running") is not None
     assert p.requeue_after is not None and 30 <= p.requeue_after <= 31
+
+
+def crashed_rank(seconds_ago: float) -> Observed:
+    """Running pods; rank 1's training container restarted in place ``seconds_ago``."""
+    observed = running()
+    container = observed.pods["job-worker-0"]["status"]["containerStatuses"][0]
+    container.update(name="pytorch", restartCount=1)
+    container["lastState"] = {
+        "terminated": {"exitCode": 137, "reason": "Error", "finishedAt": stamp(seconds_ago)}
+    }
+    return observed
+
+
+def test_a_rank_restarted_in_place_after_the_last_report_is_a_fault_until_the_next() -> None:
+    raw = hang_job({}, reported=progress(10), running_for=100)
+    opened = (decide(raw, crashed_rank(5)).status or {})["goodput"]
+    # Lost from the last checkpoint (40 s ago); its 34 steps are done again.
+    assert opened == {
+        "started": stamp(400),
+        "faults": 1,
+        "lostSeconds": 0,
+        "stepsRedone": 34,
+        "openSince": stamp(40),
+    }
+    # Still no report since the crash: still open, counted once.
+    raw["status"]["goodput"] = opened
+    assert (decide(raw, crashed_rank(5)).status or {}).get("goodput", opened) == opened
+    # The first report after it closes it.
+    raw["status"]["progress"] = progress(1, step=1240)
+    closed = (decide(raw, crashed_rank(5)).status or {})["goodput"]
+    assert closed == {
+        "started": stamp(400),
+        "faults": 1,
+        "lostSeconds": 40,
+        "stepsRedone": 34,
+        "ratio": "0.900",
+    }
+
+
+def test_a_restart_before_the_last_report_or_of_a_job_that_does_not_report_is_none() -> None:
+    reported_since = hang_job({}, reported=progress(1), running_for=100)
+    assert "goodput" not in (decide(reported_since, crashed_rank(5)).status or {})
+    silent = hang_job({}, running_for=100)
+    assert "goodput" not in (decide(silent, crashed_rank(5)).status or {})
