@@ -147,6 +147,9 @@ class ReplicatedPlugin(JobPlugin[J]):
                 labels=labels,
                 selector=selector,
                 ports=children.service_ports(template["spec"], replica.main_container),
+                # A rank's name resolves while its container restarts in place (not
+                # Ready): its peers, restarted too, find it at once (upstream's does not).
+                publish_not_ready=True,
             )
             yield children.with_hash(service)
         scaling = self.autoscaling(job)

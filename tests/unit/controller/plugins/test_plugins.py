@@ -88,6 +88,8 @@ def test_pytorch_children_before_and_after_the_master_is_ready() -> None:
     assert env(worker)["RANK"] == "2" and env(worker)["MASTER_ADDR"] == "job-master-0"
     svc = second[("Service", "job-worker-1")]
     assert svc["spec"]["clusterIP"] == "None"
+    # A rank restarting in place (not Ready) still resolves for its peers.
+    assert svc["spec"]["publishNotReadyAddresses"] is True
     assert svc["spec"]["selector"][K.REPLICA_INDEX] == "1"
     assert svc["spec"]["ports"] == [
         {"name": "pytorchjob-port", "port": 23456, "targetPort": 23456, "protocol": "TCP"}
