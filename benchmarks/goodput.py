@@ -342,9 +342,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--step-delay", type=float, default=0.5)
     parser.add_argument("--every", type=int, default=20, help="checkpoint interval (steps)")
     parser.add_argument("--steps", type=int, default=0, help="0: from --minutes")
-    parser.add_argument("--hang-timeout", type=int, default=60, help="progress timeout (s)")
+    parser.add_argument(
+        "--hang-timeout", type=int, default=20, help="progress timeout (s): 40 steps of silence"
+    )
     parser.add_argument("--backoff-limit", type=int, default=3)
-    parser.add_argument("--deadline-minutes", type=float, default=0.0, help="0: 1.5 x --minutes")
+    parser.add_argument("--deadline-minutes", type=float, default=0.0, help="0: 1.2 x --minutes")
     parser.add_argument("--workdir", type=Path, default=Path(tempfile.mkdtemp(prefix="goodput-")))
     args = parser.parse_args(argv)
     asked = [s for s in args.systems.split(",") if s]
@@ -356,7 +358,7 @@ def main(argv: list[str] | None = None) -> int:
         )
     args.systems = [s for s in SYSTEMS if s in asked]
     args.steps = args.steps or default_steps(args.minutes, args.step_delay)
-    args.deadline_minutes = args.deadline_minutes or 1.5 * args.minutes
+    args.deadline_minutes = args.deadline_minutes or 1.2 * args.minutes
     try:
         faults = schedule(
             args.seed,

@@ -13,7 +13,9 @@ starts at its first fault, and counts:
   progress report after the fault, or, for a job that never reports, its pods all
   running again. While a fault is open, ``openSince`` holds where its loss began;
 - ``stepsRedone``: the steps between that checkpoint and the last step reported before
-  the fault, which the job computes a second time;
+  the fault, which the job computes a second time (counted as the fault opens: a
+  checkpoint the job writes on SIGTERM after that is not subtracted, though the loss of
+  time ends at it);
 - ``started`` (when the job first ran) and ``ratio``, 1 - lost / (now - started), written
   when a fault closes and when the job ends. The metrics compute it live.
 
@@ -134,6 +136,8 @@ def closed(draft: Draft, trains: bool) -> GoodputStatus | None:
         return None
     if C.is_true(draft.current, ConditionType.SUSPENDED):
         return None
+    now = draft.ctx.now
+    began = C.parse_time(goodput.open_since) or now
     progress = current.progress
     if progress is not None:
         # A job that reports: training again is its first report after the fault.
@@ -147,8 +151,11 @@ def closed(draft: Draft, trains: bool) -> GoodputStatus | None:
             return None
         if after is not None and reported <= after:
             return None
-    now = draft.ctx.now
-    began = C.parse_time(goodput.open_since) or now
+        # A checkpoint written on the way down (on SIGTERM) saved what came before it.
+        point = progress.checkpoint
+        saved = C.parse_time(point.time) if point is not None else None
+        if saved is not None and began < saved and (after is None or saved <= after):
+            began = saved
     lost = goodput.lost_seconds + max(0, round((now - began).total_seconds()))
     done = goodput.model_copy(update={"open_since": None, "lost_seconds": lost})
     return done.model_copy(update={"ratio": _format(ratio(done, now))})

@@ -302,8 +302,9 @@ def test_a_rank_restarted_in_place_after_the_last_report_is_a_fault_until_the_ne
     # Still no report since the crash: still open, counted once.
     raw["status"]["goodput"] = opened
     assert (decide(raw, crashed_rank(5)).status or {}).get("goodput", opened) == opened
-    # The first report after it closes it.
-    raw["status"]["progress"] = progress(1, step=1240)
+    # The first report after it closes it (the job resumed from the same checkpoint).
+    checkpoint = raw["status"]["progress"]["checkpoint"]
+    raw["status"]["progress"] = {**progress(1, step=1240), "checkpoint": checkpoint}
     closed = (decide(raw, crashed_rank(5)).status or {})["goodput"]
     assert closed == {
         "started": stamp(400),
@@ -319,3 +320,18 @@ def test_a_restart_before_the_last_report_or_of_a_job_that_does_not_report_is_no
     assert "goodput" not in (decide(reported_since, crashed_rank(5)).status or {})
     silent = hang_job({}, running_for=100)
     assert "goodput" not in (decide(silent, crashed_rank(5)).status or {})
+
+
+def test_a_checkpoint_written_on_sigterm_ends_the_time_lost_before_the_fault() -> None:
+    # Suspended (preempted) when its last checkpoint was 40 s old; it wrote one more on
+    # SIGTERM 20 s ago, was resumed 10 s ago and reports again.
+    goodput = {"started": stamp(400), "faults": 1, "lostSeconds": 0, "openSince": stamp(40)}
+    raw = hang_job({}, reported=progress(1, step=1300, checkpoint=None), goodput=goodput)
+    raw["status"]["startTime"] = stamp(10)
+    raw["status"]["progress"]["checkpoint"] = {
+        "step": 1290,
+        "location": "/ckpt/step-1290.pt",
+        "time": stamp(20),
+    }
+    closed = (decide(raw, running()).status or {})["goodput"]
+    assert closed["lostSeconds"] == 20
